@@ -1,0 +1,28 @@
+//! The exit codes of `diag`, in one place. Scripts read these; they never change meaning.
+
+use std::process::ExitCode;
+
+/// A documented process exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The command did what was asked (for `ask`: the run is SUCCESS).
+    Success = 0,
+    /// An unexpected internal error.
+    Internal = 1,
+    /// Bad usage, configuration or input.
+    Usage = 2,
+    /// The run ended FAILED.
+    RunFailed = 3,
+    /// `--strict`: the run succeeded but was degraded or its verdict was not PASS.
+    NotStrict = 4,
+    /// `replay`: a run file did not reproduce its expected result.
+    ReplayMismatch = 5,
+    /// Interrupted (Ctrl-C); the run is stored FAILED with its partial trace.
+    Interrupted = 130,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
+    }
+}

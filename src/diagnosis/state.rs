@@ -1,0 +1,136 @@
+//! The typed state of one diagnosis run: the fields each node reads and writes (SPEC §1.1),
+//! the per-stage retry counters, and the orchestration events.
+
+use serde::{Deserialize, Serialize};
+
+use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
+use crate::graph::{Event, GraphState};
+use crate::protocol::{
+    ExecutorOutput, GateStatus, GatekeeperRaw, Plan, PlannerMode, RetryContext, Verdict,
+    VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
+};
+
+/// The question being diagnosed. Conversation history never enters graph state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiagnosisContext {
+    pub question: String,
+    pub original_question: String,
+}
+
+/// Technical retries used in the current evidence round, per stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryCounters {
+    pub planner: u32,
+    pub verifier: u32,
+    pub composer: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiagnosisState {
+    pub context: DiagnosisContext,
+    /// 1 for the first evidence round, 2 after Retry Prepare.
+    pub round: u32,
+    pub planner_mode: PlannerMode,
+
+    pub plan: Option<Plan>,
+    pub planner_status: Option<AgentStatus>,
+
+    pub executor_output: Option<ExecutorOutput>,
+    pub executor_status: Option<ExecutorStatus>,
+
+    pub gatekeeper_raw: Option<GatekeeperRaw>,
+    pub gatekeeper_status: Option<GateStatus>,
+    pub ceiling: Option<Verdict>,
+
+    pub verified_executor_output: Option<VerifiedExecutorOutput>,
+    pub verified_evidence: Vec<VerifiedEvidence>,
+
+    pub verifier_status: Option<AgentStatus>,
+    pub verifier_model_verdict: Option<Verdict>,
+    pub effective_verdict: Option<Verdict>,
+    pub verifier_result: Option<VerifierResult>,
+
+    pub retry_context: Option<RetryContext>,
+    pub evidence_retry_count: u32,
+
+    pub final_answer: Option<String>,
+    pub composer_status: Option<AgentStatus>,
+    pub degraded: bool,
+    pub fallback_kind: Option<FallbackKind>,
+
+    pub retries: RetryCounters,
+    pub events: Vec<Event<Status>>,
+}
+
+impl DiagnosisState {
+    /// The initial state of a run: the question only, mode NORMAL, zero counters, no events.
+    pub fn new(question: impl Into<String>) -> Self {
+        let question = question.into();
+        DiagnosisState {
+            context: DiagnosisContext {
+                original_question: question.clone(),
+                question,
+            },
+            round: 1,
+            planner_mode: PlannerMode::Normal,
+            plan: None,
+            planner_status: None,
+            executor_output: None,
+            executor_status: None,
+            gatekeeper_raw: None,
+            gatekeeper_status: None,
+            ceiling: None,
+            verified_executor_output: None,
+            verified_evidence: Vec::new(),
+            verifier_status: None,
+            verifier_model_verdict: None,
+            effective_verdict: None,
+            verifier_result: None,
+            retry_context: None,
+            evidence_retry_count: 0,
+            final_answer: None,
+            composer_status: None,
+            degraded: false,
+            fallback_kind: None,
+            retries: RetryCounters::default(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Enters the evidence-retry round: round 2, EVIDENCE_GAP_ONLY mode, technical counters
+    /// back to zero, and every round-scoped output cleared so the rounds never mix. The retry
+    /// context built by Retry Prepare is the only thing carried over.
+    pub fn begin_evidence_round(&mut self) {
+        self.round += 1;
+        self.planner_mode = PlannerMode::EvidenceGapOnly;
+        self.retries = RetryCounters::default();
+        self.plan = None;
+        self.planner_status = None;
+        self.executor_output = None;
+        self.executor_status = None;
+        self.gatekeeper_raw = None;
+        self.gatekeeper_status = None;
+        self.ceiling = None;
+        self.verified_executor_output = None;
+        self.verified_evidence.clear();
+        self.verifier_status = None;
+        self.verifier_model_verdict = None;
+        self.effective_verdict = None;
+        self.verifier_result = None;
+    }
+
+    /// The executed node sequence, from the events.
+    pub fn path(&self) -> Vec<&str> {
+        self.events.iter().map(|e| e.node.as_str()).collect()
+    }
+}
+
+impl GraphState<Status> for DiagnosisState {
+    fn round(&self) -> u32 {
+        self.round
+    }
+
+    fn push_event(&mut self, event: Event<Status>) {
+        self.events.push(event);
+    }
+}

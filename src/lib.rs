@@ -1,0 +1,11 @@
+//! `diag`: a diagnosis runner that answers an operator's question by running one fixed graph
+//! of agents over read-only tools, and shows no claim it could not bind to a recorded tool
+//! output.
+//!
+//! The library holds everything; the `diag` binary only hands its arguments to [`cli::main`].
+
+pub mod cli;
+pub mod clock;
+pub mod diagnosis;
+pub mod graph;
+pub mod protocol;

@@ -1,0 +1,19 @@
+//! The agent output contracts of `diag` as typed data: what the Planner, Executor, Verifier
+//! and Composer must return, what the Gatekeeper records, and what the deterministic stages
+//! build from them. Parsing model text into these types lives beside each contract.
+
+pub mod composer;
+pub mod executor;
+pub mod gatekeeper;
+pub mod planner;
+pub mod retry;
+pub mod verified;
+pub mod verifier;
+
+pub use composer::ComposerAnswer;
+pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
+pub use gatekeeper::{Audit, CheckedBinding, GateStatus, GatekeeperRaw};
+pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
+pub use retry::{CriticalGap, QueryRef, RetryContext};
+pub use verified::{VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput};
+pub use verifier::{effective_verdict, ClaimCheck, Fact, Verdict, Verification, VerifierResult};
