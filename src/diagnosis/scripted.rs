@@ -180,6 +180,7 @@ pub mod steps {
                         goal: "find 502s in checkout logs".into(),
                         tool: "search_logs".into(),
                         arguments: serde_json::Map::new(),
+                        gap_id: None,
                     }],
                 });
             }
@@ -386,7 +387,9 @@ pub mod steps {
                 .verifier_result
                 .iter()
                 .flat_map(|r| r.critical_gaps())
-                .map(|f| crate::protocol::CriticalGap {
+                .enumerate()
+                .map(|(i, f)| crate::protocol::CriticalGap {
+                    id: format!("g{}", i + 1),
                     fact: f.fact.clone(),
                     verification: f.verification,
                     claim_ids: f.claim_ids.clone(),

@@ -5,6 +5,7 @@
 pub mod composer;
 pub mod executor;
 pub mod gatekeeper;
+pub mod invocation;
 pub mod planner;
 pub mod retry;
 pub mod verified;
@@ -13,6 +14,7 @@ pub mod verifier;
 pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
 pub use gatekeeper::{Audit, CheckedBinding, GateStatus, GatekeeperRaw};
+pub use invocation::{InvocationStatus, ToolInvocation};
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{CriticalGap, QueryRef, RetryContext};
 pub use verified::{VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput};

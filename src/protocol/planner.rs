@@ -42,4 +42,7 @@ pub struct PlanStep {
     pub goal: String,
     pub tool: String,
     pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// In EVIDENCE_GAP_ONLY mode: the id of the listed critical gap this step addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_id: Option<String>,
 }

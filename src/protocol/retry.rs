@@ -15,6 +15,8 @@ pub struct RetryContext {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CriticalGap {
+    /// `g1`, `g2`, … in the order of the Verifier's facts; plan steps name it as `gap_id`.
+    pub id: String,
     pub fact: String,
     pub verification: Verification,
     pub claim_ids: Vec<String>,
@@ -25,4 +27,38 @@ pub struct CriticalGap {
 pub struct QueryRef {
     pub tool_name: String,
     pub arguments: String,
+}
+
+impl QueryRef {
+    pub fn new(tool_name: &str, arguments: &serde_json::Value) -> Self {
+        QueryRef {
+            tool_name: tool_name.to_string(),
+            arguments: canonical_json(arguments),
+        }
+    }
+}
+
+/// Compact JSON with object keys sorted, so equal arguments compare equal as text.
+pub fn canonical_json(v: &serde_json::Value) -> String {
+    // serde_json's Map is a BTreeMap (the preserve_order feature is not enabled), so keys
+    // serialize sorted; a test below guards that assumption.
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"b":1,"a":{"y":2,"x":[3,{"d":4,"c":5}]}}"#).unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":[3,{"c":5,"d":4}],"y":2},"b":1}"#
+        );
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{"a":{"x":[3,{"c":5,"d":4}],"y":2},"b":1}"#).unwrap();
+        assert_eq!(QueryRef::new("t", &a), QueryRef::new("t", &b));
+    }
 }
