@@ -1,1 +1,170 @@
-fn main() {}
+//! `diag-bench`: measures `diag`'s own overhead and prints one JSON object of figures.
+//!
+//! `diag-bench graph --scenario pass|evidence_retry|planner_fail --runs N` runs the compiled
+//! diagnosis topology N times over instant scripted nodes, so the figure is the engine's cost
+//! alone: routing, events, state writes and the clock.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use diag::clock::FixedClock;
+use diag::clock::Timestamp;
+use diag::diagnosis::scripted::{steps, FnNode, ScriptStep};
+use diag::diagnosis::topology::{self, DiagnosisNodes};
+use diag::diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
+use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
+use diag::protocol::{Verdict, Verification};
+
+#[derive(Parser)]
+#[command(name = "diag-bench", about = "Benchmarks of diag's own overhead")]
+struct Cli {
+    #[command(subcommand)]
+    command: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Run the compiled topology over instant scripted nodes.
+    Graph {
+        #[arg(long, value_enum, default_value = "pass")]
+        scenario: Scenario,
+        #[arg(long, default_value_t = 10_000)]
+        runs: u64,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum Scenario {
+    /// planner, executor, gatekeeper, verified_input, verifier, composer (6 nodes).
+    Pass,
+    /// One evidence retry: 12 node executions.
+    EvidenceRetry,
+    /// Planner twice, then the Fallback (3 nodes).
+    PlannerFail,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Pass => "pass",
+            Scenario::EvidenceRetry => "evidence_retry",
+            Scenario::PlannerFail => "planner_fail",
+        }
+    }
+}
+
+fn by_round(first: ScriptStep, later: ScriptStep) -> ScriptStep {
+    Box::new(move |s, c| {
+        if s.round == 1 {
+            first(s, c)
+        } else {
+            later(s, c)
+        }
+    })
+}
+
+fn nodes(scenario: Scenario) -> DiagnosisNodes {
+    let planner = match scenario {
+        Scenario::PlannerFail => steps::planner(AgentStatus::InvalidOutput),
+        _ => steps::planner(AgentStatus::Completed),
+    };
+    let verifier = match scenario {
+        Scenario::EvidenceRetry => by_round(
+            steps::verifier_verdict(
+                Verdict::LowConfid,
+                vec![steps::fact(true, Verification::NoEvidence)],
+            ),
+            steps::verifier_verdict(Verdict::Pass, vec![]),
+        ),
+        _ => steps::verifier_verdict(Verdict::Pass, vec![]),
+    };
+    DiagnosisNodes {
+        planner: FnNode::new(planner),
+        executor: FnNode::new(steps::executor(ExecutorStatus::Completed)),
+        gatekeeper: FnNode::new(steps::gate_pass()),
+        verified_input: FnNode::new(steps::verified_input_built()),
+        verifier: FnNode::new(verifier),
+        retry_prepare: FnNode::new(steps::retry_prepared()),
+        composer: FnNode::new(steps::composer_answer("benchmark answer")),
+        fallback: FnNode::new(steps::fallback()),
+    }
+}
+
+/// Peak resident set size of this process, from the kernel's own accounting.
+fn peak_rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn bench_graph(scenario: Scenario, runs: u64) -> Result<serde_json::Value, String> {
+    let graph = topology::compile(nodes(scenario)).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let clock = FixedClock(Timestamp::from_unix_ms(0));
+    let config = RunConfig::new("bench-session", "bench-run");
+    let mut observer = NoopObserver;
+    let started = Instant::now();
+    let node_executions = rt.block_on(async {
+        let mut total: u64 = 0;
+        for _ in 0..runs {
+            let opts = InvokeOptions {
+                step_limit: STEP_LIMIT,
+                clock: &clock,
+                cancel: None,
+                observer: &mut observer,
+            };
+            let state = graph
+                .invoke(
+                    DiagnosisState::new("why does checkout return 502?"),
+                    &config,
+                    opts,
+                )
+                .await
+                .map_err(|f| f.error.to_string())?;
+            total += state.events.len() as u64;
+        }
+        Ok::<u64, String>(total)
+    })?;
+    let seconds = started.elapsed().as_secs_f64();
+    let per_sec = if seconds > 0.0 {
+        runs as f64 / seconds
+    } else {
+        0.0
+    };
+    let us_per_node = if node_executions > 0 {
+        seconds * 1e6 / node_executions as f64
+    } else {
+        0.0
+    };
+    Ok(serde_json::json!({
+        "scenario": scenario.name(),
+        "runs": runs,
+        "node_executions": node_executions,
+        "nodes_per_run": if runs > 0 { node_executions / runs } else { 0 },
+        "seconds": seconds,
+        "runs_per_sec": per_sec,
+        "us_per_node": us_per_node,
+        "peak_rss_kb": peak_rss_kb(),
+    }))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Bench::Graph { scenario, runs } => bench_graph(scenario, runs),
+    };
+    match result {
+        Ok(v) => {
+            println!("{v}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("diag-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

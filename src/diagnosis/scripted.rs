@@ -74,8 +74,15 @@ impl Node<DiagnosisState, Status> for ScriptedNode {
     }
 }
 
-/// A stateless node from a plain function; cheap enough for benchmarks.
-pub struct FnNode(pub fn(&mut DiagnosisState, &RunConfig) -> Step<Status>);
+/// A node that runs the same step on every call and records nothing; it decides from the
+/// state alone, so one instance serves any number of runs (benchmarks).
+pub struct FnNode(pub ScriptStep);
+
+impl FnNode {
+    pub fn new(step: ScriptStep) -> Arc<Self> {
+        Arc::new(FnNode(step))
+    }
+}
 
 impl Node<DiagnosisState, Status> for FnNode {
     fn run<'a>(
