@@ -4,8 +4,11 @@
 //!
 //! The library holds everything; the `diag` binary only hands its arguments to [`cli::main`].
 
+pub mod agent;
 pub mod cli;
 pub mod clock;
 pub mod diagnosis;
 pub mod graph;
+pub mod model;
 pub mod protocol;
+pub mod tools;

@@ -1,0 +1,161 @@
+//! The agent port: how a diagnosis node asks an agent (a model, possibly with tools) for its
+//! output. Nodes serialize only their declared input and hand it over with the run's
+//! [`RunConfig`]; what answers (an OpenAI-compatible model, a recording, a script) is behind
+//! [`AgentInvoker`].
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::graph::RunConfig;
+
+/// The four agents of the diagnosis graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentRole {
+    Planner,
+    Executor,
+    Verifier,
+    Composer,
+}
+
+impl AgentRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentRole::Planner => "planner",
+            AgentRole::Executor => "executor",
+            AgentRole::Verifier => "verifier",
+            AgentRole::Composer => "composer",
+        }
+    }
+}
+
+impl fmt::Display for AgentRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One agent attempt: who, where in the run, and the serialized declared input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRequest {
+    pub role: AgentRole,
+    pub round: u32,
+    pub attempt: u32,
+    /// The node's declared input as canonical JSON; a technical retry sends the same bytes.
+    pub input: String,
+}
+
+/// The agent's final text; tool calls made on the way are recorded by the tool recorder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentReply {
+    pub content: String,
+}
+
+/// Why an agent attempt produced no reply, classified as SPEC §1.4 requires.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InvokeError {
+    /// Timeouts, connection errors, HTTP 408/409/429/5xx, truncated responses.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// HTTP 400/401/403/404/422 and anything unrecognised.
+    #[error("permanent: {0}")]
+    Permanent(String),
+    /// The Executor asked for a tool outside the catalog or past its budget and ended there.
+    #[error("tool blocked: {0}")]
+    ToolBlocked(String),
+}
+
+impl InvokeError {
+    /// A short code for event details; never the message, which may quote a server.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            InvokeError::Transient(_) => "transient",
+            InvokeError::Permanent(_) => "permanent",
+            InvokeError::ToolBlocked(_) => "tool_blocked",
+        }
+    }
+}
+
+pub type InvokeFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<AgentReply, InvokeError>> + Send + 'a>,
+>;
+
+/// Runs one agent attempt. Implementations receive the run's `RunConfig` unchanged and pass
+/// it on to their hooks and tool recorders.
+pub trait AgentInvoker: Send + Sync {
+    fn invoke<'a>(&'a self, request: &'a AgentRequest, config: &'a RunConfig) -> InvokeFuture<'a>;
+}
+
+/// A deterministic invoker for tests: per role, a queue of replies played in order; every
+/// request is recorded with the config it came with. An exhausted queue is a permanent error.
+#[derive(Default)]
+pub struct ScriptedInvoker {
+    replies: Mutex<HashMap<AgentRole, VecDeque<Result<AgentReply, InvokeError>>>>,
+    requests: Mutex<Vec<(AgentRequest, RunConfig)>>,
+}
+
+impl ScriptedInvoker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queues a reply with this content for `role`.
+    pub fn reply(&self, role: AgentRole, content: impl Into<String>) -> &Self {
+        self.push(
+            role,
+            Ok(AgentReply {
+                content: content.into(),
+            }),
+        )
+    }
+
+    /// Queues a failure for `role`.
+    pub fn fail(&self, role: AgentRole, error: InvokeError) -> &Self {
+        self.push(role, Err(error))
+    }
+
+    fn push(&self, role: AgentRole, r: Result<AgentReply, InvokeError>) -> &Self {
+        if let Ok(mut map) = self.replies.lock() {
+            map.entry(role).or_default().push_back(r);
+        }
+        self
+    }
+
+    /// Every request so far, in order, with its config.
+    pub fn requests(&self) -> Vec<(AgentRequest, RunConfig)> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// The requests made to one role.
+    pub fn requests_for(&self, role: AgentRole) -> Vec<AgentRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|(r, _)| r.role == role)
+            .map(|(r, _)| r)
+            .collect()
+    }
+}
+
+impl AgentInvoker for ScriptedInvoker {
+    fn invoke<'a>(&'a self, request: &'a AgentRequest, config: &'a RunConfig) -> InvokeFuture<'a> {
+        if let Ok(mut reqs) = self.requests.lock() {
+            reqs.push((request.clone(), config.clone()));
+        }
+        let next = self
+            .replies
+            .lock()
+            .ok()
+            .and_then(|mut map| map.get_mut(&request.role).and_then(VecDeque::pop_front));
+        let result = next.unwrap_or_else(|| {
+            Err(InvokeError::Permanent(format!(
+                "no scripted reply left for {}",
+                request.role
+            )))
+        });
+        Box::pin(std::future::ready(result))
+    }
+}

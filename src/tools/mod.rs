@@ -1,0 +1,91 @@
+//! Tools as the diagnosis graph sees them: the catalog shown to the Planner and Executor, and
+//! the log of recorded invocations the Gatekeeper checks claims against.
+
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::ToolInvocation;
+
+/// A tool as offered to a model: name, description, JSON Schema of its parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// Where recorded tool invocations are kept and looked up. Lookups are always scoped to one
+/// run: an invocation of another run, even of the same session, is never returned.
+pub trait InvocationLog: Send + Sync {
+    /// Records an invocation before the model sees its result.
+    fn record(&self, invocation: ToolInvocation);
+    /// The invocations of `run_id`, in recording order.
+    fn invocations(&self, run_id: &str) -> Vec<ToolInvocation>;
+}
+
+/// An in-memory log, for tests and for runs that are not stored.
+#[derive(Default)]
+pub struct MemoryInvocationLog {
+    entries: Mutex<Vec<ToolInvocation>>,
+    lookups: Mutex<Vec<String>>,
+}
+
+impl MemoryInvocationLog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The run ids that were looked up, in order (lets tests see who asked for what).
+    pub fn lookups(&self) -> Vec<String> {
+        self.lookups.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+impl InvocationLog for MemoryInvocationLog {
+    fn record(&self, invocation: ToolInvocation) {
+        if let Ok(mut e) = self.entries.lock() {
+            e.push(invocation);
+        }
+    }
+
+    fn invocations(&self, run_id: &str) -> Vec<ToolInvocation> {
+        if let Ok(mut l) = self.lookups.lock() {
+            l.push(run_id.to_string());
+        }
+        self.entries
+            .lock()
+            .map(|e| e.iter().filter(|i| i.run_id == run_id).cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Why a tool call produced no output. The text is recorded as the invocation's error output,
+/// so it must never contain a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    #[error("source unavailable: {0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+pub type ToolFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<serde_json::Value, ToolError>> + Send + 'a>,
+>;
+
+/// A read-only data source the Executor may call.
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+    /// Runs the tool. `now` is the run clock's current time, for tools that need a window.
+    fn call<'a>(&'a self, arguments: &'a serde_json::Value, cx: &'a ToolContext) -> ToolFuture<'a>;
+}
+
+/// What a tool may know about the run calling it.
+pub struct ToolContext<'a> {
+    pub clock: &'a dyn crate::clock::Clock,
+}
