@@ -159,3 +159,5 @@ impl AgentInvoker for ScriptedInvoker {
         Box::pin(std::future::ready(result))
     }
 }
+pub mod prompts;
+pub mod runtime;

@@ -2,6 +2,8 @@
 //! wire formats stay behind adapters (the OpenAI-compatible one, the recorded one for replay),
 //! so the agent runtime never sees a provider's quirks.
 
+pub mod scripted;
+
 use std::fmt;
 use std::time::Duration;
 

@@ -1,0 +1,98 @@
+//! The four agent prompts, versioned files under `prompts/` embedded in the binary, and the
+//! audit entry every model call records (prompt id, version, sha256, size).
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::AgentRole;
+
+/// An embedded system prompt.
+#[derive(Debug, Clone, Copy)]
+pub struct Prompt {
+    pub id: &'static str,
+    pub version: u32,
+    pub text: &'static str,
+}
+
+const PLANNER: Prompt = Prompt {
+    id: "planner",
+    version: 1,
+    text: include_str!("../../prompts/planner.v1.md"),
+};
+const EXECUTOR: Prompt = Prompt {
+    id: "executor",
+    version: 1,
+    text: include_str!("../../prompts/executor.v1.md"),
+};
+const VERIFIER: Prompt = Prompt {
+    id: "verifier",
+    version: 1,
+    text: include_str!("../../prompts/verifier.v1.md"),
+};
+const COMPOSER: Prompt = Prompt {
+    id: "composer",
+    version: 1,
+    text: include_str!("../../prompts/composer.v1.md"),
+};
+
+/// The prompt of an agent.
+pub fn prompt(role: AgentRole) -> &'static Prompt {
+    match role {
+        AgentRole::Planner => &PLANNER,
+        AgentRole::Executor => &EXECUTOR,
+        AgentRole::Verifier => &VERIFIER,
+        AgentRole::Composer => &COMPOSER,
+    }
+}
+
+/// Which prompt a model call used, without the prompt itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptAudit {
+    pub prompt_id: String,
+    pub version: u32,
+    pub sha256: String,
+    pub size: usize,
+}
+
+impl Prompt {
+    pub fn audit(&self) -> PromptAudit {
+        PromptAudit {
+            prompt_id: self.id.to_string(),
+            version: self.version,
+            sha256: sha256_hex(self.text.as_bytes()),
+            size: self.text.len(),
+        }
+    }
+}
+
+/// Lowercase hex sha256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_prompt_names_its_contract_and_audits_itself() {
+        for (role, schema) in [
+            (AgentRole::Planner, "planner_plan_v1"),
+            (AgentRole::Executor, "executor_evidence_v2"),
+            (AgentRole::Verifier, "verifier_verdict_v1"),
+            (AgentRole::Composer, "composer_answer_v1"),
+        ] {
+            let p = prompt(role);
+            assert!(p.text.contains(schema), "{} prompt names {schema}", p.id);
+            let a = p.audit();
+            assert_eq!(a.size, p.text.len());
+            assert_eq!(a.sha256.len(), 64);
+            assert_eq!(a.prompt_id, role.as_str());
+        }
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

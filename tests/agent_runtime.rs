@@ -1,0 +1,434 @@
+//! The agent runtime over a scripted model and scripted tools: single-turn agents, the
+//! Executor's bounded ReAct loop, invocation ids, recording before the model sees results,
+//! concurrency of one turn's tool calls, budgets, and failure classification.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use diag::agent::runtime::{
+    AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, StepStatus,
+    ToolResult, ToolResultFuture, ToolRunner,
+};
+use diag::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
+use diag::clock::{FixedClock, Timestamp};
+use diag::graph::RunConfig;
+use diag::model::scripted::ScriptedModel;
+use diag::model::{ChatResponse, FinishReason, ModelError, Role};
+use diag::protocol::InvocationStatus;
+use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
+use serde_json::{json, Value};
+
+/// Echoes its arguments; `wait` makes calls meet at a barrier, which only concurrent calls pass.
+struct EchoTools {
+    barrier: Option<tokio::sync::Barrier>,
+}
+
+impl ToolRunner for EchoTools {
+    fn catalog(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "search_logs".into(),
+            description: "search".into(),
+            parameters: json!({"type": "object"}),
+        }]
+    }
+
+    fn run<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a> {
+        Box::pin(async move {
+            if let Some(b) = &self.barrier {
+                b.wait().await;
+            }
+            if name != "search_logs" {
+                return ToolResult {
+                    status: InvocationStatus::Blocked,
+                    output: json!({"error": "unknown tool"}),
+                };
+            }
+            ToolResult {
+                status: InvocationStatus::Ok,
+                output: json!({"matches": [{"line": format!("echo {arguments}")}], "truncated": false}),
+            }
+        })
+    }
+}
+
+#[derive(Default)]
+struct Recorder {
+    steps: Mutex<Vec<(RunConfig, AgentStepRecord)>>,
+    exchanges: Mutex<Vec<ModelExchange>>,
+}
+
+impl RunHooks for Recorder {
+    fn agent_step(&self, config: &RunConfig, step: &AgentStepRecord) {
+        self.steps
+            .lock()
+            .unwrap()
+            .push((config.clone(), step.clone()));
+    }
+    fn model_exchange(&self, _config: &RunConfig, exchange: &ModelExchange) {
+        self.exchanges.lock().unwrap().push(exchange.clone());
+    }
+}
+
+struct Rig {
+    model: Arc<ScriptedModel>,
+    log: Arc<MemoryInvocationLog>,
+    hooks: Arc<Recorder>,
+    agents: ModelAgents,
+}
+
+fn rig(limits: AgentLimits, barrier: Option<usize>) -> Rig {
+    let model = Arc::new(ScriptedModel::new());
+    let log = Arc::new(MemoryInvocationLog::new());
+    let hooks = Arc::new(Recorder::default());
+    let agents = ModelAgents {
+        models: AgentModels::single(model.clone()),
+        tools: Arc::new(EchoTools {
+            barrier: barrier.map(tokio::sync::Barrier::new),
+        }),
+        log: log.clone(),
+        hooks: hooks.clone(),
+        clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
+        limits,
+    };
+    Rig {
+        model,
+        log,
+        hooks,
+        agents,
+    }
+}
+
+fn request(role: AgentRole) -> AgentRequest {
+    AgentRequest {
+        role,
+        round: 1,
+        attempt: 1,
+        input: r#"{"diagnosis_context":{"question":"why 502?"}}"#.into(),
+    }
+}
+
+fn config() -> RunConfig {
+    RunConfig::new("s-1", "run-1")
+}
+
+#[tokio::test]
+async fn single_turn_agent_sends_prompt_and_input_without_tools() {
+    let r = rig(AgentLimits::default(), None);
+    r.model.text("{\"schema\":\"planner_plan_v1\"}");
+    let reply = r
+        .agents
+        .invoke(&request(AgentRole::Planner), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, "{\"schema\":\"planner_plan_v1\"}");
+    let reqs = r.model.requests();
+    assert_eq!(reqs.len(), 1);
+    assert!(reqs[0].tools.is_empty());
+    assert_eq!(reqs[0].messages[0].role, Role::System);
+    assert!(reqs[0].messages[0]
+        .content
+        .as_deref()
+        .unwrap()
+        .contains("planner_plan_v1"));
+    assert_eq!(
+        reqs[0].messages[1].content.as_deref(),
+        Some(request(AgentRole::Planner).input.as_str())
+    );
+    let steps = r.hooks.steps.lock().unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(
+        steps[0].0,
+        config(),
+        "hooks receive the run's config unchanged"
+    );
+    assert_eq!(steps[0].1.status, StepStatus::Ok);
+    assert_eq!(steps[0].1.prompt_tokens, 10);
+    assert_eq!(steps[0].1.prompt.prompt_id, "planner");
+}
+
+#[tokio::test]
+async fn executor_records_tool_results_with_run_local_ids_before_the_model_sees_them() {
+    let r = rig(AgentLimits::default(), None);
+    r.model
+        .tool_calls(&[
+            ("call_a", "search_logs", json!({"query": "502"})),
+            ("call_b", "search_logs", json!({"query": "timeout"})),
+        ])
+        .tool_calls(&[("call_c", "search_logs", json!({"query": "pool"}))])
+        .text("{\"schema\":\"executor_evidence_v2\"}");
+    let reply = r
+        .agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, "{\"schema\":\"executor_evidence_v2\"}");
+
+    let invs = r.log.invocations("run-1");
+    let ids: Vec<_> = invs.iter().map(|i| i.invocation_id.as_str()).collect();
+    assert_eq!(ids, ["inv-1", "inv-2", "inv-3"]);
+    assert_eq!(invs[0].arguments, json!({"query": "502"}));
+    assert_eq!(invs[1].arguments, json!({"query": "timeout"}));
+    assert!(invs
+        .iter()
+        .all(|i| i.session_id == "s-1" && i.agent == "executor" && i.round == 1));
+
+    // The second model call shows both results with their invocation ids, in the model's order.
+    let reqs = r.model.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(
+        !reqs[0].tools.is_empty(),
+        "the Executor is offered the catalog"
+    );
+    let tool_msgs: Vec<Value> = reqs[1]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| serde_json::from_str(m.content.as_deref().unwrap()).unwrap())
+        .collect();
+    assert_eq!(tool_msgs.len(), 2);
+    assert_eq!(tool_msgs[0]["invocation_id"], "inv-1");
+    assert_eq!(tool_msgs[1]["invocation_id"], "inv-2");
+    assert_eq!(tool_msgs[0]["output"], invs[0].output);
+    assert_eq!(
+        reqs[1]
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .nth(1)
+            .unwrap()
+            .tool_call_id
+            .as_deref(),
+        Some("call_b")
+    );
+    assert_eq!(
+        r.hooks
+            .steps
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, s)| s.turn)
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+}
+
+#[tokio::test]
+async fn invocation_ids_continue_across_rounds_of_one_run_and_restart_in_another_run() {
+    let r = rig(AgentLimits::default(), None);
+    r.model
+        .tool_calls(&[("a", "search_logs", json!({"q": 1}))])
+        .text("{}")
+        .tool_calls(&[("b", "search_logs", json!({"q": 2}))])
+        .text("{}")
+        .tool_calls(&[("c", "search_logs", json!({"q": 3}))])
+        .text("{}");
+    r.agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    let mut round2 = request(AgentRole::Executor);
+    round2.round = 2;
+    r.agents.invoke(&round2, &config()).await.unwrap();
+    let other = RunConfig::new("s-1", "run-2");
+    r.agents
+        .invoke(&request(AgentRole::Executor), &other)
+        .await
+        .unwrap();
+    let ids = |run: &str| {
+        r.log
+            .invocations(run)
+            .into_iter()
+            .map(|i| (i.invocation_id, i.round))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids("run-1"),
+        [("inv-1".to_string(), 1), ("inv-2".to_string(), 2)]
+    );
+    assert_eq!(ids("run-2"), [("inv-1".to_string(), 1)]);
+}
+
+#[tokio::test]
+async fn tool_calls_of_one_turn_run_concurrently() {
+    // Three calls meet at a barrier of three: sequential execution would never get past it.
+    let r = rig(AgentLimits::default(), Some(3));
+    r.model
+        .tool_calls(&[
+            ("a", "search_logs", json!({"q": 1})),
+            ("b", "search_logs", json!({"q": 2})),
+            ("c", "search_logs", json!({"q": 3})),
+        ])
+        .text("{}");
+    let (req, cfg) = (request(AgentRole::Executor), config());
+    let run = r.agents.invoke(&req, &cfg);
+    let reply = tokio::time::timeout(Duration::from_secs(10), run).await;
+    assert!(reply.is_ok(), "calls of one turn did not run concurrently");
+    assert_eq!(r.log.invocations("run-1").len(), 3);
+}
+
+#[tokio::test]
+async fn calls_past_the_budget_are_recorded_blocked_and_unknown_tools_blocked() {
+    let r = rig(
+        AgentLimits {
+            max_turns: 4,
+            max_tool_calls: 2,
+        },
+        None,
+    );
+    r.model
+        .tool_calls(&[
+            ("a", "search_logs", json!({"q": 1})),
+            ("b", "delete_everything", json!({})),
+            ("c", "search_logs", json!({"q": 3})),
+        ])
+        .text("{}");
+    r.agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    let st: Vec<_> = r
+        .log
+        .invocations("run-1")
+        .into_iter()
+        .map(|i| (i.tool_name, i.status))
+        .collect();
+    assert_eq!(
+        st,
+        [
+            ("search_logs".to_string(), InvocationStatus::Ok),
+            ("delete_everything".to_string(), InvocationStatus::Blocked),
+            ("search_logs".to_string(), InvocationStatus::Blocked),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_executor_that_never_stops_calling_tools_ends_tool_blocked() {
+    let r = rig(
+        AgentLimits {
+            max_turns: 3,
+            max_tool_calls: 1,
+        },
+        None,
+    );
+    for i in 0..3 {
+        r.model
+            .tool_calls(&[(&format!("c{i}"), "search_logs", json!({"q": i}))]);
+    }
+    let err = r
+        .agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, InvokeError::ToolBlocked(_)), "{err:?}");
+    assert_eq!(r.model.requests().len(), 3, "bounded by max_turns");
+    let st: Vec<_> = r
+        .log
+        .invocations("run-1")
+        .into_iter()
+        .map(|i| i.status)
+        .collect();
+    assert_eq!(
+        st,
+        [
+            InvocationStatus::Ok,
+            InvocationStatus::Blocked,
+            InvocationStatus::Blocked
+        ]
+    );
+}
+
+#[tokio::test]
+async fn model_failures_are_classified_and_recorded() {
+    let cases = [
+        (
+            ModelError::from_status(503, "HTTP 503"),
+            "transient",
+            StepStatus::Transient,
+        ),
+        (
+            ModelError::from_status(429, "HTTP 429"),
+            "transient",
+            StepStatus::Transient,
+        ),
+        (
+            ModelError::from_status(401, "HTTP 401"),
+            "permanent",
+            StepStatus::Permanent,
+        ),
+        (
+            ModelError::transient("connection reset"),
+            "transient",
+            StepStatus::Transient,
+        ),
+    ];
+    for (error, kind, step_status) in cases {
+        let r = rig(AgentLimits::default(), None);
+        r.model.push(Err(error.clone()));
+        let err = r
+            .agents
+            .invoke(&request(AgentRole::Verifier), &config())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), kind, "{error:?}");
+        let steps = r.hooks.steps.lock().unwrap();
+        assert_eq!(steps[0].1.status, step_status);
+        assert_eq!(r.hooks.exchanges.lock().unwrap()[0].outcome, Err(error));
+    }
+}
+
+#[tokio::test]
+async fn a_reply_cut_at_the_token_limit_is_transient() {
+    let r = rig(AgentLimits::default(), None);
+    r.model.push(Ok(ChatResponse {
+        content: Some("{\"schema\": \"composer_ans".into()),
+        tool_calls: vec![],
+        finish_reason: FinishReason::Length,
+        usage: None,
+    }));
+    let err = r
+        .agents
+        .invoke(&request(AgentRole::Composer), &config())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, InvokeError::Transient(_)));
+    assert_eq!(
+        r.hooks.steps.lock().unwrap()[0].1.status,
+        StepStatus::Truncated
+    );
+}
+
+#[tokio::test]
+async fn each_agent_uses_its_own_model_when_configured() {
+    let default = Arc::new(ScriptedModel::new());
+    let strong = Arc::new(ScriptedModel::new());
+    default.text("planner answer");
+    strong.text("verifier answer");
+    let mut models = AgentModels::single(default.clone());
+    models.overrides.insert(AgentRole::Verifier, strong.clone());
+    let agents = ModelAgents {
+        models,
+        tools: Arc::new(EchoTools { barrier: None }),
+        log: Arc::new(MemoryInvocationLog::new()),
+        hooks: Arc::new(Recorder::default()),
+        clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
+        limits: AgentLimits::default(),
+    };
+    assert_eq!(
+        agents
+            .invoke(&request(AgentRole::Verifier), &config())
+            .await
+            .unwrap()
+            .content,
+        "verifier answer"
+    );
+    assert_eq!(
+        agents
+            .invoke(&request(AgentRole::Planner), &config())
+            .await
+            .unwrap()
+            .content,
+        "planner answer"
+    );
+    assert_eq!((default.requests().len(), strong.requests().len()), (1, 1));
+}
