@@ -144,7 +144,7 @@ fn bench_graph(scenario: Scenario, runs: u64) -> Result<serde_json::Value, Strin
         "scenario": scenario.name(),
         "runs": runs,
         "node_executions": node_executions,
-        "nodes_per_run": if runs > 0 { node_executions / runs } else { 0 },
+        "nodes_per_run": node_executions.checked_div(runs).unwrap_or(0),
         "seconds": seconds,
         "runs_per_sec": per_sec,
         "us_per_node": us_per_node,
