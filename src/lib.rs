@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod cli;
 pub mod clock;
+pub mod config;
 pub mod diagnosis;
 pub mod graph;
 pub mod model;
