@@ -12,4 +12,5 @@ pub mod diagnosis;
 pub mod graph;
 pub mod model;
 pub mod protocol;
+pub mod runfile;
 pub mod tools;

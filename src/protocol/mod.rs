@@ -16,6 +16,6 @@ pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidenc
 pub use gatekeeper::{Audit, CheckedBinding, GateStatus, GatekeeperRaw};
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
-pub use retry::{CriticalGap, QueryRef, RetryContext};
+pub use retry::{canonical_json, CriticalGap, QueryRef, RetryContext};
 pub use verified::{VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput};
 pub use verifier::{effective_verdict, ClaimCheck, Fact, Verdict, Verification, VerifierResult};

@@ -1,0 +1,295 @@
+//! Recording and replay. A [`Tape`] serves a run file's exchanges in order to per-agent
+//! [`RecordedModel`]s and to [`RecordedTools`], and keeps the first divergence it sees; a
+//! [`Recorder`] collects a live run's exchanges in order to write a run file.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::{Exchange, ModelRecord, RecordedError, RecordedResponse, ToolRecord};
+use crate::agent::prompts::sha256_hex;
+use crate::agent::runtime::{ModelExchange, RunHooks, ToolResult, ToolResultFuture, ToolRunner};
+use crate::agent::AgentRole;
+use crate::graph::RunConfig;
+use crate::model::{ChatFuture, ChatModel, ChatRequest, ModelError};
+use crate::protocol::{canonical_json, InvocationStatus, ToolInvocation};
+use crate::tools::{InvocationLog, ToolSpec};
+
+/// The first point where a replayed run did something other than the recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// Index into `exchanges`; equal to their count when the recording ran out.
+    pub exchange: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exchange {}: {}", self.exchange, self.message)
+    }
+}
+
+struct TapeState {
+    next: usize,
+    divergence: Option<Divergence>,
+}
+
+/// A run file's exchanges, served in recorded order.
+pub struct Tape {
+    exchanges: Vec<Exchange>,
+    tools: Vec<ToolSpec>,
+    state: Mutex<TapeState>,
+}
+
+/// The sha256 of a request's canonical JSON: the hash a recording stores and a replay checks.
+pub fn request_sha256(request: &ChatRequest) -> String {
+    let value = serde_json::to_value(request).unwrap_or(Value::Null);
+    sha256_hex(canonical_json(&value).as_bytes())
+}
+
+impl Tape {
+    pub fn new(exchanges: Vec<Exchange>, tools: Vec<ToolSpec>) -> Arc<Tape> {
+        Arc::new(Tape {
+            exchanges,
+            tools,
+            state: Mutex::new(TapeState {
+                next: 0,
+                divergence: None,
+            }),
+        })
+    }
+
+    /// The first divergence, if any; also reported when exchanges were left unused.
+    pub fn divergence(&self) -> Option<Divergence> {
+        let st = self.state.lock().ok()?;
+        if let Some(d) = &st.divergence {
+            return Some(d.clone());
+        }
+        (st.next < self.exchanges.len()).then(|| Divergence {
+            exchange: st.next,
+            message: format!(
+                "the run ended with {} recorded exchange(s) unused",
+                self.exchanges.len() - st.next
+            ),
+        })
+    }
+
+    fn diverge(&self, st: &mut TapeState, message: String) -> String {
+        let d = Divergence {
+            exchange: st.next,
+            message,
+        };
+        let text = d.to_string();
+        if st.divergence.is_none() {
+            st.divergence = Some(d);
+        }
+        text
+    }
+
+    fn next_model(&self, role: AgentRole, request: &ChatRequest) -> Result<ModelRecord, String> {
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| "replay tape poisoned".to_string())?;
+        if let Some(d) = &st.divergence {
+            return Err(format!("replay already diverged at {d}"));
+        }
+        let i = st.next;
+        let record = match self.exchanges.get(i) {
+            None => {
+                let m =
+                    format!("recording exhausted: a model call for {role} has no exchange left");
+                return Err(self.diverge(&mut st, m));
+            }
+            Some(Exchange::Tool(t)) => {
+                let m = format!(
+                    "expected tool call {} ({}), got a model call for {role}",
+                    t.invocation_id, t.tool_name
+                );
+                return Err(self.diverge(&mut st, m));
+            }
+            Some(Exchange::Model(m)) => m.clone(),
+        };
+        if record.agent != role {
+            let m = format!(
+                "expected a model call for {}, got one for {role}",
+                record.agent
+            );
+            return Err(self.diverge(&mut st, m));
+        }
+        if let Some(want) = &record.request_sha256 {
+            let got = request_sha256(request);
+            if &got != want {
+                let m = format!("request for {role} changed (sha256 {got}, recorded {want})");
+                return Err(self.diverge(&mut st, m));
+            }
+        }
+        st.next += 1;
+        Ok(record)
+    }
+
+    fn next_tool(&self, name: &str, arguments: &Value) -> Result<ToolRecord, String> {
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| "replay tape poisoned".to_string())?;
+        if let Some(d) = &st.divergence {
+            return Err(format!("replay already diverged at {d}"));
+        }
+        let record = match self.exchanges.get(st.next) {
+            None => {
+                let m = format!("recording exhausted: tool call {name} has no exchange left");
+                return Err(self.diverge(&mut st, m));
+            }
+            Some(Exchange::Model(m)) => {
+                let m = format!(
+                    "expected a model call for {}, got tool call {name}",
+                    m.agent
+                );
+                return Err(self.diverge(&mut st, m));
+            }
+            Some(Exchange::Tool(t)) => t.clone(),
+        };
+        if record.tool_name != name {
+            let m = format!("expected tool {}, got {name}", record.tool_name);
+            return Err(self.diverge(&mut st, m));
+        }
+        if canonical_json(&record.arguments) != canonical_json(arguments) {
+            let m = format!(
+                "tool {name} called with other arguments: {} (recorded {})",
+                bounded(&canonical_json(arguments)),
+                bounded(&canonical_json(&record.arguments))
+            );
+            return Err(self.diverge(&mut st, m));
+        }
+        st.next += 1;
+        Ok(record)
+    }
+}
+
+fn bounded(s: &str) -> String {
+    let mut t: String = s.chars().take(120).collect();
+    if t.len() < s.len() {
+        t.push('…');
+    }
+    t
+}
+
+/// One agent's model during replay.
+pub struct RecordedModel {
+    pub role: AgentRole,
+    pub tape: Arc<Tape>,
+}
+
+impl ChatModel for RecordedModel {
+    fn name(&self) -> &str {
+        "recorded"
+    }
+
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
+        let result = match self.tape.next_model(self.role, request) {
+            Ok(record) => match (&record.response, &record.error) {
+                (Some(r), _) => Ok(r.to_response()),
+                (None, Some(e)) => Err(e.to_error()),
+                (None, None) => Err(ModelError::permanent("recorded exchange has no response")),
+            },
+            // A divergence is permanent so the run ends promptly; the replay reports it.
+            Err(message) => Err(ModelError::permanent(format!(
+                "replay divergence: {message}"
+            ))),
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+/// The tools during replay: recorded outputs, checked against name and arguments.
+pub struct RecordedTools {
+    pub tape: Arc<Tape>,
+}
+
+impl ToolRunner for RecordedTools {
+    fn catalog(&self) -> Vec<ToolSpec> {
+        self.tape.tools.clone()
+    }
+
+    fn run<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a> {
+        let result = match self.tape.next_tool(name, arguments) {
+            Ok(record) => ToolResult {
+                status: record.status,
+                output: record.output,
+            },
+            Err(message) => ToolResult {
+                status: InvocationStatus::Error,
+                output: serde_json::json!({"error": format!("replay divergence: {message}")}),
+            },
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+/// Collects a live run's exchanges in order: model calls through [`RunHooks`], tool calls
+/// through [`InvocationLog`] (forwarded to the inner log).
+pub struct Recorder {
+    inner: Arc<dyn InvocationLog>,
+    exchanges: Mutex<Vec<Exchange>>,
+}
+
+impl Recorder {
+    pub fn new(inner: Arc<dyn InvocationLog>) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            inner,
+            exchanges: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.exchanges.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    fn push(&self, x: Exchange) {
+        if let Ok(mut e) = self.exchanges.lock() {
+            e.push(x);
+        }
+    }
+}
+
+impl RunHooks for Recorder {
+    fn model_exchange(&self, _config: &RunConfig, x: &ModelExchange) {
+        let (response, error) = match &x.outcome {
+            Ok(r) => (Some(RecordedResponse::from_response(r)), None),
+            Err(e) => (
+                None,
+                Some(RecordedError {
+                    class: e.class,
+                    message: e.message.clone(),
+                }),
+            ),
+        };
+        self.push(Exchange::Model(ModelRecord {
+            agent: x.agent,
+            round: x.round,
+            attempt: x.attempt,
+            turn: x.turn,
+            request_sha256: Some(request_sha256(&x.request)),
+            response,
+            error,
+        }));
+    }
+}
+
+impl InvocationLog for Recorder {
+    fn record(&self, invocation: ToolInvocation) {
+        self.push(Exchange::Tool(ToolRecord {
+            invocation_id: invocation.invocation_id.clone(),
+            tool_name: invocation.tool_name.clone(),
+            arguments: invocation.arguments.clone(),
+            output: invocation.output.clone(),
+            status: invocation.status,
+        }));
+        self.inner.record(invocation);
+    }
+
+    fn invocations(&self, run_id: &str) -> Vec<ToolInvocation> {
+        self.inner.invocations(run_id)
+    }
+}
