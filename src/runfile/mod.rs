@@ -229,7 +229,8 @@ mod tests {
             r#""response": {"content": "{}"}"#,
             r#""response": {"content": "{}"}, "error": {"class": "permanent", "message": "x"}"#,
         );
-        let cases: Vec<(&str, fn(&RunFileError) -> bool)> = vec![
+        type Check = fn(&RunFileError) -> bool;
+        let cases: Vec<(&str, Check)> = vec![
             ("{\"format\": \"diag_run_v1\", \"quest", |e| {
                 matches!(e, RunFileError::Malformed { .. })
             }),
