@@ -249,7 +249,11 @@ fn opens_with_container(s: &str) -> bool {
 ///
 /// `mode` is the mode the graph asked for; the document must state the same one. In
 /// EVIDENCE_GAP_ONLY mode `retry` is required, every step must carry a `gap_id` listed in
-/// `retry.critical_gaps`, and no step may repeat one of `retry.completed_queries`.
+/// `retry.critical_gaps`, and no step may repeat one of `retry.completed_queries` (compared as
+/// [`QueryRef`]s, so argument key order does not disguise a repeat); without `retry` the plan
+/// fails closed with [`ContractViolation::MissingRetryContext`]. In NORMAL mode `retry` is
+/// ignored. Tool names match `known_tools` exactly (case-sensitive); tool arguments are opaque
+/// here beyond being an object — each tool validates its own.
 ///
 /// `hypotheses` is optional (absent or `null` → none); when present each needs a non-blank,
 /// unique `id` and a non-blank `statement`. Step and hypothesis ids share no namespace. In
