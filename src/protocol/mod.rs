@@ -1,11 +1,14 @@
 //! The agent output contracts of `diag` as typed data: what the Planner, Executor, Verifier
 //! and Composer must return, what the Gatekeeper records, and what the deterministic stages
-//! build from them. Parsing model text into these types lives beside each contract.
+//! build from them. Parsing model text into these types lives in [`parse`], one parser per
+//! contract shared by every caller.
 
 pub mod composer;
 pub mod executor;
 pub mod gatekeeper;
 pub mod invocation;
+pub mod json_pointer;
+pub mod parse;
 pub mod planner;
 pub mod retry;
 pub mod verified;
@@ -15,6 +18,7 @@ pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
 pub use gatekeeper::{Audit, CheckedBinding, GateStatus, GatekeeperRaw};
 pub use invocation::{InvocationStatus, ToolInvocation};
+pub use parse::{parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation};
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{canonical_json, CriticalGap, QueryRef, RetryContext};
 pub use verified::{VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput};

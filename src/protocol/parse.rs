@@ -1,0 +1,808 @@
+//! The one parser per agent output contract (SPEC §2), shared by every caller: model text in,
+//! a typed contract value or a typed [`ContractViolation`] out. A violation is INVALID_OUTPUT;
+//! nothing is ever repaired, guessed or defaulted into a verdict.
+//!
+//! Rules common to every contract, including the decisions the spec leaves open:
+//! - The text is exactly one JSON object, optionally inside one fenced block opened by
+//!   ```` ```json ```` or a bare ```` ``` ```` line and closed by a ```` ``` ```` line of its own,
+//!   with only whitespace outside the fence. Anything else around it is a violation.
+//! - Texts over [`MAX_OUTPUT_BYTES`] are refused before parsing: a model answer that large is
+//!   not a diagnosis, and the bound keeps memory use predictable.
+//! - serde_json parses the document, so nesting deeper than its recursion limit (128) and
+//!   numbers outside `f64` (e.g. `1e400`) or lone surrogate escapes (`"\ud800"`) are `NotJson`,
+//!   wherever they occur in the document — even in a field that would otherwise be ignored.
+//! - Unknown fields are ignored. A required field that is absent is `MissingField`; one that is
+//!   `null` or of another type is `WrongType`. An *optional* field that is `null` is treated as
+//!   absent, because `null` carries no claim.
+//! - Ids and free text that a later stage shows or matches on (ids, claim text, quotes, goals,
+//!   list entries) must be non-blank; ids must be unique within their list.
+//! - Messages quote at most [`SNIPPET_CHARS`] characters of model text, Debug-escaped so that no
+//!   terminal control sequence survives into a log line.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use super::composer::{self, ComposerAnswer};
+use super::executor::{self, Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
+use super::json_pointer::{self, PointerError};
+use super::planner::{self, Plan, PlanHypothesis, PlanStep, PlannerMode};
+use super::retry::{QueryRef, RetryContext};
+use super::verifier::{self, ClaimCheck, Fact, Verdict, Verification, VerifierResult};
+
+/// The largest model text any parser accepts.
+pub const MAX_OUTPUT_BYTES: usize = 4 * 1024 * 1024;
+
+/// The most characters of model text a violation message quotes.
+pub const SNIPPET_CHARS: usize = 80;
+
+/// Why a model's text is not a legal instance of its contract.
+///
+/// Every variant maps to INVALID_OUTPUT; [`ContractViolation::reason`] gives the short code
+/// recorded in orchestration event details. `field` values are paths such as
+/// `claims[2].bindings[0].raw_path`, built from the contract's own key names and indices.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ContractViolation {
+    #[error("the output is empty")]
+    EmptyOutput,
+    #[error("the output is {bytes} bytes, more than the {MAX_OUTPUT_BYTES} allowed")]
+    TooLarge { bytes: usize },
+    #[error("the output is not JSON: {detail}")]
+    NotJson { detail: String },
+    #[error("the JSON document is surrounded by other text")]
+    ProseAroundJson,
+    #[error("the output holds more than one JSON document")]
+    MultipleDocuments,
+    #[error("the fenced block is unclosed, not on lines of its own, or not marked json")]
+    BadFence,
+    #[error("the top-level JSON value is {found}, not an object")]
+    NotAnObject { found: &'static str },
+    #[error("schema is {found:?}, expected {expected:?}")]
+    WrongSchema {
+        expected: &'static str,
+        found: String,
+    },
+    #[error("missing required field `{field}`")]
+    MissingField { field: String },
+    #[error("`{field}` is {found}, expected {expected}")]
+    WrongType {
+        field: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("`{field}` is blank")]
+    Blank { field: String },
+    #[error("`{field}` is empty")]
+    EmptyList { field: String },
+    #[error("`{field}` is {found:?}, expected {expected}")]
+    InvalidValue {
+        field: String,
+        expected: &'static str,
+        found: String,
+    },
+    #[error("`{field}` is {value}, outside [0, 1]")]
+    OutOfRange { field: String, value: f64 },
+    #[error("`{field}` repeats the id {id:?}")]
+    DuplicateId { field: String, id: String },
+    #[error("`{field}` names the unknown tool {tool:?}")]
+    UnknownTool { field: String, tool: String },
+    #[error("`{field}` references {id:?}, which is not among the ids it may reference")]
+    UnknownReference { field: String, id: String },
+    #[error("`{field}` is not a valid JSON Pointer: {error}")]
+    InvalidPointer { field: String, error: PointerError },
+    #[error("no claims, no no_evidence entries and no limitations: an empty result")]
+    EmptyResult,
+    #[error("mode is {}, expected {}", found.as_str(), expected.as_str())]
+    ModeMismatch {
+        expected: PlannerMode,
+        found: PlannerMode,
+    },
+    #[error("an EVIDENCE_GAP_ONLY plan was parsed without its retry context")]
+    MissingRetryContext,
+    #[error("`{field}` is {gap_id:?}, which is not a listed critical gap")]
+    GapNotListed { field: String, gap_id: String },
+    #[error("`{field}` repeats a completed query of {tool:?}")]
+    RepeatsCompletedQuery { field: String, tool: String },
+}
+
+impl ContractViolation {
+    /// A short snake_case code for event details: bounded control data, never model text.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ContractViolation::EmptyOutput => "empty_output",
+            ContractViolation::TooLarge { .. } => "too_large",
+            ContractViolation::NotJson { .. } => "not_json",
+            ContractViolation::ProseAroundJson => "prose_around_json",
+            ContractViolation::MultipleDocuments => "multiple_documents",
+            ContractViolation::BadFence => "bad_fence",
+            ContractViolation::NotAnObject { .. } => "not_an_object",
+            ContractViolation::WrongSchema { .. } => "wrong_schema",
+            ContractViolation::MissingField { .. } => "missing_field",
+            ContractViolation::WrongType { .. } => "wrong_type",
+            ContractViolation::Blank { .. } => "blank_field",
+            ContractViolation::EmptyList { .. } => "empty_list",
+            ContractViolation::InvalidValue { .. } => "invalid_value",
+            ContractViolation::OutOfRange { .. } => "out_of_range",
+            ContractViolation::DuplicateId { .. } => "duplicate_id",
+            ContractViolation::UnknownTool { .. } => "unknown_tool",
+            ContractViolation::UnknownReference { .. } => "unknown_reference",
+            ContractViolation::InvalidPointer { .. } => "invalid_pointer",
+            ContractViolation::EmptyResult => "empty_result",
+            ContractViolation::ModeMismatch { .. } => "mode_mismatch",
+            ContractViolation::MissingRetryContext => "missing_retry_context",
+            ContractViolation::GapNotListed { .. } => "gap_not_listed",
+            ContractViolation::RepeatsCompletedQuery { .. } => "repeats_completed_query",
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, ContractViolation>;
+
+// ---------------------------------------------------------------------------------------------
+// Front end: text → exactly one JSON object.
+
+/// The shared front end: the model text as exactly one JSON object (fence tolerated).
+pub fn json_document(text: &str) -> Result<Map<String, Value>> {
+    if text.len() > MAX_OUTPUT_BYTES {
+        return Err(ContractViolation::TooLarge { bytes: text.len() });
+    }
+    let trimmed = text.trim();
+    let body = if trimmed.starts_with("```") {
+        unfence(trimmed)?
+    } else {
+        trimmed
+    };
+    match single_document(body)? {
+        Value::Object(map) => Ok(map),
+        other => Err(ContractViolation::NotAnObject {
+            found: kind(&other),
+        }),
+    }
+}
+
+/// The body of a single fenced block that makes up the whole (trimmed) text.
+fn unfence(text: &str) -> Result<&str> {
+    let Some((info, content)) = text[3..].split_once('\n') else {
+        return Err(ContractViolation::BadFence);
+    };
+    let info = info.trim();
+    if !(info.is_empty() || info.eq_ignore_ascii_case("json")) {
+        return Err(ContractViolation::BadFence);
+    }
+    // A line holding only ``` cannot occur inside a JSON document (strings cannot contain raw
+    // newlines), so the first such line is the closing fence.
+    let mut offset = 0;
+    for line in content.split_inclusive('\n') {
+        if line.trim() == "```" {
+            let after = &content[offset + line.len()..];
+            if !after.trim().is_empty() {
+                return Err(classify_trailing(after));
+            }
+            return Ok(&content[..offset]);
+        }
+        offset += line.len();
+    }
+    Err(ContractViolation::BadFence)
+}
+
+fn single_document(body: &str) -> Result<Value> {
+    let body = body.trim();
+    if body.is_empty() {
+        return Err(ContractViolation::EmptyOutput);
+    }
+    let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+    match stream.next() {
+        Some(Ok(value)) => {
+            let rest = &body[stream.byte_offset()..];
+            if rest.trim().is_empty() {
+                Ok(value)
+            } else {
+                Err(classify_trailing(rest))
+            }
+        }
+        Some(Err(e)) => {
+            // Text that does not open with JSON but has an object further on is prose wrapped
+            // around a document ("Here is the plan: {...}"); anything else is just not JSON.
+            let opens_json = body.starts_with('{') || body.starts_with('[');
+            if !opens_json && body.contains('{') {
+                Err(ContractViolation::ProseAroundJson)
+            } else {
+                Err(ContractViolation::NotJson {
+                    detail: snip(&e.to_string()),
+                })
+            }
+        }
+        None => Err(ContractViolation::EmptyOutput),
+    }
+}
+
+/// Non-whitespace after the first document: a second document, or prose.
+fn classify_trailing(rest: &str) -> ContractViolation {
+    let rest = rest.trim_start();
+    let second = match rest.strip_prefix("```") {
+        Some(fenced) => fenced.split_once('\n').map_or("", |(_, body)| body),
+        None => rest,
+    };
+    if opens_with_container(second) {
+        ContractViolation::MultipleDocuments
+    } else {
+        ContractViolation::ProseAroundJson
+    }
+}
+
+/// Whether `s` begins with a complete JSON object or array (trailing text allowed).
+fn opens_with_container(s: &str) -> bool {
+    let s = s.trim_start();
+    (s.starts_with('{') || s.starts_with('['))
+        && matches!(
+            serde_json::Deserializer::from_str(s)
+                .into_iter::<serde::de::IgnoredAny>()
+                .next(),
+            Some(Ok(_))
+        )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planner.
+
+/// Parses a `planner_plan_v1` document.
+///
+/// `mode` is the mode the graph asked for; the document must state the same one. In
+/// EVIDENCE_GAP_ONLY mode `retry` is required, every step must carry a `gap_id` listed in
+/// `retry.critical_gaps`, and no step may repeat one of `retry.completed_queries` (compared as
+/// [`QueryRef`]s, so argument key order does not disguise a repeat); without `retry` the plan
+/// fails closed with [`ContractViolation::MissingRetryContext`]. In NORMAL mode `retry` is
+/// ignored. Tool names match `known_tools` exactly (case-sensitive); tool arguments are opaque
+/// here beyond being an object — each tool validates its own.
+///
+/// `hypotheses` is optional (absent or `null` → none); when present each needs a non-blank,
+/// unique `id` and a non-blank `statement`. Step and hypothesis ids share no namespace. In
+/// NORMAL mode a step's `gap_id` is type-checked and then dropped, since there are no gaps for
+/// it to name; a parsed step therefore has a `gap_id` only in EVIDENCE_GAP_ONLY mode.
+pub fn parse_plan(
+    text: &str,
+    known_tools: &[&str],
+    mode: PlannerMode,
+    retry: Option<&RetryContext>,
+) -> Result<Plan> {
+    let map = json_document(text)?;
+    let doc = Obj::root(&map);
+    check_schema(&doc, planner::SCHEMA)?;
+
+    let found = doc.enumerated("mode", "NORMAL or EVIDENCE_GAP_ONLY", |s| match s {
+        "NORMAL" => Some(PlannerMode::Normal),
+        "EVIDENCE_GAP_ONLY" => Some(PlannerMode::EvidenceGapOnly),
+        _ => None,
+    })?;
+    if found != mode {
+        return Err(ContractViolation::ModeMismatch {
+            expected: mode,
+            found,
+        });
+    }
+    let retry = match mode {
+        PlannerMode::Normal => None,
+        PlannerMode::EvidenceGapOnly => Some(retry.ok_or(ContractViolation::MissingRetryContext)?),
+    };
+
+    let mut hypotheses = Vec::new();
+    let mut seen = Seen::default();
+    for h in doc.optional_objects("hypotheses")? {
+        let id = h.text("id")?;
+        seen.insert(id, || h.field("id"))?;
+        hypotheses.push(PlanHypothesis {
+            id: id.to_string(),
+            statement: h.text("statement")?.to_string(),
+        });
+    }
+
+    let steps_field = doc.array("steps")?;
+    if steps_field.is_empty() {
+        return Err(ContractViolation::EmptyList {
+            field: doc.field("steps"),
+        });
+    }
+    let mut steps = Vec::with_capacity(steps_field.len());
+    let mut seen = Seen::default();
+    for s in objects(steps_field, &doc.field("steps"))? {
+        let id = s.text("id")?;
+        seen.insert(id, || s.field("id"))?;
+        let goal = s.text("goal")?;
+        let tool = s.text("tool")?;
+        if !known_tools.contains(&tool) {
+            return Err(ContractViolation::UnknownTool {
+                field: s.field("tool"),
+                tool: snip(tool),
+            });
+        }
+        let arguments = s.object("arguments")?.clone();
+        let gap_id = match retry {
+            None => {
+                s.optional_string("gap_id")?;
+                None
+            }
+            Some(retry) => {
+                let gap_id = s.text("gap_id")?;
+                if !retry.critical_gaps.iter().any(|g| g.id == gap_id) {
+                    return Err(ContractViolation::GapNotListed {
+                        field: s.field("gap_id"),
+                        gap_id: snip(gap_id),
+                    });
+                }
+                let query = QueryRef::new(tool, &Value::Object(arguments.clone()));
+                if retry.completed_queries.contains(&query) {
+                    return Err(ContractViolation::RepeatsCompletedQuery {
+                        field: s.path.clone(),
+                        tool: snip(tool),
+                    });
+                }
+                Some(gap_id.to_string())
+            }
+        };
+        steps.push(PlanStep {
+            id: id.to_string(),
+            goal: goal.to_string(),
+            tool: tool.to_string(),
+            arguments,
+            gap_id,
+        });
+    }
+
+    Ok(Plan {
+        mode,
+        hypotheses,
+        steps,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Executor.
+
+/// Parses an `executor_evidence_v2` document.
+///
+/// `claims` is required (it may be empty); `hypotheses`, `no_evidence` and `limitations`
+/// default to empty when absent or `null`. Each claim needs a unique non-blank `claim_id`,
+/// non-blank `text` and a `bindings` array, which may be empty: an unbound claim is the
+/// Gatekeeper's to count and grade, not a parse failure. Each binding needs non-blank
+/// `source_invocation_id`, `tool_name` and `quote`, and a `raw_path` that is a syntactically
+/// valid RFC 6901 pointer (resolving it is the Gatekeeper's job). Hypotheses need a unique
+/// non-blank `id`, non-blank `text` and a string `status`; `no_evidence` entries need non-blank
+/// `query_ref` and `reason`; limitations are non-blank strings. A document with no claims, no
+/// no_evidence entries and no limitations is [`ContractViolation::EmptyResult`].
+pub fn parse_executor(text: &str) -> Result<ExecutorOutput> {
+    let map = json_document(text)?;
+    let doc = Obj::root(&map);
+    check_schema(&doc, executor::SCHEMA)?;
+
+    let mut claims = Vec::new();
+    let mut seen = Seen::default();
+    for c in objects(doc.array("claims")?, &doc.field("claims"))? {
+        let claim_id = c.text("claim_id")?;
+        seen.insert(claim_id, || c.field("claim_id"))?;
+        let text = c.text("text")?;
+        let mut bindings = Vec::new();
+        for b in objects(c.array("bindings")?, &c.field("bindings"))? {
+            let source_invocation_id = b.text("source_invocation_id")?;
+            let tool_name = b.text("tool_name")?;
+            let raw_path = b.string("raw_path")?;
+            json_pointer::validate(raw_path).map_err(|error| {
+                ContractViolation::InvalidPointer {
+                    field: b.field("raw_path"),
+                    error,
+                }
+            })?;
+            let quote = b.text("quote")?;
+            bindings.push(Binding {
+                source_invocation_id: source_invocation_id.to_string(),
+                tool_name: tool_name.to_string(),
+                raw_path: raw_path.to_string(),
+                quote: quote.to_string(),
+            });
+        }
+        claims.push(Claim {
+            claim_id: claim_id.to_string(),
+            text: text.to_string(),
+            bindings,
+        });
+    }
+
+    let mut hypotheses = Vec::new();
+    let mut seen = Seen::default();
+    for h in doc.optional_objects("hypotheses")? {
+        let id = h.text("id")?;
+        seen.insert(id, || h.field("id"))?;
+        hypotheses.push(ExecutorHypothesis {
+            id: id.to_string(),
+            text: h.text("text")?.to_string(),
+            status: h.string("status")?.to_string(),
+        });
+    }
+
+    let mut no_evidence = Vec::new();
+    for n in doc.optional_objects("no_evidence")? {
+        no_evidence.push(NoEvidence {
+            query_ref: n.text("query_ref")?.to_string(),
+            reason: n.text("reason")?.to_string(),
+        });
+    }
+
+    let limitations = texts(
+        doc.optional_array("limitations")?,
+        &doc.field("limitations"),
+    )?;
+
+    let output = ExecutorOutput {
+        claims,
+        hypotheses,
+        no_evidence,
+        limitations,
+    };
+    if output.claims.is_empty() && !output.is_no_evidence() {
+        return Err(ContractViolation::EmptyResult);
+    }
+    Ok(output)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verifier.
+
+/// Parses a `verifier_verdict_v1` document against the claim ids the Verifier was shown.
+///
+/// Required: `verdict` (exactly PASS, LOW_CONFID or REJECT), `groundedness` (a number in
+/// [0, 1]), `claim_checks`, `facts` and `allowed_claims` (arrays, possibly empty). Every claim
+/// id anywhere must be one of `verified_claim_ids`; ids in `claim_checks` and
+/// `allowed_claims`, and within one fact's `claim_ids`, must be unique. A fact needs non-blank
+/// `fact`, a boolean `is_critical` (it decides evidence retry, so it is never defaulted) and a
+/// `verification`; its `claim_ids` defaults to empty, since a no-evidence fact has none.
+/// `missing_information` and `recommendations` default to empty and hold non-blank strings;
+/// `rationale` defaults to "".
+pub fn parse_verifier(text: &str, verified_claim_ids: &[String]) -> Result<VerifierResult> {
+    let map = json_document(text)?;
+    let doc = Obj::root(&map);
+    check_schema(&doc, verifier::SCHEMA)?;
+    let known: HashSet<&str> = verified_claim_ids.iter().map(String::as_str).collect();
+
+    let verdict = doc.enumerated("verdict", "PASS, LOW_CONFID or REJECT", |s| match s {
+        "PASS" => Some(Verdict::Pass),
+        "LOW_CONFID" => Some(Verdict::LowConfid),
+        "REJECT" => Some(Verdict::Reject),
+        _ => None,
+    })?;
+
+    let groundedness = doc.number("groundedness")?;
+    if !(groundedness.is_finite() && (0.0..=1.0).contains(&groundedness)) {
+        return Err(ContractViolation::OutOfRange {
+            field: doc.field("groundedness"),
+            value: groundedness,
+        });
+    }
+
+    let mut claim_checks = Vec::new();
+    let mut seen = Seen::default();
+    for c in objects(doc.array("claim_checks")?, &doc.field("claim_checks"))? {
+        let claim_id = c.string("claim_id")?;
+        reference(claim_id, &known, || c.field("claim_id"))?;
+        seen.insert(claim_id, || c.field("claim_id"))?;
+        claim_checks.push(ClaimCheck {
+            claim_id: claim_id.to_string(),
+            supported: c.boolean("supported")?,
+        });
+    }
+
+    let mut facts = Vec::new();
+    for f in objects(doc.array("facts")?, &doc.field("facts"))? {
+        let fact = f.text("fact")?.to_string();
+        let is_critical = f.boolean("is_critical")?;
+        let verification = f.enumerated(
+            "verification",
+            "supported, indirect_support, no_evidence or contradicted",
+            |s| match s {
+                "supported" => Some(Verification::Supported),
+                "indirect_support" => Some(Verification::IndirectSupport),
+                "no_evidence" => Some(Verification::NoEvidence),
+                "contradicted" => Some(Verification::Contradicted),
+                _ => None,
+            },
+        )?;
+        let claim_ids = references(
+            f.optional_array("claim_ids")?,
+            &f.field("claim_ids"),
+            &known,
+        )?;
+        facts.push(Fact {
+            fact,
+            is_critical,
+            verification,
+            claim_ids,
+        });
+    }
+
+    let allowed_claims = references(
+        doc.array("allowed_claims")?,
+        &doc.field("allowed_claims"),
+        &known,
+    )?;
+    let missing_information = texts(
+        doc.optional_array("missing_information")?,
+        &doc.field("missing_information"),
+    )?;
+    let recommendations = texts(
+        doc.optional_array("recommendations")?,
+        &doc.field("recommendations"),
+    )?;
+    let rationale = doc.optional_string("rationale")?.unwrap_or("").to_string();
+
+    Ok(VerifierResult {
+        verdict,
+        groundedness,
+        claim_checks,
+        facts,
+        allowed_claims,
+        missing_information,
+        recommendations,
+        rationale,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Composer.
+
+/// Parses a `composer_answer_v1` document. `answer_markdown` must be non-blank;
+/// `cited_claims` is required (possibly empty), unique, and a subset of `allowed_claims`.
+pub fn parse_composer(text: &str, allowed_claims: &[String]) -> Result<ComposerAnswer> {
+    let map = json_document(text)?;
+    let doc = Obj::root(&map);
+    check_schema(&doc, composer::SCHEMA)?;
+    let allowed: HashSet<&str> = allowed_claims.iter().map(String::as_str).collect();
+    let answer_markdown = doc.text("answer_markdown")?.to_string();
+    let cited_claims = references(
+        doc.array("cited_claims")?,
+        &doc.field("cited_claims"),
+        &allowed,
+    )?;
+    Ok(ComposerAnswer {
+        answer_markdown,
+        cited_claims,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field access with paths, so every violation names where it happened.
+
+struct Obj<'a> {
+    map: &'a Map<String, Value>,
+    path: String,
+}
+
+impl<'a> Obj<'a> {
+    fn root(map: &'a Map<String, Value>) -> Self {
+        Obj {
+            map,
+            path: String::new(),
+        }
+    }
+
+    fn field(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+
+    fn required(&self, key: &str) -> Result<&'a Value> {
+        self.map
+            .get(key)
+            .ok_or_else(|| ContractViolation::MissingField {
+                field: self.field(key),
+            })
+    }
+
+    /// Present and not `null`: how optional fields are read.
+    fn optional(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn wrong_type(&self, key: &str, expected: &'static str, found: &Value) -> ContractViolation {
+        ContractViolation::WrongType {
+            field: self.field(key),
+            expected,
+            found: kind(found),
+        }
+    }
+
+    fn string(&self, key: &str) -> Result<&'a str> {
+        let v = self.required(key)?;
+        v.as_str()
+            .ok_or_else(|| self.wrong_type(key, "a string", v))
+    }
+
+    /// A required string that is not empty or whitespace only.
+    fn text(&self, key: &str) -> Result<&'a str> {
+        let s = self.string(key)?;
+        if s.trim().is_empty() {
+            return Err(ContractViolation::Blank {
+                field: self.field(key),
+            });
+        }
+        Ok(s)
+    }
+
+    fn optional_string(&self, key: &str) -> Result<Option<&'a str>> {
+        match self.optional(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| self.wrong_type(key, "a string", v)),
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<bool> {
+        let v = self.required(key)?;
+        v.as_bool()
+            .ok_or_else(|| self.wrong_type(key, "a boolean", v))
+    }
+
+    fn number(&self, key: &str) -> Result<f64> {
+        let v = self.required(key)?;
+        v.as_f64()
+            .ok_or_else(|| self.wrong_type(key, "a number", v))
+    }
+
+    fn object(&self, key: &str) -> Result<&'a Map<String, Value>> {
+        let v = self.required(key)?;
+        v.as_object()
+            .ok_or_else(|| self.wrong_type(key, "an object", v))
+    }
+
+    fn array(&self, key: &str) -> Result<&'a [Value]> {
+        let v = self.required(key)?;
+        v.as_array()
+            .map(Vec::as_slice)
+            .ok_or_else(|| self.wrong_type(key, "an array", v))
+    }
+
+    fn optional_array(&self, key: &str) -> Result<&'a [Value]> {
+        match self.optional(key) {
+            None => Ok(&[]),
+            Some(v) => v
+                .as_array()
+                .map(Vec::as_slice)
+                .ok_or_else(|| self.wrong_type(key, "an array", v)),
+        }
+    }
+
+    fn optional_objects(&self, key: &str) -> Result<Vec<Obj<'a>>> {
+        objects(self.optional_array(key)?, &self.field(key))
+    }
+
+    /// A required string that must be one of a closed set: never guessed, never case-folded.
+    fn enumerated<T>(
+        &self,
+        key: &str,
+        expected: &'static str,
+        pick: impl Fn(&str) -> Option<T>,
+    ) -> Result<T> {
+        let s = self.string(key)?;
+        pick(s).ok_or_else(|| ContractViolation::InvalidValue {
+            field: self.field(key),
+            expected,
+            found: snip(s),
+        })
+    }
+}
+
+fn objects<'a>(items: &'a [Value], path: &str) -> Result<Vec<Obj<'a>>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let path = format!("{path}[{i}]");
+            match v {
+                Value::Object(map) => Ok(Obj { map, path }),
+                other => Err(ContractViolation::WrongType {
+                    field: path,
+                    expected: "an object",
+                    found: kind(other),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Non-blank strings, e.g. limitations or recommendations.
+fn texts(items: &[Value], path: &str) -> Result<Vec<String>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Value::String(s) if s.trim().is_empty() => Err(ContractViolation::Blank {
+                field: format!("{path}[{i}]"),
+            }),
+            Value::String(s) => Ok(s.clone()),
+            other => Err(ContractViolation::WrongType {
+                field: format!("{path}[{i}]"),
+                expected: "a string",
+                found: kind(other),
+            }),
+        })
+        .collect()
+}
+
+/// A list of unique ids, each of which must be in `known`.
+fn references(items: &[Value], path: &str, known: &HashSet<&str>) -> Result<Vec<String>> {
+    let mut seen = Seen::default();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, v) in items.iter().enumerate() {
+        let field = || format!("{path}[{i}]");
+        let id = v.as_str().ok_or_else(|| ContractViolation::WrongType {
+            field: field(),
+            expected: "a string",
+            found: kind(v),
+        })?;
+        reference(id, known, field)?;
+        seen.insert(id, field)?;
+        out.push(id.to_string());
+    }
+    Ok(out)
+}
+
+fn reference(id: &str, known: &HashSet<&str>, field: impl FnOnce() -> String) -> Result<()> {
+    if known.contains(id) {
+        Ok(())
+    } else {
+        Err(ContractViolation::UnknownReference {
+            field: field(),
+            id: snip(id),
+        })
+    }
+}
+
+/// Ids already seen in one list.
+#[derive(Default)]
+struct Seen<'a>(HashSet<&'a str>);
+
+impl<'a> Seen<'a> {
+    fn insert(&mut self, id: &'a str, field: impl FnOnce() -> String) -> Result<()> {
+        if self.0.insert(id) {
+            Ok(())
+        } else {
+            Err(ContractViolation::DuplicateId {
+                field: field(),
+                id: snip(id),
+            })
+        }
+    }
+}
+
+fn check_schema(doc: &Obj<'_>, expected: &'static str) -> Result<()> {
+    let found = doc.string("schema")?;
+    if found == expected {
+        Ok(())
+    } else {
+        Err(ContractViolation::WrongSchema {
+            expected,
+            found: snip(found),
+        })
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// At most [`SNIPPET_CHARS`] characters of model text, marked when cut.
+fn snip(s: &str) -> String {
+    match s.char_indices().nth(SNIPPET_CHARS) {
+        None => s.to_string(),
+        Some((end, _)) => format!("{}…", &s[..end]),
+    }
+}
