@@ -13,7 +13,10 @@ pub mod verifier;
 
 pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
-pub use gatekeeper::{Audit, CheckedBinding, GateStatus, GatekeeperRaw};
+pub use gatekeeper::{
+    ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, GateStatus,
+    GatekeeperRaw,
+};
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{CriticalGap, QueryRef, RetryContext};
