@@ -25,6 +25,16 @@ pub enum GateStatus {
     Reject,
 }
 
+impl GateStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateStatus::Pass => "PASS",
+            GateStatus::LowConfid => "LOW_CONFID",
+            GateStatus::Reject => "REJECT",
+        }
+    }
+}
+
 /// The raw result as `validate_run` produced it. `result` and `severity` are kept as text so
 /// that a missing or unknown value is representable and can be normalized to REJECT.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
