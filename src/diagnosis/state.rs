@@ -45,6 +45,10 @@ pub struct DiagnosisState {
     pub verified_executor_output: Option<VerifiedExecutorOutput>,
     pub verified_evidence: Vec<VerifiedEvidence>,
 
+    /// The Verifier's input, serialized once per round so a technical retry sends the very
+    /// same bytes.
+    #[serde(default)]
+    pub verifier_input: Option<String>,
     pub verifier_status: Option<AgentStatus>,
     pub verifier_model_verdict: Option<Verdict>,
     pub effective_verdict: Option<Verdict>,
@@ -53,6 +57,9 @@ pub struct DiagnosisState {
     pub retry_context: Option<RetryContext>,
     pub evidence_retry_count: u32,
 
+    /// The Composer's input, serialized once so a technical retry sends the very same bytes.
+    #[serde(default)]
+    pub composer_input: Option<String>,
     pub final_answer: Option<String>,
     pub composer_status: Option<AgentStatus>,
     pub degraded: bool,
@@ -82,12 +89,14 @@ impl DiagnosisState {
             ceiling: None,
             verified_executor_output: None,
             verified_evidence: Vec::new(),
+            verifier_input: None,
             verifier_status: None,
             verifier_model_verdict: None,
             effective_verdict: None,
             verifier_result: None,
             retry_context: None,
             evidence_retry_count: 0,
+            composer_input: None,
             final_answer: None,
             composer_status: None,
             degraded: false,
@@ -113,10 +122,12 @@ impl DiagnosisState {
         self.ceiling = None;
         self.verified_executor_output = None;
         self.verified_evidence.clear();
+        self.verifier_input = None;
         self.verifier_status = None;
         self.verifier_model_verdict = None;
         self.effective_verdict = None;
         self.verifier_result = None;
+        self.composer_input = None;
     }
 
     /// The executed node sequence, from the events.

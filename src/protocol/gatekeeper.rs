@@ -1,7 +1,20 @@
-//! What the Gatekeeper records: the raw result of `validate_run`, kept beside its normalized
-//! status, and the normalization that fails closed on anything it does not recognise.
+//! The Gatekeeper: `validate_run` checks every Executor binding against the tool output
+//! recorded for the current run, and records a raw result kept beside its normalized status;
+//! the normalization fails closed on anything it does not recognise.
+//!
+//! Everything here is pure and deterministic: plain data in, plain data out, no I/O. It is
+//! the only place that decides whether a claim is tied to a recorded tool output, so it is
+//! written to stay linear in the size of the tool output and never to panic.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::executor::{Binding, ExecutorOutput};
+use super::invocation::{InvocationStatus, ToolInvocation};
+use super::verifier::Verdict;
 
 /// The normalized Gatekeeper status the graph routes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -10,6 +23,16 @@ pub enum GateStatus {
     Pass,
     LowConfid,
     Reject,
+}
+
+impl GateStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateStatus::Pass => "PASS",
+            GateStatus::LowConfid => "LOW_CONFID",
+            GateStatus::Reject => "REJECT",
+        }
+    }
 }
 
 /// The raw result as `validate_run` produced it. `result` and `severity` are kept as text so
@@ -67,6 +90,365 @@ pub fn normalize(raw: Option<&GatekeeperRaw>) -> GateStatus {
     }
 }
 
+/// The verdict ceiling a normalized Gatekeeper status imposes on the Verifier:
+/// PASS → PASS, LOW_CONFID → LOW_CONFID, REJECT → REJECT.
+pub fn ceiling(status: GateStatus) -> Verdict {
+    match status {
+        GateStatus::Pass => Verdict::Pass,
+        GateStatus::LowConfid => Verdict::LowConfid,
+        GateStatus::Reject => Verdict::Reject,
+    }
+}
+
+/// The raw `result` values.
+pub const RESULT_PASS: &str = "pass";
+pub const RESULT_FAIL: &str = "fail";
+/// The raw `severity` values.
+pub const SEVERITY_LOW_CONFID: &str = "low-confid";
+pub const SEVERITY_REJECT: &str = "reject";
+
+/// Why a binding failed. The checks run in the order of the variants, and the first failing
+/// check is recorded, so each binding has exactly one failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BindingFailure {
+    /// The claim's id occurs more than once in the output: a passed binding could not be
+    /// attributed to one claim, so none of them is trusted.
+    DuplicateClaimId,
+    /// No invocation with this id was recorded for the current run (ids of other runs are
+    /// invisible and fail the same way).
+    UnknownInvocation,
+    /// The current run recorded the id more than once; the records disagree on what the
+    /// model saw, so neither is trusted.
+    AmbiguousInvocation,
+    /// The binding names another tool than the one that was invoked.
+    ToolNameMismatch,
+    /// The invocation ended `error` or `blocked`: its output is an error report, not data
+    /// from the source, so it cannot support a diagnostic claim.
+    InvocationNotOk,
+    /// The quote is empty or whitespace only, which would match anything.
+    EmptyQuote,
+    /// `raw_path` is not a valid RFC 6901 pointer or names nothing in the output.
+    PathNotFound,
+    /// The value at `raw_path` is not a string (number, bool, null, array, object).
+    NotAString,
+    /// The quote does not occur in the string at `raw_path`.
+    QuoteNotFound,
+}
+
+impl BindingFailure {
+    pub const ALL: [BindingFailure; 9] = [
+        BindingFailure::DuplicateClaimId,
+        BindingFailure::UnknownInvocation,
+        BindingFailure::AmbiguousInvocation,
+        BindingFailure::ToolNameMismatch,
+        BindingFailure::InvocationNotOk,
+        BindingFailure::EmptyQuote,
+        BindingFailure::PathNotFound,
+        BindingFailure::NotAString,
+        BindingFailure::QuoteNotFound,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BindingFailure::DuplicateClaimId => "duplicate_claim_id",
+            BindingFailure::UnknownInvocation => "unknown_invocation",
+            BindingFailure::AmbiguousInvocation => "ambiguous_invocation",
+            BindingFailure::ToolNameMismatch => "tool_name_mismatch",
+            BindingFailure::InvocationNotOk => "invocation_not_ok",
+            BindingFailure::EmptyQuote => "empty_quote",
+            BindingFailure::PathNotFound => "path_not_found",
+            BindingFailure::NotAString => "not_a_string",
+            BindingFailure::QuoteNotFound => "quote_not_found",
+        }
+    }
+
+    /// The failure a stored `CheckedBinding::failure` text names, if it is one of ours.
+    pub fn parse(s: &str) -> Option<BindingFailure> {
+        BindingFailure::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for BindingFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Checks every binding of `output` against the invocations recorded for `run_id` and
+/// applies the policy of SPEC §2.3:
+///
+/// - every claim has a passed binding and none failed → `pass`, no severity;
+/// - claims exist but none passed → `fail` / `reject`;
+/// - zero claims (a legal no-evidence result) → `fail` / `low-confid` with zero passed;
+/// - otherwise (some passed, some failed or unbound) → `fail` / `low-confid`.
+///
+/// `invocations` may hold records of any run; only those whose `run_id` equals `run_id` are
+/// visible, so an id recorded only by another run fails as `unknown_invocation`.
+pub fn validate_run(
+    run_id: &str,
+    output: &ExecutorOutput,
+    invocations: &[ToolInvocation],
+) -> GatekeeperRaw {
+    let mut by_id: HashMap<&str, Vec<&ToolInvocation>> = HashMap::new();
+    for inv in invocations.iter().filter(|i| i.run_id == run_id) {
+        by_id
+            .entry(inv.invocation_id.as_str())
+            .or_default()
+            .push(inv);
+    }
+
+    let mut seen = HashSet::new();
+    let duplicated: HashSet<&str> = output
+        .claims
+        .iter()
+        .filter(|c| !seen.insert(c.claim_id.as_str()))
+        .map(|c| c.claim_id.as_str())
+        .collect();
+
+    // Several bindings often point at the same string; normalizing a large output once per
+    // (invocation, path) keeps the whole run linear in the size of what was recorded.
+    let mut haystacks: HashMap<(&str, &str), String> = HashMap::new();
+
+    let mut checked = Vec::new();
+    let mut audit = Audit::default();
+    let mut claims_fully_passed = 0usize;
+    for claim in &output.claims {
+        audit.claims = audit.claims.saturating_add(1);
+        if claim.bindings.is_empty() {
+            audit.unbound_claims = audit.unbound_claims.saturating_add(1);
+            continue;
+        }
+        let mut any_passed = false;
+        for binding in &claim.bindings {
+            audit.bindings = audit.bindings.saturating_add(1);
+            let outcome = if duplicated.contains(claim.claim_id.as_str()) {
+                Err(BindingFailure::DuplicateClaimId)
+            } else {
+                check_binding(binding, &by_id, &mut haystacks)
+            };
+            let (passed, matched_text, failure) = match outcome {
+                Ok(text) => (true, Some(text), None),
+                Err(f) => (false, None, Some(f.as_str().to_string())),
+            };
+            if passed {
+                audit.passed = audit.passed.saturating_add(1);
+                any_passed = true;
+            } else {
+                audit.failed = audit.failed.saturating_add(1);
+            }
+            checked.push(CheckedBinding {
+                claim_id: claim.claim_id.clone(),
+                source_invocation_id: binding.source_invocation_id.clone(),
+                tool_name: binding.tool_name.clone(),
+                raw_path: binding.raw_path.clone(),
+                passed,
+                matched_text,
+                failure,
+            });
+        }
+        if any_passed {
+            claims_fully_passed += 1;
+        }
+    }
+
+    let (result, severity) = if output.claims.is_empty() {
+        (RESULT_FAIL, Some(SEVERITY_LOW_CONFID))
+    } else if audit.failed == 0 && claims_fully_passed == output.claims.len() {
+        (RESULT_PASS, None)
+    } else if audit.passed == 0 {
+        (RESULT_FAIL, Some(SEVERITY_REJECT))
+    } else {
+        (RESULT_FAIL, Some(SEVERITY_LOW_CONFID))
+    };
+
+    GatekeeperRaw {
+        result: Some(result.to_string()),
+        severity: severity.map(str::to_string),
+        checked_bindings: checked,
+        audit,
+    }
+}
+
+/// Runs the checks of one binding in the order of [`BindingFailure`]; on success returns the
+/// text cut from the tool output.
+fn check_binding<'a>(
+    binding: &'a Binding,
+    by_id: &HashMap<&str, Vec<&'a ToolInvocation>>,
+    haystacks: &mut HashMap<(&'a str, &'a str), String>,
+) -> Result<String, BindingFailure> {
+    let inv = match by_id
+        .get(binding.source_invocation_id.as_str())
+        .map(Vec::as_slice)
+    {
+        None | Some([]) => return Err(BindingFailure::UnknownInvocation),
+        Some([one]) => *one,
+        Some(_) => return Err(BindingFailure::AmbiguousInvocation),
+    };
+    if inv.tool_name != binding.tool_name {
+        return Err(BindingFailure::ToolNameMismatch);
+    }
+    if inv.status != InvocationStatus::Ok {
+        return Err(BindingFailure::InvocationNotOk);
+    }
+    let quote = normalize_whitespace(&binding.quote);
+    if quote.is_empty() {
+        return Err(BindingFailure::EmptyQuote);
+    }
+    let target =
+        resolve_pointer(&inv.output, &binding.raw_path).ok_or(BindingFailure::PathNotFound)?;
+    let Value::String(text) = target else {
+        return Err(BindingFailure::NotAString);
+    };
+    let key = (inv.invocation_id.as_str(), binding.raw_path.as_str());
+    let normalized = haystacks
+        .entry(key)
+        .or_insert_with(|| normalize_whitespace(text));
+    let start = normalized
+        .find(&quote)
+        .ok_or(BindingFailure::QuoteNotFound)?;
+    let (from, to) =
+        original_span(text, start, start + quote.len()).ok_or(BindingFailure::QuoteNotFound)?;
+    text.get(from..to)
+        .map(str::to_string)
+        .ok_or(BindingFailure::QuoteNotFound)
+}
+
+/// Finds `quote` in `text` under the Gatekeeper's rules (runs of Unicode whitespace collapse
+/// to one space and both sides are trimmed; comparison is case-sensitive) and returns the
+/// matching slice of `text` itself, with its original whitespace. An empty or
+/// whitespace-only quote matches nothing.
+pub fn match_quote<'t>(text: &'t str, quote: &str) -> Option<&'t str> {
+    let quote = normalize_whitespace(quote);
+    if quote.is_empty() {
+        return None;
+    }
+    let start = normalize_whitespace(text).find(&quote)?;
+    let (from, to) = original_span(text, start, start + quote.len())?;
+    text.get(from..to)
+}
+
+/// Runs of Unicode whitespace collapsed to one ASCII space, leading and trailing runs
+/// dropped.
+pub fn normalize_whitespace(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    walk_normalized(s, |_, _, c| {
+        out.push(c);
+        ControlFlow::Continue(())
+    });
+    out
+}
+
+/// Walks the whitespace-normalized form of `s`, handing each of its chars to `f` together
+/// with the byte range in `s` it stands for: a collapsed space spans its whole whitespace
+/// run. Both the normalized text and the offset mapping come from this one walk, so they
+/// cannot disagree.
+fn walk_normalized(s: &str, mut f: impl FnMut(usize, usize, char) -> ControlFlow<()>) {
+    let mut pending: Option<(usize, usize)> = None;
+    let mut started = false;
+    for (i, c) in s.char_indices() {
+        let end = i + c.len_utf8();
+        if c.is_whitespace() {
+            if started {
+                pending = Some(match pending {
+                    Some((from, _)) => (from, end),
+                    None => (i, end),
+                });
+            }
+            continue;
+        }
+        if let Some((from, to)) = pending.take() {
+            if f(from, to, ' ').is_break() {
+                return;
+            }
+        }
+        started = true;
+        if f(i, end, c).is_break() {
+            return;
+        }
+    }
+}
+
+/// Maps the byte range `[start, end)` of the normalized form of `text` back to the byte
+/// range of `text` it was made from. A second linear walk instead of an offset table keeps
+/// the memory for a multi-megabyte output at one copy of the text.
+fn original_span(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
+    if start >= end {
+        return None;
+    }
+    let mut pos = 0usize;
+    let mut from = None;
+    let mut to = None;
+    walk_normalized(text, |a, b, c| {
+        let next = pos + c.len_utf8();
+        if pos == start {
+            from = Some(a);
+        }
+        if next == end {
+            to = Some(b);
+            return ControlFlow::Break(());
+        }
+        pos = next;
+        ControlFlow::Continue(())
+    });
+    match (from, to) {
+        (Some(from), Some(to)) if from < to => Some((from, to)),
+        _ => None,
+    }
+}
+
+/// Resolves an RFC 6901 JSON Pointer: `""` is the whole document; every other pointer starts
+/// with `/`; `~1` is `/` and `~0` is `~` and any other `~` is invalid; an array index is `0`
+/// or a decimal without leading zeros (`-`, signs and overflow name nothing). Invalid
+/// pointers resolve to nothing, never to a guess. Iterative, so a deep pointer cannot
+/// exhaust the stack.
+fn resolve_pointer<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
+    if pointer.is_empty() {
+        return Some(doc);
+    }
+    let rest = pointer.strip_prefix('/')?;
+    let mut current = doc;
+    for raw in rest.split('/') {
+        let token = unescape_token(raw)?;
+        current = match current {
+            Value::Object(map) => map.get(token.as_str())?,
+            Value::Array(items) => items.get(array_index(&token)?)?,
+            _ => return None,
+        };
+    }
+    Some(current)
+}
+
+fn unescape_token(raw: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' {
+            match chars.next() {
+                Some('0') => out.push('~'),
+                Some('1') => out.push('/'),
+                _ => return None,
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+fn array_index(token: &str) -> Option<usize> {
+    let bytes = token.as_bytes();
+    let well_formed = match bytes {
+        [b'0'] => true,
+        [first, rest @ ..] => (b'1'..=b'9').contains(first) && rest.iter().all(u8::is_ascii_digit),
+        [] => false,
+    };
+    if !well_formed {
+        return None;
+    }
+    token.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +492,61 @@ mod tests {
             failure: Some("quote_not_found".into()),
         });
         assert_eq!(normalize(Some(&r)), GateStatus::Reject);
+    }
+
+    #[test]
+    fn pointer_table() {
+        let doc: Value = serde_json::from_str(
+            r#"{"foo":["bar","baz"],"":0,"a/b":1,"c%d":2,"e^f":3,"g|h":4,"i\\j":5,
+                "k\"l":6," ":7,"m~n":8,"~1":9,"01":10}"#,
+        )
+        .unwrap();
+        let cases: [(&str, Option<Value>); 22] = [
+            ("", Some(doc.clone())),
+            ("/foo", Some(serde_json::json!(["bar", "baz"]))),
+            ("/foo/0", Some(serde_json::json!("bar"))),
+            ("/foo/1", Some(serde_json::json!("baz"))),
+            ("/", Some(serde_json::json!(0))),
+            ("/a~1b", Some(serde_json::json!(1))),
+            ("/c%d", Some(serde_json::json!(2))),
+            ("/e^f", Some(serde_json::json!(3))),
+            ("/g|h", Some(serde_json::json!(4))),
+            ("/i\\j", Some(serde_json::json!(5))),
+            ("/k\"l", Some(serde_json::json!(6))),
+            ("/ ", Some(serde_json::json!(7))),
+            ("/m~0n", Some(serde_json::json!(8))),
+            ("/~01", Some(serde_json::json!(9))),
+            ("/01", Some(serde_json::json!(10))),
+            ("/foo/01", None),
+            ("/foo/-", None),
+            ("/foo/+1", None),
+            ("/foo/2", None),
+            ("/m~2n", None),
+            ("foo", None),
+            ("/foo/99999999999999999999999", None),
+        ];
+        for (pointer, want) in cases {
+            assert_eq!(resolve_pointer(&doc, pointer).cloned(), want, "{pointer:?}");
+        }
+        assert_eq!(resolve_pointer(&doc, "/m~"), None);
+        assert_eq!(resolve_pointer(&doc, "/foo/0/x"), None);
+    }
+
+    #[test]
+    fn original_span_maps_back_through_collapsed_whitespace() {
+        let text = "  a \t\n b  c ";
+        assert_eq!(normalize_whitespace(text), "a b c");
+        assert_eq!(match_quote(text, "a b"), Some("a \t\n b"));
+        assert_eq!(match_quote(text, " b   c\n"), Some("b  c"));
+        assert_eq!(match_quote(text, "A b"), None);
+        assert_eq!(match_quote(text, " \n "), None);
+    }
+
+    #[test]
+    fn failure_names_round_trip() {
+        for f in BindingFailure::ALL {
+            assert_eq!(BindingFailure::parse(f.as_str()), Some(f));
+            assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
+        }
     }
 }

@@ -16,7 +16,10 @@ pub mod verifier;
 
 pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
-pub use gatekeeper::{Audit, CheckedBinding, GateStatus, GatekeeperRaw};
+pub use gatekeeper::{
+    ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, GateStatus,
+    GatekeeperRaw,
+};
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use parse::{parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation};
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};

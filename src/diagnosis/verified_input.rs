@@ -1,0 +1,233 @@
+//! Verified Input (SPEC §2.4): the projection of the Executor output onto what the Gatekeeper
+//! proved, and the Verifier's input built from that projection alone.
+//!
+//! The projection is the wall between the Executor and the Verifier: everything past it is
+//! either a claim with a passed binding or text the Gatekeeper cut from a tool output.
+//! Failed bindings, hypotheses, no-evidence entries, limitations and unreferenced tool output
+//! never cross it.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::state::{DiagnosisContext, DiagnosisState};
+use crate::protocol::gatekeeper::normalize;
+use crate::protocol::{
+    Audit, CheckedBinding, CriticalGap, ExecutorOutput, GateStatus, GatekeeperRaw, Verdict,
+    VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput,
+};
+
+/// Why no projection could be built; each routes to the pre-verification Fallback.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProjectionError {
+    /// Only PASS and LOW_CONFID may be projected.
+    #[error("gatekeeper status {} is not continuable", .0.as_str())]
+    NotContinuable(GateStatus),
+    /// The status handed in is not what the raw result normalizes to; one of them is not
+    /// what the Gatekeeper decided, so neither is trusted.
+    #[error("gatekeeper status does not match its raw result")]
+    StatusMismatch,
+    #[error("the gatekeeper passed no binding")]
+    NoPassedBinding,
+    /// Two claims share an id, so a passed binding cannot be attributed to one of them.
+    #[error("the executor output repeats a claim id")]
+    DuplicateClaimId,
+    /// Passed bindings exist but none matches a claim of this output.
+    #[error("no claim of the executor output matches a passed binding")]
+    NoClaimSurvived,
+}
+
+impl ProjectionError {
+    /// A bounded code for events and the Fallback.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProjectionError::NotContinuable(_) => "not_continuable",
+            ProjectionError::StatusMismatch => "status_mismatch",
+            ProjectionError::NoPassedBinding => "no_passed_binding",
+            ProjectionError::DuplicateClaimId => "duplicate_claim_id",
+            ProjectionError::NoClaimSurvived => "no_claim_survived",
+        }
+    }
+}
+
+/// Projects `output` onto the bindings `raw` passed. A claim survives when at least one
+/// passed checked binding carries its `claim_id` and the (source_invocation_id, tool_name,
+/// raw_path) of one of its own bindings; each such binding becomes one evidence entry with
+/// the `matched_text` the Gatekeeper cut. Claims keep the Executor's order; evidence follows
+/// its claim, in the order the Gatekeeper checked it, without repeats.
+pub fn build_verified_input(
+    output: &ExecutorOutput,
+    raw: &GatekeeperRaw,
+    status: GateStatus,
+) -> Result<(VerifiedExecutorOutput, Vec<VerifiedEvidence>), ProjectionError> {
+    if !matches!(status, GateStatus::Pass | GateStatus::LowConfid) {
+        return Err(ProjectionError::NotContinuable(status));
+    }
+    if normalize(Some(raw)) != status {
+        return Err(ProjectionError::StatusMismatch);
+    }
+    if raw.passed_bindings() == 0 {
+        return Err(ProjectionError::NoPassedBinding);
+    }
+    let mut ids = HashSet::new();
+    if !output
+        .claims
+        .iter()
+        .all(|c| ids.insert(c.claim_id.as_str()))
+    {
+        return Err(ProjectionError::DuplicateClaimId);
+    }
+
+    // Only a binding that passed, says so consistently and carries cut text is trusted.
+    let mut passed: HashMap<&str, Vec<&CheckedBinding>> = HashMap::new();
+    for cb in &raw.checked_bindings {
+        let trusted = cb.passed
+            && cb.failure.is_none()
+            && cb.matched_text.as_deref().is_some_and(|t| !t.is_empty());
+        if trusted {
+            passed.entry(cb.claim_id.as_str()).or_default().push(cb);
+        }
+    }
+
+    let mut claims = Vec::new();
+    let mut evidence = Vec::new();
+    for claim in &output.claims {
+        let Some(checked) = passed.get(claim.claim_id.as_str()) else {
+            continue;
+        };
+        let own: HashSet<(&str, &str, &str)> = claim
+            .bindings
+            .iter()
+            .map(|b| {
+                (
+                    b.source_invocation_id.as_str(),
+                    b.tool_name.as_str(),
+                    b.raw_path.as_str(),
+                )
+            })
+            .collect();
+        let mut entries: Vec<VerifiedEvidence> = Vec::new();
+        for cb in checked {
+            let key = (
+                cb.source_invocation_id.as_str(),
+                cb.tool_name.as_str(),
+                cb.raw_path.as_str(),
+            );
+            if !own.contains(&key) {
+                continue;
+            }
+            let entry = VerifiedEvidence {
+                claim_id: claim.claim_id.clone(),
+                source_invocation_id: cb.source_invocation_id.clone(),
+                tool_name: cb.tool_name.clone(),
+                raw_path: cb.raw_path.clone(),
+                matched_text: cb.matched_text.clone().unwrap_or_default(),
+            };
+            if !entries.contains(&entry) {
+                entries.push(entry);
+            }
+        }
+        if entries.is_empty() {
+            continue;
+        }
+        claims.push(VerifiedClaim {
+            claim_id: claim.claim_id.clone(),
+            text: claim.text.clone(),
+        });
+        evidence.extend(entries);
+    }
+    if claims.is_empty() {
+        return Err(ProjectionError::NoClaimSurvived);
+    }
+    Ok((VerifiedExecutorOutput { claims }, evidence))
+}
+
+/// The part of the retry context the Verifier may see in round 2: the gaps the retry was
+/// meant to close. Prior-round claims and evidence are left out on purpose: everything the
+/// Verifier judges must have passed this round's Gatekeeper, and the Executor's snapshot
+/// already carries the prior claims that still hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifierRetryContext {
+    pub round: u32,
+    pub critical_gaps: Vec<CriticalGap>,
+}
+
+/// Exactly what the Verifier is shown, and nothing else.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifierInput {
+    pub diagnosis_context: DiagnosisContext,
+    pub verified_executor_output: VerifiedExecutorOutput,
+    pub verified_evidence: Vec<VerifiedEvidence>,
+    pub gatekeeper_audit: Audit,
+    pub ceiling: Verdict,
+    /// Present in the evidence-retry round only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_context: Option<VerifierRetryContext>,
+}
+
+/// Why the Verifier input could not be built: state the Verifier must never run without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum VerifierInputError {
+    #[error("no verified executor output")]
+    MissingVerifiedOutput,
+    #[error("no gatekeeper result")]
+    MissingGatekeeperResult,
+    #[error("no gatekeeper ceiling")]
+    MissingCeiling,
+    #[error("the verifier input could not be serialized")]
+    Serialize,
+}
+
+impl VerifierInputError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifierInputError::MissingVerifiedOutput => "missing_verified_output",
+            VerifierInputError::MissingGatekeeperResult => "missing_gatekeeper_result",
+            VerifierInputError::MissingCeiling => "missing_ceiling",
+            VerifierInputError::Serialize => "serialize",
+        }
+    }
+}
+
+/// Builds the Verifier input from the declared state fields only.
+pub fn build_verifier_input(state: &DiagnosisState) -> Result<VerifierInput, VerifierInputError> {
+    let verified = state
+        .verified_executor_output
+        .as_ref()
+        .ok_or(VerifierInputError::MissingVerifiedOutput)?;
+    let raw = state
+        .gatekeeper_raw
+        .as_ref()
+        .ok_or(VerifierInputError::MissingGatekeeperResult)?;
+    let ceiling = state.ceiling.ok_or(VerifierInputError::MissingCeiling)?;
+    let retry_context = if state.round >= 2 {
+        state.retry_context.as_ref().map(|r| VerifierRetryContext {
+            round: state.round,
+            critical_gaps: r.critical_gaps.clone(),
+        })
+    } else {
+        None
+    };
+    Ok(VerifierInput {
+        diagnosis_context: state.context.clone(),
+        verified_executor_output: verified.clone(),
+        verified_evidence: state.verified_evidence.clone(),
+        gatekeeper_audit: raw.audit,
+        ceiling,
+        retry_context,
+    })
+}
+
+/// The serialized Verifier input of this round. The first call builds and stores it in
+/// `state.verifier_input`; every later call in the round (a technical retry) returns the
+/// stored text unchanged, so the retry sends byte-identical input even if other state moved.
+/// `begin_evidence_round` clears it.
+pub fn verifier_input_json(state: &mut DiagnosisState) -> Result<String, VerifierInputError> {
+    if let Some(stored) = &state.verifier_input {
+        return Ok(stored.clone());
+    }
+    let input = build_verifier_input(state)?;
+    let text = serde_json::to_string(&input).map_err(|_| VerifierInputError::Serialize)?;
+    state.verifier_input = Some(text.clone());
+    Ok(text)
+}
