@@ -397,56 +397,9 @@ fn original_span(text: &str, start: usize, end: usize) -> Option<(usize, usize)>
     }
 }
 
-/// Resolves an RFC 6901 JSON Pointer: `""` is the whole document; every other pointer starts
-/// with `/`; `~1` is `/` and `~0` is `~` and any other `~` is invalid; an array index is `0`
-/// or a decimal without leading zeros (`-`, signs and overflow name nothing). Invalid
-/// pointers resolve to nothing, never to a guess. Iterative, so a deep pointer cannot
-/// exhaust the stack.
+/// RFC 6901 resolution, shared with every other caller of JSON Pointers in `diag`.
 fn resolve_pointer<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
-    if pointer.is_empty() {
-        return Some(doc);
-    }
-    let rest = pointer.strip_prefix('/')?;
-    let mut current = doc;
-    for raw in rest.split('/') {
-        let token = unescape_token(raw)?;
-        current = match current {
-            Value::Object(map) => map.get(token.as_str())?,
-            Value::Array(items) => items.get(array_index(&token)?)?,
-            _ => return None,
-        };
-    }
-    Some(current)
-}
-
-fn unescape_token(raw: &str) -> Option<String> {
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c == '~' {
-            match chars.next() {
-                Some('0') => out.push('~'),
-                Some('1') => out.push('/'),
-                _ => return None,
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    Some(out)
-}
-
-fn array_index(token: &str) -> Option<usize> {
-    let bytes = token.as_bytes();
-    let well_formed = match bytes {
-        [b'0'] => true,
-        [first, rest @ ..] => (b'1'..=b'9').contains(first) && rest.iter().all(u8::is_ascii_digit),
-        [] => false,
-    };
-    if !well_formed {
-        return None;
-    }
-    token.parse().ok()
+    super::json_pointer::resolve(doc, pointer).ok()
 }
 
 #[cfg(test)]
