@@ -568,7 +568,7 @@ fn bounded(text: &str) -> String {
 }
 
 /// Removes anything that looks like a credential: the configured key itself, the token after
-/// `Bearer`, and `sk-…` style keys (OpenAI, LiteLLM and most gateways use that prefix).
+/// `Bearer` or `Basic`, and `sk-…` style keys (OpenAI, LiteLLM and most gateways use that prefix).
 pub fn redact_secrets(text: &str, key: Option<&str>) -> String {
     let mut out = match key.map(str::trim).filter(|k| !k.is_empty()) {
         Some(k) => text.replace(k, "***"),
@@ -592,6 +592,7 @@ fn redact_tokens(text: &str) -> String {
         let end = after.find(|c| !is_token_char(c)).unwrap_or(after.len());
         let token = &after[..end];
         let secret = previous_word.eq_ignore_ascii_case("bearer")
+            || previous_word.eq_ignore_ascii_case("basic")
             || (token.starts_with("sk-") && token.len() >= 12);
         if secret && token != "***" {
             out.push_str("***");

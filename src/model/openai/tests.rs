@@ -441,6 +441,10 @@ fn secrets_are_redacted() {
     assert!(!out.contains("abc.def-ghi"), "{out}");
     assert!(!out.contains("sk-otherkey"), "{out}");
     assert!(out.contains("Incorrect API key provided: ***"), "{out}");
+    assert_eq!(
+        redact_secrets("Authorization: Basic dXNlcjpwYXNz was refused", None),
+        "Authorization: Basic *** was refused"
+    );
     assert_eq!(redact_secrets("model not found", None), "model not found");
     assert_eq!(
         redact_secrets("tokens sk-short ok", None),
