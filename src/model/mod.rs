@@ -12,6 +12,8 @@ use thiserror::Error;
 
 use crate::tools::ToolSpec;
 
+pub mod openai;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
