@@ -2,6 +2,7 @@
 
 pub mod composer_input;
 pub mod fallback;
+pub mod nodes;
 pub mod render;
 pub mod retry_prepare;
 pub mod scripted;

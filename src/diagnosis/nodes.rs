@@ -7,13 +7,20 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::composer_input::{allowed_claims, composer_input_json};
+use super::fallback::{consulted_tools, fallback_post, fallback_pre, pre_verification_failure};
+use super::render::render_answer;
+use super::retry_prepare::prepare_retry_from_state;
 use super::state::{DiagnosisContext, DiagnosisState};
-use super::status::{AgentStatus, ExecutorStatus, Status};
+use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use super::topology::DiagnosisNodes;
+use super::verified_input::{build_verified_input, verifier_input_json};
 use crate::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
+use crate::protocol::gatekeeper::{ceiling, normalize, validate_run};
 use crate::protocol::{
-    parse_executor, parse_plan, Plan, PlannerMode, RetryContext,
+    effective_verdict, parse_composer, parse_executor, parse_plan, parse_verifier, Plan,
+    PlannerMode, RetryContext, Verdict,
 };
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -83,7 +90,11 @@ struct PlannerNode {
 }
 
 impl Node<DiagnosisState, Status> for PlannerNode {
-    fn run<'a>(&'a self, state: &'a mut DiagnosisState, config: &'a RunConfig) -> NodeFuture<'a, Status> {
+    fn run<'a>(
+        &'a self,
+        state: &'a mut DiagnosisState,
+        config: &'a RunConfig,
+    ) -> NodeFuture<'a, Status> {
         Box::pin(async move {
             let retry = match state.planner_mode {
                 PlannerMode::EvidenceGapOnly => state.retry_context.as_ref(),
@@ -103,22 +114,20 @@ impl Node<DiagnosisState, Status> for PlannerNode {
             };
             let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
             let (status, step) = match self.deps.invoker.invoke(&request, config).await {
-                Ok(reply) => {
-                    match parse_plan(&reply.content, &names, state.planner_mode, retry) {
-                        Ok(plan) => {
-                            let n = plan.steps.len();
-                            state.plan = Some(plan);
-                            let s = AgentStatus::Completed;
-                            let step = agent_step(&s).with("steps", n);
-                            (s, step)
-                        }
-                        Err(v) => {
-                            let s = AgentStatus::InvalidOutput;
-                            let step = agent_step(&s).with("reason", v.reason());
-                            (s, step)
-                        }
+                Ok(reply) => match parse_plan(&reply.content, &names, state.planner_mode, retry) {
+                    Ok(plan) => {
+                        let n = plan.steps.len();
+                        state.plan = Some(plan);
+                        let s = AgentStatus::Completed;
+                        let step = agent_step(&s).with("steps", n);
+                        (s, step)
                     }
-                }
+                    Err(v) => {
+                        let s = AgentStatus::InvalidOutput;
+                        let step = agent_step(&s).with("reason", v.reason());
+                        (s, step)
+                    }
+                },
                 Err(e) => {
                     let (s, kind) = agent_failure(&e);
                     let step = agent_step(&s).with("failure", kind);
@@ -136,7 +145,11 @@ struct ExecutorNode {
 }
 
 impl Node<DiagnosisState, Status> for ExecutorNode {
-    fn run<'a>(&'a self, state: &'a mut DiagnosisState, config: &'a RunConfig) -> NodeFuture<'a, Status> {
+    fn run<'a>(
+        &'a self,
+        state: &'a mut DiagnosisState,
+        config: &'a RunConfig,
+    ) -> NodeFuture<'a, Status> {
         Box::pin(async move {
             let Some(plan) = state.plan.as_ref() else {
                 // The topology only reaches the Executor after a COMPLETED plan; without one
@@ -194,5 +207,260 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
             state.executor_status = Some(status);
             step.with("tool_calls", calls)
         })
+    }
+}
+
+struct GatekeeperNode {
+    deps: NodeDeps,
+}
+
+impl Node<DiagnosisState, Status> for GatekeeperNode {
+    fn run<'a>(
+        &'a self,
+        state: &'a mut DiagnosisState,
+        config: &'a RunConfig,
+    ) -> NodeFuture<'a, Status> {
+        // Only this run's invocations are looked up: the run id comes from the RunConfig.
+        let invocations = self.deps.log.invocations(config.run_id());
+        let raw = state
+            .executor_output
+            .as_ref()
+            .map(|output| validate_run(config.run_id(), output, &invocations));
+        let status = normalize(raw.as_ref());
+        let mut step = Step::new(Status::from(status));
+        if let Some(r) = &raw {
+            step = step
+                .with("claims", r.audit.claims)
+                .with("passed", r.audit.passed)
+                .with("failed", r.audit.failed)
+                .with("unbound_claims", r.audit.unbound_claims);
+        } else {
+            step = step.with("reason", "no_executor_output");
+        }
+        state.gatekeeper_raw = raw;
+        state.gatekeeper_status = Some(status);
+        state.ceiling = Some(ceiling(status));
+        Box::pin(std::future::ready(step))
+    }
+}
+
+struct VerifiedInputNode;
+
+impl Node<DiagnosisState, Status> for VerifiedInputNode {
+    fn run<'a>(
+        &'a self,
+        state: &'a mut DiagnosisState,
+        _config: &'a RunConfig,
+    ) -> NodeFuture<'a, Status> {
+        let built = match (
+            &state.executor_output,
+            &state.gatekeeper_raw,
+            state.gatekeeper_status,
+        ) {
+            (Some(output), Some(raw), Some(status)) => {
+                build_verified_input(output, raw, status).map_err(|e| e.as_str())
+            }
+            _ => Err("missing_gatekeeper_result"),
+        };
+        let step = match built {
+            Ok((output, evidence)) => {
+                let n = output.claims.len();
+                state.verified_executor_output = Some(output);
+                state.verified_evidence = evidence;
+                Step::new(Status::Built).with("claims", n)
+            }
+            Err(reason) => Step::new(Status::ProjectionFailed).with("reason", reason),
+        };
+        Box::pin(std::future::ready(step))
+    }
+}
+
+struct VerifierNode {
+    deps: NodeDeps,
+}
+
+impl Node<DiagnosisState, Status> for VerifierNode {
+    fn run<'a>(
+        &'a self,
+        state: &'a mut DiagnosisState,
+        config: &'a RunConfig,
+    ) -> NodeFuture<'a, Status> {
+        Box::pin(async move {
+            // Serialized once per round; a technical retry sends the same bytes.
+            let input = match verifier_input_json(state) {
+                Ok(input) => input,
+                Err(e) => {
+                    state.verifier_status = Some(AgentStatus::NonRetryableFailed);
+                    return Step::new(Status::NonRetryableFailed).with("reason", e.as_str());
+                }
+            };
+            let request = AgentRequest {
+                role: AgentRole::Verifier,
+                round: state.round,
+                attempt: state.retries.verifier + 1,
+                input,
+            };
+            let verified_ids: Vec<String> = state
+                .verified_executor_output
+                .iter()
+                .flat_map(|v| v.claims.iter().map(|c| c.claim_id.clone()))
+                .collect();
+            let (status, step) = match self.deps.invoker.invoke(&request, config).await {
+                Ok(reply) => match parse_verifier(&reply.content, &verified_ids) {
+                    Ok(result) => {
+                        // The Gatekeeper ceiling caps the model's verdict; a missing ceiling
+                        // caps it at REJECT.
+                        let ceiling = state.ceiling.unwrap_or(Verdict::Reject);
+                        let effective = effective_verdict(result.verdict, ceiling);
+                        let step = Step::new(Status::Completed)
+                            .with("model_verdict", result.verdict.as_str())
+                            .with("effective_verdict", effective.as_str())
+                            .with("allowed_claims", result.allowed_claims.len())
+                            .with("critical_gaps", result.critical_gaps().count());
+                        state.verifier_model_verdict = Some(result.verdict);
+                        state.effective_verdict = Some(effective);
+                        state.verifier_result = Some(result);
+                        (AgentStatus::Completed, step)
+                    }
+                    Err(v) => {
+                        let s = AgentStatus::InvalidOutput;
+                        (s.clone(), agent_step(&s).with("reason", v.reason()))
+                    }
+                },
+                Err(e) => {
+                    let (s, kind) = agent_failure(&e);
+                    let step = agent_step(&s).with("failure", kind);
+                    (s, step)
+                }
+            };
+            // A failed attempt sets only the status; no verdict is invented.
+            state.verifier_status = Some(status);
+            step
+        })
+    }
+}
+
+struct RetryPrepareNode {
+    deps: NodeDeps,
+}
+
+impl Node<DiagnosisState, Status> for RetryPrepareNode {
+    fn run<'a>(
+        &'a self,
+        state: &'a mut DiagnosisState,
+        config: &'a RunConfig,
+    ) -> NodeFuture<'a, Status> {
+        let invocations = self.deps.log.invocations(config.run_id());
+        let step = match prepare_retry_from_state(state, config.run_id(), &invocations) {
+            Ok(context) => {
+                let step = Step::new(Status::Prepared)
+                    .with("critical_gaps", context.critical_gaps.len())
+                    .with("completed_queries", context.completed_queries.len());
+                state.retry_context = Some(context);
+                step
+            }
+            Err(e) => Step::new(Status::Failed).with("reason", e.as_str()),
+        };
+        Box::pin(std::future::ready(step))
+    }
+}
+
+struct ComposerNode {
+    deps: NodeDeps,
+}
+
+impl Node<DiagnosisState, Status> for ComposerNode {
+    fn run<'a>(
+        &'a self,
+        state: &'a mut DiagnosisState,
+        config: &'a RunConfig,
+    ) -> NodeFuture<'a, Status> {
+        Box::pin(async move {
+            // Serialized once; a technical retry sends the same bytes.
+            let input = match composer_input_json(state) {
+                Ok(input) => input,
+                Err(e) => {
+                    state.composer_status = Some(AgentStatus::NonRetryableFailed);
+                    return Step::new(Status::NonRetryableFailed).with("reason", e.as_str());
+                }
+            };
+            let request = AgentRequest {
+                role: AgentRole::Composer,
+                round: state.round,
+                attempt: state.retries.composer + 1,
+                input,
+            };
+            let allowed: Vec<String> = state
+                .verifier_result
+                .iter()
+                .flat_map(|r| r.allowed_claims.iter().cloned())
+                .collect();
+            let (status, step) = match self.deps.invoker.invoke(&request, config).await {
+                Ok(reply) => match parse_composer(&reply.content, &allowed) {
+                    Ok(answer) => {
+                        let cited = answer.cited_claims.len();
+                        state.final_answer = Some(render_answer(&answer.answer_markdown));
+                        let s = AgentStatus::Completed;
+                        (s.clone(), agent_step(&s).with("cited_claims", cited))
+                    }
+                    Err(v) => {
+                        let s = AgentStatus::InvalidOutput;
+                        (s.clone(), agent_step(&s).with("reason", v.reason()))
+                    }
+                },
+                Err(e) => {
+                    let (s, kind) = agent_failure(&e);
+                    let step = agent_step(&s).with("failure", kind);
+                    (s, step)
+                }
+            };
+            state.composer_status = Some(status);
+            step
+        })
+    }
+}
+
+struct FallbackNode {
+    deps: NodeDeps,
+}
+
+impl Node<DiagnosisState, Status> for FallbackNode {
+    fn run<'a>(
+        &'a self,
+        state: &'a mut DiagnosisState,
+        config: &'a RunConfig,
+    ) -> NodeFuture<'a, Status> {
+        let kind = state.fallback_kind.unwrap_or(FallbackKind::PreVerification);
+        let answer = match kind {
+            FallbackKind::PreVerification => {
+                let (stage, reason) = pre_verification_failure(state);
+                let invocations = self.deps.log.invocations(config.run_id());
+                fallback_pre(
+                    &stage,
+                    &reason,
+                    &consulted_tools(config.run_id(), &invocations),
+                )
+            }
+            FallbackKind::PostVerification => {
+                let claims = match (&state.verifier_result, &state.verified_executor_output) {
+                    (Some(result), Some(verified)) => {
+                        allowed_claims(result, verified, &state.verified_evidence)
+                    }
+                    _ => Vec::new(),
+                };
+                let (missing, recs) = state
+                    .verifier_result
+                    .as_ref()
+                    .map(|r| (r.missing_information.clone(), r.recommendations.clone()))
+                    .unwrap_or_default();
+                fallback_post(state.effective_verdict, &claims, &missing, &recs)
+            }
+        };
+        state.final_answer = Some(answer);
+        state.degraded = true;
+        state.fallback_kind = Some(kind);
+        Box::pin(std::future::ready(
+            Step::new(Status::Answered).with("kind", kind.as_str()),
+        ))
     }
 }

@@ -176,7 +176,7 @@ pub fn builder(nodes: DiagnosisNodes) -> GraphBuilder<DiagnosisState, Status> {
         .node(
             RETRY_PREPARE,
             Deterministic,
-            &[Status::Prepared],
+            &[Status::Prepared, Status::Failed],
             nodes.retry_prepare,
         )
         .node(COMPOSER, Agent, &AGENT_OUTCOMES, nodes.composer)
@@ -263,7 +263,10 @@ pub fn builder(nodes: DiagnosisNodes) -> GraphBuilder<DiagnosisState, Status> {
         RETRY_PREPARE,
         &[Status::Prepared],
         vec![Branch::otherwise(Target::Node(PLANNER)).effect(EVIDENCE_ROUND)],
-    );
+    )
+    // Retry Prepare cannot fail once the Verifier's guard held; if it ever does, the run
+    // fails closed instead of entering a round without a retry context.
+    .route(RETRY_PREPARE, &[Status::Failed], vec![pre_fallback()]);
 
     // Composer
     g.route(
