@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use diag::clock::{FixedClock, Timestamp};
-use diag::tools::mcp::{McpServer, McpServerConfig, McpStartError};
+use diag::tools::mcp::{McpServer, McpServerConfig, McpStartError, PASSED_ENV};
 use diag::tools::{Tool, ToolContext, ToolError};
 use serde_json::{json, Value};
 
@@ -362,11 +362,15 @@ async fn an_invalid_server_name_is_a_start_error() {
 
 #[tokio::test]
 async fn a_server_that_never_answers_initialize_times_out_and_is_killed() {
-    for command in ["cat", "sleep"] {
-        let mut config = McpServerConfig::new("mute", command);
-        if command == "sleep" {
-            config.args = vec!["100".into()];
-        }
+    let dir = TempDir::new("mute");
+    // `cat` reads the request and answers nothing a client accepts; `sleep` reads nothing.
+    for (name, program) in [("cat", "cat"), ("sleep", "sleep 100")] {
+        let pid_file = dir.0.join(name);
+        let mut config = McpServerConfig::new("mute", "sh");
+        config.args = vec![
+            "-c".into(),
+            format!("echo $$ > '{}'; exec {program}", pid_file.display()),
+        ];
         config.startup_timeout = Duration::from_millis(700);
         let started = Instant::now();
         let result = tokio::time::timeout(BOUND, McpServer::start(config))
@@ -379,9 +383,103 @@ async fn a_server_that_never_answers_initialize_times_out_and_is_killed() {
                 assert_eq!(stage, "initialize");
                 assert_eq!(timeout_ms, 700);
             }
-            other => panic!("{command}: {other:?}"),
+            other => panic!("{name}: {other:?}"),
         }
         assert!(started.elapsed() < Duration::from_secs(10));
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            wait_gone(pid).await,
+            "{name}: pid {pid} outlived the failed start"
+        );
+    }
+}
+
+#[tokio::test]
+async fn stray_lines_on_stdout_are_ignored() {
+    // Servers that print a banner or a log line to stdout by mistake still work.
+    let bin = peer_bin("mcp-server-everything");
+    let mut config = McpServerConfig::new("noisy", "sh");
+    config.args = vec![
+        "-c".into(),
+        format!(
+            "echo 'starting up...'; echo '{{\"half\": '; exec '{}' stdio",
+            bin.display()
+        ),
+    ];
+    config.startup_timeout = BOUND;
+    config.call_timeout = BOUND;
+    let server = McpServer::start(config)
+        .await
+        .expect("starts despite the noise");
+    let out = call(&*tool(&server, "noisy__echo"), json!({"message": "ok"})).await;
+    assert_eq!(out.unwrap()["content"][0]["text"], "Echo: ok");
+    server.shutdown().await;
+}
+
+/// A server written as a shell script, for what the reference servers never do. `reply LINE
+/// RESULT` answers the request on LINE with RESULT.
+fn scripted(name: &str, body: &str) -> McpServerConfig {
+    let script = format!(
+        r#"reply() {{ id=$(printf '%s' "$1" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); printf '{{"jsonrpc":"2.0","id":%s,"result":%s}}\n' "$id" "$2"; }}
+read -r l; reply "$l" '{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"s","version":"1"}}}}'
+read -r l
+{body}"#
+    );
+    let mut config = McpServerConfig::new(name, "sh");
+    config.args = vec!["-c".into(), script];
+    config.startup_timeout = BOUND;
+    config.call_timeout = BOUND;
+    config
+}
+
+#[tokio::test]
+async fn tool_pages_are_followed_and_a_last_answer_before_exit_is_delivered() {
+    let config = scripted(
+        "paged",
+        r#"read -r l; reply "$l" '{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"p2"}'
+read -r l; case "$l" in *'"cursor":"p2"'*) ;; *) exit 9;; esac
+reply "$l" '{"tools":[{"name":"b","description":"second page","inputSchema":{"type":"object"}}]}'
+read -r l; reply "$l" '{"content":[{"type":"text","text":"last words"}]}'
+exit 0"#,
+    );
+    let server = McpServer::start(config).await.expect("starts");
+    assert_eq!(
+        server.tool_names(),
+        vec![
+            ("paged__a".to_string(), "a".to_string()),
+            ("paged__b".to_string(), "b".to_string())
+        ]
+    );
+    assert_eq!(tool(&server, "paged__b").spec().description, "second page");
+    let out = call(&*tool(&server, "paged__b"), json!({})).await;
+    assert_eq!(out.unwrap()["content"][0]["text"], "last words");
+    // It has exited since.
+    assert!(matches!(
+        call(&*tool(&server, "paged__a"), json!({})).await,
+        Err(ToolError::Unavailable(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_tool_listing_that_loops_is_a_start_error() {
+    let config = scripted(
+        "loop",
+        r#"while read -r l; do reply "$l" '{"tools":[],"nextCursor":"again"}'; done"#,
+    );
+    match McpServer::start(config).await {
+        Err(
+            e @ McpStartError::Protocol {
+                stage: "tools/list",
+                ..
+            },
+        ) => {
+            assert!(e.to_string().contains("again"), "{e}");
+        }
+        other => panic!("{other:?}"),
     }
 }
 
@@ -395,7 +493,9 @@ async fn a_server_that_exits_at_once_is_a_start_error() {
         .unwrap()
     {
         Err(e @ McpStartError::Protocol { .. }) => {
-            assert!(e.to_string().contains("cannot open config"), "{e}");
+            let msg = e.to_string();
+            assert!(msg.contains("cannot open config"), "{msg}");
+            assert!(msg.contains("exited"), "{msg}");
         }
         other => panic!("{other:?}"),
     }
@@ -403,19 +503,30 @@ async fn a_server_that_exits_at_once_is_a_start_error() {
 
 #[tokio::test]
 async fn the_server_sees_only_the_configured_environment() {
-    // Cargo sets this in the test process; like an API key, it must not reach the server.
-    let own = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it");
+    // Whatever else this test process has in its environment (an API key, in real use) must
+    // not reach the server.
+    let private: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| !PASSED_ENV.contains(&k.as_str()))
+        .collect();
+    assert!(
+        !private.is_empty(),
+        "the test process has only passed variables"
+    );
     let mut config = everything_config();
     config
         .env
         .insert("DIAG_TEST_VISIBLE".into(), "shown".into());
     let server = McpServer::start(config).await.unwrap();
     let get_env = tool(&server, "everything__get-env");
-    let out = call(&*get_env, json!({})).await.unwrap().to_string();
-    assert!(out.contains("DIAG_TEST_VISIBLE"), "{out}");
-    assert!(out.contains("PATH"), "{out}");
-    assert!(!out.contains("CARGO_MANIFEST_DIR"), "{out}");
-    assert!(!out.contains(&own), "{out}");
+    let out = call(&*get_env, json!({})).await.unwrap();
+    let text = out["content"][0]["text"].as_str().unwrap();
+    let seen: serde_json::Map<String, Value> = serde_json::from_str(text).unwrap();
+    assert_eq!(seen["DIAG_TEST_VISIBLE"], "shown");
+    assert!(seen.contains_key("PATH"), "{text}");
+    for name in &private {
+        assert!(!seen.contains_key(name), "{name} leaked to the server");
+    }
     server.shutdown().await;
 }
 

@@ -83,14 +83,19 @@ const MAX_TOOL_NAME: usize = 64;
 const NAME_SEPARATOR: &str = "__";
 /// How much of the server's stderr is kept for a start error.
 const STDERR_TAIL: usize = 2048;
+/// How long a failed start waits for the process to exit and for its last stderr.
+const STDERR_WAIT: Duration = Duration::from_millis(500);
 /// A server that pages its tool list further than this is looping.
 const MAX_TOOL_PAGES: usize = 100;
+/// How long pending calls may still be answered from the pipe after the server exited.
+const READ_AFTER_EXIT: Duration = Duration::from_millis(300);
 /// How long [`McpServer::shutdown`] waits for the server to exit after its stdin is closed,
 /// and again after it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
-/// How to start one MCP server and how long to wait for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to start one MCP server and how long to wait for it. Its `Debug` shows the names of
+/// the `env` variables, never their values (they are often tokens).
+#[derive(Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
     /// The server's name: the prefix of its tools' names, `[a-zA-Z0-9_-]`, at most 32 characters.
     pub name: String,
@@ -122,6 +127,20 @@ impl McpServerConfig {
             startup_timeout: Self::DEFAULT_STARTUP_TIMEOUT,
             call_timeout: Self::DEFAULT_CALL_TIMEOUT,
         }
+    }
+}
+
+impl std::fmt::Debug for McpServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServerConfig")
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .finish()
     }
 }
 
@@ -219,12 +238,10 @@ impl McpServer {
                 stderr: String::new(),
             });
         };
-        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
-        tokio::spawn(drain_stderr(stderr, Arc::clone(&stderr_tail)));
+        let mut stderr = StderrTail::drain(stderr);
 
         let deadline = tokio::time::Instant::now() + config.startup_timeout;
         let timeout_ms = duration_ms(config.startup_timeout);
-        let stderr_of = |tail: &Arc<Mutex<Vec<u8>>>| stderr_suffix(tail);
 
         let client = ClientConfig::new(
             ClientCapabilities::default(),
@@ -237,21 +254,28 @@ impl McpServer {
         let running = match tokio::time::timeout_at(deadline, client.serve((stdout, stdin))).await {
             Ok(Ok(running)) => running,
             Ok(Err(e)) => {
-                // Give the process a moment to print why it failed.
-                let _ = tokio::time::timeout(Duration::from_millis(200), child.wait()).await;
+                // Most often the process died (a bad argument, a missing file): say so rather
+                // than the transport's "broken pipe".
+                let reason = match tokio::time::timeout(STDERR_WAIT, child.wait()).await {
+                    Ok(Ok(status)) => format!("the server exited ({status}) before answering"),
+                    _ => bounded(&e.to_string(), 500),
+                };
+                let _ = child.start_kill();
                 return Err(McpStartError::Protocol {
                     server,
                     stage: "initialize",
-                    reason: bounded(&e.to_string(), 500),
-                    stderr: stderr_of(&stderr_tail),
+                    reason,
+                    stderr: stderr.finish().await,
                 });
             }
             Err(_) => {
+                let _ = child.start_kill();
+                let _ = tokio::time::timeout(STDERR_WAIT, child.wait()).await;
                 return Err(McpStartError::Timeout {
                     server,
                     stage: "initialize",
                     timeout_ms,
-                    stderr: stderr_of(&stderr_tail),
+                    stderr: stderr.finish().await,
                 });
             }
         };
@@ -291,7 +315,7 @@ impl McpServer {
                         server,
                         stage: "tools/list",
                         reason,
-                        stderr: stderr_of(&stderr_tail),
+                        stderr: stderr.so_far(),
                     });
                 }
                 Err(_) => {
@@ -299,7 +323,7 @@ impl McpServer {
                         server,
                         stage: "tools/list",
                         timeout_ms,
-                        stderr: stderr_of(&stderr_tail),
+                        stderr: stderr.so_far(),
                     });
                 }
             }
@@ -343,7 +367,7 @@ impl McpServer {
         &self.connection.server
     }
 
-    /// The server process's id, while it runs.
+    /// The server process's id, as spawned (it may have exited since).
     pub fn pid(&self) -> Option<u32> {
         self.connection.pid
     }
@@ -520,7 +544,8 @@ impl Tool for McpTool {
 }
 
 /// Owns the server process until it exits or is told to kill it, and then closes the session
-/// so that pending calls fail at once instead of waiting for an end-of-file.
+/// so that pending calls fail soon instead of waiting for an end-of-file that a grandchild
+/// holding stdout may never give.
 async fn watch_process(
     mut child: tokio::process::Child,
     kill: CancellationToken,
@@ -534,12 +559,40 @@ async fn watch_process(
             child.wait().await.ok()
         }
     };
-    session.cancel();
     let _ = process.send(Process::Ended(status));
+    // Answers the server wrote just before exiting may still sit in the pipe: give the reader
+    // a moment to deliver them (it ends the session itself at end-of-file).
+    tokio::time::sleep(READ_AFTER_EXIT).await;
+    session.cancel();
 }
 
-/// Keeps the end of the server's stderr; reading it also keeps a chatty server from blocking
-/// on a full pipe.
+/// The end of the server's stderr, for start errors. Reading it all the time also keeps a
+/// chatty server from blocking on a full pipe.
+struct StderrTail {
+    tail: Arc<Mutex<Vec<u8>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl StderrTail {
+    fn drain(stderr: tokio::process::ChildStderr) -> Self {
+        let tail = Arc::new(Mutex::new(Vec::new()));
+        let reader = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail)));
+        Self { tail, reader }
+    }
+
+    /// What the server wrote until now, as `" (stderr: ...)"`, or empty.
+    fn so_far(&self) -> String {
+        stderr_suffix(&self.tail)
+    }
+
+    /// What the server wrote before it exited, waiting briefly for the pipe to be read to its
+    /// end.
+    async fn finish(&mut self) -> String {
+        let _ = tokio::time::timeout(STDERR_WAIT, &mut self.reader).await;
+        self.so_far()
+    }
+}
+
 async fn drain_stderr(mut stderr: tokio::process::ChildStderr, tail: Arc<Mutex<Vec<u8>>>) {
     let mut buf = [0u8; 4096];
     while let Ok(n) = stderr.read(&mut buf).await {
@@ -795,6 +848,17 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn config_debug_hides_env_values() {
+        let mut config = McpServerConfig::new("gh", "github-mcp");
+        config
+            .env
+            .insert("GITHUB_TOKEN".into(), "ghp_secret".into());
+        let shown = format!("{config:?}");
+        assert!(shown.contains("GITHUB_TOKEN"), "{shown}");
+        assert!(!shown.contains("ghp_secret"), "{shown}");
     }
 
     #[test]
