@@ -465,6 +465,28 @@ exit 0"#,
 }
 
 #[tokio::test]
+async fn an_oversized_answer_is_an_error_not_a_hang() {
+    // One JSON-RPC line longer than the SDK's 16 MiB bound.
+    let mut config = scripted(
+        "huge",
+        r#"read -r l; reply "$l" '{"tools":[{"name":"big","inputSchema":{"type":"object"}}]}'
+read -r l; id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"' "$id"
+head -c 17000000 /dev/zero | tr '\0' a
+printf '"}]}}\n'
+cat >/dev/null"#,
+    );
+    config.call_timeout = Duration::from_secs(5);
+    let server = McpServer::start(config).await.expect("starts");
+    let out = call(&*tool(&server, "huge__big"), json!({})).await;
+    assert!(
+        matches!(out, Err(ToolError::Unavailable(_) | ToolError::Timeout(_))),
+        "{:?}",
+        out.map(|v| v.to_string().len())
+    );
+}
+
+#[tokio::test]
 async fn a_tool_listing_that_loops_is_a_start_error() {
     let config = scripted(
         "loop",

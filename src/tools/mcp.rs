@@ -7,17 +7,19 @@
 //! `transport-async-rw` features. It builds with nothing but the Rust toolchain, negotiates the
 //! protocol version with `initialize` + `notifications/initialized`, matches responses to
 //! requests by id (the real servers answer out of order and interleave notifications, even
-//! before the `initialize` result), bounds the length of one message (16 MiB), sends
-//! `notifications/cancelled` when a call is abandoned, and fails every pending request with
-//! "transport closed" as soon as the server's stdout ends. Writing that by hand would repeat
+//! before the `initialize` result), bounds the length of one message (16 MiB: a longer answer
+//! is dropped, and its call ends as a timeout), sends `notifications/cancelled` when a call is
+//! abandoned, and fails every pending request with "transport closed" as soon as the server's
+//! stdout ends. Writing that by hand would repeat
 //! the SDK, and would have to follow each new protocol revision alone.
 //!
 //! The child process is **not** handed to the SDK (its `transport-child-process` feature):
 //! this module spawns it itself and owns it, because
 //! - the SDK's own child wrapper kills from its `Drop` by spawning a task, which needs a live
 //!   runtime; ours sets `kill_on_drop`, so the child dies even when the runtime is already gone;
-//! - a watcher task sees the process exit and closes the session at once, so a call never waits
-//!   for an end-of-file that a grandchild still holding stdout would delay (`npx` wrappers);
+//! - a watcher task sees the process exit and closes the session shortly after, so a call never
+//!   waits for an end-of-file that a grandchild still holding stdout would delay (`npx`
+//!   wrappers);
 //! - the environment is cleared before the spawn (see below), and stderr is drained into a
 //!   small buffer instead of being inherited, so a chatty server never writes over `diag`'s
 //!   own output and never blocks on a full pipe.
@@ -770,7 +772,7 @@ mod tests {
             ("fs", "read_text_file", "fs__read_text_file"),
             ("everything", "get-sum", "everything__get-sum"),
             ("gh", "repo.list files", "gh__repo_list_files"),
-            ("s", "ünïcode", "s____n_code"),
+            ("s", "ünïcode", "s___n_code"),
         ];
         for (server, tool, want) in cases {
             assert_eq!(
