@@ -3,6 +3,8 @@
 
 use std::sync::Mutex;
 
+pub mod mcp;
+
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::ToolInvocation;
