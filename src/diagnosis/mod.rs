@@ -1,6 +1,7 @@
 //! The diagnosis graph: its typed state, statuses, topology, and how one run is invoked.
 
 pub mod composer_input;
+pub mod evaluation;
 pub mod fallback;
 pub mod nodes;
 pub mod render;

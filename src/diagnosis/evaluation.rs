@@ -1,0 +1,218 @@
+//! What a finished run says about itself, built from graph state and the run's own records
+//! only: the `self_evaluation.verifier_evaluation` of SPEC §3 step 5, and the deterministic
+//! metrics of the evaluation step. Neither ever holds raw Executor text or the tool trace.
+
+use serde::{Deserialize, Serialize};
+
+use super::state::DiagnosisState;
+use super::status::{AgentStatus, ExecutorStatus, FallbackKind};
+use crate::agent::prompts::PromptAudit;
+use crate::agent::runtime::AgentStepRecord;
+use crate::protocol::{
+    Audit, ClaimCheck, Fact, GateStatus, InvocationStatus, ToolInvocation, Verdict,
+    VerifiedEvidence, VerifiedExecutorOutput,
+};
+
+/// How a run ended in the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalPath {
+    Composer,
+    FallbackPreVerification,
+    FallbackPostVerification,
+    /// The graph did not reach an end (engine error, interruption).
+    Unfinished,
+}
+
+impl TerminalPath {
+    pub fn of(state: &DiagnosisState) -> TerminalPath {
+        let last = state.events.last().map(|e| e.node.as_str());
+        match (last, state.fallback_kind) {
+            (Some("composer"), _) => TerminalPath::Composer,
+            (Some("fallback"), Some(FallbackKind::PostVerification)) => {
+                TerminalPath::FallbackPostVerification
+            }
+            (Some("fallback"), _) => TerminalPath::FallbackPreVerification,
+            _ => TerminalPath::Unfinished,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminalPath::Composer => "composer",
+            TerminalPath::FallbackPreVerification => "fallback_pre_verification",
+            TerminalPath::FallbackPostVerification => "fallback_post_verification",
+            TerminalPath::Unfinished => "unfinished",
+        }
+    }
+}
+
+/// One model call's prompt, for the prompt audit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptAuditEntry {
+    pub agent: String,
+    pub round: u32,
+    pub attempt: u32,
+    pub turn: u32,
+    #[serde(flatten)]
+    pub prompt: PromptAudit,
+}
+
+/// What the Composer did, without its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComposerAudit {
+    pub status: Option<AgentStatus>,
+    pub answer_chars: usize,
+}
+
+/// `self_evaluation.verifier_evaluation`. Verdict fields are `None` unless the Verifier
+/// completed in the final round; nothing is invented for a run that fell back before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifierEvaluation {
+    pub round: u32,
+    pub planner_status: Option<AgentStatus>,
+    pub executor_status: Option<ExecutorStatus>,
+    pub gatekeeper_status: Option<GateStatus>,
+    pub gatekeeper_audit: Option<Audit>,
+    pub ceiling: Option<Verdict>,
+    pub verifier_status: Option<AgentStatus>,
+    pub model_verdict: Option<Verdict>,
+    pub effective_verdict: Option<Verdict>,
+    /// Equal to `effective_verdict`, kept for readers of the older field.
+    pub verdict: Option<Verdict>,
+    pub groundedness: Option<f64>,
+    pub claim_checks: Vec<ClaimCheck>,
+    pub fact_checks: Vec<Fact>,
+    pub rationale: Option<String>,
+    /// The verified projection only: never the raw Executor output.
+    pub verified_executor_output: Option<VerifiedExecutorOutput>,
+    pub verified_evidence: Vec<VerifiedEvidence>,
+    pub prompt_audit: Vec<PromptAuditEntry>,
+    pub composer_audit: ComposerAudit,
+    pub degraded: bool,
+    pub fallback_kind: Option<FallbackKind>,
+    /// For a Fallback: the stage whose outcome led there and that outcome.
+    pub fallback_context: Option<FallbackContext>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackContext {
+    pub stage: String,
+    pub status: String,
+}
+
+/// Builds the verifier evaluation from graph state and the run's agent steps.
+pub fn verifier_evaluation(state: &DiagnosisState, steps: &[AgentStepRecord]) -> VerifierEvaluation {
+    let verifier_completed = state.verifier_status == Some(AgentStatus::Completed);
+    let result = state.verifier_result.as_ref().filter(|_| verifier_completed);
+    let fallback_context = state.fallback_kind.and_then(|_| {
+        // The event before the Fallback's own names the stage that routed there.
+        let n = state.events.len();
+        let before = if state.events.last().is_some_and(|e| e.node == "fallback") {
+            n.checked_sub(2)
+        } else {
+            n.checked_sub(1)
+        };
+        before.and_then(|i| state.events.get(i)).map(|e| FallbackContext {
+            stage: e.node.clone(),
+            status: e.status.as_str().to_string(),
+        })
+    });
+    let effective = state.effective_verdict.filter(|_| verifier_completed);
+    VerifierEvaluation {
+        round: state.round,
+        planner_status: state.planner_status.clone(),
+        executor_status: state.executor_status.clone(),
+        gatekeeper_status: state.gatekeeper_status,
+        gatekeeper_audit: state.gatekeeper_raw.as_ref().map(|r| r.audit),
+        ceiling: state.ceiling,
+        verifier_status: state.verifier_status.clone(),
+        model_verdict: state.verifier_model_verdict.filter(|_| verifier_completed),
+        effective_verdict: effective,
+        verdict: effective,
+        groundedness: result.map(|r| r.groundedness),
+        claim_checks: result.map(|r| r.claim_checks.clone()).unwrap_or_default(),
+        fact_checks: result.map(|r| r.facts.clone()).unwrap_or_default(),
+        rationale: result.map(|r| r.rationale.clone()),
+        verified_executor_output: state.verified_executor_output.clone(),
+        verified_evidence: state.verified_evidence.clone(),
+        prompt_audit: steps
+            .iter()
+            .map(|s| PromptAuditEntry {
+                agent: s.agent.as_str().to_string(),
+                round: s.round,
+                attempt: s.attempt,
+                turn: s.turn,
+                prompt: s.prompt.clone(),
+            })
+            .collect(),
+        composer_audit: ComposerAudit {
+            status: state.composer_status.clone(),
+            answer_chars: if state.composer_status == Some(AgentStatus::Completed) {
+                state.final_answer.as_deref().map_or(0, |a| a.chars().count())
+            } else {
+                0
+            },
+        },
+        degraded: state.degraded,
+        fallback_kind: state.fallback_kind,
+        fallback_context,
+    }
+}
+
+/// The deterministic metrics of the evaluation step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub terminal_path: TerminalPath,
+    pub degraded: bool,
+    pub effective_verdict: Option<Verdict>,
+    pub groundedness: Option<f64>,
+    pub claims_verified: usize,
+    pub claims_allowed: usize,
+    /// Allowed claims over verified claims; `None` when nothing was verified.
+    pub allowed_share: Option<f64>,
+    pub tool_calls: usize,
+    /// Calls with status `ok` over all calls; `None` without calls.
+    pub tool_success_rate: Option<f64>,
+    pub model_calls: usize,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub node_executions: usize,
+    pub latency_ms: u64,
+}
+
+pub fn evaluate(
+    state: &DiagnosisState,
+    steps: &[AgentStepRecord],
+    invocations: &[ToolInvocation],
+    latency_ms: u64,
+) -> Evaluation {
+    let verifier_completed = state.verifier_status == Some(AgentStatus::Completed);
+    let result = state.verifier_result.as_ref().filter(|_| verifier_completed);
+    let verified = state
+        .verified_executor_output
+        .as_ref()
+        .map_or(0, |v| v.claims.len());
+    let allowed = result.map_or(0, |r| r.allowed_claims.len());
+    let ok = invocations
+        .iter()
+        .filter(|i| i.status == InvocationStatus::Ok)
+        .count();
+    let ratio = |a: usize, b: usize| (b > 0).then(|| a as f64 / b as f64);
+    Evaluation {
+        terminal_path: TerminalPath::of(state),
+        degraded: state.degraded,
+        effective_verdict: state.effective_verdict.filter(|_| verifier_completed),
+        groundedness: result.map(|r| r.groundedness),
+        claims_verified: verified,
+        claims_allowed: allowed,
+        allowed_share: ratio(allowed, verified),
+        tool_calls: invocations.len(),
+        tool_success_rate: ratio(ok, invocations.len()),
+        model_calls: steps.len(),
+        prompt_tokens: steps.iter().map(|s| s.prompt_tokens).sum(),
+        completion_tokens: steps.iter().map(|s| s.completion_tokens).sum(),
+        node_executions: state.events.len(),
+        latency_ms,
+    }
+}
