@@ -34,8 +34,9 @@ fn run(tool: &SearchLogs, args: Value) -> Result<Value, ToolError> {
         .block_on(tool.call(&args, &cx))
 }
 
-fn search(sources: &[PathBuf], args: Value) -> Value {
-    let tool = SearchLogs::new(sources.to_vec(), LogSearchLimits::default());
+fn search<P: AsRef<Path>>(sources: &[P], args: Value) -> Value {
+    let sources = sources.iter().map(|p| p.as_ref().to_path_buf()).collect();
+    let tool = SearchLogs::new(sources, LogSearchLimits::default());
     run(&tool, args).unwrap()
 }
 
@@ -75,7 +76,7 @@ fn plain_text_substring_is_case_insensitive_with_timestamps() {
          no timestamp: error here\n\
          2026-11-30 14:00:03,5 WARN retry\n",
     );
-    let out = search(&[f.clone()], json!({"query": "error"}));
+    let out = search(&[&f], json!({"query": "error"}));
     // Exactly the spec's shape when nothing was skipped.
     let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["matches", "truncated"]);
@@ -91,7 +92,7 @@ fn plain_text_substring_is_case_insensitive_with_timestamps() {
     );
     assert_eq!(out["matches"][1]["line_no"], 3);
     assert_eq!(out["matches"][1]["timestamp"], Value::Null);
-    let out = search(&[f.clone()], json!({"query": "TIMEOUT"}));
+    let out = search(&[&f], json!({"query": "TIMEOUT"}));
     assert_eq!(hits(&out).len(), 1);
     let out = search(&[f], json!({"query": "warn"}));
     assert_eq!(out["matches"][0]["timestamp"], "2026-11-30T14:00:03.500Z");
@@ -112,7 +113,7 @@ fn json_lines_give_timestamp_and_service() {
             "\n",
         ),
     );
-    let out = search(&[f.clone()], json!({"query": "502"}));
+    let out = search(&[&f], json!({"query": "502"}));
     let ts: Vec<&Value> = out["matches"]
         .as_array()
         .unwrap()
@@ -127,7 +128,7 @@ fn json_lines_give_timestamp_and_service() {
             "2026-11-30T14:02:00.500Z"
         ]
     );
-    let out = search(&[f.clone()], json!({"query": "502", "service": "Checkout"}));
+    let out = search(&[&f], json!({"query": "502", "service": "Checkout"}));
     assert_eq!(
         hits(&out).iter().map(|h| h.1).collect::<Vec<_>>(),
         [1, 3],
@@ -155,7 +156,11 @@ fn gzip_files_are_decompressed_by_content() {
     assert_eq!(
         hits(&out),
         [
-            ("app.log.1.gz".into(), 1, "2026-11-30T14:00:00Z ERROR rotated".into()),
+            (
+                "app.log.1.gz".into(),
+                1,
+                "2026-11-30T14:00:00Z ERROR rotated".into()
+            ),
             ("app.log.2".into(), 2, "ERROR renamed".into()),
             ("app.log.3.gz".into(), 1, "ERROR member one".into()),
             ("app.log.3.gz".into(), 2, "ERROR member two".into()),
@@ -214,7 +219,7 @@ fn time_window_is_inclusive_and_continuation_lines_inherit_time() {
          \tat late error frame\n",
     );
     let out = search(
-        &[f.clone()],
+        &[&f],
         json!({"query": "error", "since": "2026-11-30T14:00:00Z", "until": "2026-11-30T14:05:00Z"}),
     );
     assert_eq!(
@@ -235,7 +240,10 @@ fn time_window_is_inclusive_and_continuation_lines_inherit_time() {
     );
     assert_eq!(
         lines(&out),
-        ["2026-11-30T14:05:00.001Z error late", "\tat late error frame"]
+        [
+            "2026-11-30T14:05:00.001Z error late",
+            "\tat late error frame"
+        ]
     );
 }
 
@@ -254,7 +262,10 @@ fn service_filter_uses_file_and_directory_names() {
     );
     assert_eq!(lines(&out), ["error c3", "error c2", "error c1"]);
     // The configured source's own path never names a service.
-    let out = search(&[d.join("logs")], json!({"query": "error", "service": "logs"}));
+    let out = search(
+        &[d.join("logs")],
+        json!({"query": "error", "service": "logs"}),
+    );
     assert!(lines(&out).is_empty());
 }
 
@@ -267,22 +278,25 @@ fn regex_queries_are_bounded_and_checked() {
         "timeout after 250ms\nTIMEOUT AFTER 3000MS\ntimeout after ms\n",
     );
     let out = search(
-        &[f.clone()],
+        &[&f],
         json!({"query": r"timeout after \d+ms", "regex": true}),
     );
     assert_eq!(lines(&out), ["timeout after 250ms", "TIMEOUT AFTER 3000MS"]);
     let out = search(
-        &[f.clone()],
+        &[&f],
         json!({"query": r"(?-i)timeout after \d+ms", "regex": true}),
     );
     assert_eq!(lines(&out), ["timeout after 250ms"]);
     // Without regex: true, metacharacters are literal.
-    let out = search(&[f.clone()], json!({"query": r"\d+"}));
+    let out = search(&[&f], json!({"query": r"\d+"}));
     assert!(lines(&out).is_empty());
 
     let tool = SearchLogs::new(vec![f], LogSearchLimits::default());
     let e = run(&tool, json!({"query": "(unclosed", "regex": true})).unwrap_err();
-    assert!(matches!(e, ToolError::InvalidArguments(ref m) if m.contains("invalid regex")), "{e}");
+    assert!(
+        matches!(e, ToolError::InvalidArguments(ref m) if m.contains("invalid regex")),
+        "{e}"
+    );
     let e = run(&tool, json!({"query": r"\w{1000}{1000}", "regex": true})).unwrap_err();
     assert!(matches!(e, ToolError::InvalidArguments(_)), "{e}");
 }
@@ -292,10 +306,10 @@ fn result_cap_sets_truncated_and_keeps_the_first_matches() {
     let dir = TempDir::new().unwrap();
     let body: String = (1..=20).map(|i| format!("error {i}\n")).collect();
     let f = write(dir.path(), "app.log", body);
-    let out = search(&[f.clone()], json!({"query": "error", "limit": 3}));
+    let out = search(&[&f], json!({"query": "error", "limit": 3}));
     assert_eq!(lines(&out), ["error 1", "error 2", "error 3"]);
     assert_eq!(out["truncated"], true);
-    let out = search(&[f.clone()], json!({"query": "error", "limit": 20}));
+    let out = search(&[&f], json!({"query": "error", "limit": 20}));
     assert_eq!(out["truncated"], false);
     assert_eq!(lines(&out).len(), 20);
 
@@ -315,7 +329,11 @@ fn result_cap_sets_truncated_and_keeps_the_first_matches() {
 #[test]
 fn invalid_utf8_is_converted_lossily() {
     let dir = TempDir::new().unwrap();
-    let f = write(dir.path(), "app.log", b"error \xff\xfe bytes \xc3\xa9t\xc3\xa9\n");
+    let f = write(
+        dir.path(),
+        "app.log",
+        b"error \xff\xfe bytes \xc3\xa9t\xc3\xa9\n",
+    );
     let out = search(&[f], json!({"query": "ÉTÉ"}));
     assert_eq!(lines(&out), ["error \u{fffd}\u{fffd} bytes été"]);
 }
@@ -328,8 +346,15 @@ fn binary_files_are_skipped_and_noted() {
     let mut late = "error text\n".repeat(1000).into_bytes();
     late.extend(b"\0 error tail\n");
     write(dir.path(), "b.log", late);
-    write(dir.path(), "c.log.gz", gzip(b"\0\0\0 error compressed binary"));
-    let out = search(&[dir.path().to_path_buf()], json!({"query": "error", "limit": 1}));
+    write(
+        dir.path(),
+        "c.log.gz",
+        gzip(b"\0\0\0 error compressed binary"),
+    );
+    let out = search(
+        &[dir.path().to_path_buf()],
+        json!({"query": "error", "limit": 1}),
+    );
     assert_eq!(hits(&out)[0].0, "b.log");
     let skipped: Vec<(String, String)> = out["skipped"]
         .as_array()
@@ -337,7 +362,10 @@ fn binary_files_are_skipped_and_noted() {
         .iter()
         .map(|s| {
             let file = Path::new(s["file"].as_str().unwrap()).file_name().unwrap();
-            (file.to_string_lossy().into_owned(), s["reason"].as_str().unwrap().to_string())
+            (
+                file.to_string_lossy().into_owned(),
+                s["reason"].as_str().unwrap().to_string(),
+            )
         })
         .collect();
     assert_eq!(skipped, [("a.bin".to_string(), "binary file".to_string())]);
@@ -359,16 +387,16 @@ fn vanished_files_and_broken_symlinks_do_not_fail_the_search() {
     std::os::unix::fs::symlink(d.join("logs/rotated-away.log"), d.join("logs/b2.log")).unwrap();
     // A configured file that has been deleted.
     fs::remove_file(&gone).unwrap();
-    let out = search(
-        &[d.join("logs"), gone.clone()],
-        json!({"query": "error"}),
-    );
+    let out = search(&[d.join("logs"), gone.clone()], json!({"query": "error"}));
     assert_eq!(lines(&out), ["error a", "error c"]);
     assert_eq!(out["truncated"], false);
     let skipped = out["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 2, "{skipped:?}");
     assert!(skipped[0]["file"].as_str().unwrap().ends_with("b2.log"));
-    assert!(skipped[0]["reason"].as_str().unwrap().starts_with("not found"));
+    assert!(skipped[0]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("not found"));
     assert_eq!(skipped[1]["file"], gone.to_string_lossy().as_ref());
 }
 
@@ -384,7 +412,10 @@ fn a_truncated_gzip_keeps_the_matches_before_the_damage() {
     let f = write(dir.path(), "cut.log.gz", gz);
     let out = search(&[f], json!({"query": "error", "limit": 500}));
     let found = lines(&out).len();
-    assert!(found > 0 && found < 200, "matches before the damage are kept: {found}");
+    assert!(
+        found > 0 && found < 200,
+        "matches before the damage are kept: {found}"
+    );
     let reason = out["skipped"][0]["reason"].as_str().unwrap();
     assert!(reason.starts_with("read error after line"), "{reason}");
 }
@@ -395,8 +426,12 @@ fn very_long_lines_are_cut_and_marked() {
     let long = format!("2026-11-30T14:00:00Z error {}", "é".repeat(10_000));
     // Longer than the whole scan window: the tail is neither kept nor searched.
     let huge = format!("error {} needle-in-tail", "x".repeat(2 * 1024 * 1024));
-    let f = write(dir.path(), "app.log", format!("{long}\nshort error\n{huge}\n"));
-    let out = search(&[f.clone()], json!({"query": "error"}));
+    let f = write(
+        dir.path(),
+        "app.log",
+        format!("{long}\nshort error\n{huge}\n"),
+    );
+    let out = search(&[&f], json!({"query": "error"}));
     let m = &out["matches"][0];
     assert_eq!(m["line_truncated"], true);
     let line = m["line"].as_str().unwrap();
@@ -406,7 +441,10 @@ fn very_long_lines_are_cut_and_marked() {
     assert!(out["matches"][1].get("line_truncated").is_none());
     assert_eq!(out["matches"][2]["line_no"], 3);
     assert_eq!(out["matches"][2]["line_truncated"], true);
-    assert_eq!(out["truncated"], false, "truncated speaks about matches only");
+    assert_eq!(
+        out["truncated"], false,
+        "truncated speaks about matches only"
+    );
     let out = search(&[f], json!({"query": "needle-in-tail"}));
     assert!(lines(&out).is_empty());
 }
@@ -421,10 +459,11 @@ fn a_large_file_is_streamed() {
     for _ in 0..n {
         w.write_all(filler.as_bytes()).unwrap();
     }
-    w.write_all(b"2026-11-30T14:59:59Z ERROR the one we want\n").unwrap();
+    w.write_all(b"2026-11-30T14:59:59Z ERROR the one we want\n")
+        .unwrap();
     drop(w);
     assert!(fs::metadata(&path).unwrap().len() > 10 * 1024 * 1024);
-    let out = search(&[path.clone()], json!({"query": "the one we want"}));
+    let out = search(&[&path], json!({"query": "the one we want"}));
     assert_eq!(out["matches"][0]["line_no"], n as u64 + 1);
     // With a time window every line is parsed, still streaming.
     let out = search(
@@ -440,13 +479,22 @@ fn bad_arguments_are_errors_naming_the_parameter() {
     let cases = [
         (json!({}), "missing required parameter 'query'"),
         (json!({"query": 5}), "parameter 'query' must be a string"),
-        (json!({"query": "x", "since": "14:00"}), "parameter 'since' must be an RFC 3339"),
+        (
+            json!({"query": "x", "since": "14:00"}),
+            "parameter 'since' must be an RFC 3339",
+        ),
         (
             json!({"query": "x", "since": "2026-11-30T15:00:00Z", "until": "2026-11-30T14:00:00Z"}),
             "is after 'until'",
         ),
-        (json!({"query": "x", "limit": 0}), "parameter 'limit' must be a positive integer"),
-        (json!({"query": "x", "services": "a"}), "unknown parameter 'services'"),
+        (
+            json!({"query": "x", "limit": 0}),
+            "parameter 'limit' must be a positive integer",
+        ),
+        (
+            json!({"query": "x", "services": "a"}),
+            "unknown parameter 'services'",
+        ),
         (json!(["x"]), "arguments must be a JSON object"),
     ];
     for (args, want) in cases {

@@ -64,8 +64,7 @@ fn is_ready(port: u16) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s
-        .write_all(b"GET /-/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    if s.write_all(b"GET /-/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
         .is_err()
     {
         return false;
@@ -272,9 +271,13 @@ async fn bad_promql_is_an_error_with_prometheus_message() {
     }
 
     // A bad time is Prometheus's to judge, and reported the same way.
-    let err = query(&metrics, &clock, json!({"query": "up", "time": "yesterday"}))
-        .await
-        .unwrap_err();
+    let err = query(
+        &metrics,
+        &clock,
+        json!({"query": "up", "time": "yesterday"}),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments(ref m) if m.contains("bad_data")));
 
     // Through the registry, the error is recorded as an error outcome.
@@ -295,12 +298,19 @@ async fn an_unreachable_server_is_unavailable() {
     // Bound, then released: nothing listens there.
     let port = free_port();
     let metrics = tool(&format!("http://127.0.0.1:{port}"));
-    let err = query(&metrics, &at("2026-11-30T14:30:00Z"), json!({"query": "up"}))
-        .await
-        .unwrap_err();
+    let err = query(
+        &metrics,
+        &at("2026-11-30T14:30:00Z"),
+        json!({"query": "up"}),
+    )
+    .await
+    .unwrap_err();
     match err {
         ToolError::Unavailable(m) => {
-            assert!(m.starts_with(&format!("cannot reach http://127.0.0.1:{port}: ")), "{m}");
+            assert!(
+                m.starts_with(&format!("cannot reach http://127.0.0.1:{port}: ")),
+                "{m}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -321,8 +331,14 @@ async fn range_and_instant_parameters_are_checked_before_any_request() {
             json!({"query": "up", "time": "2026-11-30T14:00:00Z", "start": "2026-11-30T14:00:00Z"}),
             "not both",
         ),
-        (json!({"query": "up", "step": true}), "parameter 'step' must be a string or a number"),
-        (json!({"query": "up", "timeout": "5s"}), "unknown parameter 'timeout'"),
+        (
+            json!({"query": "up", "step": true}),
+            "parameter 'step' must be a string or a number",
+        ),
+        (
+            json!({"query": "up", "timeout": "5s"}),
+            "unknown parameter 'timeout'",
+        ),
     ] {
         match query(&metrics, &clock, args.clone()).await {
             Err(ToolError::InvalidArguments(m)) => assert!(m.contains(want), "{args}: {m}"),

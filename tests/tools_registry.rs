@@ -7,8 +7,8 @@ use std::time::Duration;
 use diag::clock::{FixedClock, SystemClock, Timestamp};
 use diag::protocol::InvocationStatus;
 use diag::tools::{
-    AdmittedCall, CurrentTime, LogSearchLimits, RegistryError, SearchLogs, Tool, ToolContext, ToolError,
-    ToolFuture, ToolLimits, ToolOutcome, ToolRegistry, ToolSpec,
+    AdmittedCall, CurrentTime, LogSearchLimits, RegistryError, SearchLogs, Tool, ToolContext,
+    ToolError, ToolFuture, ToolLimits, ToolOutcome, ToolRegistry, ToolSpec,
 };
 use serde_json::{json, Value};
 
@@ -109,7 +109,15 @@ async fn catalog_lists_tools_in_registration_order() {
     let names: Vec<String> = r.specs().into_iter().map(|s| s.name).collect();
     assert_eq!(
         names,
-        ["echo", "fail", "sleep", "boom", "logs", "blob", "current_time"]
+        [
+            "echo",
+            "fail",
+            "sleep",
+            "boom",
+            "logs",
+            "blob",
+            "current_time"
+        ]
     );
     let mut r = r;
     assert_eq!(
@@ -149,9 +157,14 @@ async fn unknown_tools_are_blocked_and_not_counted() {
     let s = r.session();
     let o = s.call("rm_rf", &json!({}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Blocked);
-    assert!(error_text(&o).starts_with("tool 'rm_rf' is not available; available tools: echo, fail"));
+    assert!(
+        error_text(&o).starts_with("tool 'rm_rf' is not available; available tools: echo, fail")
+    );
     assert_eq!(s.calls_admitted(), 0);
-    assert_eq!(s.call("echo", &json!({"q": "x"}), &cx).await.status, InvocationStatus::Ok);
+    assert_eq!(
+        s.call("echo", &json!({"q": "x"}), &cx).await.status,
+        InvocationStatus::Ok
+    );
 }
 
 #[tokio::test]
@@ -163,9 +176,15 @@ async fn calls_past_the_budget_are_blocked() {
     let clock = fixed();
     let cx = ToolContext { clock: &clock };
     let s = r.session();
-    assert_eq!(s.call("echo", &json!({"q": "1"}), &cx).await.status, InvocationStatus::Ok);
+    assert_eq!(
+        s.call("echo", &json!({"q": "1"}), &cx).await.status,
+        InvocationStatus::Ok
+    );
     // A failing call still spends budget: it reached the tool.
-    assert_eq!(s.call("fail", &json!({"q": "2"}), &cx).await.status, InvocationStatus::Error);
+    assert_eq!(
+        s.call("fail", &json!({"q": "2"}), &cx).await.status,
+        InvocationStatus::Error
+    );
     let o = s.call("echo", &json!({"q": "3"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Blocked);
     assert_eq!(
@@ -175,7 +194,10 @@ async fn calls_past_the_budget_are_blocked() {
     assert_eq!(s.calls_admitted(), 2);
     // Each Executor invocation gets its own budget.
     let s2 = r.session();
-    assert_eq!(s2.call("echo", &json!({"q": "4"}), &cx).await.status, InvocationStatus::Ok);
+    assert_eq!(
+        s2.call("echo", &json!({"q": "4"}), &cx).await.status,
+        InvocationStatus::Ok
+    );
 }
 
 #[tokio::test]
@@ -201,7 +223,11 @@ async fn concurrent_calls_are_admitted_in_the_models_order() {
     let statuses: Vec<InvocationStatus> = outcomes.iter().map(|o| o.status).collect();
     assert_eq!(
         statuses,
-        [InvocationStatus::Ok, InvocationStatus::Ok, InvocationStatus::Blocked]
+        [
+            InvocationStatus::Ok,
+            InvocationStatus::Ok,
+            InvocationStatus::Blocked
+        ]
     );
     assert_eq!(outcomes[1].output, json!({"echo": {"q": "b"}}));
 }
@@ -217,7 +243,11 @@ async fn slow_tools_time_out_as_errors() {
     let o = r.session().call("sleep", &json!({"q": "x"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Error);
     assert_eq!(error_text(&o), "timed out after 50 ms");
-    assert!(o.duration_ms >= 50 && o.duration_ms < 5_000, "{}", o.duration_ms);
+    assert!(
+        o.duration_ms >= 50 && o.duration_ms < 5_000,
+        "{}",
+        o.duration_ms
+    );
 }
 
 #[tokio::test]
@@ -243,7 +273,10 @@ async fn large_outputs_are_capped_and_marked() {
     assert_eq!(o.status, InvocationStatus::Ok);
     assert_eq!(o.output["truncated"], true);
     assert_eq!(o.output["original_bytes"], 10_011);
-    assert!(o.output["preview"].as_str().unwrap().starts_with("{\"data\":\"yyy"));
+    assert!(o.output["preview"]
+        .as_str()
+        .unwrap()
+        .starts_with("{\"data\":\"yyy"));
     assert!(serde_json::to_vec(&o.output).unwrap().len() <= 2_000);
 
     // Deterministic: the same output is cut the same way.
@@ -258,10 +291,22 @@ async fn invalid_arguments_are_errors() {
     let cx = ToolContext { clock: &clock };
     let s = r.session();
     for (args, want) in [
-        (json!({}), "invalid arguments: missing required parameter 'q'"),
-        (json!({"q": null}), "invalid arguments: missing required parameter 'q'"),
-        (json!("q=1"), "invalid arguments: arguments must be a JSON object, got a string"),
-        (json!([1]), "invalid arguments: arguments must be a JSON object, got an array"),
+        (
+            json!({}),
+            "invalid arguments: missing required parameter 'q'",
+        ),
+        (
+            json!({"q": null}),
+            "invalid arguments: missing required parameter 'q'",
+        ),
+        (
+            json!("q=1"),
+            "invalid arguments: arguments must be a JSON object, got a string",
+        ),
+        (
+            json!([1]),
+            "invalid arguments: arguments must be a JSON object, got an array",
+        ),
     ] {
         let o = s.call("echo", &args, &cx).await;
         assert_eq!(o.status, InvocationStatus::Error, "{args}");
@@ -270,8 +315,11 @@ async fn invalid_arguments_are_errors() {
 
     // A built-in tool's own checks come through the same way.
     let mut r = ToolRegistry::new(ToolLimits::default());
-    r.register(Arc::new(SearchLogs::new(Vec::new(), LogSearchLimits::default())))
-        .unwrap();
+    r.register(Arc::new(SearchLogs::new(
+        Vec::new(),
+        LogSearchLimits::default(),
+    )))
+    .unwrap();
     let o = r
         .session()
         .call("search_logs", &json!({"query": "x", "limit": "ten"}), &cx)
@@ -288,7 +336,10 @@ async fn tool_errors_and_panics_become_error_outcomes() {
     let s = r.session();
     let o = s.call("fail", &json!({"q": "x"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Error);
-    assert_eq!(o.output, json!({"error": "source unavailable: connection refused"}));
+    assert_eq!(
+        o.output,
+        json!({"error": "source unavailable: connection refused"})
+    );
     let o = s.call("boom", &json!({"q": "x"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Error);
     assert_eq!(error_text(&o), "tool 'boom' failed unexpectedly");

@@ -77,7 +77,11 @@ fn library() -> TempDir {
         "runbooks/disk.md",
         "# Disk full\nFree space on the node; rotate logs.\n",
     );
-    write(d, "runbooks/notes.txt", "checkout 502 connection pool (not Markdown)\n");
+    write(
+        d,
+        "runbooks/notes.txt",
+        "checkout 502 connection pool (not Markdown)\n",
+    );
     dir
 }
 
@@ -90,8 +94,14 @@ fn ranking_is_sensible() {
     );
     let out = run(&tool, json!({"query": "connection pool exhausted"})).unwrap();
     let r = ranked(&out);
-    assert_eq!(r[0], ("database.md".into(), "Connection pool exhausted".into()));
-    assert!(r.iter().all(|(f, _)| f != "notes.txt" && f != "disk.md"), "{r:?}");
+    assert_eq!(
+        r[0],
+        ("database.md".into(), "Connection pool exhausted".into())
+    );
+    assert!(
+        r.iter().all(|(f, _)| f != "notes.txt" && f != "disk.md"),
+        "{r:?}"
+    );
 
     let out = run(&tool, json!({"query": "checkout 502"})).unwrap();
     let r = ranked(&out);
@@ -101,11 +111,20 @@ fn ranking_is_sensible() {
     // The file name and the parent heading count: "mitigation" for checkout finds the
     // Mitigation section of checkout-502.md, not only sections that say "checkout".
     let out = run(&tool, json!({"query": "checkout mitigation"})).unwrap();
-    assert_eq!(ranked(&out)[0], ("checkout-502.md".into(), "Mitigation".into()));
+    assert_eq!(
+        ranked(&out)[0],
+        ("checkout-502.md".into(), "Mitigation".into())
+    );
 
     let hit = &out["hits"][0];
-    assert!(hit["text"].as_str().unwrap().contains("kubectl rollout restart"));
-    assert!(hit["text"].as_str().unwrap().contains("# this comment is not a heading"));
+    assert!(hit["text"]
+        .as_str()
+        .unwrap()
+        .contains("kubectl rollout restart"));
+    assert!(hit["text"]
+        .as_str()
+        .unwrap()
+        .contains("# this comment is not a heading"));
     assert!(hit["score"].as_f64().unwrap() > 0.0);
     let keys: Vec<&String> = hit.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["heading", "path", "score", "text"]);
@@ -119,19 +138,35 @@ fn ranking_is_deterministic_and_ties_go_by_path_then_heading() {
     let same = "# Restart\nrestart the service\n";
     write(d, "rb/b.md", same);
     write(d, "rb/a.md", same);
-    write(d, "rb/c.md", "# Zeta\nrestart the service\n# Alpha\nrestart the service\n");
+    write(
+        d,
+        "rb/c.md",
+        "# Zeta\nrestart the service\n# Alpha\nrestart the service\n",
+    );
     let tool = SearchRunbooks::new(vec![d.join("rb")], RunbookSearchLimits::default());
     let first = run(&tool, json!({"query": "restart service"})).unwrap();
     for _ in 0..3 {
-        assert_eq!(run(&tool, json!({"query": "restart service"})).unwrap(), first);
+        assert_eq!(
+            run(&tool, json!({"query": "restart service"})).unwrap(),
+            first
+        );
     }
     let r = ranked(&first);
     assert_eq!(
         r[..2],
-        [("a.md".into(), "Restart".into()), ("b.md".into(), "Restart".into())]
+        [
+            ("a.md".into(), "Restart".into()),
+            ("b.md".into(), "Restart".into())
+        ]
     );
     let c: Vec<&(String, String)> = r.iter().filter(|(f, _)| f == "c.md").collect();
-    assert_eq!(c, [&("c.md".into(), "Alpha".into()), &("c.md".into(), "Zeta".into())]);
+    assert_eq!(
+        c,
+        [
+            &("c.md".into(), "Alpha".into()),
+            &("c.md".into(), "Zeta".into())
+        ]
+    );
     let scores: Vec<f64> = first["hits"]
         .as_array()
         .unwrap()
@@ -144,7 +179,9 @@ fn ranking_is_deterministic_and_ties_go_by_path_then_heading() {
 #[test]
 fn limit_defaults_to_five_and_is_capped() {
     let dir = TempDir::new().unwrap();
-    let body: String = (1..=30).map(|i| format!("## Step {i}\nrestart\n")).collect();
+    let body: String = (1..=30)
+        .map(|i| format!("## Step {i}\nrestart\n"))
+        .collect();
     write(dir.path(), "rb/many.md", &body);
     let tool = SearchRunbooks::new(vec![dir.path().join("rb")], RunbookSearchLimits::default());
     let hits = |args| run(&tool, args).unwrap()["hits"].as_array().unwrap().len();
@@ -180,7 +217,11 @@ fn section_text_is_bounded() {
 #[test]
 fn missing_folders_and_oversized_files_are_noted() {
     let dir = library();
-    write(dir.path(), "runbooks/huge.md", &"# Pool\npool\n".repeat(200));
+    write(
+        dir.path(),
+        "runbooks/huge.md",
+        &"# Pool\npool\n".repeat(200),
+    );
     let limits = RunbookSearchLimits {
         max_file_bytes: 1000,
         ..RunbookSearchLimits::default()

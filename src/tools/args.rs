@@ -77,9 +77,11 @@ impl<'a> Args<'a> {
             return Ok(None);
         };
         let n = match v {
-            Value::Number(n) => n
-                .as_u64()
-                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64)),
+            Value::Number(n) => n.as_u64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            }),
             _ => None,
         };
         match n {

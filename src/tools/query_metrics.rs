@@ -79,8 +79,7 @@ impl QueryMetrics {
             url: redact(url),
             reason,
         };
-        let mut base =
-            Url::parse(base_url.trim()).map_err(|e| fail(base_url, e.to_string()))?;
+        let mut base = Url::parse(base_url.trim()).map_err(|e| fail(base_url, e.to_string()))?;
         if !matches!(base.scheme(), "http" | "https") {
             return Err(fail(base_url, "the scheme must be http or https".into()));
         }
@@ -349,9 +348,12 @@ mod tests {
 
     #[test]
     fn base_urls_keep_their_prefix_and_lose_credentials() {
-        let m = QueryMetrics::new("http://u:secret@host:9090/prom", MetricsLimits::default())
-            .unwrap();
-        assert_eq!(m.base.join("api/v1/query").unwrap().path(), "/prom/api/v1/query");
+        let m =
+            QueryMetrics::new("http://u:secret@host:9090/prom", MetricsLimits::default()).unwrap();
+        assert_eq!(
+            m.base.join("api/v1/query").unwrap().path(),
+            "/prom/api/v1/query"
+        );
         assert_eq!(m.server, "http://host:9090");
         let e = QueryMetrics::new("ftp://u:secret@host", MetricsLimits::default())
             .err()

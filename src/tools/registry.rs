@@ -203,7 +203,9 @@ impl<'r> ToolSession<'r> {
         let max = self.registry.limits.max_calls;
         let admitted = self
             .used
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then(|| n + 1));
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then(|| n + 1)
+            });
         if admitted.is_err() {
             return Err(ToolOutcome::blocked(format!(
                 "tool call budget exhausted: at most {max} tool calls per Executor invocation"
@@ -394,7 +396,9 @@ mod tests {
 
     #[test]
     fn list_outputs_lose_trailing_items_exactly_to_fit() {
-        let items: Vec<Value> = (0..100).map(|i| json!({"line": format!("line {i}")})).collect();
+        let items: Vec<Value> = (0..100)
+            .map(|i| json!({"line": format!("line {i}")}))
+            .collect();
         let v = json!({"matches": items, "truncated": false});
         for max in [60, 100, 257, 1000] {
             let capped = cap_output(v.clone(), max);
@@ -405,7 +409,10 @@ mod tests {
             assert!(n > 0);
             // One more item would not have fitted.
             let mut more = capped.clone();
-            more["matches"].as_array_mut().unwrap().push(v["matches"][n].clone());
+            more["matches"]
+                .as_array_mut()
+                .unwrap()
+                .push(v["matches"][n].clone());
             assert!(json_len(&more) > max);
         }
     }

@@ -161,7 +161,11 @@ impl LogQuery {
             .map(str::to_string);
         let limit = args
             .opt_positive_int("limit")?
-            .map(|n| usize::try_from(n).unwrap_or(usize::MAX).min(limits.max_limit))
+            .map(|n| {
+                usize::try_from(n)
+                    .unwrap_or(usize::MAX)
+                    .min(limits.max_limit)
+            })
             .unwrap_or(limits.default_limit);
         Ok(LogQuery {
             query: query.to_string(),
@@ -298,11 +302,10 @@ impl Tool for SearchLogs {
             // stops at its next check instead of reading on for nobody.
             let cancel = Arc::new(AtomicBool::new(false));
             let guard = CancelOnDrop(Arc::clone(&cancel));
-            let result =
-                tokio::task::spawn_blocking(move || inner.search(&query, &cancel)).await;
+            let result = tokio::task::spawn_blocking(move || inner.search(&query, &cancel)).await;
             drop(guard);
-            let output = result
-                .map_err(|e| ToolError::Failed(format!("log search stopped: {e}")))??;
+            let output =
+                result.map_err(|e| ToolError::Failed(format!("log search stopped: {e}")))??;
             serde_json::to_value(output)
                 .map_err(|e| ToolError::Failed(format!("log search output: {e}")))
         })
@@ -395,7 +398,8 @@ impl Inner {
         let mut files = BTreeMap::new();
         for source in &self.sources {
             let text = source.to_string_lossy();
-            let is_pattern = text.contains(['*', '?', '[']) && fs::symlink_metadata(source).is_err();
+            let is_pattern =
+                text.contains(['*', '?', '[']) && fs::symlink_metadata(source).is_err();
             if !is_pattern {
                 add_path(s, &mut files, source, source, 0);
                 continue;
@@ -480,7 +484,10 @@ fn walk(
     depth: usize,
 ) {
     if depth >= MAX_DEPTH {
-        return s.skip(dir, format!("deeper than {MAX_DEPTH} directories; not searched"));
+        return s.skip(
+            dir,
+            format!("deeper than {MAX_DEPTH} directories; not searched"),
+        );
     }
     let entries = match fs::read_dir(dir) {
         Ok(rd) => rd,
@@ -541,7 +548,10 @@ fn search_file(s: &mut Search, path: &Path, listed: &Listed, cancel: &AtomicBool
         .take(BINARY_SNIFF_BYTES as u64)
         .read_to_end(&mut head)
     {
-        return s.skip(path, format!("read error before line 1: {}", describe_io(&e)));
+        return s.skip(
+            path,
+            format!("read error before line 1: {}", describe_io(&e)),
+        );
     }
     if memchr::memchr(0, &head).is_some() {
         return s.skip(path, "binary file");
@@ -563,8 +573,7 @@ fn search_file(s: &mut Search, path: &Path, listed: &Listed, cancel: &AtomicBool
         if line_no % CANCEL_CHECK_LINES == 0 && cancel.load(Ordering::Relaxed) {
             return;
         }
-        let dropped = match read_line_bounded(&mut lines, &mut buf, s.limits.max_scan_line_bytes)
-        {
+        let dropped = match read_line_bounded(&mut lines, &mut buf, s.limits.max_scan_line_bytes) {
             Ok(Some(d)) => d,
             Ok(None) => return,
             Err(e) => {
@@ -709,10 +718,15 @@ fn line_meta(line: &[u8]) -> LineMeta {
     let first = line.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'{') {
         if let Ok(fields) = serde_json::from_slice::<JsonFields>(line) {
-            let timestamp = [fields.ts, fields.time, fields.timestamp, fields.at_timestamp]
-                .into_iter()
-                .flatten()
-                .find_map(|v| json_time(&v));
+            let timestamp = [
+                fields.ts,
+                fields.time,
+                fields.timestamp,
+                fields.at_timestamp,
+            ]
+            .into_iter()
+            .flatten()
+            .find_map(|v| json_time(&v));
             let service = match fields.service {
                 Some(Value::String(s)) => Some(s),
                 Some(Value::Object(o)) => o.get("name").and_then(Value::as_str).map(str::to_string),
@@ -822,7 +836,11 @@ fn parse_iso(s: &[u8]) -> Option<(Timestamp, &[u8])> {
     };
     let date = Date::from_calendar_date(year, Month::try_from(month).ok()?, day).ok()?;
     // A leap second (`:60`) is read as the last millisecond of its minute.
-    let (second, milli) = if second == 60 { (59, 999) } else { (second, milli) };
+    let (second, milli) = if second == 60 {
+        (59, 999)
+    } else {
+        (second, milli)
+    };
     let time = Time::from_hms_milli(hour, minute, second, milli).ok()?;
     let t = PrimitiveDateTime::new(date, time).assume_offset(offset);
     let ms = t.unix_timestamp_nanos() / 1_000_000;
@@ -864,13 +882,31 @@ mod tests {
     #[test]
     fn leading_timestamps_in_common_shapes() {
         let cases = [
-            ("2026-11-30T14:02:03Z error", Some("2026-11-30T14:02:03.000Z")),
-            ("2026-11-30T14:02:03.456789Z x", Some("2026-11-30T14:02:03.456Z")),
-            ("2026-11-30 14:02:03,120 ERROR", Some("2026-11-30T14:02:03.120Z")),
-            ("[2026-11-30T16:02:03+02:00] x", Some("2026-11-30T14:02:03.000Z")),
-            ("2026-11-30T16:02:03+0200 x", Some("2026-11-30T14:02:03.000Z")),
+            (
+                "2026-11-30T14:02:03Z error",
+                Some("2026-11-30T14:02:03.000Z"),
+            ),
+            (
+                "2026-11-30T14:02:03.456789Z x",
+                Some("2026-11-30T14:02:03.456Z"),
+            ),
+            (
+                "2026-11-30 14:02:03,120 ERROR",
+                Some("2026-11-30T14:02:03.120Z"),
+            ),
+            (
+                "[2026-11-30T16:02:03+02:00] x",
+                Some("2026-11-30T14:02:03.000Z"),
+            ),
+            (
+                "2026-11-30T16:02:03+0200 x",
+                Some("2026-11-30T14:02:03.000Z"),
+            ),
             ("2026-11-30T14:02:03", Some("2026-11-30T14:02:03.000Z")),
-            ("  2026-11-30T14:02:03-01:00", Some("2026-11-30T15:02:03.000Z")),
+            (
+                "  2026-11-30T14:02:03-01:00",
+                Some("2026-11-30T15:02:03.000Z"),
+            ),
             ("2026-11-30T14:02:03Zabc", None),
             ("2026-13-30T14:02:03Z", None),
             ("Nov 30 14:02:03 host x", None),
@@ -909,8 +945,16 @@ mod tests {
             assert_eq!(name_names_service(name, svc), want, "{name}");
         }
         let root = Path::new("/var/log");
-        assert!(path_names_service(Path::new("/var/log/checkout/app.log"), root, "checkout"));
-        assert!(!path_names_service(Path::new("/var/log/app.log"), root, "log"));
+        assert!(path_names_service(
+            Path::new("/var/log/checkout/app.log"),
+            root,
+            "checkout"
+        ));
+        assert!(!path_names_service(
+            Path::new("/var/log/app.log"),
+            root,
+            "log"
+        ));
         assert!(path_names_service(
             Path::new("/x/checkout.log"),
             Path::new("/x/checkout.log"),
