@@ -519,3 +519,30 @@ fn no_sources_means_no_matches() {
     assert_eq!(spec.name, "search_logs");
     assert_eq!(spec.parameters["required"], json!(["query"]));
 }
+
+#[test]
+fn too_many_files_are_left_out_and_said_so() {
+    let dir = TempDir::new().unwrap();
+    for name in ["a.log", "b.log", "c.log", "d.log"] {
+        write(dir.path(), name, "error\n");
+    }
+    let limits = LogSearchLimits {
+        max_files: 2,
+        ..LogSearchLimits::default()
+    };
+    let tool = SearchLogs::new(vec![dir.path().to_path_buf()], limits);
+    let out = run(&tool, json!({"query": "error"})).unwrap();
+    assert_eq!(
+        hits(&out).iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+        ["a.log", "b.log"]
+    );
+    assert_eq!(out["truncated"], true);
+    assert!(out["skipped"][0]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("c.log"));
+    assert_eq!(
+        out["skipped"][0]["reason"],
+        "more than 2 files: this and 1 later files were not searched"
+    );
+}
