@@ -13,4 +13,5 @@ pub mod graph;
 pub mod model;
 pub mod protocol;
 pub mod runfile;
+pub mod setup;
 pub mod tools;

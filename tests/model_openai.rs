@@ -9,182 +9,22 @@
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::TcpListener;
+use std::time::Duration;
 
 use diag::model::openai::{ConfigError, OpenAiConfig, OpenAiModel};
 use diag::model::{ChatModel, ChatRequest, ErrorClass, FinishReason, Message, ToolCall, Usage};
 use diag::tools::ToolSpec;
-use serde_json::{json, Value};
+use serde_json::json;
+
+mod support;
+use support::Aimock;
 
 /// The key aimock requires and the adapter reads from [`KEY_VAR`]. It also appears in one
 /// fixture's error message, to prove that the adapter redacts it.
 const KEY: &str = "sk-diag-aimock-test-key-0001";
 const KEY_VAR: &str = "DIAG_TEST_OPENAI_KEY";
 const MODEL: &str = "diag-test-model";
-
-/// One aimock process on a free port; killed when dropped, whatever the test did.
-struct Aimock {
-    child: Child,
-    port: u16,
-    api_key: Option<&'static str>,
-    log: PathBuf,
-}
-
-impl Aimock {
-    /// Starts aimock with the shared fixtures. With `api_key`, aimock answers 401 to any
-    /// request without `Authorization: Bearer <api_key>` (journal reads included).
-    fn start(api_key: Option<&'static str>) -> Aimock {
-        let peers = std::env::var_os("DIAG_PEERS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".peers"));
-        let cli = peers.join("npm/node_modules/@copilotkit/aimock/dist/cli.js");
-        assert!(
-            cli.is_file(),
-            "aimock is not installed at {}: run scripts/install-peers (or set DIAG_PEERS_DIR \
-             to a directory where it was installed)",
-            cli.display()
-        );
-        let fixtures =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aimock/openai.json");
-
-        // Port 0 lets the OS pick a free port; it is released just before aimock binds it.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free local port")
-            .port();
-        let log =
-            std::env::temp_dir().join(format!("diag-aimock-{}-{port}.log", std::process::id()));
-        let log_file = std::fs::File::create(&log).expect("aimock log file");
-        let mut command = Command::new("node");
-        command
-            .arg(&cli)
-            .args(["--host", "127.0.0.1", "-p", &port.to_string(), "-f"])
-            .arg(&fixtures)
-            .arg("--validate-on-load")
-            // Prometheus counters count even the requests refused for a wrong key, which the
-            // journal leaves out.
-            .arg("--metrics")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("log file"))
-            .stderr(log_file);
-        match api_key {
-            Some(key) => command.env("AIMOCK_API_KEYS", key),
-            None => command.env_remove("AIMOCK_API_KEYS"),
-        };
-        let child = command.spawn().unwrap_or_else(|e| {
-            panic!("cannot start aimock with `node` ({e}): install Node.js and run scripts/install-peers")
-        });
-        let mut server = Aimock {
-            child,
-            port,
-            api_key,
-            log,
-        };
-        server.wait_ready();
-        server
-    }
-
-    /// Bounded poll: the port accepts connections (aimock listens once its fixtures loaded).
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let addr = ([127, 0, 0, 1], self.port).into();
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "aimock exited ({status}) before it was ready:\n{}",
-                    std::fs::read_to_string(&self.log).unwrap_or_default()
-                );
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "aimock did not listen on port {} within 20 s:\n{}",
-                self.port,
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn root(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn base_url(&self) -> String {
-        format!("{}/v1", self.root())
-    }
-
-    async fn journal(&self) -> Vec<Value> {
-        let mut request = reqwest::Client::new().get(format!("{}/__aimock/journal", self.root()));
-        if let Some(key) = self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request.send().await.expect("journal request");
-        assert!(
-            response.status().is_success(),
-            "journal: {}",
-            response.status()
-        );
-        response.json().await.expect("journal JSON")
-    }
-
-    /// How many chat requests aimock answered with `status`, from its `/metrics` counters.
-    async fn chat_requests_answered(&self, status: u16) -> u64 {
-        let mut request = reqwest::Client::new().get(format!("{}/metrics", self.root()));
-        if let Some(key) = self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let text = request
-            .send()
-            .await
-            .expect("metrics request")
-            .text()
-            .await
-            .expect("metrics text");
-        let series = format!(
-            "aimock_requests_total{{method=\"POST\",path=\"/v1/chat/completions\",status=\"{status}\"}} "
-        );
-        text.lines()
-            .find_map(|l| l.strip_prefix(&series))
-            .map(|n| n.trim().parse().expect("a counter"))
-            .unwrap_or(0)
-    }
-
-    /// The chat requests aimock received, waiting (bounded) until at least `expected` are
-    /// journaled: aimock may journal a request just after it answered it.
-    async fn chat_requests(&self, expected: usize) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(3);
-        loop {
-            let chats: Vec<Value> = self
-                .journal()
-                .await
-                .into_iter()
-                .filter(|e| {
-                    e["path"]
-                        .as_str()
-                        .is_some_and(|p| p.ends_with("/chat/completions"))
-                })
-                .collect();
-            if chats.len() >= expected || Instant::now() > deadline {
-                return chats;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Aimock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
 
 fn config(base_url: String, retries: u32) -> OpenAiConfig {
     let mut c = OpenAiConfig::new(base_url, MODEL);

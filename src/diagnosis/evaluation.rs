@@ -102,9 +102,15 @@ pub struct FallbackContext {
 }
 
 /// Builds the verifier evaluation from graph state and the run's agent steps.
-pub fn verifier_evaluation(state: &DiagnosisState, steps: &[AgentStepRecord]) -> VerifierEvaluation {
+pub fn verifier_evaluation(
+    state: &DiagnosisState,
+    steps: &[AgentStepRecord],
+) -> VerifierEvaluation {
     let verifier_completed = state.verifier_status == Some(AgentStatus::Completed);
-    let result = state.verifier_result.as_ref().filter(|_| verifier_completed);
+    let result = state
+        .verifier_result
+        .as_ref()
+        .filter(|_| verifier_completed);
     let fallback_context = state.fallback_kind.and_then(|_| {
         // The event before the Fallback's own names the stage that routed there.
         let n = state.events.len();
@@ -113,10 +119,12 @@ pub fn verifier_evaluation(state: &DiagnosisState, steps: &[AgentStepRecord]) ->
         } else {
             n.checked_sub(1)
         };
-        before.and_then(|i| state.events.get(i)).map(|e| FallbackContext {
-            stage: e.node.clone(),
-            status: e.status.as_str().to_string(),
-        })
+        before
+            .and_then(|i| state.events.get(i))
+            .map(|e| FallbackContext {
+                stage: e.node.clone(),
+                status: e.status.as_str().to_string(),
+            })
     });
     let effective = state.effective_verdict.filter(|_| verifier_completed);
     VerifierEvaluation {
@@ -149,7 +157,10 @@ pub fn verifier_evaluation(state: &DiagnosisState, steps: &[AgentStepRecord]) ->
         composer_audit: ComposerAudit {
             status: state.composer_status.clone(),
             answer_chars: if state.composer_status == Some(AgentStatus::Completed) {
-                state.final_answer.as_deref().map_or(0, |a| a.chars().count())
+                state
+                    .final_answer
+                    .as_deref()
+                    .map_or(0, |a| a.chars().count())
             } else {
                 0
             },
@@ -188,7 +199,10 @@ pub fn evaluate(
     latency_ms: u64,
 ) -> Evaluation {
     let verifier_completed = state.verifier_status == Some(AgentStatus::Completed);
-    let result = state.verifier_result.as_ref().filter(|_| verifier_completed);
+    let result = state
+        .verifier_result
+        .as_ref()
+        .filter(|_| verifier_completed);
     let verified = state
         .verified_executor_output
         .as_ref()

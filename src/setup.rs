@@ -1,0 +1,211 @@
+//! Turns a validated [`Config`] into the live pieces a run needs: one chat model per agent,
+//! the tool registry with the built-in tools and the MCP servers' tools, and the limits. The
+//! MCP server processes live as long as the returned [`LiveEnvironment`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::agent::runtime::{AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner};
+use crate::agent::AgentRole;
+use crate::clock::Clock;
+use crate::config::{Config, ModelConfig};
+use crate::model::openai::{OpenAiConfig, OpenAiModel};
+use crate::model::ChatModel;
+use crate::tools::current_time::CurrentTime;
+use crate::tools::mcp::{McpServer, McpServerConfig};
+use crate::tools::query_metrics::{MetricsLimits, QueryMetrics};
+use crate::tools::registry::{ToolLimits, ToolRegistry};
+use crate::tools::search_logs::{LogSearchLimits, SearchLogs};
+use crate::tools::search_runbooks::{RunbookSearchLimits, SearchRunbooks};
+use crate::tools::{ToolContext, ToolSpec};
+
+/// Why the configured environment could not be set up; one line, naming what failed.
+#[derive(Debug, Error)]
+pub enum SetupError {
+    #[error("no model endpoint is configured: add a [models.NAME] table with base_url and model to the config file (see fixtures/demo/diag.toml), or run with --fixture FILE")]
+    NoModel,
+    #[error("model `{name}`: {reason}")]
+    Model { name: String, reason: String },
+    #[error("tool {tool}: {reason}")]
+    Tool { tool: String, reason: String },
+    #[error("MCP server `{name}`: {reason}")]
+    Mcp { name: String, reason: String },
+}
+
+/// The tools of a run, as the agent runtime calls them.
+pub struct RegistryTools {
+    pub registry: ToolRegistry,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl ToolRunner for RegistryTools {
+    fn catalog(&self) -> Vec<ToolSpec> {
+        self.registry.specs()
+    }
+
+    fn run<'a>(&'a self, name: &'a str, arguments: &'a serde_json::Value) -> ToolResultFuture<'a> {
+        Box::pin(async move {
+            // The agent runtime counts the Executor's call budget in the model's order; the
+            // registry adds the per-call timeout, output cap and error handling.
+            let cx = ToolContext {
+                clock: self.clock.as_ref(),
+            };
+            let outcome = self.registry.session().call(name, arguments, &cx).await;
+            ToolResult {
+                status: outcome.status,
+                output: outcome.output,
+            }
+        })
+    }
+}
+
+/// Models, tools and limits built from a configuration; keeps MCP servers alive.
+pub struct LiveEnvironment {
+    pub models: AgentModels,
+    pub tools: Arc<RegistryTools>,
+    pub limits: AgentLimits,
+    pub mcp_servers: Vec<McpServer>,
+}
+
+impl LiveEnvironment {
+    /// Stops the MCP servers (closing stdin first, so they can exit cleanly).
+    pub async fn shutdown(self) {
+        for server in self.mcp_servers {
+            let _ = server.shutdown().await;
+        }
+    }
+}
+
+fn openai_config(m: &ModelConfig) -> OpenAiConfig {
+    let mut c = OpenAiConfig::new(m.base_url.clone(), m.model.clone());
+    c.api_key_env = m.api_key_env.clone();
+    c.request_timeout = m.request_timeout();
+    c.connect_timeout = m.connect_timeout();
+    c.temperature = m.temperature;
+    c.max_tokens = m.max_tokens;
+    c
+}
+
+/// The model of each agent, from the configuration.
+pub fn models(config: &Config) -> Result<AgentModels, SetupError> {
+    let mut built: HashMap<String, Arc<dyn ChatModel>> = HashMap::new();
+    let mut by_role: HashMap<AgentRole, Arc<dyn ChatModel>> = HashMap::new();
+    for role in [
+        AgentRole::Planner,
+        AgentRole::Executor,
+        AgentRole::Verifier,
+        AgentRole::Composer,
+    ] {
+        let (name, m) = config.model_for(role).ok_or(SetupError::NoModel)?;
+        let model = match built.get(name) {
+            Some(model) => model.clone(),
+            None => {
+                let model: Arc<dyn ChatModel> =
+                    Arc::new(OpenAiModel::new(openai_config(m)).map_err(|e| {
+                        SetupError::Model {
+                            name: name.to_string(),
+                            reason: e.to_string(),
+                        }
+                    })?);
+                built.insert(name.to_string(), model.clone());
+                model
+            }
+        };
+        by_role.insert(role, model);
+    }
+    let default = by_role
+        .get(&AgentRole::Planner)
+        .cloned()
+        .ok_or(SetupError::NoModel)?;
+    Ok(AgentModels {
+        default,
+        overrides: by_role,
+    })
+}
+
+/// The registry's limits from the configuration.
+pub fn tool_limits(config: &Config) -> ToolLimits {
+    ToolLimits {
+        timeout: Duration::from_secs(config.limits.tool_timeout_secs),
+        max_output_bytes: config.limits.max_output_bytes,
+        max_calls: config.limits.max_tool_calls,
+    }
+}
+
+/// The built-in tools the configuration names, plus `current_time`, always.
+pub fn builtin_registry(config: &Config) -> Result<ToolRegistry, SetupError> {
+    let mut registry = ToolRegistry::new(tool_limits(config));
+    let mut add = |tool: Arc<dyn crate::tools::Tool>| {
+        let name = tool.spec().name;
+        registry.register(tool).map_err(|e| SetupError::Tool {
+            tool: name,
+            reason: e.to_string(),
+        })
+    };
+    if let Some(logs) = &config.tools.search_logs {
+        let sources = logs.paths.iter().map(PathBuf::from).collect();
+        add(Arc::new(SearchLogs::new(
+            sources,
+            LogSearchLimits::default(),
+        )))?;
+    }
+    if let Some(metrics) = &config.tools.query_metrics {
+        let limits = MetricsLimits {
+            timeout: Duration::from_secs(config.limits.tool_timeout_secs),
+            ..MetricsLimits::default()
+        };
+        let tool = QueryMetrics::new(&metrics.base_url, limits).map_err(|e| SetupError::Tool {
+            tool: "query_metrics".into(),
+            reason: e.to_string(),
+        })?;
+        add(Arc::new(tool))?;
+    }
+    if let Some(runbooks) = &config.tools.search_runbooks {
+        let folders = runbooks.paths.iter().map(PathBuf::from).collect();
+        add(Arc::new(SearchRunbooks::new(
+            folders,
+            RunbookSearchLimits::default(),
+        )))?;
+    }
+    add(Arc::new(CurrentTime::new()))?;
+    Ok(registry)
+}
+
+/// Everything a live run needs: models, built-in tools and started MCP servers.
+pub async fn live(config: &Config, clock: Arc<dyn Clock>) -> Result<LiveEnvironment, SetupError> {
+    let models = models(config)?;
+    let mut registry = builtin_registry(config)?;
+    let mut servers = Vec::new();
+    for s in &config.mcp {
+        let mut c = McpServerConfig::new(s.name.clone(), s.command.clone());
+        c.args = s.args.clone();
+        c.env = s.env.clone();
+        c.startup_timeout = Duration::from_secs(s.startup_timeout_secs);
+        c.call_timeout = Duration::from_secs(s.call_timeout_secs);
+        let server = McpServer::start(c).await.map_err(|e| SetupError::Mcp {
+            name: s.name.clone(),
+            reason: e.to_string(),
+        })?;
+        for tool in server.tools() {
+            let name = tool.spec().name;
+            registry.register(tool).map_err(|e| SetupError::Tool {
+                tool: name,
+                reason: e.to_string(),
+            })?;
+        }
+        servers.push(server);
+    }
+    Ok(LiveEnvironment {
+        models,
+        tools: Arc::new(RegistryTools { registry, clock }),
+        limits: AgentLimits {
+            max_turns: config.limits.max_turns,
+            max_tool_calls: config.limits.max_tool_calls,
+        },
+        mcp_servers: servers,
+    })
+}
