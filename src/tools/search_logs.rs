@@ -570,7 +570,7 @@ fn search_file(s: &mut Search, path: &Path, listed: &Listed, cancel: &AtomicBool
     let mut last_ts: Option<Timestamp> = None;
 
     loop {
-        if line_no % CANCEL_CHECK_LINES == 0 && cancel.load(Ordering::Relaxed) {
+        if line_no.is_multiple_of(CANCEL_CHECK_LINES) && cancel.load(Ordering::Relaxed) {
             return;
         }
         let dropped = match read_line_bounded(&mut lines, &mut buf, s.limits.max_scan_line_bytes) {
