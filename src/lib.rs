@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod diagnosis;
 pub mod graph;
+pub mod ids;
 pub mod model;
 pub mod protocol;
 pub mod runfile;
