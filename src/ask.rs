@@ -1,0 +1,276 @@
+//! The ask service (SPEC §3): one question → one stored run. It creates the run, invokes the
+//! compiled graph once with the run's `RunConfig`, writes the trace as it happens, maps the
+//! final state to a truthful run record (SUCCESS with an answer, or FAILED), and evaluates
+//! successful runs. It never talks to the user; the CLI renders what it returns.
+
+use std::sync::Arc;
+
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::runtime::{
+    AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
+};
+use crate::clock::Clock;
+use crate::diagnosis::evaluation::{evaluate, verifier_evaluation, Evaluation};
+use crate::diagnosis::nodes::{real_nodes, NodeDeps};
+use crate::diagnosis::{topology, DiagnosisState, Status, STEP_LIMIT};
+use crate::graph::{EngineError, Event, InvokeOptions, Observer, RunConfig};
+use crate::ids::IdSource;
+use crate::protocol::ToolInvocation;
+use crate::runfile::Recorder;
+use crate::store::{NewRun, RunRecorder, RunStatus, RunSummary, Store, StoreError};
+use crate::tools::InvocationLog;
+
+/// Everything a run needs from outside the graph.
+pub struct AskDeps {
+    pub models: AgentModels,
+    pub tools: Arc<dyn ToolRunner>,
+    pub limits: AgentLimits,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdSource>,
+    pub store: Store,
+}
+
+/// One question.
+pub struct AskRequest {
+    pub question: String,
+    /// Continue a session; a new one is created when absent.
+    pub session_id: Option<String>,
+    /// Fixes the run id (replay of a run file uses a fresh one; tests may pin it).
+    pub run_id: Option<String>,
+}
+
+/// What a run came to.
+#[derive(Debug)]
+pub struct AskOutcome {
+    pub run_id: String,
+    pub session_id: String,
+    pub status: RunStatus,
+    pub answer: Option<String>,
+    /// Why the run is FAILED; `None` for SUCCESS.
+    pub failure: Option<String>,
+    /// The final (or, for an engine error, partial) graph state.
+    pub state: DiagnosisState,
+    pub evaluation: Option<Evaluation>,
+    /// The run's exchanges in order, when recording was asked for.
+    pub recorded: Option<Vec<crate::runfile::Exchange>>,
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Error)]
+pub enum AskError {
+    #[error("the question is empty")]
+    EmptyQuestion,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Hooks that report to several observers in order.
+struct TeeHooks(Vec<Arc<dyn RunHooks>>);
+
+impl RunHooks for TeeHooks {
+    fn agent_step(&self, config: &RunConfig, step: &AgentStepRecord) {
+        self.0.iter().for_each(|h| h.agent_step(config, step));
+    }
+    fn model_exchange(&self, config: &RunConfig, exchange: &ModelExchange) {
+        self.0.iter().for_each(|h| h.model_exchange(config, exchange));
+    }
+}
+
+/// The store's recorder first (so the trace is written as it happens), then the caller's
+/// progress display.
+struct TeeObserver<'a> {
+    store: RunRecorder,
+    progress: &'a mut dyn Observer<Status>,
+}
+
+impl Observer<Status> for TeeObserver<'_> {
+    fn node_started(&mut self, node: &str, attempt: u32, round: u32) {
+        self.progress.node_started(node, attempt, round);
+    }
+    fn event(&mut self, event: &Event<Status>) {
+        Observer::<Status>::event(&mut self.store, event);
+        self.progress.event(event);
+    }
+}
+
+/// Runs one diagnosis. `record` additionally collects every exchange for a run file.
+pub async fn ask(
+    deps: &AskDeps,
+    request: AskRequest,
+    record: bool,
+    cancel: Option<&CancellationToken>,
+    progress: &mut dyn Observer<Status>,
+) -> Result<AskOutcome, AskError> {
+    let question = request.question.trim().to_string();
+    if question.is_empty() {
+        return Err(AskError::EmptyQuestion);
+    }
+    let run_id = request.run_id.unwrap_or_else(|| deps.ids.run_id());
+    let session_id = request.session_id.unwrap_or_else(|| deps.ids.session_id());
+    let catalog = deps.tools.catalog();
+    let started_at = deps.clock.now();
+    let began = deps.clock.elapsed();
+    let recorder = deps.store.create_run(NewRun {
+        run_id: run_id.clone(),
+        session_id: session_id.clone(),
+        question: question.clone(),
+        started_at,
+        tools: catalog.clone(),
+    })?;
+    let config = RunConfig::new(session_id.clone(), run_id.clone());
+
+    let tape = record.then(|| Recorder::new(Arc::new(recorder.clone())));
+    let log: Arc<dyn InvocationLog> = match &tape {
+        Some(t) => t.clone(),
+        None => Arc::new(recorder.clone()),
+    };
+    let mut hooks: Vec<Arc<dyn RunHooks>> = vec![Arc::new(recorder.clone())];
+    if let Some(t) = &tape {
+        hooks.push(t.clone());
+    }
+    let agents = Arc::new(ModelAgents {
+        models: deps.models.clone(),
+        tools: deps.tools.clone(),
+        log: log.clone(),
+        hooks: Arc::new(TeeHooks(hooks)),
+        clock: deps.clock.clone(),
+        limits: deps.limits,
+    });
+    let graph = topology::compile(real_nodes(NodeDeps {
+        invoker: agents,
+        log,
+        catalog: Arc::new(catalog),
+    }));
+    let graph = match graph {
+        Ok(g) => g,
+        Err(e) => {
+            let failure = format!("engine: topology does not compile: {e}");
+            deps.store
+                .finish_failed(&run_id, &failure, RunSummary::default())?;
+            return Ok(AskOutcome {
+                run_id,
+                session_id,
+                status: RunStatus::Failed,
+                answer: None,
+                failure: Some(failure),
+                state: DiagnosisState::new(question),
+                evaluation: None,
+                recorded: tape.map(|t| t.exchanges()),
+                interrupted: false,
+            });
+        }
+    };
+
+    let mut observer = TeeObserver {
+        store: recorder.clone(),
+        progress,
+    };
+    let result = graph
+        .invoke(
+            DiagnosisState::new(question),
+            &config,
+            InvokeOptions {
+                step_limit: STEP_LIMIT,
+                clock: deps.clock.as_ref(),
+                cancel,
+                observer: &mut observer,
+            },
+        )
+        .await;
+    let finished_at = deps.clock.now();
+    let duration_ms =
+        u64::try_from(deps.clock.elapsed().saturating_sub(began).as_millis()).unwrap_or(u64::MAX);
+    let recorded = tape.map(|t| t.exchanges());
+
+    let (state, failure, interrupted) = match result {
+        Ok(state) => {
+            let blank = state
+                .final_answer
+                .as_deref()
+                .is_none_or(|a| a.trim().is_empty());
+            let failure = if blank {
+                Some("blank answer: the graph ended without a safe answer".to_string())
+            } else {
+                recorder
+                    .take_error()
+                    .map(|e| format!("persistence: the trace could not be stored: {e}"))
+            };
+            (state, failure, false)
+        }
+        Err(f) => {
+            let interrupted = matches!(f.error, EngineError::Cancelled { .. });
+            let failure = if interrupted {
+                "interrupted".to_string()
+            } else {
+                format!("engine: {}", f.error)
+            };
+            (f.state, Some(failure), interrupted)
+        }
+    };
+
+    let steps: Vec<AgentStepRecord> = deps
+        .store
+        .agent_steps(&run_id)
+        .map(|s| s.into_iter().map(|s| s.step).collect())
+        .unwrap_or_default();
+    let mut summary = RunSummary::from_state(&state, finished_at, duration_ms);
+    summary.self_evaluation = serde_json::to_value(serde_json::json!({
+        "verifier_evaluation": verifier_evaluation(&state, &steps),
+    }))
+    .ok();
+
+    if let Some(failure) = failure {
+        // A failed run keeps its real partial trace and gets no evaluation.
+        summary.answer = None;
+        deps.store.finish_failed(&run_id, &failure, summary)?;
+        return Ok(AskOutcome {
+            run_id,
+            session_id,
+            status: RunStatus::Failed,
+            answer: None,
+            failure: Some(failure),
+            state,
+            evaluation: None,
+            recorded,
+            interrupted,
+        });
+    }
+
+    if let Err(e) = deps.store.finish_success(&run_id, summary) {
+        let failure = format!("persistence: the result could not be stored: {e}");
+        // Best effort: the run must not stay RUNNING, and must not claim success.
+        let _ = deps
+            .store
+            .finish_failed(&run_id, &failure, RunSummary::default());
+        return Ok(AskOutcome {
+            run_id,
+            session_id,
+            status: RunStatus::Failed,
+            answer: None,
+            failure: Some(failure),
+            state,
+            evaluation: None,
+            recorded,
+            interrupted,
+        });
+    }
+
+    let invocations: Vec<ToolInvocation> = deps.store.invocations(&run_id).unwrap_or_default();
+    let evaluation = evaluate(&state, &steps, &invocations, duration_ms);
+    if let Ok(metrics) = serde_json::to_value(&evaluation) {
+        deps.store.record_evaluation(&run_id, &metrics)?;
+    }
+    Ok(AskOutcome {
+        run_id,
+        session_id,
+        status: RunStatus::Success,
+        answer: state.final_answer.clone(),
+        failure: None,
+        state,
+        evaluation: Some(evaluation),
+        recorded,
+        interrupted,
+    })
+}
