@@ -11,4 +11,5 @@ pub mod diagnosis;
 pub mod graph;
 pub mod model;
 pub mod protocol;
+pub mod store;
 pub mod tools;

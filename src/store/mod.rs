@@ -1,0 +1,295 @@
+//! The run store: every diagnosis run and its whole trace in one SQLite file, written as the
+//! run happens, readable afterwards (`diag trace`, `diag runs`, `diag export`).
+//!
+//! # Guarantees
+//!
+//! - **As it happens.** Each orchestration event, agent step, model exchange and tool
+//!   invocation is committed in its own transaction the moment it is reported, so a killed
+//!   process leaves its partial trace behind.
+//! - **Crash and interruption.** WAL mode with `synchronous = NORMAL`: a killed process
+//!   loses nothing it committed (a power cut may lose the last transactions, never
+//!   consistency). A run left RUNNING by a process that no longer exists is marked FAILED
+//!   with failure `interrupted` the next time any process opens the store; runs of live
+//!   processes are left alone (see `owner.rs` for how liveness is decided).
+//! - **Concurrent writers.** Several processes may write one file. Every write is a
+//!   `BEGIN IMMEDIATE` transaction, so writers queue on the busy timeout (5 s by default)
+//!   instead of failing on a lock upgrade; readers never block writers.
+//! - **Failures are values.** Every write returns [`StoreError`]; nothing here panics on
+//!   I/O. The trait hooks ([`RunRecorder`]) cannot return errors, so they keep the first one
+//!   for the caller to collect.
+//! - **No secrets.** The store writes only what the caller hands it; no record type carries
+//!   an API key or an authorization header, and the store adds no environment, config or
+//!   header data of its own.
+//! - **Bounded size.** [`Store::gc`] deletes old runs with everything they own (foreign keys
+//!   `ON DELETE CASCADE`), then runs an incremental vacuum and a truncating checkpoint.
+//!
+//! # Schema (version [`SCHEMA_VERSION`], `PRAGMA user_version`)
+//!
+//! | table | key | one row per |
+//! | --- | --- | --- |
+//! | `diagnosis_run` | `run_id` | run: lifecycle, answer, counts, verdict, self-evaluation, owner pid |
+//! | `orchestration_event` | `(run_id, seq)` | node attempt |
+//! | `agent_step` | `(run_id, seq)` | model call: agent, round, attempt, turn, status, tokens, prompt audit |
+//! | `model_exchange` | `(run_id, seq)` | model call: canonical request JSON, its sha256, response or error JSON |
+//! | `tool_invocation` | `(run_id, invocation_id)` | tool call, `seq` keeps recording order |
+//! | `evaluation` | `run_id` | evaluated (SUCCESS) run |
+//! | `tool_catalog` | `sha256` | distinct tool catalog, shared by the runs that offered it |
+//!
+//! `docs/SCHEMA.md` documents every column and has sqlite3 queries for common questions.
+
+mod error;
+mod gc;
+mod owner;
+mod read;
+mod recorder;
+mod records;
+mod schema;
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+pub use error::StoreError;
+pub use recorder::RunRecorder;
+pub use records::{
+    EvaluationRow, GcReport, NewRun, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
+    StoredStep, INTERRUPTED,
+};
+pub use schema::SCHEMA_VERSION;
+pub use write::request_sha256;
+
+use crate::clock::{Clock, SystemClock};
+
+/// The environment variable that overrides [`Store::default_path`] (the CLI's `--db` wins
+/// over both).
+pub const DB_ENV: &str = "DIAG_DB";
+
+/// How a store is opened.
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// How long a write waits for another writer's lock before it fails as busy.
+    pub busy_timeout: Duration,
+    /// Where the store's own timestamps come from (a sweep's `finished_at`, an evaluation's
+    /// `created_at`, the gc cutoff).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            busy_timeout: Duration::from_secs(5),
+            clock: Arc::new(SystemClock::new()),
+        }
+    }
+}
+
+/// A handle on one store file. Cheap to clone; clones share one connection, so writes of one
+/// process are serialized here and only different processes contend for SQLite's lock.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    read_only: bool,
+    clock: Arc<dyn Clock>,
+}
+
+impl Store {
+    /// `$DIAG_DB` if set and non-empty, else [`Store::default_path`].
+    pub fn path_from_env() -> Option<PathBuf> {
+        match std::env::var_os(DB_ENV) {
+            Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+            _ => Store::default_path(),
+        }
+    }
+
+    /// `$XDG_DATA_HOME/diag/diag.db`, else `$HOME/.local/share/diag/diag.db`; `None` when
+    /// neither variable gives an absolute path. The XDG rule is applied on every platform so
+    /// the location is the same wherever `diag` runs and is documented in one sentence.
+    pub fn default_path() -> Option<PathBuf> {
+        let absolute = |v: std::ffi::OsString| {
+            let p = PathBuf::from(v);
+            p.is_absolute().then_some(p)
+        };
+        let data = std::env::var_os("XDG_DATA_HOME")
+            .and_then(absolute)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .and_then(absolute)
+                    .map(|h| h.join(".local").join("share"))
+            })?;
+        Some(data.join("diag").join("diag.db"))
+    }
+
+    /// Opens (creating if needed) the store at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        Store::open_with(path, StoreOptions::default())
+    }
+
+    /// Opens the store: creates the parent folders, sets WAL mode, `synchronous = NORMAL`,
+    /// foreign keys and the busy timeout, migrates the schema, then marks the runs of dead
+    /// processes FAILED (`interrupted`).
+    ///
+    /// A file without any write permission bit is opened read-only, even by root: reads
+    /// work, every write fails with [`StoreError::ReadOnly`].
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::CreateDir {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        let write_protected = std::fs::metadata(&path)
+            .map(|m| m.permissions().readonly())
+            .unwrap_or(false);
+        let flags = if write_protected {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let open_err = |source| StoreError::Open {
+            path: path.clone(),
+            source,
+        };
+        let mut conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
+        conn.busy_timeout(options.busy_timeout).map_err(open_err)?;
+        // SQLite falls back to read-only by itself when the OS refuses write access.
+        let read_only = write_protected || conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(true);
+        // The statements of the write path are few and hot; keep them all prepared.
+        conn.set_prepared_statement_cache_capacity(64);
+        configure(&conn, &path, read_only)?;
+        if read_only {
+            schema::check_read_only(&conn, &path)?;
+        } else {
+            schema::migrate(&mut conn, &path)?;
+        }
+        let store = Store {
+            shared: Arc::new(Shared {
+                conn: Mutex::new(conn),
+                path,
+                read_only,
+                clock: options.clock,
+            }),
+        };
+        if !read_only {
+            store.sweep_interrupted()?;
+        }
+        Ok(store)
+    }
+
+    /// The file this store reads and writes.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// True when the file was opened read-only (writes fail with [`StoreError::ReadOnly`]).
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
+    /// Size in bytes of the database file plus its WAL, as it is on disk now.
+    pub fn file_bytes(&self) -> u64 {
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut wal = self.shared.path.clone().into_os_string();
+        wal.push("-wal");
+        size(&self.shared.path) + size(Path::new(&wal))
+    }
+
+    /// Copies the WAL into the database and truncates it. Returns false when a reader kept
+    /// the checkpoint from completing.
+    pub fn checkpoint(&self) -> Result<bool, StoreError> {
+        let conn = self.lock();
+        let busy: i64 = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .map_err(|e| self.err("checkpoint the WAL", e))?;
+        Ok(busy == 0)
+    }
+
+    /// `PRAGMA integrity_check`: `"ok"` for a healthy file, otherwise SQLite's findings.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare("PRAGMA integrity_check")
+            .map_err(|e| self.err("check integrity", e))?;
+        let lines = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err("check integrity", e))?;
+        Ok(lines.join("\n"))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while the lock was held cannot leave a transaction open (the guard rolls
+        // back on drop), so the connection behind a poisoned lock is still sound.
+        self.shared
+            .conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn err(&self, op: &'static str, e: rusqlite::Error) -> StoreError {
+        StoreError::sqlite(&self.shared.path, op, e)
+    }
+
+    fn now(&self) -> crate::clock::Timestamp {
+        self.shared.clock.now()
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: it takes the write lock up front, so a
+    /// concurrent writer makes this wait on the busy timeout rather than fail mid-way.
+    fn write<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.shared.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.shared.path.clone(),
+                op,
+            });
+        }
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(op, e))?;
+        let value = f(&tx)?;
+        tx.commit().map_err(|e| self.err(op, e))?;
+        Ok(value)
+    }
+}
+
+/// Connection settings. `foreign_keys` is per connection and off by default in SQLite, so
+/// it is set on every open; WAL mode is persistent but setting it again is free.
+fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), StoreError> {
+    let fail = |op, e| StoreError::sqlite(path, op, e);
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| fail("enable foreign keys", e))?;
+    if read_only {
+        return Ok(());
+    }
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(|e| fail("enable WAL mode", e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Invalid(format!(
+            "{} cannot use WAL mode (journal mode stays {mode})",
+            path.display()
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| fail("set synchronous mode", e))?;
+    // After a large transaction the WAL file is cut back to this size at the next
+    // checkpoint instead of staying at its high-water mark.
+    conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)
+        .map_err(|e| fail("limit the WAL size", e))?;
+    Ok(())
+}
