@@ -102,9 +102,13 @@ impl Store {
             });
         }
         let conn = self.lock();
-        // incremental_vacuum returns one row per freed page; execute_batch steps through
-        // them all.
-        conn.execute_batch("PRAGMA incremental_vacuum; PRAGMA optimize;")
-            .map_err(|e| self.err("reclaim free space", e))
+        let fail = |e| self.err("reclaim free space", e);
+        // incremental_vacuum frees one page per step, so it is stepped to the end.
+        let mut stmt = conn.prepare("PRAGMA incremental_vacuum").map_err(fail)?;
+        let mut rows = stmt.query([]).map_err(fail)?;
+        while rows.next().map_err(fail)?.is_some() {}
+        drop(rows);
+        drop(stmt);
+        conn.execute_batch("PRAGMA optimize").map_err(fail)
     }
 }

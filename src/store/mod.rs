@@ -276,6 +276,11 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Stor
     if read_only {
         return Ok(());
     }
+    // auto_vacuum is fixed when page 1 is first written, which setting WAL mode does on a
+    // new file, so it goes first. On an existing file it changes nothing, which is right both
+    // for a store created earlier and for a racing second opener of a new one.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .map_err(|e| fail("enable incremental vacuum", e))?;
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(|e| fail("enable WAL mode", e))?;

@@ -145,13 +145,6 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
     if found == SCHEMA_VERSION {
         return Ok(());
     }
-    if found == 0 {
-        // auto_vacuum can only be chosen before the first table exists, and not inside a
-        // transaction. On a file that already has tables this is a no-op, which is what a
-        // racing second opener needs.
-        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
-            .map_err(|e| StoreError::sqlite(path, "enable incremental vacuum", e))?;
-    }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
         let target = index as u32 + 1;
         let fail = |e| StoreError::Migration {
