@@ -493,7 +493,7 @@ fn list_runs_filters_and_orders_newest_first() {
     record_pass_run(&store, "a1", "alpha", 0);
     record_pass_run(&store, "b1", "beta", 1_000);
     store.create_run(new_run("a2", "alpha", 2_000)).unwrap();
-    record_pass_run(&store, "a3", "alpha", 2_000); // same start as a2: creation order breaks the tie
+    record_pass_run(&store, "a3", "alpha", -5_000); // started earliest, created last
     let ids = |f: RunFilter| -> Vec<String> {
         store
             .list_runs(&f)
@@ -645,10 +645,10 @@ fn store_at(path: &std::path::Path, now_offset_ms: i64) -> Store {
 fn gc_by_age_and_by_count_removes_everything_a_run_owns() {
     let (_dir, path) = temp();
     let day = 86_400_000;
+    fill(&store_at(&path, 0), "old", 5, 0); // stored ten days before the gc
+    fill(&store_at(&path, 9 * day), "new", 5, 0); // stored one day before
     let store = store_at(&path, 10 * day);
-    fill(&store, "old", 5, 0); // ten days old
-    fill(&store, "new", 5, 9 * day); // one day old
-    store.create_run(new_run("live", "s", 0)).unwrap(); // old, but RUNNING in this process
+    store.create_run(new_run("live", "s", 0)).unwrap(); // oldest start, but RUNNING here
     assert_eq!(counts(&path), [11, 60, 10, 10, 10, 10, 1]);
 
     let report = store.gc(None, None).unwrap();
@@ -663,18 +663,21 @@ fn gc_by_age_and_by_count_removes_everything_a_run_owns() {
     assert!(store.get_run("old-0").unwrap().is_none());
 
     let report = store.gc(None, Some(3)).unwrap();
-    assert_eq!(report.runs_deleted, 2, "keeps the 3 newest runs");
+    assert_eq!(
+        report.runs_deleted, 3,
+        "keeps the 3 most recently created runs"
+    );
     let left: Vec<String> = store
         .list_runs(&RunFilter::default())
         .unwrap()
         .into_iter()
         .map(|r| r.run_id)
         .collect();
-    assert_eq!(left, ["new-4", "new-3", "new-2", "live"]);
-    assert_eq!(counts(&path), [4, 18, 3, 3, 3, 3, 1]);
+    assert_eq!(left, ["live", "new-4", "new-3"]);
+    assert_eq!(counts(&path), [3, 12, 2, 2, 2, 2, 1]);
 
     let report = store.gc(None, Some(0)).unwrap();
-    assert_eq!(report.runs_deleted, 3);
+    assert_eq!(report.runs_deleted, 2);
     assert_eq!(
         counts(&path),
         [1, 0, 0, 0, 0, 0, 1],

@@ -21,8 +21,9 @@ use super::{Store, StoreError};
 const BATCH: usize = 256;
 
 impl Store {
-    /// Deletes finished runs that started more than `older_than` ago, or that are not among
-    /// the `keep` newest runs (either rule deletes; with neither, nothing is deleted), then
+    /// Deletes finished runs stored more than `older_than` ago (by `created_at`, the store's
+    /// wall time, so a replay of an old recording is as young as the replay), or that are not
+    /// among the `keep` most recently created runs (either rule deletes; with neither, nothing is deleted), then
     /// reclaims the space. Returns what it did.
     pub fn gc(
         &self,
@@ -44,10 +45,9 @@ impl Store {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
-                         (?1 IS NOT NULL AND started_at < ?1)
+                         (?1 IS NOT NULL AND created_at < ?1)
                          OR (?2 IS NOT NULL AND rowid NOT IN (
-                             SELECT rowid FROM diagnosis_run
-                             ORDER BY started_at DESC, rowid DESC LIMIT ?2)))",
+                             SELECT rowid FROM diagnosis_run ORDER BY rowid DESC LIMIT ?2)))",
                 )
                 .map_err(|e| self.err("select runs to delete", e))?;
             let ids = stmt

@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 
 pub use error::StoreError;
 pub use recorder::RunRecorder;
@@ -249,7 +249,7 @@ impl Store {
     fn write<T>(
         &self,
         op: &'static str,
-        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, StoreError>,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         if self.shared.read_only {
             return Err(StoreError::ReadOnly {
@@ -257,13 +257,31 @@ impl Store {
                 op,
             });
         }
-        let mut conn = self.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+        let conn = self.lock();
+        // BEGIN and COMMIT run as cached statements: preparing them anew for every one of a
+        // run's many small transactions was a measurable share of the write path.
+        conn.prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut s| s.execute([]))
             .map_err(|e| self.err(op, e))?;
-        let value = f(&tx)?;
-        tx.commit().map_err(|e| self.err(op, e))?;
+        let _rollback = RollbackGuard(&conn);
+        let value = f(&conn)?;
+        conn.prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+            .map_err(|e| self.err(op, e))?;
         Ok(value)
+    }
+}
+
+/// Rolls the open transaction back unless it was committed (after COMMIT the connection is
+/// in autocommit mode again and this does nothing), so an error (or a panic) in the
+/// middle of a write leaves neither a half-written change nor the write lock behind.
+struct RollbackGuard<'a>(&'a Connection);
+
+impl Drop for RollbackGuard<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self.0.execute_batch("ROLLBACK");
+        }
     }
 }
 
@@ -292,9 +310,14 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Stor
     }
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|e| fail("set synchronous mode", e))?;
+    // A checkpoint costs two fsyncs however few pages it copies, and a run commits a dozen
+    // small transactions; checkpointing every 4096 pages (16 MiB of WAL) instead of SQLite's
+    // 1000 cut the store's wall time per run by more than half on a slow disk.
+    conn.pragma_update(None, "wal_autocheckpoint", 4096)
+        .map_err(|e| fail("set the checkpoint interval", e))?;
     // After a large transaction the WAL file is cut back to this size at the next
     // checkpoint instead of staying at its high-water mark.
-    conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)
+    conn.pragma_update(None, "journal_size_limit", 32 * 1024 * 1024)
         .map_err(|e| fail("limit the WAL size", e))?;
     Ok(())
 }

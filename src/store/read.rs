@@ -34,7 +34,7 @@ fn time(what: &'static str, text: &str) -> Decoded<Timestamp> {
 const RUN_COLUMNS: &str = "r.run_id, r.session_id, r.question, r.status, r.failure, r.answer, \
      r.started_at, r.finished_at, r.duration_ms, r.prompt_tokens, r.completion_tokens, \
      r.step_count, r.tool_count, r.degraded, r.effective_verdict, r.fallback_kind, r.path, \
-     r.self_evaluation, c.catalog, r.owner_pid \
+     r.self_evaluation, c.catalog, r.owner_pid, r.created_at \
      FROM diagnosis_run r JOIN tool_catalog c ON c.sha256 = r.tools_sha256";
 
 /// The raw text columns of a run row; decoded after the SQLite cursor is done.
@@ -59,6 +59,7 @@ struct RawRun {
     self_evaluation: Option<String>,
     catalog: String,
     owner_pid: u32,
+    created_at: String,
 }
 
 fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -83,6 +84,7 @@ fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
         self_evaluation: r.get(17)?,
         catalog: r.get(18)?,
         owner_pid: r.get(19)?,
+        created_at: r.get(20)?,
     })
 }
 
@@ -121,6 +123,7 @@ impl RawRun {
                 .map(|e| json("self evaluation", e))
                 .transpose()?,
             tools: json("tool catalog", &self.catalog)?,
+            created_at: time("run created_at", &self.created_at)?,
             run_id: self.run_id,
             session_id: self.session_id,
             question: self.question,
@@ -159,6 +162,14 @@ impl Store {
         raw.into_iter().map(decode).collect()
     }
 
+    /// How many runs the store holds.
+    pub fn count_runs(&self) -> Result<u64, StoreError> {
+        let conn = self.lock();
+        conn.prepare_cached("SELECT count(*) FROM diagnosis_run")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(|e| self.err("count runs", e))
+    }
+
     /// One run, or `None` when no run has this id.
     pub fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         let raw = {
@@ -171,12 +182,13 @@ impl Store {
         raw.map(RawRun::decode).transpose()
     }
 
-    /// Runs matching `filter`, newest first (by start time, then by creation order).
+    /// Runs matching `filter`, newest first: most recently created first, so a replayed run
+    /// (whose start time is the recorded one) is listed where its operator looks for it.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
         let sql = format!(
             "SELECT {RUN_COLUMNS} WHERE (?1 IS NULL OR r.session_id = ?1) \
              AND (?2 IS NULL OR r.status = ?2) \
-             ORDER BY r.started_at DESC, r.rowid DESC LIMIT ?3"
+             ORDER BY r.rowid DESC LIMIT ?3"
         );
         let limit = filter
             .limit

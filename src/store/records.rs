@@ -125,6 +125,8 @@ pub struct RunRow {
     pub tools: Vec<ToolSpec>,
     /// The process that wrote the run (used to tell interrupted runs from live ones).
     pub owner_pid: u32,
+    /// When the store created the row, by the store's own clock (retention goes by this).
+    pub created_at: Timestamp,
 }
 
 /// A stored agent step: its 1-based position among the run's model calls, and the record.

@@ -14,6 +14,14 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::StoreError;
 
 /// Version 1: every table, `STRICT` so SQLite itself rejects a value of the wrong type.
+///
+/// `diagnosis_run` is listed newest first by its rowid (creation order), which needs no
+/// index of its own and puts a replayed run (whose `started_at` is the recorded, pinned
+/// time) on top where its operator expects it; `created_at` is the store's wall time, used
+/// for retention by age. Its indexes are kept to what a write must maintain anyway: the
+/// session lookup, and a partial index of the RUNNING runs that the sweep on every open
+/// reads (it stays tiny, since finished runs leave it).
+///
 /// Child tables are `WITHOUT ROWID` with a primary key that starts with `run_id`: a run's
 /// trace is stored contiguously, read with one range scan, and deleted by the cascade
 /// through that same key, with no second index to maintain.
@@ -44,12 +52,12 @@ CREATE TABLE diagnosis_run (
     self_evaluation   TEXT,
     tools_sha256      TEXT NOT NULL REFERENCES tool_catalog (sha256),
     owner_pid         INTEGER NOT NULL,
-    owner_token       TEXT
+    owner_token       TEXT,
+    created_at        TEXT NOT NULL
 ) STRICT;
 
-CREATE INDEX diagnosis_run_started ON diagnosis_run (started_at);
-CREATE INDEX diagnosis_run_session ON diagnosis_run (session_id, started_at);
-CREATE INDEX diagnosis_run_status ON diagnosis_run (status, started_at);
+CREATE INDEX diagnosis_run_session ON diagnosis_run (session_id);
+CREATE INDEX diagnosis_run_running ON diagnosis_run (owner_pid) WHERE status = 'RUNNING';
 
 CREATE TABLE orchestration_event (
     run_id      TEXT NOT NULL REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,

@@ -6,7 +6,7 @@
 //! run's status, so a finished run's trace is final and a row for an unknown run is refused
 //! with [`StoreError::UnknownRun`].
 
-use rusqlite::{ffi, params, OptionalExtension, Transaction};
+use rusqlite::{ffi, params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::owner::{self, Owner};
@@ -54,7 +54,7 @@ pub(crate) fn error_json(e: &ModelError) -> Value {
 
 /// The error for a trace write or finish that changed no row: the run is unknown, or it is
 /// no longer RUNNING.
-fn not_running(tx: &Transaction<'_>, store: &Store, run_id: &str) -> StoreError {
+fn not_running(tx: &Connection, store: &Store, run_id: &str) -> StoreError {
     let status: Result<Option<String>, _> = tx
         .prepare_cached("SELECT status FROM diagnosis_run WHERE run_id = ?1")
         .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional());
@@ -97,6 +97,7 @@ impl Store {
         let catalog = to_json(&run.tools)?;
         let catalog_sha = sha256_hex(catalog.as_bytes());
         let me = Owner::current();
+        let created_at = self.now().to_string();
         self.write("create a run", |tx| {
             tx.prepare_cached(
                 "INSERT INTO tool_catalog (sha256, catalog) VALUES (?1, ?2) \
@@ -107,8 +108,8 @@ impl Store {
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO diagnosis_run (run_id, session_id, question, status, \
-                     started_at, tools_sha256, owner_pid, owner_token) \
-                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7)",
+                     started_at, tools_sha256, owner_pid, owner_token, created_at) \
+                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -119,6 +120,7 @@ impl Store {
                         catalog_sha,
                         me.pid,
                         me.token,
+                        created_at,
                     ])
                 });
             match inserted {
@@ -277,7 +279,7 @@ impl Store {
     /// Checks the outcome of a guarded trace insert.
     fn inserted(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Connection,
         run_id: &str,
         changed: rusqlite::Result<usize>,
         what: &'static str,
@@ -392,7 +394,7 @@ impl Store {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT run_id, owner_pid, owner_token FROM diagnosis_run \
-                     WHERE status = 'RUNNING'",
+                     INDEXED BY diagnosis_run_running WHERE status = 'RUNNING'",
                 )
                 .map_err(|e| self.err("find interrupted runs", e))?;
             let rows = stmt
