@@ -837,3 +837,41 @@ fn secrets_are_stored_only_where_the_caller_put_them() {
     }
     assert_eq!(found, ["diagnosis_run.question", "tool_invocation.output"]);
 }
+
+#[test]
+fn a_writer_waits_for_a_short_lock_and_reports_a_long_one_as_busy() {
+    let (_dir, path) = temp();
+    let store = Store::open_with(
+        &path,
+        diag::store::StoreOptions {
+            busy_timeout: Duration::from_millis(300),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    // Another connection (as another process would) holds the write lock for 100 ms.
+    let holder = raw(&path);
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        holder.execute_batch("COMMIT").unwrap();
+        holder
+    });
+    store
+        .create_run(new_run("waited", "s", 0))
+        .expect("a write queues behind a short lock");
+    let holder = release.join().unwrap();
+
+    // Held past the busy timeout: a clear error, and the store keeps working afterwards.
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err = store
+        .record_event("waited", &event(1, "planner", Status::Completed))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Busy { .. }), "{err}");
+    assert!(err.to_string().contains("busy timeout"), "{err}");
+    holder.execute_batch("COMMIT").unwrap();
+    store
+        .record_event("waited", &event(1, "planner", Status::Completed))
+        .unwrap();
+    assert_eq!(store.events("waited").unwrap().len(), 1);
+}

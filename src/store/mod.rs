@@ -113,18 +113,7 @@ impl Store {
     /// neither variable gives an absolute path. The XDG rule is applied on every platform so
     /// the location is the same wherever `diag` runs and is documented in one sentence.
     pub fn default_path() -> Option<PathBuf> {
-        let absolute = |v: std::ffi::OsString| {
-            let p = PathBuf::from(v);
-            p.is_absolute().then_some(p)
-        };
-        let data = std::env::var_os("XDG_DATA_HOME")
-            .and_then(absolute)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .and_then(absolute)
-                    .map(|h| h.join(".local").join("share"))
-            })?;
-        Some(data.join("diag").join("diag.db"))
+        default_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
     }
 
     /// Opens (creating if needed) the store at `path` with default options.
@@ -285,6 +274,22 @@ impl Drop for RollbackGuard<'_> {
     }
 }
 
+fn default_path_from(
+    xdg_data_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    // The XDG rule: a relative value is invalid and ignored.
+    let absolute = |v: std::ffi::OsString| {
+        let p = PathBuf::from(v);
+        p.is_absolute().then_some(p)
+    };
+    let data = xdg_data_home.and_then(absolute).or_else(|| {
+        home.and_then(absolute)
+            .map(|h| h.join(".local").join("share"))
+    })?;
+    Some(data.join("diag").join("diag.db"))
+}
+
 /// Connection settings. `foreign_keys` is per connection and off by default in SQLite, so
 /// it is set on every open; WAL mode is persistent but setting it again is free.
 fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), StoreError> {
@@ -320,4 +325,29 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Stor
     conn.pragma_update(None, "journal_size_limit", 32 * 1024 * 1024)
         .map_err(|e| fail("limit the WAL size", e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_path_follows_the_xdg_rule() {
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(
+            default_path_from(os("/data"), os("/home/sre")),
+            Some(PathBuf::from("/data/diag/diag.db"))
+        );
+        assert_eq!(
+            default_path_from(None, os("/home/sre")),
+            Some(PathBuf::from("/home/sre/.local/share/diag/diag.db"))
+        );
+        assert_eq!(
+            default_path_from(os("relative/dir"), os("/home/sre")),
+            Some(PathBuf::from("/home/sre/.local/share/diag/diag.db")),
+            "a relative XDG_DATA_HOME is ignored"
+        );
+        assert_eq!(default_path_from(os(""), None), None);
+        assert_eq!(default_path_from(None, os("rel")), None);
+    }
 }
