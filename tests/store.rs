@@ -875,3 +875,99 @@ fn a_writer_waits_for_a_short_lock_and_reports_a_long_one_as_busy() {
         .unwrap();
     assert_eq!(store.events("waited").unwrap().len(), 1);
 }
+
+/// Tools that echo their arguments, for driving the real agent runtime.
+struct EchoTools;
+
+impl diag::agent::runtime::ToolRunner for EchoTools {
+    fn catalog(&self) -> Vec<diag::tools::ToolSpec> {
+        catalog()
+    }
+
+    fn run<'a>(
+        &'a self,
+        _name: &'a str,
+        arguments: &'a serde_json::Value,
+    ) -> diag::agent::runtime::ToolResultFuture<'a> {
+        Box::pin(async move {
+            diag::agent::runtime::ToolResult {
+                status: diag::protocol::InvocationStatus::Ok,
+                output: json!({"matches": [{"line": format!("echo {arguments}")}]}),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_agent_runtime_records_through_the_recorder() {
+    use diag::agent::runtime::{AgentLimits, AgentModels, ModelAgents};
+    use diag::agent::{AgentInvoker, AgentRequest};
+    use diag::model::scripted::ScriptedModel;
+    use std::sync::Arc;
+
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let recorder = store.create_run(new_run("run-1", "s-1", 0)).unwrap();
+    let model = Arc::new(ScriptedModel::new());
+    let agents = ModelAgents {
+        models: AgentModels::single(model.clone()),
+        tools: Arc::new(EchoTools),
+        log: Arc::new(recorder.clone()),
+        hooks: Arc::new(recorder.clone()),
+        clock: Arc::new(diag::clock::FixedClock(ts(0))),
+        limits: AgentLimits::default(),
+    };
+    let config = RunConfig::new("s-1", "run-1");
+    let executor = |round| AgentRequest {
+        role: AgentRole::Executor,
+        round,
+        attempt: 1,
+        input: "{\"plan\":{}}".into(),
+    };
+    // Round 1: two tool calls in one turn, then an answer; round 2: one more call.
+    model
+        .tool_calls(&[
+            ("c1", "search_logs", json!({"query": "502"})),
+            ("c2", "search_logs", json!({"query": "timeout"})),
+        ])
+        .text("{\"schema\":\"executor_evidence_v2\"}")
+        .tool_calls(&[("c3", "search_logs", json!({"query": "pool"}))])
+        .text("{\"schema\":\"executor_evidence_v2\"}");
+    agents.invoke(&executor(1), &config).await.unwrap();
+    agents.invoke(&executor(2), &config).await.unwrap();
+    assert!(recorder.take_error().is_none());
+
+    let invocations = store.invocations("run-1").unwrap();
+    let ids: Vec<_> = invocations
+        .iter()
+        .map(|i| i.invocation_id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["inv-1", "inv-2", "inv-3"],
+        "numbering continues from the store"
+    );
+    assert_eq!(invocations[2].round, 2);
+    assert_eq!(invocations[0].arguments, json!({"query": "502"}));
+
+    let steps = store.agent_steps("run-1").unwrap();
+    assert_eq!(steps.len(), 4);
+    assert!(steps.iter().all(|s| s.step.agent == AgentRole::Executor));
+    let exchanges = store.exchanges("run-1").unwrap();
+    let sent = model.requests();
+    assert_eq!(exchanges.len(), sent.len());
+    for (stored, request) in exchanges.iter().zip(&sent) {
+        assert_eq!(stored.exchange.request, *request, "the request as sent");
+        assert_eq!(stored.request_sha256, request_sha256(request).unwrap());
+    }
+    // The second turn's request carries the recorded tool results the model saw.
+    let shown = sent[1].messages.last().unwrap().content.clone().unwrap();
+    assert!(shown.contains("inv-2"), "{shown}");
+
+    let mut summary = RunSummary::default();
+    summary.answer = Some("done".into());
+    store.finish_success("run-1", summary).unwrap();
+    let row = store.get_run("run-1").unwrap().unwrap();
+    assert_eq!((row.step_count, row.tool_count), (4, 3));
+    assert_eq!((row.prompt_tokens, row.completion_tokens), (40, 20));
+}
