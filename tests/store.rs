@@ -964,8 +964,10 @@ async fn the_agent_runtime_records_through_the_recorder() {
     let shown = sent[1].messages.last().unwrap().content.clone().unwrap();
     assert!(shown.contains("inv-2"), "{shown}");
 
-    let mut summary = RunSummary::default();
-    summary.answer = Some("done".into());
+    let summary = RunSummary {
+        answer: Some("done".into()),
+        ..Default::default()
+    };
     store.finish_success("run-1", summary).unwrap();
     let row = store.get_run("run-1").unwrap().unwrap();
     assert_eq!((row.step_count, row.tool_count), (4, 3));
