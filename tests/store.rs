@@ -567,10 +567,22 @@ fn opening_sweeps_runs_of_dead_owners_only() {
         [dead],
     )
     .unwrap();
-    // This process's pid, but a start token of an earlier process that had the same pid.
+    // This process's pid, but the start token of an earlier process that had the same pid.
+    let token: String = conn
+        .query_row(
+            "SELECT owner_token FROM diagnosis_run WHERE run_id = 'reused-pid'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let (prefix, start) = token.rsplit_once(':').unwrap();
+    let earlier = format!(
+        "{prefix}:{}",
+        start.parse::<u64>().unwrap().saturating_sub(1)
+    );
     conn.execute(
-        "UPDATE diagnosis_run SET owner_token = 'another-boot:42' WHERE run_id = 'reused-pid'",
-        [],
+        "UPDATE diagnosis_run SET owner_token = ?1 WHERE run_id = 'reused-pid'",
+        [earlier],
     )
     .unwrap();
     drop(conn);

@@ -1,11 +1,13 @@
 //! Which process owns a RUNNING run, and whether that process still exists.
 //!
 //! A run row carries its writer's pid and, where the platform tells it, a start token
-//! (`<boot id>:<start time in clock ticks>` on Linux). A pid alone is not enough: pids are
-//! reused, so a run whose owner died long ago could look alive because an unrelated process
-//! now has that pid. The token tells the two apart. SQLite's WAL mode needs shared memory, so
-//! every writer of one file runs on the same host; a token from another boot therefore means
-//! the owner is gone.
+//! (`<boot id>:<pid namespace>:<start time in clock ticks>` on Linux). A pid alone is not
+//! enough: pids are reused, so a run whose owner died long ago could look alive because an
+//! unrelated process now has that pid; the start time tells the two apart. SQLite's WAL mode
+//! needs shared memory, so every writer of one file runs on the same kernel: a token from
+//! another boot means the owner is gone. A token from another pid namespace (a container
+//! sharing the file) names a process this one cannot see, so it counts as alive and is left
+//! for a process in that namespace to sweep.
 //!
 //! When liveness cannot be decided (no `/proc`, no permission), the owner counts as alive:
 //! sweeping a live run would corrupt its lifecycle, while leaving a dead one RUNNING a little
@@ -51,7 +53,11 @@ pub(crate) fn is_alive(pid: i64, token: Option<&str>) -> bool {
 #[cfg(target_os = "linux")]
 fn start_token(pid: u32) -> Option<String> {
     let (_, start) = platform::stat(pid).ok()??;
-    Some(format!("{}:{start}", platform::boot_id()?))
+    Some(format!(
+        "{}:{}:{start}",
+        platform::boot_id()?,
+        platform::pid_namespace()?
+    ))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -66,6 +72,14 @@ mod platform {
     pub fn boot_id() -> Option<String> {
         let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
         Some(id.trim().to_string())
+    }
+
+    /// The inode of this process's pid namespace (`pid:[4026531836]` → `4026531836`).
+    pub fn pid_namespace() -> Option<String> {
+        let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        let link = link.to_str()?;
+        let inode = link.strip_prefix("pid:[")?.strip_suffix(']')?;
+        Some(inode.to_string())
     }
 
     /// `(state, start time)` of a process, `Ok(None)` when `/proc` does not know it.
@@ -87,6 +101,22 @@ mod platform {
     }
 
     pub fn is_alive(pid: u32, token: Option<&str>) -> bool {
+        let owner = token.and_then(|t| {
+            let mut parts = t.splitn(3, ':');
+            Some((
+                parts.next()?,
+                parts.next()?,
+                parts.next()?.parse::<u64>().ok()?,
+            ))
+        });
+        if let Some((boot, namespace, _)) = owner {
+            if boot_id().is_some_and(|b| b != boot) {
+                return false;
+            }
+            if pid_namespace().is_some_and(|ns| ns != namespace) {
+                return true;
+            }
+        }
         let (state, start) = match stat(pid) {
             Ok(Some(s)) => s,
             Ok(None) => return false,
@@ -96,10 +126,7 @@ mod platform {
         if matches!(state, 'Z' | 'X') {
             return false;
         }
-        match (token, boot_id()) {
-            (Some(token), Some(boot)) => token == format!("{boot}:{start}"),
-            _ => true,
-        }
+        owner.is_none_or(|(_, _, owner_start)| owner_start == start)
     }
 }
 
@@ -142,9 +169,22 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_reused_pid_with_another_start_token_is_dead() {
+    fn the_start_token_tells_a_reused_pid_and_other_boots_and_namespaces_apart() {
         let me = Owner::current();
-        assert!(me.token.is_some());
-        assert!(!is_alive(i64::from(me.pid), Some("another-boot:1")));
+        let token = me.token.clone().expect("Linux has a start token");
+        let (prefix, start) = token.rsplit_once(':').unwrap();
+        let (boot, namespace) = prefix.split_once(':').unwrap();
+        let pid = i64::from(me.pid);
+        let earlier = format!("{prefix}:{}", start.parse::<u64>().unwrap() + 1);
+        assert!(!is_alive(pid, Some(&earlier)), "same pid, another process");
+        assert!(!is_alive(
+            pid,
+            Some(&format!("another-boot:{namespace}:{start}"))
+        ));
+        assert!(
+            is_alive(pid, Some(&format!("{boot}:1:{start}"))),
+            "another pid namespace cannot be checked, so it counts as alive"
+        );
+        assert!(is_alive(pid, Some("unparseable")), "falls back to the pid");
     }
 }
