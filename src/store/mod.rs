@@ -170,7 +170,12 @@ impl Store {
             }),
         };
         if !read_only {
-            store.sweep_interrupted()?;
+            match store.sweep_interrupted() {
+                // Another writer held the lock past the timeout: the runs stay RUNNING until
+                // the next open sweeps them, which is no reason to refuse this one.
+                Ok(_) | Err(StoreError::Busy { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(store)
     }
