@@ -985,3 +985,30 @@ async fn the_agent_runtime_records_through_the_recorder() {
     assert_eq!((row.step_count, row.tool_count), (4, 3));
     assert_eq!((row.prompt_tokens, row.completion_tokens), (40, 20));
 }
+
+#[test]
+fn checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let db_only = || std::fs::metadata(&path).unwrap().len();
+    let before = db_only();
+    // 40 runs of 12 commits each: past the background threshold, far below SQLite's own
+    // auto-checkpoint (4096 pages), so only the background thread copies pages back.
+    fill(&store, "c", 40, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db_only() <= before && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        db_only() > before,
+        "the database file grew while the store was open"
+    );
+    drop(store);
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    assert!(
+        !std::path::Path::new(&wal).exists(),
+        "the last close checkpoints and removes the WAL"
+    );
+    assert_eq!(integrity(&path), "ok");
+}

@@ -37,6 +37,7 @@
 //!
 //! `docs/SCHEMA.md` documents every column and has sqlite3 queries for common questions.
 
+mod checkpoint;
 mod error;
 mod gc;
 mod owner;
@@ -94,6 +95,9 @@ pub struct Store {
 }
 
 struct Shared {
+    // Declared first so it stops (and closes its connection) before the writer's connection
+    // closes and, as the last one, checkpoints the WAL away.
+    checkpointer: Option<checkpoint::Checkpointer>,
     conn: Mutex<Connection>,
     path: PathBuf,
     read_only: bool,
@@ -161,8 +165,14 @@ impl Store {
         } else {
             schema::migrate(&mut conn, &path)?;
         }
+        let checkpointer = if read_only {
+            None
+        } else {
+            checkpoint::Checkpointer::start(&path)
+        };
         let store = Store {
             shared: Arc::new(Shared {
+                checkpointer,
                 conn: Mutex::new(conn),
                 path,
                 read_only,
@@ -262,6 +272,9 @@ impl Store {
         conn.prepare_cached("COMMIT")
             .and_then(|mut s| s.execute([]))
             .map_err(|e| self.err(op, e))?;
+        if let Some(checkpointer) = &self.shared.checkpointer {
+            checkpointer.committed();
+        }
         Ok(value)
     }
 }
@@ -320,9 +333,9 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Stor
     }
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|e| fail("set synchronous mode", e))?;
-    // A checkpoint costs two fsyncs however few pages it copies, and a run commits a dozen
-    // small transactions; checkpointing every 4096 pages (16 MiB of WAL) instead of SQLite's
-    // 1000 cut the store's wall time per run by more than half on a slow disk.
+    // Checkpoints normally run on the store's background thread (checkpoint.rs); this is the
+    // safety net should it fall behind. A checkpoint costs two fsyncs however few pages it
+    // copies, so even here 4096 pages (16 MiB of WAL) beat SQLite's default of 1000.
     conn.pragma_update(None, "wal_autocheckpoint", 4096)
         .map_err(|e| fail("set the checkpoint interval", e))?;
     // After a large transaction the WAL file is cut back to this size at the next
