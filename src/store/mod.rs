@@ -212,10 +212,26 @@ impl Store {
     /// the checkpoint from completing.
     pub fn checkpoint(&self) -> Result<bool, StoreError> {
         let conn = self.lock();
-        let busy: i64 = conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
-            .map_err(|e| self.err("checkpoint the WAL", e))?;
-        Ok(busy == 0)
+        // A checkpoint already running (the background one, or another process's) makes
+        // SQLite answer busy at once, without its busy handler; it finishes in milliseconds,
+        // so this waits for it within the busy timeout, as a write would.
+        let deadline = std::time::Instant::now() + conn_busy_timeout(&conn);
+        loop {
+            let busy = match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            }) {
+                Ok(busy) => busy != 0,
+                Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => true,
+                Err(e) => return Err(self.err("checkpoint the WAL", e)),
+            };
+            if !busy {
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// `PRAGMA integrity_check`: `"ok"` for a healthy file, otherwise SQLite's findings.
@@ -306,6 +322,14 @@ fn default_path_from(
             .map(|h| h.join(".local").join("share"))
     })?;
     Some(data.join("diag").join("diag.db"))
+}
+
+/// The busy timeout a store was opened with (SQLite keeps it; `PRAGMA busy_timeout` reads
+/// it back in milliseconds).
+fn conn_busy_timeout(conn: &Connection) -> Duration {
+    conn.query_row("PRAGMA busy_timeout", [], |r| r.get::<_, u64>(0))
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(5))
 }
 
 /// Connection settings. `foreign_keys` is per connection and off by default in SQLite, so
