@@ -8,7 +8,8 @@
 //!   process leaves its partial trace behind.
 //! - **Crash and interruption.** WAL mode with `synchronous = NORMAL`: a killed process
 //!   loses nothing it committed (a power cut may lose the last transactions, never
-//!   consistency). A run left RUNNING by a process that no longer exists is marked FAILED
+//!   consistency). Checkpoints, the only fsyncs, run on a background thread
+//!   (`checkpoint.rs`), so no commit waits for the disk. A run left RUNNING by a process that no longer exists is marked FAILED
 //!   with failure `interrupted` the next time any process opens the store; runs of live
 //!   processes are left alone (see `owner.rs` for how liveness is decided).
 //! - **Concurrent writers.** Several processes may write one file. Every write is a
