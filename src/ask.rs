@@ -14,7 +14,7 @@ use crate::agent::runtime::{
 use crate::clock::Clock;
 use crate::diagnosis::evaluation::{evaluate, verifier_evaluation, Evaluation};
 use crate::diagnosis::nodes::{real_nodes, NodeDeps};
-use crate::diagnosis::{topology, DiagnosisState, Status, STEP_LIMIT};
+use crate::diagnosis::{topology, DiagnosisNodes, DiagnosisState, Status, STEP_LIMIT};
 use crate::graph::{EngineError, Event, InvokeOptions, Observer, RunConfig};
 use crate::ids::IdSource;
 use crate::protocol::ToolInvocation;
@@ -22,8 +22,18 @@ use crate::runfile::Recorder;
 use crate::store::{NewRun, RunRecorder, RunStatus, RunSummary, Store, StoreError};
 use crate::tools::InvocationLog;
 
+/// Builds the eight nodes of a run from its dependencies; [`real_nodes`] in production,
+/// scripted nodes in tests of the run lifecycle.
+pub type NodeFactory = Arc<dyn Fn(NodeDeps) -> DiagnosisNodes + Send + Sync>;
+
+/// The production node factory.
+pub fn production_nodes() -> NodeFactory {
+    Arc::new(real_nodes)
+}
+
 /// Everything a run needs from outside the graph.
 pub struct AskDeps {
+    pub nodes: NodeFactory,
     pub models: AgentModels,
     pub tools: Arc<dyn ToolRunner>,
     pub limits: AgentLimits,
@@ -74,7 +84,9 @@ impl RunHooks for TeeHooks {
         self.0.iter().for_each(|h| h.agent_step(config, step));
     }
     fn model_exchange(&self, config: &RunConfig, exchange: &ModelExchange) {
-        self.0.iter().for_each(|h| h.model_exchange(config, exchange));
+        self.0
+            .iter()
+            .for_each(|h| h.model_exchange(config, exchange));
     }
 }
 
@@ -138,7 +150,7 @@ pub async fn ask(
         clock: deps.clock.clone(),
         limits: deps.limits,
     });
-    let graph = topology::compile(real_nodes(NodeDeps {
+    let graph = topology::compile((deps.nodes)(NodeDeps {
         invoker: agents,
         log,
         catalog: Arc::new(catalog),

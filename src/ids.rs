@@ -49,7 +49,10 @@ impl IdSource for SequentialIds {
     }
 
     fn session_id(&self) -> String {
-        format!("ses-{:04}", self.sessions.fetch_add(1, Ordering::Relaxed) + 1)
+        format!(
+            "ses-{:04}",
+            self.sessions.fetch_add(1, Ordering::Relaxed) + 1
+        )
     }
 }
 

@@ -5,6 +5,7 @@
 //! The library holds everything; the `diag` binary only hands its arguments to [`cli::main`].
 
 pub mod agent;
+pub mod ask;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -15,4 +16,5 @@ pub mod model;
 pub mod protocol;
 pub mod runfile;
 pub mod setup;
+pub mod store;
 pub mod tools;

@@ -3,18 +3,25 @@
 //! `diag-bench graph --scenario pass|evidence_retry|planner_fail --runs N` runs the compiled
 //! diagnosis topology N times over instant scripted nodes, so the figure is the engine's cost
 //! alone: routing, events, state writes and the clock.
+//!
+//! With `--store PATH` each run is also persisted exactly as the ask service persists it:
+//! `create_run`, every event through the recorder as the engine's observer, `finish_success`
+//! with the summary from the final state, and `record_evaluation`. The figures then include
+//! the store, and `db_bytes_per_run` is the database plus WAL size (after a truncating
+//! checkpoint) divided by the runs the file holds.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use diag::clock::FixedClock;
-use diag::clock::Timestamp;
+use diag::clock::{Clock, FixedClock, SystemClock, Timestamp};
 use diag::diagnosis::scripted::{steps, FnNode, ScriptStep};
 use diag::diagnosis::topology::{self, DiagnosisNodes};
 use diag::diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
 use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
 use diag::protocol::{Verdict, Verification};
+use diag::store::{NewRun, RunSummary, Store};
 
 #[derive(Parser)]
 #[command(name = "diag-bench", about = "Benchmarks of diag's own overhead")]
@@ -31,6 +38,9 @@ enum Bench {
         scenario: Scenario,
         #[arg(long, default_value_t = 10_000)]
         runs: u64,
+        /// Persist every run in the run store at this path, as `diag ask` does.
+        #[arg(long, value_name = "PATH")]
+        store: Option<PathBuf>,
     },
 }
 
@@ -99,32 +109,52 @@ fn peak_rss_kb() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-fn bench_graph(scenario: Scenario, runs: u64) -> Result<serde_json::Value, String> {
+fn bench_graph(
+    scenario: Scenario,
+    runs: u64,
+    store_path: Option<&Path>,
+) -> Result<serde_json::Value, String> {
     let graph = topology::compile(nodes(scenario)).map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| e.to_string())?;
-    let clock = FixedClock(Timestamp::from_unix_ms(0));
+    let fixed = FixedClock(Timestamp::from_unix_ms(0));
+    let system = SystemClock::new();
+    let store = match store_path {
+        Some(path) => Some(Store::open(path).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    // Alone, the engine runs on a pinned clock; stored runs get real timestamps, as in
+    // production (and distinct run ids across repeated benchmarks on one file).
+    let clock: &dyn Clock = if store.is_some() { &system } else { &fixed };
+    let id_prefix = format!("bench-{}-{}", std::process::id(), system.now().unix_ms());
     let config = RunConfig::new("bench-session", "bench-run");
     let mut observer = NoopObserver;
     let started = Instant::now();
     let node_executions = rt.block_on(async {
         let mut total: u64 = 0;
-        for _ in 0..runs {
-            let opts = InvokeOptions {
-                step_limit: STEP_LIMIT,
-                clock: &clock,
-                cancel: None,
-                observer: &mut observer,
+        for i in 0..runs {
+            let state = match &store {
+                None => {
+                    let opts = InvokeOptions {
+                        step_limit: STEP_LIMIT,
+                        clock,
+                        cancel: None,
+                        observer: &mut observer,
+                    };
+                    graph
+                        .invoke(
+                            DiagnosisState::new("why does checkout return 502?"),
+                            &config,
+                            opts,
+                        )
+                        .await
+                        .map_err(|f| f.error.to_string())?
+                }
+                Some(store) => {
+                    stored_run(&graph, store, clock, &format!("{id_prefix}-{i}")).await?
+                }
             };
-            let state = graph
-                .invoke(
-                    DiagnosisState::new("why does checkout return 502?"),
-                    &config,
-                    opts,
-                )
-                .await
-                .map_err(|f| f.error.to_string())?;
             total += state.events.len() as u64;
         }
         Ok::<u64, String>(total)
@@ -140,7 +170,7 @@ fn bench_graph(scenario: Scenario, runs: u64) -> Result<serde_json::Value, Strin
     } else {
         0.0
     };
-    Ok(serde_json::json!({
+    let mut figures = serde_json::json!({
         "scenario": scenario.name(),
         "runs": runs,
         "node_executions": node_executions,
@@ -149,13 +179,83 @@ fn bench_graph(scenario: Scenario, runs: u64) -> Result<serde_json::Value, Strin
         "runs_per_sec": per_sec,
         "us_per_node": us_per_node,
         "peak_rss_kb": peak_rss_kb(),
-    }))
+    });
+    if let Some(store) = &store {
+        // The whole file over every run it holds (earlier benchmarks on the same file
+        // included), so the schema's fixed pages weigh less the more runs there are.
+        store.checkpoint().map_err(|e| e.to_string())?;
+        let stored = store.count_runs().map_err(|e| e.to_string())?;
+        figures["db_bytes_per_run"] = store.file_bytes().checked_div(stored).unwrap_or(0).into();
+    }
+    Ok(figures)
+}
+
+/// One run persisted the way the ask service does it (SPEC §3).
+async fn stored_run(
+    graph: &diag::diagnosis::DiagnosisGraph,
+    store: &Store,
+    clock: &dyn Clock,
+    run_id: &str,
+) -> Result<DiagnosisState, String> {
+    let question = "why does checkout return 502?";
+    let recorder = store
+        .create_run(NewRun {
+            run_id: run_id.to_string(),
+            session_id: "bench-session".to_string(),
+            question: question.to_string(),
+            started_at: clock.now(),
+            tools: Vec::new(),
+        })
+        .map_err(|e| e.to_string())?;
+    let config = RunConfig::new("bench-session", run_id);
+    let began = clock.elapsed();
+    let mut observer = recorder.clone();
+    let opts = InvokeOptions {
+        step_limit: STEP_LIMIT,
+        clock,
+        cancel: None,
+        observer: &mut observer,
+    };
+    let state = graph
+        .invoke(DiagnosisState::new(question), &config, opts)
+        .await
+        .map_err(|f| f.error.to_string())?;
+    if let Some(e) = recorder.take_error() {
+        return Err(e.to_string());
+    }
+    let duration_ms = u64::try_from(clock.elapsed().saturating_sub(began).as_millis()).unwrap_or(0);
+    let mut summary = RunSummary::from_state(&state, clock.now(), duration_ms);
+    summary.self_evaluation = Some(serde_json::json!({"verifier_evaluation": {
+        "verifier_status": state.verifier_status,
+        "verifier_model_verdict": state.verifier_model_verdict,
+        "effective_verdict": state.effective_verdict,
+        "verdict": state.effective_verdict,
+        "round": state.round,
+        "gatekeeper_status": state.gatekeeper_status,
+        "degraded": state.degraded,
+    }}));
+    store
+        .finish_success(run_id, summary)
+        .map_err(|e| e.to_string())?;
+    store
+        .record_evaluation(
+            run_id,
+            &serde_json::json!({"effective_verdict": state.effective_verdict,
+                                "degraded": state.degraded,
+                                "nodes": state.events.len()}),
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(state)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Bench::Graph { scenario, runs } => bench_graph(scenario, runs),
+        Bench::Graph {
+            scenario,
+            runs,
+            store,
+        } => bench_graph(scenario, runs, store.as_deref()),
     };
     match result {
         Ok(v) => {

@@ -1,0 +1,129 @@
+//! Store errors. Each one reads as a single line that names the database file and what went
+//! wrong, so the command line can print it as is; SQLite's own codes are mapped to the few
+//! cases an operator can act on (read-only file, busy lock, full disk, corrupt file).
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::ffi;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("cannot create the folder {} for the run store: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the run store {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "the run store {} has schema version {found}, newer than the {supported} this diag \
+         knows; use a newer diag (the file was left untouched)",
+        path.display()
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("{} is an SQLite database but not a diag run store (it has tables of its own)", path.display())]
+    ForeignDatabase { path: PathBuf },
+    #[error(
+        "the run store {} is read-only and needs schema version {supported} (it has {found})",
+        path.display()
+    )]
+    ReadOnlyNeedsMigration {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("migration to schema version {version} of {} failed: {source}", path.display())]
+    Migration {
+        path: PathBuf,
+        version: u32,
+        source: rusqlite::Error,
+    },
+    #[error("cannot {op}: the run store {} is read-only", path.display())]
+    ReadOnly { path: PathBuf, op: &'static str },
+    #[error(
+        "cannot {op}: the run store {} stayed locked by another writer past the busy timeout",
+        path.display()
+    )]
+    Busy { path: PathBuf, op: &'static str },
+    #[error("cannot {op}: the disk holding the run store {} is full", path.display())]
+    DiskFull { path: PathBuf, op: &'static str },
+    #[error("cannot {op}: the run store {} is corrupt: {detail}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        op: &'static str,
+        detail: String,
+    },
+    #[error("cannot {op} in the run store {}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        op: &'static str,
+        source: rusqlite::Error,
+    },
+    #[error("unknown run {0}")]
+    UnknownRun(String),
+    #[error("run {0} already exists")]
+    DuplicateRun(String),
+    #[error("{what} {key} of run {run_id} is already recorded")]
+    Duplicate {
+        what: &'static str,
+        run_id: String,
+        key: String,
+    },
+    #[error("run {run_id} is {status}, not RUNNING; it cannot be finished again")]
+    NotRunning { run_id: String, status: String },
+    #[error("run {run_id} is {status}; only a SUCCESS run is evaluated")]
+    NotEvaluable { run_id: String, status: String },
+    #[error("invalid record: {0}")]
+    Invalid(String),
+    #[error("stored {what} cannot be read back: {detail}")]
+    Decode { what: &'static str, detail: String },
+}
+
+impl StoreError {
+    /// Maps an SQLite failure during `op` on the store at `path` to the case an operator can
+    /// act on; everything else keeps SQLite's own message.
+    pub(crate) fn sqlite(path: &Path, op: &'static str, e: rusqlite::Error) -> Self {
+        let path = path.to_path_buf();
+        match e.sqlite_error_code() {
+            Some(ffi::ErrorCode::ReadOnly) => StoreError::ReadOnly { path, op },
+            Some(ffi::ErrorCode::DatabaseBusy) | Some(ffi::ErrorCode::DatabaseLocked) => {
+                StoreError::Busy { path, op }
+            }
+            Some(ffi::ErrorCode::DiskFull) => StoreError::DiskFull { path, op },
+            Some(ffi::ErrorCode::DatabaseCorrupt) | Some(ffi::ErrorCode::NotADatabase) => {
+                StoreError::Corrupt {
+                    path,
+                    op,
+                    detail: e.to_string(),
+                }
+            }
+            _ => StoreError::Sqlite {
+                path,
+                op,
+                source: e,
+            },
+        }
+    }
+
+    /// True when SQLite refused a write because a constraint failed with this extended code.
+    pub(crate) fn is_constraint(e: &rusqlite::Error, extended: i32) -> bool {
+        e.sqlite_error().is_some_and(|f| {
+            f.code == ffi::ErrorCode::ConstraintViolation && f.extended_code == extended
+        })
+    }
+
+    pub(crate) fn decode(what: &'static str, detail: impl ToString) -> Self {
+        StoreError::Decode {
+            what,
+            detail: detail.to_string(),
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Retention: deleting old runs and giving their space back.
+//!
+//! A run is deleted with everything it owns through the `ON DELETE CASCADE` foreign keys; a
+//! tool catalog no run refers to any more goes with it. Deletion runs in batches, each its
+//! own short write transaction, so a large gc never holds the write lock long enough to make
+//! a concurrent `diag ask` time out. Then `PRAGMA incremental_vacuum` moves the freed pages
+//! to the end of the file and a `wal_checkpoint(TRUNCATE)` copies everything back and cuts
+//! both the database and the WAL to size.
+//!
+//! RUNNING runs are never deleted: the sweep first marks the runs of dead processes FAILED,
+//! and what is still RUNNING after that belongs to a live process.
+
+use std::time::Duration;
+
+use rusqlite::params;
+
+use super::records::GcReport;
+use super::{Store, StoreError};
+
+/// Runs deleted per write transaction.
+const BATCH: usize = 256;
+
+impl Store {
+    /// Deletes finished runs stored more than `older_than` ago (by `created_at`, the store's
+    /// wall time, so a replay of an old recording is as young as the replay), or that are not
+    /// among the `keep` most recently created runs (either rule deletes; with neither, nothing is deleted), then
+    /// reclaims the space. Returns what it did.
+    pub fn gc(
+        &self,
+        older_than: Option<Duration>,
+        keep: Option<usize>,
+    ) -> Result<GcReport, StoreError> {
+        let bytes_before = self.file_bytes();
+        self.sweep_interrupted()?;
+        let cutoff = older_than.map(|age| {
+            let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+            crate::clock::Timestamp::from_unix_ms(self.now().unix_ms().saturating_sub(age))
+                .to_string()
+        });
+        let keep = keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX));
+        let doomed: Vec<String> = if cutoff.is_none() && keep.is_none() {
+            Vec::new()
+        } else {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
+                         (?1 IS NOT NULL AND created_at < ?1)
+                         OR (?2 IS NOT NULL AND rowid NOT IN (
+                             SELECT rowid FROM diagnosis_run ORDER BY rowid DESC LIMIT ?2)))",
+                )
+                .map_err(|e| self.err("select runs to delete", e))?;
+            let ids = stmt
+                .query_map(params![cutoff, keep], |r| r.get(0))
+                .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
+                .map_err(|e| self.err("select runs to delete", e))?;
+            ids
+        };
+        let mut runs_deleted = 0u64;
+        for batch in doomed.chunks(BATCH) {
+            runs_deleted += self.write("delete old runs", |tx| {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "DELETE FROM diagnosis_run WHERE run_id = ?1 AND status <> 'RUNNING'",
+                    )
+                    .map_err(|e| self.err("delete old runs", e))?;
+                let mut n = 0u64;
+                for run_id in batch {
+                    n += stmt
+                        .execute([run_id])
+                        .map_err(|e| self.err("delete old runs", e))?
+                        as u64;
+                }
+                Ok(n)
+            })?;
+        }
+        self.write("delete unused tool catalogs", |tx| {
+            tx.execute(
+                "DELETE FROM tool_catalog WHERE NOT EXISTS \
+                 (SELECT 1 FROM diagnosis_run WHERE tools_sha256 = tool_catalog.sha256)",
+                [],
+            )
+            .map_err(|e| self.err("delete unused tool catalogs", e))
+        })?;
+        self.reclaim()?;
+        let checkpoint_complete = self.checkpoint()?;
+        Ok(GcReport {
+            runs_deleted,
+            bytes_before,
+            bytes_after: self.file_bytes(),
+            checkpoint_complete,
+        })
+    }
+
+    /// Returns every free page to the file system (incremental vacuum; a no-op on a file
+    /// created without auto_vacuum) and refreshes the query planner's statistics.
+    fn reclaim(&self) -> Result<(), StoreError> {
+        if self.is_read_only() {
+            return Err(StoreError::ReadOnly {
+                path: self.path().to_path_buf(),
+                op: "reclaim free space",
+            });
+        }
+        let conn = self.lock();
+        let fail = |e| self.err("reclaim free space", e);
+        // incremental_vacuum frees one page per step, so it is stepped to the end.
+        let mut stmt = conn.prepare("PRAGMA incremental_vacuum").map_err(fail)?;
+        let mut rows = stmt.query([]).map_err(fail)?;
+        while rows.next().map_err(fail)?.is_some() {}
+        drop(rows);
+        drop(stmt);
+        conn.execute_batch("PRAGMA optimize").map_err(fail)
+    }
+}

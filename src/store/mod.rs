@@ -1,0 +1,396 @@
+//! The run store: every diagnosis run and its whole trace in one SQLite file, written as the
+//! run happens, readable afterwards (`diag trace`, `diag runs`, `diag export`).
+//!
+//! # Guarantees
+//!
+//! - **As it happens.** Each orchestration event, agent step, model exchange and tool
+//!   invocation is committed in its own transaction the moment it is reported, so a killed
+//!   process leaves its partial trace behind.
+//! - **Crash and interruption.** WAL mode with `synchronous = NORMAL`: a killed process
+//!   loses nothing it committed (a power cut may lose the last transactions, never
+//!   consistency). Checkpoints, the only fsyncs, run on a background thread
+//!   (`checkpoint.rs`), so no commit waits for the disk. A run left RUNNING by a process that no longer exists is marked FAILED
+//!   with failure `interrupted` the next time any process opens the store; runs of live
+//!   processes are left alone (see `owner.rs` for how liveness is decided).
+//! - **Concurrent writers.** Several processes may write one file. Every write is a
+//!   `BEGIN IMMEDIATE` transaction, so writers queue on the busy timeout (5 s by default)
+//!   instead of failing on a lock upgrade; readers never block writers.
+//! - **Failures are values.** Every write returns [`StoreError`]; nothing here panics on
+//!   I/O. The trait hooks ([`RunRecorder`]) cannot return errors, so they keep the first one
+//!   for the caller to collect.
+//! - **No secrets.** The store writes only what the caller hands it; no record type carries
+//!   an API key or an authorization header, and the store adds no environment, config or
+//!   header data of its own.
+//! - **Bounded size.** [`Store::gc`] deletes old runs with everything they own (foreign keys
+//!   `ON DELETE CASCADE`), then runs an incremental vacuum and a truncating checkpoint.
+//!
+//! # Schema (version [`SCHEMA_VERSION`], `PRAGMA user_version`)
+//!
+//! | table | key | one row per |
+//! | --- | --- | --- |
+//! | `diagnosis_run` | `run_id` | run: lifecycle, answer, counts, verdict, self-evaluation, owner pid |
+//! | `orchestration_event` | `(run_id, seq)` | node attempt |
+//! | `agent_step` | `(run_id, seq)` | model call: agent, round, attempt, turn, status, tokens, prompt audit |
+//! | `model_exchange` | `(run_id, seq)` | model call: canonical request JSON, its sha256, response or error JSON |
+//! | `tool_invocation` | `(run_id, invocation_id)` | tool call, `seq` keeps recording order |
+//! | `evaluation` | `run_id` | evaluated (SUCCESS) run |
+//! | `tool_catalog` | `sha256` | distinct tool catalog, shared by the runs that offered it |
+//!
+//! `docs/SCHEMA.md` documents every column and has sqlite3 queries for common questions.
+
+mod checkpoint;
+mod error;
+mod gc;
+mod owner;
+mod read;
+mod recorder;
+mod records;
+mod schema;
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use error::StoreError;
+pub use recorder::RunRecorder;
+pub use records::{
+    EvaluationRow, GcReport, NewRun, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
+    StoredStep, INTERRUPTED,
+};
+pub use schema::SCHEMA_VERSION;
+pub use write::request_sha256;
+
+use crate::clock::{Clock, SystemClock};
+
+/// The environment variable that overrides [`Store::default_path`] (the CLI's `--db` wins
+/// over both).
+pub const DB_ENV: &str = "DIAG_DB";
+
+/// How a store is opened.
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// How long a write waits for another writer's lock before it fails as busy.
+    pub busy_timeout: Duration,
+    /// Where the store's own timestamps come from (a sweep's `finished_at`, an evaluation's
+    /// `created_at`, the gc cutoff).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            busy_timeout: Duration::from_secs(5),
+            clock: Arc::new(SystemClock::new()),
+        }
+    }
+}
+
+/// A handle on one store file. Cheap to clone; clones share one connection, so writes of one
+/// process are serialized here and only different processes contend for SQLite's lock.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    // Declared first so it stops (and closes its connection) before the writer's connection
+    // closes and, as the last one, checkpoints the WAL away.
+    checkpointer: Option<checkpoint::Checkpointer>,
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    read_only: bool,
+    clock: Arc<dyn Clock>,
+}
+
+impl Store {
+    /// `$DIAG_DB` if set and non-empty, else [`Store::default_path`].
+    pub fn path_from_env() -> Option<PathBuf> {
+        match std::env::var_os(DB_ENV) {
+            Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+            _ => Store::default_path(),
+        }
+    }
+
+    /// `$XDG_DATA_HOME/diag/diag.db`, else `$HOME/.local/share/diag/diag.db`; `None` when
+    /// neither variable gives an absolute path. The XDG rule is applied on every platform so
+    /// the location is the same wherever `diag` runs and is documented in one sentence.
+    pub fn default_path() -> Option<PathBuf> {
+        default_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
+    }
+
+    /// Opens (creating if needed) the store at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        Store::open_with(path, StoreOptions::default())
+    }
+
+    /// Opens the store: creates the parent folders, sets WAL mode, `synchronous = NORMAL`,
+    /// foreign keys and the busy timeout, migrates the schema, then marks the runs of dead
+    /// processes FAILED (`interrupted`).
+    ///
+    /// A file without any write permission bit is opened read-only, even by root: reads
+    /// work, every write fails with [`StoreError::ReadOnly`].
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::CreateDir {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        let write_protected = std::fs::metadata(&path)
+            .map(|m| m.permissions().readonly())
+            .unwrap_or(false);
+        let flags = if write_protected {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let open_err = |source| StoreError::Open {
+            path: path.clone(),
+            source,
+        };
+        let mut conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
+        conn.busy_timeout(options.busy_timeout).map_err(open_err)?;
+        // SQLite falls back to read-only by itself when the OS refuses write access.
+        let read_only = write_protected || conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(true);
+        // The statements of the write path are few and hot; keep them all prepared.
+        conn.set_prepared_statement_cache_capacity(64);
+        configure(&conn, &path, read_only)?;
+        if read_only {
+            schema::check_read_only(&conn, &path)?;
+        } else {
+            schema::migrate(&mut conn, &path)?;
+        }
+        let checkpointer = if read_only {
+            None
+        } else {
+            checkpoint::Checkpointer::start(&path)
+        };
+        let store = Store {
+            shared: Arc::new(Shared {
+                checkpointer,
+                conn: Mutex::new(conn),
+                path,
+                read_only,
+                clock: options.clock,
+            }),
+        };
+        if !read_only {
+            match store.sweep_interrupted() {
+                // Another writer held the lock past the timeout: the runs stay RUNNING until
+                // the next open sweeps them, which is no reason to refuse this one.
+                Ok(_) | Err(StoreError::Busy { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(store)
+    }
+
+    /// The file this store reads and writes.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// True when the file was opened read-only (writes fail with [`StoreError::ReadOnly`]).
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
+    /// Size in bytes of the database file plus its WAL, as it is on disk now.
+    pub fn file_bytes(&self) -> u64 {
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut wal = self.shared.path.clone().into_os_string();
+        wal.push("-wal");
+        size(&self.shared.path) + size(Path::new(&wal))
+    }
+
+    /// Copies the WAL into the database and truncates it. Returns false when a reader kept
+    /// the checkpoint from completing.
+    pub fn checkpoint(&self) -> Result<bool, StoreError> {
+        let conn = self.lock();
+        // A checkpoint already running (the background one, or another process's) makes
+        // SQLite answer busy at once, without its busy handler; it finishes in milliseconds,
+        // so this waits for it within the busy timeout, as a write would.
+        let deadline = std::time::Instant::now() + conn_busy_timeout(&conn);
+        loop {
+            let busy = match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            }) {
+                Ok(busy) => busy != 0,
+                Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => true,
+                Err(e) => return Err(self.err("checkpoint the WAL", e)),
+            };
+            if !busy {
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `PRAGMA integrity_check`: `"ok"` for a healthy file, otherwise SQLite's findings.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare("PRAGMA integrity_check")
+            .map_err(|e| self.err("check integrity", e))?;
+        let lines = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err("check integrity", e))?;
+        Ok(lines.join("\n"))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while the lock was held cannot leave a transaction open (the guard rolls
+        // back on drop), so the connection behind a poisoned lock is still sound.
+        self.shared
+            .conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn err(&self, op: &'static str, e: rusqlite::Error) -> StoreError {
+        StoreError::sqlite(&self.shared.path, op, e)
+    }
+
+    fn now(&self) -> crate::clock::Timestamp {
+        self.shared.clock.now()
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: it takes the write lock up front, so a
+    /// concurrent writer makes this wait on the busy timeout rather than fail mid-way.
+    fn write<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.shared.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.shared.path.clone(),
+                op,
+            });
+        }
+        let conn = self.lock();
+        // BEGIN and COMMIT run as cached statements: preparing them anew for every one of a
+        // run's many small transactions was a measurable share of the write path.
+        conn.prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut s| s.execute([]))
+            .map_err(|e| self.err(op, e))?;
+        let _rollback = RollbackGuard(&conn);
+        let value = f(&conn)?;
+        conn.prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+            .map_err(|e| self.err(op, e))?;
+        if let Some(checkpointer) = &self.shared.checkpointer {
+            checkpointer.committed();
+        }
+        Ok(value)
+    }
+}
+
+/// Rolls the open transaction back unless it was committed (after COMMIT the connection is
+/// in autocommit mode again and this does nothing), so an error (or a panic) in the
+/// middle of a write leaves neither a half-written change nor the write lock behind.
+struct RollbackGuard<'a>(&'a Connection);
+
+impl Drop for RollbackGuard<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self.0.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+fn default_path_from(
+    xdg_data_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    // The XDG rule: a relative value is invalid and ignored.
+    let absolute = |v: std::ffi::OsString| {
+        let p = PathBuf::from(v);
+        p.is_absolute().then_some(p)
+    };
+    let data = xdg_data_home.and_then(absolute).or_else(|| {
+        home.and_then(absolute)
+            .map(|h| h.join(".local").join("share"))
+    })?;
+    Some(data.join("diag").join("diag.db"))
+}
+
+/// The busy timeout a store was opened with (SQLite keeps it; `PRAGMA busy_timeout` reads
+/// it back in milliseconds).
+fn conn_busy_timeout(conn: &Connection) -> Duration {
+    conn.query_row("PRAGMA busy_timeout", [], |r| r.get::<_, u64>(0))
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(5))
+}
+
+/// Connection settings. `foreign_keys` is per connection and off by default in SQLite, so
+/// it is set on every open; WAL mode is persistent but setting it again is free.
+fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), StoreError> {
+    let fail = |op, e| StoreError::sqlite(path, op, e);
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| fail("enable foreign keys", e))?;
+    if read_only {
+        return Ok(());
+    }
+    // auto_vacuum is fixed when page 1 is first written, which setting WAL mode does on a
+    // new file, so it goes first. On an existing file it changes nothing, which is right both
+    // for a store created earlier and for a racing second opener of a new one.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .map_err(|e| fail("enable incremental vacuum", e))?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(|e| fail("enable WAL mode", e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Invalid(format!(
+            "{} cannot use WAL mode (journal mode stays {mode})",
+            path.display()
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| fail("set synchronous mode", e))?;
+    // Checkpoints normally run on the store's background thread (checkpoint.rs); this is the
+    // safety net should it fall behind. A checkpoint costs two fsyncs however few pages it
+    // copies, so even here 4096 pages (16 MiB of WAL) beat SQLite's default of 1000.
+    conn.pragma_update(None, "wal_autocheckpoint", 4096)
+        .map_err(|e| fail("set the checkpoint interval", e))?;
+    // After a large transaction the WAL file is cut back to this size at the next
+    // checkpoint instead of staying at its high-water mark.
+    conn.pragma_update(None, "journal_size_limit", 32 * 1024 * 1024)
+        .map_err(|e| fail("limit the WAL size", e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_path_follows_the_xdg_rule() {
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(
+            default_path_from(os("/data"), os("/home/sre")),
+            Some(PathBuf::from("/data/diag/diag.db"))
+        );
+        assert_eq!(
+            default_path_from(None, os("/home/sre")),
+            Some(PathBuf::from("/home/sre/.local/share/diag/diag.db"))
+        );
+        assert_eq!(
+            default_path_from(os("relative/dir"), os("/home/sre")),
+            Some(PathBuf::from("/home/sre/.local/share/diag/diag.db")),
+            "a relative XDG_DATA_HOME is ignored"
+        );
+        assert_eq!(default_path_from(os(""), None), None);
+        assert_eq!(default_path_from(None, os("rel")), None);
+    }
+}

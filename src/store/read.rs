@@ -1,0 +1,460 @@
+//! Reads: one run, a filtered list of runs (newest first), and a run's trace rows in their
+//! recorded order. Every trace read is scoped to one `run_id`: no query here can return a row
+//! of another run, even of the same session.
+
+use rusqlite::{params, OptionalExtension, Row};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::records::{EvaluationRow, RunFilter, RunRow, RunStatus, StoredExchange, StoredStep};
+use super::{Store, StoreError};
+use crate::agent::prompts::PromptAudit;
+use crate::agent::runtime::{AgentStepRecord, ModelExchange};
+use crate::clock::Timestamp;
+use crate::graph::{Detail, Event};
+use crate::model::{ChatResponse, ErrorClass, ModelError};
+use crate::protocol::{InvocationStatus, ToolInvocation};
+
+/// A column that failed to decode, kept apart from SQLite errors until the row is done.
+type Decoded<T> = Result<T, StoreError>;
+
+fn json<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::decode(what, e))
+}
+
+/// Parses a stored enum from its string form through its serde representation.
+fn enum_str<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
+    serde_json::from_value(Value::String(text.to_string())).map_err(|e| StoreError::decode(what, e))
+}
+
+fn time(what: &'static str, text: &str) -> Decoded<Timestamp> {
+    Timestamp::parse_rfc3339(text).map_err(|e| StoreError::decode(what, e))
+}
+
+const RUN_COLUMNS: &str = "r.run_id, r.session_id, r.question, r.status, r.failure, r.answer, \
+     r.started_at, r.finished_at, r.duration_ms, r.prompt_tokens, r.completion_tokens, \
+     r.step_count, r.tool_count, r.degraded, r.effective_verdict, r.fallback_kind, r.path, \
+     r.self_evaluation, c.catalog, r.owner_pid, r.created_at \
+     FROM diagnosis_run r JOIN tool_catalog c ON c.sha256 = r.tools_sha256";
+
+/// The raw text columns of a run row; decoded after the SQLite cursor is done.
+struct RawRun {
+    run_id: String,
+    session_id: String,
+    question: String,
+    status: String,
+    failure: Option<String>,
+    answer: Option<String>,
+    started_at: String,
+    finished_at: Option<String>,
+    duration_ms: Option<u64>,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    step_count: u64,
+    tool_count: u64,
+    degraded: bool,
+    effective_verdict: Option<String>,
+    fallback_kind: Option<String>,
+    path: Option<String>,
+    self_evaluation: Option<String>,
+    catalog: String,
+    owner_pid: u32,
+    created_at: String,
+}
+
+fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
+        run_id: r.get(0)?,
+        session_id: r.get(1)?,
+        question: r.get(2)?,
+        status: r.get(3)?,
+        failure: r.get(4)?,
+        answer: r.get(5)?,
+        started_at: r.get(6)?,
+        finished_at: r.get(7)?,
+        duration_ms: r.get(8)?,
+        prompt_tokens: r.get(9)?,
+        completion_tokens: r.get(10)?,
+        step_count: r.get(11)?,
+        tool_count: r.get(12)?,
+        degraded: r.get(13)?,
+        effective_verdict: r.get(14)?,
+        fallback_kind: r.get(15)?,
+        path: r.get(16)?,
+        self_evaluation: r.get(17)?,
+        catalog: r.get(18)?,
+        owner_pid: r.get(19)?,
+        created_at: r.get(20)?,
+    })
+}
+
+impl RawRun {
+    fn decode(self) -> Decoded<RunRow> {
+        Ok(RunRow {
+            status: self
+                .status
+                .parse::<RunStatus>()
+                .map_err(|e| StoreError::decode("run status", e))?,
+            started_at: time("run started_at", &self.started_at)?,
+            finished_at: self
+                .finished_at
+                .as_deref()
+                .map(|t| time("run finished_at", t))
+                .transpose()?,
+            effective_verdict: self
+                .effective_verdict
+                .as_deref()
+                .map(|v| enum_str("effective verdict", v))
+                .transpose()?,
+            fallback_kind: self
+                .fallback_kind
+                .as_deref()
+                .map(|k| enum_str("fallback kind", k))
+                .transpose()?,
+            path: self
+                .path
+                .as_deref()
+                .map(|p| json("run path", p))
+                .transpose()?
+                .unwrap_or_default(),
+            self_evaluation: self
+                .self_evaluation
+                .as_deref()
+                .map(|e| json("self evaluation", e))
+                .transpose()?,
+            tools: json("tool catalog", &self.catalog)?,
+            created_at: time("run created_at", &self.created_at)?,
+            run_id: self.run_id,
+            session_id: self.session_id,
+            question: self.question,
+            failure: self.failure,
+            answer: self.answer,
+            duration_ms: self.duration_ms,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            step_count: self.step_count,
+            tool_count: self.tool_count,
+            degraded: self.degraded,
+            owner_pid: self.owner_pid,
+        })
+    }
+}
+
+impl Store {
+    /// Runs `sql` with `params` and decodes each row with `row` then `decode`.
+    fn query<R, T>(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: impl rusqlite::Params,
+        row: impl FnMut(&Row<'_>) -> rusqlite::Result<R>,
+        decode: impl Fn(R) -> Decoded<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let raw: Vec<R> = {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(sql).map_err(|e| self.err(op, e))?;
+            let rows = stmt
+                .query_map(params, row)
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| self.err(op, e))?;
+            rows
+        };
+        raw.into_iter().map(decode).collect()
+    }
+
+    /// How many runs the store holds.
+    pub fn count_runs(&self) -> Result<u64, StoreError> {
+        let conn = self.lock();
+        conn.prepare_cached("SELECT count(*) FROM diagnosis_run")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(|e| self.err("count runs", e))
+    }
+
+    /// One run, or `None` when no run has this id.
+    pub fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let raw = {
+            let conn = self.lock();
+            let sql = format!("SELECT {RUN_COLUMNS} WHERE r.run_id = ?1");
+            conn.prepare_cached(&sql)
+                .and_then(|mut s| s.query_row([run_id], raw_run).optional())
+                .map_err(|e| self.err("read a run", e))?
+        };
+        raw.map(RawRun::decode).transpose()
+    }
+
+    /// Runs matching `filter`, newest first: most recently created first, so a replayed run
+    /// (whose start time is the recorded one) is listed where its operator looks for it.
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} WHERE (?1 IS NULL OR r.session_id = ?1) \
+             AND (?2 IS NULL OR r.status = ?2) \
+             ORDER BY r.rowid DESC LIMIT ?3"
+        );
+        let limit = filter
+            .limit
+            .map(|l| i64::try_from(l).unwrap_or(i64::MAX))
+            .unwrap_or(-1);
+        self.query(
+            "list runs",
+            &sql,
+            params![filter.session_id, filter.status.map(|s| s.as_str()), limit],
+            raw_run,
+            RawRun::decode,
+        )
+    }
+
+    /// The orchestration events of a run, by `seq`. The status is the string the graph
+    /// recorded (e.g. `COMPLETED`).
+    pub fn events(&self, run_id: &str) -> Result<Vec<Event<String>>, StoreError> {
+        self.query(
+            "read orchestration events",
+            "SELECT seq, node, attempt, round, status, started_at, duration_ms, detail \
+             FROM orchestration_event WHERE run_id = ?1 ORDER BY seq",
+            [run_id],
+            |r| {
+                Ok((
+                    r.get::<_, u32>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, u32>(2)?,
+                    r.get::<_, u32>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, u64>(6)?,
+                    r.get::<_, String>(7)?,
+                ))
+            },
+            |(seq, node, attempt, round, status, started_at, duration_ms, detail)| {
+                Ok(Event {
+                    seq,
+                    node,
+                    attempt,
+                    round,
+                    status,
+                    started_at: time("event started_at", &started_at)?,
+                    duration_ms,
+                    detail: json::<Detail>("event detail", &detail)?,
+                })
+            },
+        )
+    }
+
+    /// The agent steps (model calls) of a run, in call order.
+    pub fn agent_steps(&self, run_id: &str) -> Result<Vec<StoredStep>, StoreError> {
+        type Raw = (
+            u32,
+            [String; 4],
+            [u32; 3],
+            [u64; 3],
+            Option<String>,
+            PromptAudit,
+        );
+        self.query(
+            "read agent steps",
+            "SELECT seq, agent, status, model, prompt_id, round, attempt, turn, \
+             prompt_tokens, completion_tokens, duration_ms, finish_reason, prompt_version, \
+             prompt_sha256, prompt_size FROM agent_step WHERE run_id = ?1 ORDER BY seq",
+            [run_id],
+            |r| -> rusqlite::Result<Raw> {
+                Ok((
+                    r.get(0)?,
+                    [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?],
+                    [r.get(5)?, r.get(6)?, r.get(7)?],
+                    [r.get(8)?, r.get(9)?, r.get(10)?],
+                    r.get(11)?,
+                    PromptAudit {
+                        prompt_id: String::new(),
+                        version: r.get(12)?,
+                        sha256: r.get(13)?,
+                        size: r.get(14)?,
+                    },
+                ))
+            },
+            |(
+                seq,
+                [agent, status, model, prompt_id],
+                [round, attempt, turn],
+                [pt, ct, ms],
+                finish,
+                mut prompt,
+            )| {
+                prompt.prompt_id = prompt_id;
+                Ok(StoredStep {
+                    seq,
+                    step: AgentStepRecord {
+                        agent: enum_str("agent role", &agent)?,
+                        round,
+                        attempt,
+                        turn,
+                        status: enum_str("step status", &status)?,
+                        model,
+                        prompt_tokens: pt,
+                        completion_tokens: ct,
+                        finish_reason: finish
+                            .as_deref()
+                            .map(|f| enum_str("finish reason", f))
+                            .transpose()?,
+                        duration_ms: ms,
+                        prompt,
+                    },
+                })
+            },
+        )
+    }
+
+    /// The model exchanges of a run, in call order.
+    pub fn exchanges(&self, run_id: &str) -> Result<Vec<StoredExchange>, StoreError> {
+        type Raw = (
+            u32,
+            String,
+            [u32; 3],
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+        );
+        self.query(
+            "read model exchanges",
+            "SELECT seq, agent, round, attempt, turn, request, request_sha256, response, error \
+             FROM model_exchange WHERE run_id = ?1 ORDER BY seq",
+            [run_id],
+            |r| -> rusqlite::Result<Raw> {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    [r.get(2)?, r.get(3)?, r.get(4)?],
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                ))
+            },
+            |(seq, agent, [round, attempt, turn], request, request_sha256, response, error)| {
+                let outcome = match (response, error) {
+                    (Some(r), None) => Ok(json::<ChatResponse>("model response", &r)?),
+                    (None, Some(e)) => Err(model_error(&e)?),
+                    _ => {
+                        return Err(StoreError::decode(
+                            "model exchange",
+                            "neither or both of response and error are set",
+                        ))
+                    }
+                };
+                Ok(StoredExchange {
+                    seq,
+                    request_sha256,
+                    exchange: ModelExchange {
+                        agent: enum_str("agent role", &agent)?,
+                        round,
+                        attempt,
+                        turn,
+                        request: json("model request", &request)?,
+                        outcome,
+                    },
+                })
+            },
+        )
+    }
+
+    /// The tool invocations of `run_id` only, in recording order.
+    pub fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, StoreError> {
+        type Raw = (
+            String,
+            String,
+            String,
+            String,
+            u32,
+            String,
+            String,
+            String,
+            String,
+            u64,
+        );
+        self.query(
+            "read tool invocations",
+            "SELECT run_id, invocation_id, session_id, agent, round, tool_name, arguments, \
+             output, status, duration_ms FROM tool_invocation WHERE run_id = ?1 ORDER BY seq",
+            [run_id],
+            |r| -> rusqlite::Result<Raw> {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ))
+            },
+            |(
+                run_id,
+                invocation_id,
+                session_id,
+                agent,
+                round,
+                tool_name,
+                args,
+                out,
+                status,
+                ms,
+            )| {
+                Ok(ToolInvocation {
+                    run_id,
+                    session_id,
+                    invocation_id,
+                    agent,
+                    round,
+                    tool_name,
+                    arguments: json("tool arguments", &args)?,
+                    output: json("tool output", &out)?,
+                    status: enum_str::<InvocationStatus>("invocation status", &status)?,
+                    duration_ms: ms,
+                })
+            },
+        )
+    }
+
+    /// The evaluation of a run, if it has one.
+    pub fn evaluation(&self, run_id: &str) -> Result<Option<EvaluationRow>, StoreError> {
+        let rows = self.query(
+            "read an evaluation",
+            "SELECT run_id, metrics, created_at FROM evaluation WHERE run_id = ?1",
+            [run_id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            },
+            |(run_id, metrics, created_at)| {
+                Ok(EvaluationRow {
+                    run_id,
+                    metrics: json("evaluation metrics", &metrics)?,
+                    created_at: time("evaluation created_at", &created_at)?,
+                })
+            },
+        )?;
+        Ok(rows.into_iter().next())
+    }
+}
+
+fn model_error(text: &str) -> Decoded<ModelError> {
+    let v: Value = json("model error", text)?;
+    let class: ErrorClass = serde_json::from_value(v["class"].clone())
+        .map_err(|e| StoreError::decode("model error class", e))?;
+    let message = v["message"]
+        .as_str()
+        .ok_or_else(|| StoreError::decode("model error", "no message"))?
+        .to_string();
+    let retry_after = v["retry_after_ms"]
+        .as_u64()
+        .map(std::time::Duration::from_millis);
+    Ok(ModelError {
+        class,
+        message,
+        retry_after,
+    })
+}

@@ -1,0 +1,174 @@
+//! The values the store takes and hands back: a new run, the summary that finishes it, the
+//! stored run row, the stored forms of steps and exchanges, list filters and the gc report.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::runtime::{AgentStepRecord, ModelExchange};
+use crate::clock::Timestamp;
+use crate::diagnosis::{DiagnosisState, FallbackKind};
+use crate::protocol::Verdict;
+use crate::tools::ToolSpec;
+
+/// The lifecycle of a run. Diagnosis quality is not a status: it lives in the verdict
+/// fields and `degraded`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunStatus {
+    Running,
+    Success,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "RUNNING",
+            RunStatus::Success => "SUCCESS",
+            RunStatus::Failed => "FAILED",
+        }
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = String;
+
+    /// Case-insensitive, so `diag runs --status failed` works.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_uppercase().as_str() {
+            "RUNNING" => Ok(RunStatus::Running),
+            "SUCCESS" => Ok(RunStatus::Success),
+            "FAILED" => Ok(RunStatus::Failed),
+            _ => Err(format!(
+                "unknown run status `{s}` (expected RUNNING, SUCCESS or FAILED)"
+            )),
+        }
+    }
+}
+
+/// The failure text of a run whose process died while it was RUNNING.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// What is known when a run starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub run_id: String,
+    pub session_id: String,
+    pub question: String,
+    pub started_at: Timestamp,
+    /// The tool catalog offered to the agents (the run file's `tools`).
+    pub tools: Vec<ToolSpec>,
+}
+
+/// What the caller knows when a run ends. Token, step and tool counts are not here: the
+/// store counts them from the rows it recorded, so they always agree with the stored trace.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunSummary {
+    /// Required, non-blank, for a SUCCESS run; usually `None` for a FAILED one.
+    pub answer: Option<String>,
+    pub finished_at: Option<Timestamp>,
+    pub duration_ms: Option<u64>,
+    pub degraded: bool,
+    pub effective_verdict: Option<Verdict>,
+    pub fallback_kind: Option<FallbackKind>,
+    pub self_evaluation: Option<serde_json::Value>,
+}
+
+impl RunSummary {
+    /// The summary fields a final graph state determines; `self_evaluation` is left to the
+    /// caller, which builds it from the same state.
+    pub fn from_state(state: &DiagnosisState, finished_at: Timestamp, duration_ms: u64) -> Self {
+        RunSummary {
+            answer: state.final_answer.clone(),
+            finished_at: Some(finished_at),
+            duration_ms: Some(duration_ms),
+            degraded: state.degraded,
+            effective_verdict: state.effective_verdict,
+            fallback_kind: state.fallback_kind,
+            self_evaluation: None,
+        }
+    }
+}
+
+/// One stored run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub run_id: String,
+    pub session_id: String,
+    pub question: String,
+    pub status: RunStatus,
+    pub failure: Option<String>,
+    pub answer: Option<String>,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    pub duration_ms: Option<u64>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Model calls (agent steps) recorded for the run.
+    pub step_count: u64,
+    /// Tool invocations recorded for the run.
+    pub tool_count: u64,
+    pub degraded: bool,
+    pub effective_verdict: Option<Verdict>,
+    pub fallback_kind: Option<FallbackKind>,
+    /// The executed node sequence, from the stored events; empty until the run ends.
+    pub path: Vec<String>,
+    pub self_evaluation: Option<serde_json::Value>,
+    pub tools: Vec<ToolSpec>,
+    /// The process that wrote the run (used to tell interrupted runs from live ones).
+    pub owner_pid: u32,
+    /// When the store created the row, by the store's own clock (retention goes by this).
+    pub created_at: Timestamp,
+}
+
+/// A stored agent step: its 1-based position among the run's model calls, and the record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredStep {
+    pub seq: u32,
+    pub step: AgentStepRecord,
+}
+
+/// A stored model exchange with the sha256 of its canonical request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredExchange {
+    pub seq: u32,
+    pub request_sha256: String,
+    pub exchange: ModelExchange,
+}
+
+/// A run's evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvaluationRow {
+    pub run_id: String,
+    pub metrics: serde_json::Value,
+    pub created_at: Timestamp,
+}
+
+/// Which runs `list_runs` returns, newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFilter {
+    pub session_id: Option<String>,
+    pub status: Option<RunStatus>,
+    /// At most this many; `None` is all.
+    pub limit: Option<usize>,
+}
+
+/// What `gc` did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    pub runs_deleted: u64,
+    /// Database plus WAL file size before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// False when a reader kept the final checkpoint from completing; the WAL is then
+    /// truncated by a later checkpoint.
+    pub checkpoint_complete: bool,
+}

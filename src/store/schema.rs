@@ -1,0 +1,212 @@
+//! The schema and its migrations. `PRAGMA user_version` holds the schema version; migration
+//! `i` (0-based) takes the file from version `i` to `i + 1` inside one `BEGIN IMMEDIATE`
+//! transaction, so a crash leaves either the old or the new schema, and two processes opening
+//! a new file at once migrate it exactly once. A file whose version is newer than
+//! [`SCHEMA_VERSION`] is refused and left untouched: there are no downgrades.
+//!
+//! Migrations are append-only: a released migration is never edited, a change is a new entry.
+//! `docs/SCHEMA.md` describes the resulting tables column by column.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::StoreError;
+
+/// Version 1: every table, `STRICT` so SQLite itself rejects a value of the wrong type.
+///
+/// `diagnosis_run` is listed newest first by its rowid (creation order), which needs no
+/// index of its own and puts a replayed run (whose `started_at` is the recorded, pinned
+/// time) on top where its operator expects it; `created_at` is the store's wall time, used
+/// for retention by age. Its indexes are kept to what a write must maintain anyway: the
+/// session lookup, and a partial index of the RUNNING runs that the sweep on every open
+/// reads (it stays tiny, since finished runs leave it).
+///
+/// Child tables are `WITHOUT ROWID` with a primary key that starts with `run_id`: a run's
+/// trace is stored contiguously, read with one range scan, and deleted by the cascade
+/// through that same key, with no second index to maintain.
+const V1: &str = r#"
+CREATE TABLE tool_catalog (
+    sha256  TEXT PRIMARY KEY,
+    catalog TEXT NOT NULL
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE diagnosis_run (
+    run_id            TEXT PRIMARY KEY,
+    session_id        TEXT NOT NULL,
+    question          TEXT NOT NULL,
+    status            TEXT NOT NULL CHECK (status IN ('RUNNING', 'SUCCESS', 'FAILED')),
+    failure           TEXT,
+    answer            TEXT,
+    started_at        TEXT NOT NULL,
+    finished_at       TEXT,
+    duration_ms       INTEGER,
+    prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    step_count        INTEGER NOT NULL DEFAULT 0,
+    tool_count        INTEGER NOT NULL DEFAULT 0,
+    degraded          INTEGER NOT NULL DEFAULT 0 CHECK (degraded IN (0, 1)),
+    effective_verdict TEXT CHECK (effective_verdict IN ('PASS', 'LOW_CONFID', 'REJECT')),
+    fallback_kind     TEXT CHECK (fallback_kind IN ('pre_verification', 'post_verification')),
+    path              TEXT,
+    self_evaluation   TEXT,
+    tools_sha256      TEXT NOT NULL REFERENCES tool_catalog (sha256),
+    owner_pid         INTEGER NOT NULL,
+    owner_token       TEXT,
+    created_at        TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX diagnosis_run_session ON diagnosis_run (session_id);
+CREATE INDEX diagnosis_run_running ON diagnosis_run (owner_pid) WHERE status = 'RUNNING';
+
+CREATE TABLE orchestration_event (
+    run_id      TEXT NOT NULL REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL,
+    node        TEXT NOT NULL,
+    attempt     INTEGER NOT NULL,
+    round       INTEGER NOT NULL,
+    status      TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    detail      TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE agent_step (
+    run_id            TEXT NOT NULL REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    seq               INTEGER NOT NULL,
+    agent             TEXT NOT NULL,
+    round             INTEGER NOT NULL,
+    attempt           INTEGER NOT NULL,
+    turn              INTEGER NOT NULL,
+    status            TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    prompt_tokens     INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    finish_reason     TEXT,
+    duration_ms       INTEGER NOT NULL,
+    prompt_id         TEXT NOT NULL,
+    prompt_version    INTEGER NOT NULL,
+    prompt_sha256     TEXT NOT NULL,
+    prompt_size       INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE tool_invocation (
+    run_id        TEXT NOT NULL REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    invocation_id TEXT NOT NULL,
+    seq           INTEGER NOT NULL,
+    session_id    TEXT NOT NULL,
+    agent         TEXT NOT NULL,
+    round         INTEGER NOT NULL,
+    tool_name     TEXT NOT NULL,
+    arguments     TEXT NOT NULL,
+    output        TEXT NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('ok', 'error', 'blocked')),
+    duration_ms   INTEGER NOT NULL,
+    PRIMARY KEY (run_id, invocation_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE model_exchange (
+    run_id         TEXT NOT NULL REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    seq            INTEGER NOT NULL,
+    agent          TEXT NOT NULL,
+    round          INTEGER NOT NULL,
+    attempt        INTEGER NOT NULL,
+    turn           INTEGER NOT NULL,
+    request        TEXT NOT NULL,
+    request_sha256 TEXT NOT NULL,
+    response       TEXT,
+    error          TEXT,
+    CHECK ((response IS NULL) <> (error IS NULL)),
+    PRIMARY KEY (run_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE evaluation (
+    run_id     TEXT PRIMARY KEY REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    metrics    TEXT NOT NULL,
+    created_at TEXT NOT NULL
+) STRICT, WITHOUT ROWID;
+"#;
+
+/// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// Brings the file to [`SCHEMA_VERSION`], or refuses a newer or foreign file.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let open_err = |e| StoreError::sqlite(path, "read the schema version", e);
+    let found = user_version(conn).map_err(open_err)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let target = index as u32 + 1;
+        let fail = |e| StoreError::Migration {
+            path: path.to_path_buf(),
+            version: target,
+            source: e,
+        };
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| StoreError::sqlite(path, "start the schema migration", e))?;
+        // Another process may have migrated while this one waited for the write lock.
+        let current = user_version(&tx).map_err(fail)?;
+        if current >= target {
+            continue;
+        }
+        if current == 0 {
+            let tables: i64 = tx
+                .query_row(
+                    "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(fail)?;
+            if tables > 0 {
+                return Err(StoreError::ForeignDatabase {
+                    path: path.to_path_buf(),
+                });
+            }
+        }
+        tx.execute_batch(sql).map_err(fail)?;
+        tx.pragma_update(None, "user_version", target)
+            .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// For a file this process cannot write: reads work only at exactly the current version.
+pub(crate) fn check_read_only(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let found =
+        user_version(conn).map_err(|e| StoreError::sqlite(path, "read the schema version", e))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found < SCHEMA_VERSION {
+        return Err(StoreError::ReadOnlyNeedsMigration {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}

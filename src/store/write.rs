@@ -1,0 +1,441 @@
+//! Writes: a run is created RUNNING, its trace rows are inserted one transaction each as
+//! they are reported, and it is finished exactly once (SUCCESS or FAILED), by its owner or
+//! by the sweep when its owner died.
+//!
+//! Trace rows are accepted only while their run is RUNNING: the insert itself checks the
+//! run's status, so a finished run's trace is final and a row for an unknown run is refused
+//! with [`StoreError::UnknownRun`].
+
+use rusqlite::{ffi, params, Connection, OptionalExtension};
+use serde_json::{json, Value};
+
+use super::owner::{self, Owner};
+use super::records::{NewRun, RunStatus, RunSummary, INTERRUPTED};
+use super::{RunRecorder, Store, StoreError};
+use crate::agent::prompts::sha256_hex;
+use crate::agent::runtime::{AgentStepRecord, ModelExchange};
+use crate::graph::Event;
+use crate::model::{ChatRequest, ModelError};
+use crate::protocol::retry::canonical_json;
+use crate::protocol::ToolInvocation;
+
+/// The canonical form of a model request: its normalized JSON, compact, keys sorted at every
+/// depth. This exact text is stored and hashed.
+pub(crate) fn canonical_request(request: &ChatRequest) -> Result<String, StoreError> {
+    let value = serde_json::to_value(request).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    Ok(canonical_json(&value))
+}
+
+/// The sha256 (lowercase hex) of a model request's canonical JSON, as stored in
+/// `model_exchange.request_sha256` and written to run files; replay recomputes it with this
+/// same function to detect a changed request.
+pub fn request_sha256(request: &ChatRequest) -> Result<String, StoreError> {
+    Ok(sha256_hex(canonical_request(request)?.as_bytes()))
+}
+
+/// SQLite integers are signed 64-bit; a count or duration past that (only a saturated
+/// reading could be) is stored as the largest one instead of failing the write.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    let value = serde_json::to_value(value).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    Ok(canonical_json(&value))
+}
+
+pub(crate) fn error_json(e: &ModelError) -> Value {
+    let mut v = json!({"class": e.class, "message": e.message});
+    if let Some(after) = e.retry_after {
+        v["retry_after_ms"] = json!(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+    }
+    v
+}
+
+/// The error for a trace write or finish that changed no row: the run is unknown, or it is
+/// no longer RUNNING.
+fn not_running(tx: &Connection, store: &Store, run_id: &str) -> StoreError {
+    let status: Result<Option<String>, _> = tx
+        .prepare_cached("SELECT status FROM diagnosis_run WHERE run_id = ?1")
+        .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional());
+    match status {
+        Ok(Some(status)) => StoreError::NotRunning {
+            run_id: run_id.to_string(),
+            status,
+        },
+        Ok(None) => StoreError::UnknownRun(run_id.to_string()),
+        Err(e) => store.err("look up a run", e),
+    }
+}
+
+const FINISH: &str = "
+UPDATE diagnosis_run SET
+    status = ?2, failure = ?3, answer = ?4, finished_at = ?5, duration_ms = ?6,
+    degraded = ?7, effective_verdict = ?8, fallback_kind = ?9, self_evaluation = ?10,
+    prompt_tokens = (SELECT coalesce(sum(prompt_tokens), 0) FROM agent_step WHERE run_id = ?1),
+    completion_tokens =
+        (SELECT coalesce(sum(completion_tokens), 0) FROM agent_step WHERE run_id = ?1),
+    step_count = (SELECT count(*) FROM agent_step WHERE run_id = ?1),
+    tool_count = (SELECT count(*) FROM tool_invocation WHERE run_id = ?1),
+    path = (SELECT json_group_array(node ORDER BY seq) FROM orchestration_event
+            WHERE run_id = ?1)
+WHERE run_id = ?1 AND status = 'RUNNING'";
+
+/// The guard of every trace insert: its run (`?1`) exists and is RUNNING.
+macro_rules! while_running {
+    () => {
+        " WHERE EXISTS (SELECT 1 FROM diagnosis_run WHERE run_id = ?1 AND status = 'RUNNING')"
+    };
+}
+
+impl Store {
+    /// Creates a RUNNING run owned by this process and returns the recorder for its trace.
+    pub fn create_run(&self, run: NewRun) -> Result<RunRecorder, StoreError> {
+        if run.run_id.trim().is_empty() {
+            return Err(StoreError::Invalid("a run needs a non-empty run_id".into()));
+        }
+        let catalog = to_json(&run.tools)?;
+        let catalog_sha = sha256_hex(catalog.as_bytes());
+        let me = Owner::current();
+        let created_at = self.now().to_string();
+        self.write("create a run", |tx| {
+            tx.prepare_cached(
+                "INSERT INTO tool_catalog (sha256, catalog) VALUES (?1, ?2) \
+                 ON CONFLICT (sha256) DO NOTHING",
+            )
+            .and_then(|mut s| s.execute(params![catalog_sha, catalog]))
+            .map_err(|e| self.err("create a run", e))?;
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO diagnosis_run (run_id, session_id, question, status, \
+                     started_at, tools_sha256, owner_pid, owner_token, created_at) \
+                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run.run_id,
+                        run.session_id,
+                        run.question,
+                        run.started_at.to_string(),
+                        catalog_sha,
+                        me.pid,
+                        me.token,
+                        created_at,
+                    ])
+                });
+            match inserted {
+                Ok(_) => Ok(()),
+                Err(e) if StoreError::is_constraint(&e, ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
+                    Err(StoreError::DuplicateRun(run.run_id.clone()))
+                }
+                Err(e) => Err(self.err("create a run", e)),
+            }
+        })?;
+        Ok(RunRecorder::new(self.clone(), run.run_id, run.session_id))
+    }
+
+    /// Inserts one orchestration event of a RUNNING run.
+    pub fn record_event<O: std::fmt::Display>(
+        &self,
+        run_id: &str,
+        event: &Event<O>,
+    ) -> Result<(), StoreError> {
+        let detail = to_json(&event.detail)?;
+        self.write("record an orchestration event", |tx| {
+            let sql = concat!(
+                "INSERT INTO orchestration_event (run_id, seq, node, attempt, round, status, \
+                 started_at, duration_ms, detail) \
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9",
+                while_running!()
+            );
+            let changed = tx.prepare_cached(sql).and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    event.seq,
+                    event.node,
+                    event.attempt,
+                    event.round,
+                    event.status.to_string(),
+                    event.started_at.to_string(),
+                    int(event.duration_ms),
+                    detail,
+                ])
+            });
+            self.inserted(tx, run_id, changed, "event", || event.seq.to_string())
+        })
+    }
+
+    /// Inserts one agent step (a model call) of a RUNNING run; its `seq` is the next in the
+    /// run.
+    pub fn record_agent_step(
+        &self,
+        run_id: &str,
+        step: &AgentStepRecord,
+    ) -> Result<(), StoreError> {
+        self.write("record an agent step", |tx| {
+            let sql = concat!(
+                "INSERT INTO agent_step (run_id, seq, agent, round, attempt, turn, status, model, \
+                 prompt_tokens, completion_tokens, finish_reason, duration_ms, prompt_id, \
+                 prompt_version, prompt_sha256, prompt_size) \
+                 SELECT ?1, (SELECT coalesce(max(seq), 0) + 1 FROM agent_step WHERE run_id = ?1), \
+                 ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15",
+                while_running!()
+            );
+            let changed = tx.prepare_cached(sql).and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    step.agent.as_str(),
+                    step.round,
+                    step.attempt,
+                    step.turn,
+                    step.status.as_str(),
+                    step.model,
+                    int(step.prompt_tokens),
+                    int(step.completion_tokens),
+                    step.finish_reason.map(|f| f.as_str()),
+                    int(step.duration_ms),
+                    step.prompt.prompt_id,
+                    step.prompt.version,
+                    step.prompt.sha256,
+                    int(step.prompt.size as u64),
+                ])
+            });
+            self.inserted(tx, run_id, changed, "agent step", String::new)
+        })
+    }
+
+    /// Inserts one model exchange of a RUNNING run: the canonical request JSON and its
+    /// sha256, and the normalized response or the error.
+    pub fn record_exchange(
+        &self,
+        run_id: &str,
+        exchange: &ModelExchange,
+    ) -> Result<(), StoreError> {
+        let request = canonical_request(&exchange.request)?;
+        let request_sha = sha256_hex(request.as_bytes());
+        let (response, error) = match &exchange.outcome {
+            Ok(r) => (Some(to_json(r)?), None),
+            Err(e) => (None, Some(canonical_json(&error_json(e)))),
+        };
+        self.write("record a model exchange", |tx| {
+            let sql = concat!(
+                "INSERT INTO model_exchange (run_id, seq, agent, round, attempt, turn, request, \
+                 request_sha256, response, error) \
+                 SELECT ?1, (SELECT coalesce(max(seq), 0) + 1 FROM model_exchange \
+                 WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9",
+                while_running!()
+            );
+            let changed = tx.prepare_cached(sql).and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    exchange.agent.as_str(),
+                    exchange.round,
+                    exchange.attempt,
+                    exchange.turn,
+                    request,
+                    request_sha,
+                    response,
+                    error,
+                ])
+            });
+            self.inserted(tx, run_id, changed, "model exchange", String::new)
+        })
+    }
+
+    /// Inserts one tool invocation into the run it names, which must be RUNNING; its `seq`
+    /// keeps recording order.
+    pub fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), StoreError> {
+        let arguments = to_json(&invocation.arguments)?;
+        let output = to_json(&invocation.output)?;
+        let run_id = invocation.run_id.as_str();
+        self.write("record a tool invocation", |tx| {
+            let sql = concat!(
+                "INSERT INTO tool_invocation (run_id, invocation_id, seq, session_id, agent, \
+                 round, tool_name, arguments, output, status, duration_ms) \
+                 SELECT ?1, ?2, (SELECT coalesce(max(seq), 0) + 1 FROM tool_invocation \
+                 WHERE run_id = ?1), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10",
+                while_running!()
+            );
+            let changed = tx.prepare_cached(sql).and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    invocation.invocation_id,
+                    invocation.session_id,
+                    invocation.agent,
+                    invocation.round,
+                    invocation.tool_name,
+                    arguments,
+                    output,
+                    invocation.status.as_str(),
+                    int(invocation.duration_ms),
+                ])
+            });
+            self.inserted(tx, run_id, changed, "tool invocation", || {
+                invocation.invocation_id.clone()
+            })
+        })
+    }
+
+    /// Checks the outcome of a guarded trace insert.
+    fn inserted(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        changed: rusqlite::Result<usize>,
+        what: &'static str,
+        key: impl FnOnce() -> String,
+    ) -> Result<(), StoreError> {
+        match changed {
+            Ok(0) => Err(not_running(tx, self, run_id)),
+            Ok(_) => Ok(()),
+            Err(e) if StoreError::is_constraint(&e, ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
+                Err(StoreError::Duplicate {
+                    what,
+                    run_id: run_id.to_string(),
+                    key: key(),
+                })
+            }
+            Err(e) => Err(self.err("record the run's trace", e)),
+        }
+    }
+
+    /// Finishes a RUNNING run as SUCCESS. The answer must be non-blank: a blank answer is a
+    /// failed run (SPEC §3), so the store refuses to call it a success.
+    pub fn finish_success(&self, run_id: &str, summary: RunSummary) -> Result<(), StoreError> {
+        if summary
+            .answer
+            .as_deref()
+            .is_none_or(|a| a.trim().is_empty())
+        {
+            return Err(StoreError::Invalid(format!(
+                "run {run_id} cannot be SUCCESS without a non-blank answer"
+            )));
+        }
+        self.finish(run_id, RunStatus::Success, None, summary)
+    }
+
+    /// Finishes a RUNNING run as FAILED with a one-line `failure` and whatever partial
+    /// summary the caller still has.
+    pub fn finish_failed(
+        &self,
+        run_id: &str,
+        failure: &str,
+        partial: RunSummary,
+    ) -> Result<(), StoreError> {
+        self.finish(run_id, RunStatus::Failed, Some(failure), partial)
+    }
+
+    fn finish(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        failure: Option<&str>,
+        summary: RunSummary,
+    ) -> Result<(), StoreError> {
+        let self_evaluation = summary.self_evaluation.as_ref().map(to_json).transpose()?;
+        let finished_at = summary.finished_at.unwrap_or_else(|| self.now());
+        self.write("finish a run", |tx| {
+            let changed = tx.prepare_cached(FINISH).and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    status.as_str(),
+                    failure,
+                    summary.answer,
+                    finished_at.to_string(),
+                    summary.duration_ms.map(int),
+                    summary.degraded,
+                    summary.effective_verdict.map(|v| v.as_str()),
+                    summary.fallback_kind.map(|k| k.as_str()),
+                    self_evaluation,
+                ])
+            });
+            match changed {
+                Ok(0) => Err(not_running(tx, self, run_id)),
+                Ok(_) => Ok(()),
+                Err(e) => Err(self.err("finish a run", e)),
+            }
+        })
+    }
+
+    /// Stores (or replaces) the evaluation of a SUCCESS run; a run that is RUNNING or
+    /// FAILED is not evaluated (SPEC §3).
+    pub fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), StoreError> {
+        let metrics = canonical_json(metrics);
+        let created_at = self.now().to_string();
+        self.write("record an evaluation", |tx| {
+            let changed = tx
+                .prepare_cached(
+                    "INSERT INTO evaluation (run_id, metrics, created_at) \
+                     SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM diagnosis_run \
+                     WHERE run_id = ?1 AND status = 'SUCCESS') \
+                     ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
+                     created_at = excluded.created_at",
+                )
+                .and_then(|mut s| s.execute(params![run_id, metrics, created_at]));
+            match changed {
+                Ok(0) => Err(match not_running(tx, self, run_id) {
+                    StoreError::NotRunning { run_id, status } => {
+                        StoreError::NotEvaluable { run_id, status }
+                    }
+                    StoreError::UnknownRun(_) => StoreError::UnknownRun(run_id.to_string()),
+                    other => other,
+                }),
+                Ok(_) => Ok(()),
+                Err(e) => Err(self.err("record an evaluation", e)),
+            }
+        })
+    }
+
+    /// Marks FAILED (`interrupted`) every RUNNING run whose owning process is gone, keeping
+    /// its partial trace. Returns how many runs it marked.
+    pub fn sweep_interrupted(&self) -> Result<usize, StoreError> {
+        let running: Vec<(String, i64, Option<String>)> = {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT run_id, owner_pid, owner_token FROM diagnosis_run \
+                     INDEXED BY diagnosis_run_running WHERE status = 'RUNNING'",
+                )
+                .map_err(|e| self.err("find interrupted runs", e))?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| self.err("find interrupted runs", e))?;
+            rows
+        };
+        let dead: Vec<String> = running
+            .into_iter()
+            .filter(|(_, pid, token)| !owner::is_alive(*pid, token.as_deref()))
+            .map(|(run_id, _, _)| run_id)
+            .collect();
+        if dead.is_empty() {
+            return Ok(0);
+        }
+        let finished_at = self.now().to_string();
+        self.write("mark interrupted runs FAILED", |tx| {
+            let mut swept = 0;
+            let mut stmt = tx
+                .prepare_cached(FINISH)
+                .map_err(|e| self.err("mark interrupted runs FAILED", e))?;
+            for run_id in &dead {
+                // The status guard in FINISH makes a concurrent sweep or a late finish by
+                // the owner harmless: whoever comes second changes nothing.
+                swept += stmt
+                    .execute(params![
+                        run_id,
+                        RunStatus::Failed.as_str(),
+                        INTERRUPTED,
+                        None::<String>,
+                        finished_at,
+                        None::<u64>,
+                        false,
+                        None::<String>,
+                        None::<String>,
+                        None::<String>,
+                    ])
+                    .map_err(|e| self.err("mark interrupted runs FAILED", e))?;
+            }
+            Ok(swept)
+        })
+    }
+}
