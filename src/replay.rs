@@ -1,0 +1,170 @@
+//! Offline replay of run files: the recorded model responses and tool outputs are served in
+//! order through the real agent runtime and the real nodes, with the clock pinned to the
+//! file's `started_at`; the result is compared with the file's `expected`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::agent::runtime::{AgentLimits, AgentModels};
+use crate::agent::AgentRole;
+use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOutcome, AskRequest};
+use crate::clock::FixedClock;
+use crate::graph::NoopObserver;
+use crate::ids::IdSource;
+use crate::model::ChatModel;
+use crate::runfile::{Divergence, Expected, RecordedModel, RecordedTools, RunFile, Tape};
+use crate::store::{RunStatus, Store};
+
+/// The agent limits a replay runs with: generous, so the recording decides the path.
+pub const REPLAY_LIMITS: AgentLimits = AgentLimits {
+    max_turns: 8,
+    max_tool_calls: 12,
+};
+
+/// The outcome of replaying one run file.
+#[derive(Debug)]
+pub struct Replayed {
+    pub outcome: AskOutcome,
+    pub actual: Expected,
+    /// The first point where the run left the recording, if it did.
+    pub divergence: Option<Divergence>,
+}
+
+/// One field that differs from `expected`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mismatch {
+    pub field: &'static str,
+    pub expected: String,
+    pub actual: String,
+}
+
+/// What a finished run shows, in the shape of a run file's `expected`.
+pub fn actual_of(outcome: &AskOutcome) -> Expected {
+    Expected {
+        status: outcome.status.as_str().to_string(),
+        path: outcome
+            .state
+            .path()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        effective_verdict: outcome.state.effective_verdict.filter(|_| {
+            outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+        }),
+        degraded: outcome.state.degraded,
+        answer: outcome.answer.clone(),
+    }
+}
+
+/// Field-by-field differences between expected and actual.
+pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    let mut check = |field: &'static str, e: String, a: String| {
+        if e != a {
+            out.push(Mismatch {
+                field,
+                expected: e,
+                actual: a,
+            });
+        }
+    };
+    check("status", expected.status.clone(), actual.status.clone());
+    check("path", expected.path.join(" → "), actual.path.join(" → "));
+    let verdict = |v: &Option<crate::protocol::Verdict>| {
+        v.map_or("none".to_string(), |v| v.as_str().to_string())
+    };
+    check(
+        "effective_verdict",
+        verdict(&expected.effective_verdict),
+        verdict(&actual.effective_verdict),
+    );
+    check(
+        "degraded",
+        expected.degraded.to_string(),
+        actual.degraded.to_string(),
+    );
+    check(
+        "answer",
+        expected.answer.clone().unwrap_or_default(),
+        actual.answer.clone().unwrap_or_default(),
+    );
+    out
+}
+
+/// Replays one run file into `store` (a new run id from `ids`, the file's session).
+pub async fn replay(
+    run: &RunFile,
+    store: &Store,
+    ids: Arc<dyn IdSource>,
+) -> Result<Replayed, AskError> {
+    let tape = Tape::new(run.exchanges.clone(), run.tools.clone());
+    let mut overrides: HashMap<AgentRole, Arc<dyn ChatModel>> = HashMap::new();
+    for role in [
+        AgentRole::Planner,
+        AgentRole::Executor,
+        AgentRole::Verifier,
+        AgentRole::Composer,
+    ] {
+        overrides.insert(
+            role,
+            Arc::new(RecordedModel {
+                role,
+                tape: tape.clone(),
+            }),
+        );
+    }
+    let default = overrides[&AgentRole::Planner].clone();
+    let deps = AskDeps {
+        nodes: production_nodes(),
+        models: AgentModels { default, overrides },
+        tools: Arc::new(RecordedTools { tape: tape.clone() }),
+        limits: REPLAY_LIMITS,
+        clock: Arc::new(FixedClock(run.started_at)),
+        ids,
+        store: store.clone(),
+    };
+    let outcome = ask(
+        &deps,
+        AskRequest {
+            question: run.question.clone(),
+            session_id: Some(run.session_id.clone()),
+            run_id: None,
+        },
+        false,
+        None,
+        &mut NoopObserver,
+    )
+    .await?;
+    let actual = actual_of(&outcome);
+    Ok(Replayed {
+        outcome,
+        actual,
+        divergence: tape.divergence(),
+    })
+}
+
+/// The run file a finished live run produces: its exchanges and its result as `expected`.
+pub fn run_file_of(
+    outcome: &AskOutcome,
+    question: &str,
+    started_at: crate::clock::Timestamp,
+    tools: Vec<crate::tools::ToolSpec>,
+) -> RunFile {
+    RunFile {
+        format: crate::runfile::FORMAT.to_string(),
+        question: question.to_string(),
+        session_id: outcome.session_id.clone(),
+        run_id: outcome.run_id.clone(),
+        started_at,
+        tools,
+        exchanges: outcome.recorded.clone().unwrap_or_default(),
+        expected: Some(actual_of(outcome)),
+    }
+}
+
+/// Whether a status string names a successful run.
+pub fn is_success(status: &str) -> bool {
+    status == RunStatus::Success.as_str()
+}
