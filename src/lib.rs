@@ -14,6 +14,7 @@ pub mod graph;
 pub mod ids;
 pub mod model;
 pub mod protocol;
+pub mod render;
 pub mod replay;
 pub mod runfile;
 pub mod setup;

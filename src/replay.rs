@@ -93,12 +93,9 @@ pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
     out
 }
 
-/// Replays one run file into `store` (a new run id from `ids`, the file's session).
-pub async fn replay(
-    run: &RunFile,
-    store: &Store,
-    ids: Arc<dyn IdSource>,
-) -> Result<Replayed, AskError> {
+/// The dependencies that serve a run file: recorded models for the four agents, recorded
+/// tools, and the clock pinned to `started_at`. The tape reports any divergence.
+pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (AskDeps, Arc<Tape>) {
     let tape = Tape::new(run.exchanges.clone(), run.tools.clone());
     let mut overrides: HashMap<AgentRole, Arc<dyn ChatModel>> = HashMap::new();
     for role in [
@@ -125,6 +122,16 @@ pub async fn replay(
         ids,
         store: store.clone(),
     };
+    (deps, tape)
+}
+
+/// Replays one run file into `store` (a new run id from `ids`, the file's session).
+pub async fn replay(
+    run: &RunFile,
+    store: &Store,
+    ids: Arc<dyn IdSource>,
+) -> Result<Replayed, AskError> {
+    let (deps, tape) = replay_deps(run, store, ids);
     let outcome = ask(
         &deps,
         AskRequest {

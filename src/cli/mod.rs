@@ -1,31 +1,81 @@
-//! The `diag` command line: clap definitions, one function per subcommand, and the single
-//! place where errors become one line on stderr and an exit code.
+//! The `diag` command line: clap definitions, one file per subcommand, and the single place
+//! where errors become one line on stderr and an exit code.
 
+mod ask;
+mod common;
+mod completions;
 mod exit;
+mod export;
+mod gc;
 mod graph;
+mod progress;
+mod replay;
+mod runs;
+mod trace;
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 pub use exit::Exit;
 
 /// diag: diagnosis runs whose every claim is bound to a recorded tool output.
 ///
 /// Exit codes: 0 success; 1 internal error; 2 usage, configuration or input error; 3 run
-/// FAILED; 4 under --strict, success but degraded or not PASS; 5 replay mismatch;
-/// 130 interrupted.
+/// FAILED; 4 under --strict, success but degraded or not PASS; 5 replay mismatch or
+/// divergence; 130 interrupted (the run is stored FAILED with its partial trace).
 #[derive(Debug, Parser)]
-#[command(name = "diag", version, about, long_about = None)]
+#[command(name = "diag", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// Printed after `--help`.
+pub const EXIT_CODES: &str = "Exit codes:
+  0    success
+  1    internal error
+  2    usage, configuration or input error
+  3    the run ended FAILED
+  4    --strict: the run succeeded but was degraded or its verdict was not PASS
+  5    replay: a run file did not reproduce its expected result
+  130  interrupted (Ctrl-C); the run is stored FAILED with its partial trace
+
+Environment: DIAG_DB (database path), DIAG_CONFIG (configuration file), DIAG_LOG (log
+filter for stderr, e.g. `info` or `diag=debug`).";
+
+/// Flags every subcommand accepts.
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// The SQLite database of runs [default: the user's data directory]
+    #[arg(long, global = true, env = "DIAG_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// The configuration file [default: DIAG_CONFIG, then ~/.config/diag/config.toml]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print only the result: no progress, no timeline
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    /// No live progress indicator
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    Ask(ask::AskArgs),
+    Replay(replay::ReplayArgs),
+    Trace(trace::TraceArgs),
+    Runs(runs::RunsArgs),
+    Export(export::ExportArgs),
     Graph(graph::GraphArgs),
+    Gc(gc::GcArgs),
+    Completions(completions::CompletionsArgs),
+    Man(completions::ManArgs),
 }
 
 /// A failure the CLI reports: one line, and the exit code its kind decides.
@@ -40,6 +90,28 @@ impl CommandError {
         CommandError {
             exit,
             message: message.into(),
+        }
+    }
+
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(Exit::Usage, message)
+    }
+
+    /// Ends the command with an exit code but nothing more to say (the output said it).
+    pub fn silent(exit: Exit) -> Self {
+        Self::new(exit, "")
+    }
+}
+
+fn init_logging() {
+    // Logs go to stderr only when asked for, so stdout stays the command's output.
+    if let Ok(filter) = std::env::var("DIAG_LOG") {
+        if let Ok(filter) = tracing_subscriber::EnvFilter::try_new(filter) {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .without_time()
+                .try_init();
         }
     }
 }
@@ -58,17 +130,32 @@ pub fn main() -> ExitCode {
             return code.into();
         }
     };
+    init_logging();
     let mut stdout = std::io::stdout().lock();
-    let result = match cli.command {
-        Command::Graph(args) => graph::cmd_graph(&args, &mut stdout),
-    };
-    let result = result.and_then(|()| stdout.flush().map_err(io_error));
+    let result = run(cli, &mut stdout).and_then(|()| stdout.flush().map_err(io_error));
     match result {
         Ok(()) => Exit::Success.into(),
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "diag: {}", e.message);
+            if !e.message.is_empty() {
+                let _ = writeln!(std::io::stderr(), "diag: {}", e.message);
+            }
             e.exit.into()
         }
+    }
+}
+
+fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Ask(args) => ask::cmd_ask(g, &args, out),
+        Command::Replay(args) => replay::cmd_replay(g, &args, out),
+        Command::Trace(args) => trace::cmd_trace(g, &args, out),
+        Command::Runs(args) => runs::cmd_runs(g, &args, out),
+        Command::Export(args) => export::cmd_export(g, &args, out),
+        Command::Graph(args) => graph::cmd_graph(&args, out),
+        Command::Gc(args) => gc::cmd_gc(g, &args, out),
+        Command::Completions(args) => completions::cmd_completions(&args, out),
+        Command::Man(args) => completions::cmd_man(&args, out),
     }
 }
 

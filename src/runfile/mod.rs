@@ -3,7 +3,7 @@
 //! tape that replays one offline. Hand-written run files (no `request_sha256`) are how
 //! scenarios are authored.
 
-mod tape;
+pub mod tape;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

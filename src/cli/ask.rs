@@ -1,0 +1,315 @@
+//! `diag ask`: runs one diagnosis, live or from a recorded run file, stores it, and prints
+//! the answer with its timeline (or `--json`).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::common::{open_store, runtime, store_error, write_json, write_text};
+use super::progress::Progress;
+use super::{CommandError, Exit, GlobalArgs};
+use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOutcome, AskRequest};
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::ids::RandomIds;
+use crate::protocol::Verdict;
+use crate::render;
+use crate::replay::{replay_deps, run_file_of};
+use crate::runfile::{RunFile, Tape};
+use crate::setup;
+use crate::store::{RunStatus, Store};
+
+/// The schema name of `diag ask --json` output.
+pub const ASK_JSON_SCHEMA: &str = "diag.ask.v1";
+
+/// Run one diagnosis and print the answer with its timeline.
+///
+/// Live runs use the model endpoints and tools of the configuration file. With --fixture,
+/// model responses and tool outputs come from a recorded run file instead, offline.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The question; with --fixture it may be omitted to use the file's own
+    pub question: Option<String>,
+    /// Serve model responses and tool outputs from this run file instead of live endpoints
+    #[arg(long, value_name = "FILE")]
+    pub fixture: Option<PathBuf>,
+    /// Continue this session (a new one is created otherwise)
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Also write the run as a run file (diag_run_v1) for replay
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Print a JSON document (schema diag.ask.v1) instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 4 when the run succeeded but was degraded or its verdict was not PASS
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Loads a run file, naming the file in every error.
+pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
+    let name = path.display().to_string();
+    let text = std::fs::read(path)
+        .map_err(|e| CommandError::usage(format!("{name}: cannot read: {e}")))?;
+    let text = String::from_utf8(text)
+        .map_err(|_| CommandError::usage(format!("{name}: not a run file (not UTF-8 text)")))?;
+    RunFile::parse(&text, &name).map_err(|e| CommandError::usage(e.to_string()))
+}
+
+enum Source {
+    Fixture(Box<RunFile>),
+    Live(Box<Config>),
+}
+
+fn live_config(g: &GlobalArgs) -> Result<Config, CommandError> {
+    let Some(path) = Config::locate(g.config.as_deref()) else {
+        return Err(CommandError::usage(
+            "no model endpoint is configured: pass --config FILE or create \
+             ~/.config/diag/config.toml (commented example: fixtures/demo/diag.toml), \
+             or replay a recorded run with --fixture FILE",
+        ));
+    };
+    Config::load(&path).map_err(|e| CommandError::usage(e.to_string()))
+}
+
+pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+    if args
+        .question
+        .as_deref()
+        .is_some_and(|q| q.trim().is_empty())
+    {
+        return Err(CommandError::usage("the question is empty"));
+    }
+    let source = match &args.fixture {
+        Some(path) => Source::Fixture(Box::new(load_run_file(path)?)),
+        None => Source::Live(Box::new(live_config(g)?)),
+    };
+    let question = match (&args.question, &source) {
+        (Some(q), _) => q.clone(),
+        (None, Source::Fixture(run)) => run.question.clone(),
+        (None, Source::Live(_)) => {
+            return Err(CommandError::usage(
+                "a question is required, e.g. diag ask \"why does checkout return 502?\"",
+            ))
+        }
+    };
+    if question.trim().is_empty() {
+        return Err(CommandError::usage("the question is empty"));
+    }
+    let store = open_store(g)?;
+    let rt = runtime()?;
+    let show_progress = !(g.quiet || g.no_progress || args.json);
+    rt.block_on(async {
+        let (deps, tape, env) = match source {
+            Source::Fixture(run) => {
+                let (deps, tape) = replay_deps(&run, &store, Arc::new(RandomIds));
+                (deps, Some(tape), None)
+            }
+            Source::Live(config) => {
+                let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+                let env = setup::live(&config, clock.clone())
+                    .await
+                    .map_err(|e| CommandError::usage(e.to_string()))?;
+                let deps = AskDeps {
+                    nodes: production_nodes(),
+                    models: env.models.clone(),
+                    tools: env.tools.clone(),
+                    limits: env.limits,
+                    clock,
+                    ids: Arc::new(RandomIds),
+                    store: store.clone(),
+                };
+                (deps, None, Some(env))
+            }
+        };
+        let result = run_ask(&deps, args, &question, show_progress).await;
+        if let Some(env) = env {
+            env.shutdown().await;
+        }
+        let outcome = result?;
+        finish(
+            g,
+            args,
+            &deps,
+            &store,
+            tape.as_deref(),
+            &question,
+            &outcome,
+            out,
+        )
+    })
+}
+
+async fn run_ask(
+    deps: &AskDeps,
+    args: &AskArgs,
+    question: &str,
+    show_progress: bool,
+) -> Result<AskOutcome, CommandError> {
+    let cancel = CancellationToken::new();
+    let on_ctrl_c = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel();
+            }
+        })
+    };
+    let mut progress = Progress::new(show_progress);
+    let outcome = ask(
+        deps,
+        AskRequest {
+            question: question.to_string(),
+            session_id: args.session.clone(),
+            run_id: None,
+        },
+        args.record.is_some(),
+        Some(&cancel),
+        &mut progress,
+    )
+    .await;
+    progress.finish();
+    on_ctrl_c.abort();
+    outcome.map_err(|e| match e {
+        AskError::EmptyQuestion => CommandError::usage("the question is empty"),
+        AskError::Store(e) => store_error(e),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    g: &GlobalArgs,
+    args: &AskArgs,
+    deps: &AskDeps,
+    store: &Store,
+    tape: Option<&Tape>,
+    question: &str,
+    outcome: &AskOutcome,
+    out: &mut dyn Write,
+) -> Result<(), CommandError> {
+    let row = store
+        .get_run(&outcome.run_id)
+        .map_err(store_error)?
+        .ok_or_else(|| CommandError::new(Exit::Internal, "the run vanished from the store"))?;
+    if let Some(path) = &args.record {
+        let file = run_file_of(outcome, question, row.started_at, deps.tools.catalog());
+        std::fs::write(path, file.to_json()).map_err(|e| {
+            CommandError::usage(format!(
+                "{}: cannot write the run file: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    let verdict = outcome.state.effective_verdict.filter(|_| {
+        outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+    });
+    if args.json {
+        write_json(
+            out,
+            &json!({
+                "schema": ASK_JSON_SCHEMA,
+                "run_id": outcome.run_id,
+                "session_id": outcome.session_id,
+                "status": outcome.status.as_str(),
+                "answer": outcome.answer,
+                "failure": outcome.failure,
+                "effective_verdict": verdict.map(|v| v.as_str()),
+                "degraded": outcome.state.degraded,
+                "fallback_kind": outcome.state.fallback_kind.map(|k| k.as_str()),
+                "events": outcome.state.events,
+                "evaluation": outcome.evaluation,
+            }),
+        )?;
+    } else if g.quiet {
+        write_text(out, &render::answer(outcome.answer.as_deref()))?;
+    } else {
+        let text = [
+            render::header(&render::Header {
+                run_id: &outcome.run_id,
+                session_id: &outcome.session_id,
+                status: outcome.status.as_str(),
+                question,
+                started_at: row.started_at.to_string(),
+                duration_ms: row.duration_ms,
+                effective_verdict: verdict.map(|v| v.as_str()),
+                degraded: outcome.state.degraded,
+                failure: outcome.failure.as_deref(),
+            }),
+            render::timeline(&outcome.state.events),
+            render::invocations(&store.invocations(&outcome.run_id).map_err(store_error)?),
+            render::answer(outcome.answer.as_deref()),
+        ]
+        .join("\n");
+        write_text(out, &text)?;
+    }
+
+    // A model endpoint that failed is worth one line on stderr even when a Fallback
+    // answered: it is usually a configuration problem the operator can fix.
+    if let Some(message) = first_model_error(store, &outcome.run_id) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "diag: warning: model call failed: {message}"
+        );
+    }
+    if let Some(d) = tape.and_then(Tape::divergence) {
+        return Err(CommandError::new(
+            Exit::ReplayMismatch,
+            format!("the run left its recording at {d}"),
+        ));
+    }
+    if outcome.interrupted {
+        return Err(CommandError::new(
+            Exit::Interrupted,
+            format!(
+                "interrupted; run {} is stored as FAILED with its partial trace",
+                outcome.run_id
+            ),
+        ));
+    }
+    if outcome.status == RunStatus::Failed {
+        return Err(CommandError::new(
+            Exit::RunFailed,
+            format!(
+                "run {} FAILED: {}",
+                outcome.run_id,
+                outcome.failure.as_deref().unwrap_or("unknown failure")
+            ),
+        ));
+    }
+    if args.strict && (outcome.state.degraded || verdict != Some(Verdict::Pass)) {
+        return Err(CommandError::new(
+            Exit::NotStrict,
+            format!(
+                "--strict: run {} is {}",
+                outcome.run_id,
+                if outcome.state.degraded {
+                    "degraded (a Fallback answered)".to_string()
+                } else {
+                    format!(
+                        "{} rather than PASS",
+                        verdict.map_or("without a verdict", |v| v.as_str())
+                    )
+                }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn first_model_error(store: &Store, run_id: &str) -> Option<String> {
+    let exchanges = store.exchanges(run_id).ok()?;
+    exchanges.iter().find_map(|x| match &x.exchange.outcome {
+        Err(e) => Some(format!(
+            "{} ({}): {}",
+            x.exchange.agent,
+            e.class,
+            render::one_line(&e.message, 160)
+        )),
+        Ok(_) => None,
+    })
+}

@@ -1,0 +1,114 @@
+//! `diag export RUN_ID`: writes the run file of a stored run, which replays to the same
+//! result: its question and identity, tool catalog, every model and tool exchange in the
+//! order they happened, and its result as `expected`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::common::{open_store, store_error, write_text};
+use super::{CommandError, GlobalArgs};
+use crate::render::one_line;
+use crate::runfile::{
+    tape::request_sha256, Exchange, Expected, ModelRecord, RecordedError, RecordedResponse,
+    RunFile, ToolRecord, FORMAT,
+};
+use crate::store::{RunStatus, Store};
+
+/// Write the run file (diag_run_v1) of a stored run.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The run to export
+    pub run_id: String,
+    /// Write to this file instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// Builds the run file of a stored run. Model exchanges and tool invocations live in two
+/// tables; each Executor turn that requested k tool calls is followed by exactly k recorded
+/// invocations (blocked ones included), which restores the order they happened in.
+pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
+    let run = store.get_run(run_id).map_err(store_error)?.ok_or_else(|| {
+        CommandError::usage(format!(
+            "unknown run `{}` (diag runs lists the stored runs)",
+            one_line(run_id, 80)
+        ))
+    })?;
+    if run.status == RunStatus::Running {
+        return Err(CommandError::usage(format!(
+            "run {} is still RUNNING; export it when it has finished",
+            run.run_id
+        )));
+    }
+    let exchanges = store.exchanges(run_id).map_err(store_error)?;
+    let mut invocations = store.invocations(run_id).map_err(store_error)?.into_iter();
+    let mut out = Vec::new();
+    for x in exchanges {
+        let m = x.exchange;
+        let (response, error, calls) = match &m.outcome {
+            Ok(r) => (
+                Some(RecordedResponse::from_response(r)),
+                None,
+                r.tool_calls.len(),
+            ),
+            Err(e) => (
+                None,
+                Some(RecordedError {
+                    class: e.class,
+                    message: e.message.clone(),
+                }),
+                0,
+            ),
+        };
+        out.push(Exchange::Model(ModelRecord {
+            agent: m.agent,
+            round: m.round,
+            attempt: m.attempt,
+            turn: m.turn,
+            request_sha256: Some(request_sha256(&m.request)),
+            response,
+            error,
+        }));
+        for inv in invocations.by_ref().take(calls) {
+            out.push(Exchange::Tool(ToolRecord {
+                invocation_id: inv.invocation_id,
+                tool_name: inv.tool_name,
+                arguments: inv.arguments,
+                output: inv.output,
+                status: inv.status,
+            }));
+        }
+    }
+    Ok(RunFile {
+        format: FORMAT.to_string(),
+        question: run.question.clone(),
+        session_id: run.session_id.clone(),
+        run_id: run.run_id.clone(),
+        started_at: run.started_at,
+        tools: run.tools.clone(),
+        exchanges: out,
+        expected: Some(Expected {
+            status: run.status.as_str().to_string(),
+            path: run.path.clone(),
+            effective_verdict: run.effective_verdict,
+            degraded: run.degraded,
+            answer: run.answer.clone(),
+        }),
+    })
+}
+
+pub fn cmd_export(
+    g: &GlobalArgs,
+    args: &ExportArgs,
+    out: &mut dyn Write,
+) -> Result<(), CommandError> {
+    let store = open_store(g)?;
+    let file = run_file(&store, &args.run_id)?;
+    match &args.output {
+        Some(path) => std::fs::write(path, file.to_json())
+            .map_err(|e| CommandError::usage(format!("{}: cannot write: {e}", path.display()))),
+        None => write_text(out, &file.to_json()),
+    }
+}

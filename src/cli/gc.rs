@@ -1,0 +1,74 @@
+//! `diag gc`: deletes old runs with everything they own, so the database does not grow
+//! without bound.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::common::{open_store, store_error, write_text};
+use super::{CommandError, GlobalArgs};
+
+/// Delete old runs and everything they own (events, steps, tool calls, exchanges).
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Delete runs created longer ago than this (e.g. 30d, 12h, 45m, 90s)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
+    /// Keep only the newest N runs
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+}
+
+/// `<number><unit>` with unit s, m, h, d or w.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 30d, 12h, 45m or 90s"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(format!("`{s}` is not a duration like 30d, 12h, 45m or 90s")),
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{s}` is too long"))
+}
+
+pub fn cmd_gc(g: &GlobalArgs, args: &GcArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+    if args.older_than.is_none() && args.keep.is_none() {
+        return Err(CommandError::usage(
+            "say what to delete: --older-than DURATION and/or --keep N",
+        ));
+    }
+    let store = open_store(g)?;
+    let report = store.gc(args.older_than, args.keep).map_err(store_error)?;
+    write_text(
+        out,
+        &format!(
+            "deleted {} run(s); database {} -> {} bytes\n",
+            report.runs_deleted, report.bytes_before, report.bytes_after
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_bad_ones_are_refused() {
+        assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(2 * 604_800)));
+        for bad in ["", "d", "10", "10y", "-1d", "1.5h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

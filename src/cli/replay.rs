@@ -1,0 +1,281 @@
+//! `diag replay FILE|DIR…`: replays run files offline, compares each with its `expected`,
+//! prints a summary table (or `--json`), and exits 5 on any mismatch or divergence.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use futures::stream::{self, StreamExt};
+use serde::Serialize;
+
+use super::ask::load_run_file;
+use super::common::{open_store, runtime, write_json, write_text};
+use super::{CommandError, Exit, GlobalArgs};
+use crate::ids::RandomIds;
+use crate::render::one_line;
+use crate::replay::{compare, replay, Mismatch};
+use crate::runfile::RunFile;
+use crate::store::Store;
+
+/// The schema name of `diag replay --json` output.
+pub const REPLAY_JSON_SCHEMA: &str = "diag.replay.v1";
+
+/// Files replayed at once.
+const PARALLEL: usize = 4;
+
+/// Replay run files (or folders of them) offline and compare each with its expected result.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Run files, or folders searched recursively for *.json run files
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Print a JSON document (schema diag.replay.v1) instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// Rewrite each file's `expected` from the actual result (for authoring, or to accept an
+    /// intended change)
+    #[arg(long)]
+    pub update: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Verdict {
+    Ok,
+    Updated,
+    Mismatch,
+    Diverged,
+    Error,
+}
+
+#[derive(Debug, Serialize)]
+struct FileResult {
+    file: String,
+    result: Verdict,
+    run_id: Option<String>,
+    status: Option<String>,
+    path: Vec<String>,
+    mismatches: Vec<Mismatch>,
+    divergence: Option<String>,
+    error: Option<String>,
+}
+
+/// Every run file named, folders expanded recursively in sorted order.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CommandError> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CommandError> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| CommandError::usage(format!("{}: cannot read: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().is_some_and(|x| x == "json") && is_run_file(&p) {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            walk(p, &mut out)?;
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(CommandError::usage(format!(
+                "{}: no such file or folder",
+                p.display()
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// In a folder, only JSON documents that say they are run files are replayed (other JSON,
+/// such as model-server fixtures, is skipped); a file named directly is always tried.
+fn is_run_file(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|v| {
+            v.get("format")
+                .and_then(|f| f.as_str())
+                .is_some_and(|f| f.starts_with("diag_run_"))
+        })
+}
+
+async fn replay_one(path: PathBuf, store: Store, update: bool) -> FileResult {
+    let file = path.display().to_string();
+    let mut result = FileResult {
+        file: file.clone(),
+        result: Verdict::Error,
+        run_id: None,
+        status: None,
+        path: Vec::new(),
+        mismatches: Vec::new(),
+        divergence: None,
+        error: None,
+    };
+    let run: RunFile = match load_run_file(&path) {
+        Ok(r) => r,
+        Err(e) => {
+            result.error = Some(e.message);
+            return result;
+        }
+    };
+    let replayed = match replay(&run, &store, Arc::new(RandomIds)).await {
+        Ok(r) => r,
+        Err(e) => {
+            result.error = Some(e.to_string());
+            return result;
+        }
+    };
+    result.run_id = Some(replayed.outcome.run_id.clone());
+    result.status = Some(replayed.actual.status.clone());
+    result.path = replayed.actual.path.clone();
+    result.divergence = replayed.divergence.as_ref().map(|d| d.to_string());
+    if replayed.divergence.is_some() {
+        result.result = Verdict::Diverged;
+        return result;
+    }
+    if update {
+        let mut updated = run.clone();
+        updated.expected = Some(replayed.actual.clone());
+        if updated.expected != run.expected {
+            if let Err(e) = std::fs::write(&path, updated.to_json()) {
+                result.error = Some(format!("{file}: cannot write: {e}"));
+                return result;
+            }
+            result.result = Verdict::Updated;
+            return result;
+        }
+        result.result = Verdict::Ok;
+        return result;
+    }
+    match &run.expected {
+        None => {
+            result.error = Some(format!(
+                "{file}: no `expected` to compare with (use --update)"
+            ));
+        }
+        Some(expected) => {
+            result.mismatches = compare(expected, &replayed.actual);
+            result.result = if result.mismatches.is_empty() {
+                Verdict::Ok
+            } else {
+                Verdict::Mismatch
+            };
+        }
+    }
+    result
+}
+
+pub fn cmd_replay(
+    g: &GlobalArgs,
+    args: &ReplayArgs,
+    out: &mut dyn Write,
+) -> Result<(), CommandError> {
+    let files = expand(&args.paths)?;
+    if files.is_empty() {
+        return Err(CommandError::usage("no run files found"));
+    }
+    let store = open_store(g)?;
+    let rt = runtime()?;
+    let results: Vec<FileResult> = rt.block_on(
+        stream::iter(files)
+            .map(|p| replay_one(p, store.clone(), args.update))
+            .buffered(PARALLEL)
+            .collect(),
+    );
+    let failed = results
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.result,
+                Verdict::Mismatch | Verdict::Diverged | Verdict::Error
+            )
+        })
+        .count();
+    let errors = results
+        .iter()
+        .filter(|r| matches!(r.result, Verdict::Error))
+        .count();
+    if args.json {
+        write_json(
+            out,
+            &serde_json::json!({
+                "schema": REPLAY_JSON_SCHEMA,
+                "files": results,
+                "passed": results.len() - failed,
+                "failed": failed,
+            }),
+        )?;
+    } else {
+        write_text(out, &table(&results, failed))?;
+    }
+    if failed == 0 {
+        Ok(())
+    } else if errors == failed {
+        Err(CommandError::new(
+            Exit::Usage,
+            format!("{errors} run file(s) could not be replayed"),
+        ))
+    } else {
+        Err(CommandError::new(
+            Exit::ReplayMismatch,
+            format!(
+                "{failed} of {} run file(s) did not reproduce",
+                results.len()
+            ),
+        ))
+    }
+}
+
+fn table(results: &[FileResult], failed: usize) -> String {
+    use std::fmt::Write as _;
+    let width = results
+        .iter()
+        .map(|r| r.file.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 60);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:<8}  {:<7}  path",
+        "file", "result", "status"
+    );
+    for r in results {
+        let result = match r.result {
+            Verdict::Ok => "ok",
+            Verdict::Updated => "updated",
+            Verdict::Mismatch => "MISMATCH",
+            Verdict::Diverged => "DIVERGED",
+            Verdict::Error => "ERROR",
+        };
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<8}  {:<7}  {}",
+            one_line(&r.file, width),
+            result,
+            r.status.as_deref().unwrap_or("-"),
+            r.path.join(" → ")
+        );
+        for m in &r.mismatches {
+            let _ = writeln!(out, "    {}:", m.field);
+            let _ = writeln!(out, "      - expected: {}", one_line(&m.expected, 200));
+            let _ = writeln!(out, "      + actual:   {}", one_line(&m.actual, 200));
+        }
+        if let Some(d) = &r.divergence {
+            let _ = writeln!(out, "    diverged at {}", one_line(d, 200));
+        }
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "    {}", one_line(e, 200));
+        }
+    }
+    let _ = writeln!(out, "{} passed, {} failed", results.len() - failed, failed);
+    out
+}

@@ -1,0 +1,164 @@
+//! Human output: the run header, the event timeline, tool invocations and the answer, as
+//! plain text for a terminal or a CI log. Pure functions over records; the CLI prints them.
+
+use std::fmt::{Display, Write as _};
+
+use crate::graph::{DetailValue, Event};
+use crate::protocol::ToolInvocation;
+
+/// The run facts shown in a header.
+pub struct Header<'a> {
+    pub run_id: &'a str,
+    pub session_id: &'a str,
+    pub status: &'a str,
+    pub question: &'a str,
+    pub started_at: String,
+    pub duration_ms: Option<u64>,
+    pub effective_verdict: Option<&'a str>,
+    pub degraded: bool,
+    pub failure: Option<&'a str>,
+}
+
+/// Makes a one-line field safe to print: control characters become spaces, long text is cut.
+pub fn one_line(s: &str, max_chars: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max_chars)
+        .collect();
+    if s.chars().count() > max_chars {
+        out.push('…');
+    }
+    out
+}
+
+pub fn header(h: &Header<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "run      {}", h.run_id);
+    let _ = writeln!(out, "session  {}", h.session_id);
+    let _ = writeln!(out, "question {}", one_line(h.question, 200));
+    let _ = write!(out, "status   {}", h.status);
+    if let Some(f) = h.failure {
+        let _ = write!(out, " ({})", one_line(f, 160));
+    }
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "verdict  {}{}",
+        h.effective_verdict.unwrap_or("none"),
+        if h.degraded {
+            " (degraded: fallback answer)"
+        } else {
+            ""
+        }
+    );
+    let _ = write!(out, "started  {}", h.started_at);
+    if let Some(ms) = h.duration_ms {
+        let _ = write!(out, "  duration {ms} ms");
+    }
+    out.push('\n');
+    out
+}
+
+fn detail_text<O>(e: &Event<O>) -> String {
+    e.detail
+        .iter()
+        .map(|(k, v)| match v {
+            DetailValue::Bool(b) => format!("{k}={b}"),
+            DetailValue::Int(i) => format!("{k}={i}"),
+            DetailValue::Text(t) => format!("{k}={}", one_line(t, 60)),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The event timeline: one line per node attempt.
+pub fn timeline<O: Display>(events: &[Event<O>]) -> String {
+    let mut out = String::from("timeline\n");
+    let _ = writeln!(
+        out,
+        "  {:>3}  {:<15} {:>3} {:>3}  {:<20} {:>8}  detail",
+        "#", "node", "att", "rnd", "status", "ms"
+    );
+    for e in events {
+        let _ = writeln!(
+            out,
+            "  {:>3}  {:<15} {:>3} {:>3}  {:<20} {:>8}  {}",
+            e.seq,
+            e.node,
+            e.attempt,
+            e.round,
+            e.status.to_string(),
+            e.duration_ms,
+            detail_text(e)
+        );
+    }
+    out
+}
+
+/// The tool invocations of a run, one line each, arguments compact and bounded.
+pub fn invocations(list: &[ToolInvocation]) -> String {
+    let mut out = String::from("tool calls\n");
+    if list.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for i in list {
+        let _ = writeln!(
+            out,
+            "  {:<7} r{} {:<20} {:<7} {:>6} ms  {}",
+            i.invocation_id,
+            i.round,
+            one_line(&i.tool_name, 40),
+            i.status.as_str(),
+            i.duration_ms,
+            one_line(&i.arguments.to_string(), 100)
+        );
+    }
+    out
+}
+
+/// The answer block; the answer was already rendered safe when it was produced, and is
+/// cleaned again here because a stored answer may come from an older or foreign file.
+pub fn answer(text: Option<&str>) -> String {
+    match text {
+        Some(a) => format!(
+            "answer\n{}\n",
+            crate::diagnosis::render_answer(a).trim_end()
+        ),
+        None => "answer\n  (none)\n".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Timestamp;
+    use crate::graph::Detail;
+
+    #[test]
+    fn timeline_lines_are_fixed_and_bounded() {
+        let mut detail = Detail::default();
+        detail.insert("reason", "prose_around_json");
+        let e = Event {
+            seq: 1,
+            node: "planner".to_string(),
+            attempt: 2,
+            round: 1,
+            status: "INVALID_OUTPUT".to_string(),
+            started_at: Timestamp::from_unix_ms(0),
+            duration_ms: 12,
+            detail,
+        };
+        let t = timeline(&[e]);
+        assert!(t.contains("planner"), "{t}");
+        assert!(t.contains("INVALID_OUTPUT"));
+        assert!(t.contains("reason=prose_around_json"));
+        assert_eq!(t.lines().count(), 3);
+    }
+
+    #[test]
+    fn one_line_strips_controls_and_cuts() {
+        assert_eq!(one_line("a\u{1b}[2Jb\nc", 100), "a [2Jb c");
+        assert_eq!(one_line("abcdef", 3), "abc…");
+    }
+}
