@@ -1208,7 +1208,7 @@ async fn no_agent_input_carries_undeclared_state() {
             &[M_UNREF_FIELD, "\"quote\""],
             request.role.as_str(),
         );
-        // No orchestration event status strings or node names as data.
+        // No orchestration event statuses of deterministic nodes as data.
         assert!(!request.input.contains("\"ANSWERED\""));
         assert!(!request.input.contains("\"PREPARED\""));
     }
@@ -1499,6 +1499,31 @@ async fn an_unknown_or_inconsistent_gatekeeper_result_fails_closed() {
     assert_pre_fallback(&done);
 }
 
+#[tokio::test]
+async fn a_missing_gatekeeper_result_fails_closed_at_verified_input() {
+    // A Gatekeeper that routes PASS but leaves no raw result behind: Verified Input has
+    // nothing to project from, and the Verifier never sees the Executor's claims.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass());
+    let done = run_with(&h, config(), |n| {
+        n.gatekeeper = patched(&n.gatekeeper, |s, _| {
+            s.gatekeeper_raw = None;
+            s.gatekeeper_status = Some(GateStatus::Pass);
+            s.ceiling = Some(Verdict::Pass);
+            Status::Pass
+        });
+    })
+    .await;
+
+    assert_eq!(done.state.path(), [P, E, G, VI, F]);
+    let vi = done.events_of(VI)[0];
+    assert_eq!(vi.status, Status::ProjectionFailed);
+    assert_eq!(detail_text(vi, "reason"), "missing_gatekeeper_result");
+    assert!(h.model.requests_for(AgentRole::Verifier).is_empty());
+    assert_pre_fallback(&done);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Verified-only Verifier input
 // ---------------------------------------------------------------------------------------------
@@ -1569,7 +1594,7 @@ async fn the_verifier_receives_only_matched_claims_and_their_matched_text() {
 // Verifier execution failures
 // ---------------------------------------------------------------------------------------------
 
-/// A round-1 run whose Verifier is answered by `verifier_replies`.
+/// A round-1 run (Gatekeeper PASS) whose Verifier attempts are answered by `replies`.
 async fn verifier_failure_run(replies: Vec<Result<String, InvokeError>>) -> (Harness, Done) {
     let h = Harness::new();
     h.reply(AgentRole::Planner, plan_normal())
