@@ -892,6 +892,42 @@ async fn forged_binding_rejected_by_gatekeeper_is_a_handled_fallback_success() {
 }
 
 #[tokio::test]
+async fn legal_no_evidence_result_reaches_the_gatekeeper_and_falls_back() {
+    let r = rig();
+    // Zero claims with no-evidence entries and limitations: a legal, COMPLETED result.
+    script_until_evidence(&r.model, &default_calls(), &evidence_json(json!([])));
+    let out = ask_once(&r).await;
+
+    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    let row = run_row(&r, &out.run_id);
+    assert_eq!(row.path, ["planner", "executor", "gatekeeper", "fallback"]);
+    assert!(row.degraded);
+    assert_eq!(row.fallback_kind, Some(FallbackKind::PreVerification));
+    assert_eq!(row.effective_verdict, None);
+    let v = verifier_evaluation(&row);
+    assert_eq!(v["executor_status"], "COMPLETED");
+    assert_eq!(v["gatekeeper_status"], "LOW_CONFID");
+    assert_eq!(
+        v["gatekeeper_audit"],
+        json!({"claims": 0, "bindings": 0, "passed": 0, "failed": 0, "unbound_claims": 0})
+    );
+    assert_eq!(
+        v["fallback_context"],
+        json!({"stage": "gatekeeper", "status": "LOW_CONFID"})
+    );
+    assert_eq!(v["verdict"], Value::Null);
+    assert_no_markers(&row);
+    let answer = row.answer.unwrap();
+    for marker in ALL_MARKERS {
+        assert!(
+            !answer.contains(marker),
+            "the fallback answer shows `{marker}`"
+        );
+    }
+    assert_eq!(count_evaluations(&r.path), 1);
+}
+
+#[tokio::test]
 async fn verifier_reject_ends_in_a_post_verification_fallback_success() {
     let r = rig();
     script_until_evidence(
@@ -1686,6 +1722,15 @@ async fn refused_success_write_marks_the_run_failed_not_success() {
     assert_eq!(row.failure.as_deref(), Some(failure));
     assert_eq!(row.answer, None);
     assert_eq!(row.path, COMPOSER_PATH, "the trace that was recorded stays");
+    // Like every other FAILED run, it keeps what the caller knew: its duration and the
+    // self-evaluation built from the final state.
+    assert_eq!(
+        row.duration_ms,
+        Some(0),
+        "only an interrupted run has no duration"
+    );
+    assert_eq!(verifier_evaluation(&row)["effective_verdict"], "PASS");
+    assert_no_markers(&row);
     assert_eq!(count_evaluations(&r.path), 0);
 }
 
