@@ -117,7 +117,9 @@ impl Observer<Status> for TeeObserver<'_> {
 ///   with the real partial trace, no answer and no evaluation.
 /// - `Err`: nothing could be stored at all (a blank question, a read-only store, a taken
 ///   run id), or not even FAILED could be written at the end; the run then stays RUNNING
-///   until the sweep of a later open marks it `interrupted`. Never SUCCESS.
+///   until the sweep of a later open marks it `interrupted`. An `Err` is never a SUCCESS
+///   reported to the caller; the one case where the stored run is SUCCESS is a failed
+///   evaluation write, which comes after the run was finished with its answer.
 pub async fn ask(
     deps: &AskDeps,
     request: AskRequest,

@@ -1773,6 +1773,28 @@ async fn lost_trace_write_mid_run_fails_the_run() {
     assert_eq!(count_evaluations(&r.path), 0);
 }
 
+#[tokio::test]
+async fn refused_evaluation_write_is_reported_as_a_store_error() {
+    let r = rig();
+    sql(&r.path)
+        .execute_batch(
+            "CREATE TRIGGER refuse_evaluation BEFORE INSERT ON evaluation \
+             BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END;",
+        )
+        .unwrap();
+    script_composer_path(&r.model);
+    let err = ask(&r.deps, request(None), false, None, &mut NoopObserver)
+        .await
+        .expect_err("an evaluation that cannot be stored is not hidden");
+    assert!(matches!(err, AskError::Store(_)), "{err}");
+    // The run itself was already stored SUCCESS with its answer before the evaluation step;
+    // only the evaluation row is missing.
+    let row = run_row(&r, "run-0001");
+    assert_eq!(row.status, RunStatus::Success);
+    assert_eq!(row.answer.as_deref(), Some(ANSWER));
+    assert_eq!(count_evaluations(&r.path), 0);
+}
+
 /// Takes the store's write lock from another connection when a node is about to start, and
 /// holds it until dropped.
 struct LockAt {
