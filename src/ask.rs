@@ -108,6 +108,18 @@ impl Observer<Status> for TeeObserver<'_> {
 }
 
 /// Runs one diagnosis. `record` additionally collects every exchange for a run file.
+///
+/// The contract, as `tests/ask_integration.rs` checks it:
+/// - `Ok` with SUCCESS: a non-blank answer from the Composer or a handled Fallback, the run
+///   row finished SUCCESS and exactly one evaluation stored.
+/// - `Ok` with FAILED: an engine error, a cancellation (`interrupted`), a blank answer, a
+///   trace write that failed during the run, or a refused SUCCESS write; the row is FAILED
+///   with the real partial trace, no answer and no evaluation.
+/// - `Err`: nothing could be stored at all (a blank question, a read-only store, a taken
+///   run id), or not even FAILED could be written at the end; the run then stays RUNNING
+///   until the sweep of a later open marks it `interrupted`. An `Err` is never a SUCCESS
+///   reported to the caller; the one case where the stored run is SUCCESS is a failed
+///   evaluation write, which comes after the run was finished with its answer.
 pub async fn ask(
     deps: &AskDeps,
     request: AskRequest,
@@ -250,12 +262,22 @@ pub async fn ask(
         });
     }
 
+    let mut partial = summary.clone();
+    partial.answer = None;
     if let Err(e) = deps.store.finish_success(&run_id, summary) {
         let failure = format!("persistence: the result could not be stored: {e}");
-        // Best effort: the run must not stay RUNNING, and must not claim success.
-        let _ = deps
+        // Best effort: the run must not stay RUNNING, and must not claim success. It keeps
+        // what any FAILED run keeps (duration, self-evaluation) unless even that cannot be
+        // written, in which case the bare failure is tried.
+        if deps
             .store
-            .finish_failed(&run_id, &failure, RunSummary::default());
+            .finish_failed(&run_id, &failure, partial)
+            .is_err()
+        {
+            let _ = deps
+                .store
+                .finish_failed(&run_id, &failure, RunSummary::default());
+        }
         return Ok(AskOutcome {
             run_id,
             session_id,

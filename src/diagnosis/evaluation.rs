@@ -62,6 +62,8 @@ pub struct PromptAuditEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComposerAudit {
     pub status: Option<AgentStatus>,
+    /// Characters of the Composer's rendered answer when it is the run's answer; 0 when the
+    /// Composer did not complete or a Fallback answered instead.
     pub answer_chars: usize,
 }
 
@@ -156,7 +158,11 @@ pub fn verifier_evaluation(
             .collect(),
         composer_audit: ComposerAudit {
             status: state.composer_status.clone(),
-            answer_chars: if state.composer_status == Some(AgentStatus::Completed) {
+            // Once a Fallback has answered, `final_answer` is the Fallback's, not the
+            // Composer's: a Composer that completed with nothing displayable wrote nothing.
+            answer_chars: if state.composer_status == Some(AgentStatus::Completed)
+                && !state.degraded
+            {
                 state
                     .final_answer
                     .as_deref()
