@@ -66,6 +66,9 @@ pub struct AskOutcome {
     /// The run's exchanges in order, when recording was asked for.
     pub recorded: Option<Vec<crate::runfile::Exchange>>,
     pub interrupted: bool,
+    /// Problems that did not change the run's status (an evaluation that could not be
+    /// stored), one line each, for the caller to show.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Error)]
@@ -111,15 +114,14 @@ impl Observer<Status> for TeeObserver<'_> {
 ///
 /// The contract, as `tests/ask_integration.rs` checks it:
 /// - `Ok` with SUCCESS: a non-blank answer from the Composer or a handled Fallback, the run
-///   row finished SUCCESS and exactly one evaluation stored.
+///   row finished SUCCESS and exactly one evaluation stored (an evaluation that cannot be
+///   stored leaves the SUCCESS standing and adds a line to `warnings`).
 /// - `Ok` with FAILED: an engine error, a cancellation (`interrupted`), a blank answer, a
 ///   trace write that failed during the run, or a refused SUCCESS write; the row is FAILED
 ///   with the real partial trace, no answer and no evaluation.
 /// - `Err`: nothing could be stored at all (a blank question, a read-only store, a taken
 ///   run id), or not even FAILED could be written at the end; the run then stays RUNNING
-///   until the sweep of a later open marks it `interrupted`. An `Err` is never a SUCCESS
-///   reported to the caller; the one case where the stored run is SUCCESS is a failed
-///   evaluation write, which comes after the run was finished with its answer.
+///   until the sweep of a later open marks it `interrupted`.
 pub async fn ask(
     deps: &AskDeps,
     request: AskRequest,
@@ -183,6 +185,7 @@ pub async fn ask(
                 evaluation: None,
                 recorded: tape.map(|t| t.exchanges()),
                 interrupted: false,
+                warnings: Vec::new(),
             });
         }
     };
@@ -259,6 +262,7 @@ pub async fn ask(
             evaluation: None,
             recorded,
             interrupted,
+            warnings: Vec::new(),
         });
     }
 
@@ -288,13 +292,26 @@ pub async fn ask(
             evaluation: None,
             recorded,
             interrupted,
+            warnings: Vec::new(),
         });
     }
 
     let invocations: Vec<ToolInvocation> = deps.store.invocations(&run_id).unwrap_or_default();
     let evaluation = evaluate(&state, &steps, &invocations, duration_ms);
-    if let Ok(metrics) = serde_json::to_value(&evaluation) {
-        deps.store.record_evaluation(&run_id, &metrics)?;
+    // The run is already stored SUCCESS with its answer; an evaluation that cannot be
+    // stored is reported, not allowed to hide that answer from the caller.
+    let mut warnings = Vec::new();
+    let stored = serde_json::to_value(&evaluation)
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            deps.store
+                .record_evaluation(&run_id, &m)
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = stored {
+        warnings.push(format!(
+            "the evaluation of run {run_id} could not be stored: {e}"
+        ));
     }
     Ok(AskOutcome {
         run_id,
@@ -306,5 +323,6 @@ pub async fn ask(
         evaluation: Some(evaluation),
         recorded,
         interrupted,
+        warnings,
     })
 }

@@ -256,6 +256,13 @@ fn finish(
             "diag: warning: model call failed: {message}"
         );
     }
+    for w in &outcome.warnings {
+        let _ = writeln!(
+            std::io::stderr(),
+            "diag: warning: {}",
+            render::one_line(w, 300)
+        );
+    }
     if let Some(d) = tape.and_then(Tape::divergence) {
         return Err(CommandError::new(
             Exit::ReplayMismatch,
