@@ -54,6 +54,19 @@ pub type ToolResultFuture<'a> =
 pub trait ToolRunner: Send + Sync {
     fn catalog(&self) -> Vec<ToolSpec>;
     fn run<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a>;
+
+    /// A call the runtime blocked without running it, because the Executor's call budget was
+    /// spent; `result` is what will be recorded. A runner that only runs calls has nothing to
+    /// do. A replay must consume the recorded exchange here: a recording holds every call the
+    /// model asked for, budget-blocked ones included, in the model's order.
+    fn blocked<'a>(
+        &'a self,
+        _name: &'a str,
+        _arguments: &'a Value,
+        result: ToolResult,
+    ) -> ToolResultFuture<'a> {
+        Box::pin(std::future::ready(result))
+    }
 }
 
 /// How a model call ended, as recorded in its agent step.
@@ -308,12 +321,15 @@ impl ModelAgents {
                     let result = if *allowed {
                         self.tools.run(&call.name, &call.arguments).await
                     } else {
-                        ToolResult {
+                        let blocked = ToolResult {
                             status: InvocationStatus::Blocked,
                             output: json!({"error": format!(
                                 "tool call budget of {} exhausted", self.limits.max_tool_calls
                             )}),
-                        }
+                        };
+                        self.tools
+                            .blocked(&call.name, &call.arguments, blocked)
+                            .await
                     };
                     let ms = self.clock.elapsed().saturating_sub(began).as_millis();
                     (result, u64::try_from(ms).unwrap_or(u64::MAX))

@@ -128,7 +128,15 @@ impl Tape {
         Ok(record)
     }
 
-    fn next_tool(&self, name: &str, arguments: &Value) -> Result<ToolRecord, String> {
+    /// The next exchange as the tool call `name(arguments)`. `budget_blocked` says the
+    /// runtime blocked the call itself (call budget spent), which matches only a recorded
+    /// `blocked` call; a call the runner answers may match any recorded status.
+    fn next_tool(
+        &self,
+        name: &str,
+        arguments: &Value,
+        budget_blocked: bool,
+    ) -> Result<ToolRecord, String> {
         let mut st = self
             .state
             .lock()
@@ -159,6 +167,15 @@ impl Tape {
                 "tool {name} called with other arguments: {} (recorded {})",
                 bounded(&canonical_json(arguments)),
                 bounded(&canonical_json(&record.arguments))
+            );
+            return Err(self.diverge(&mut st, m));
+        }
+        if budget_blocked && record.status != InvocationStatus::Blocked {
+            let m = format!(
+                "tool call {} ({name}) was blocked by the call budget, but the recording ran it \
+                 (status {})",
+                record.invocation_id,
+                record.status.as_str()
             );
             return Err(self.diverge(&mut st, m));
         }
@@ -213,17 +230,36 @@ impl ToolRunner for RecordedTools {
     }
 
     fn run<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a> {
-        let result = match self.tape.next_tool(name, arguments) {
+        let result = match self.tape.next_tool(name, arguments, false) {
             Ok(record) => ToolResult {
                 status: record.status,
                 output: record.output,
             },
-            Err(message) => ToolResult {
-                status: InvocationStatus::Error,
-                output: serde_json::json!({"error": format!("replay divergence: {message}")}),
-            },
+            Err(message) => divergence_result(&message),
         };
         Box::pin(std::future::ready(result))
+    }
+
+    /// A budget-blocked call was recorded too (the recorder logs every invocation), so it
+    /// takes its exchange off the tape like any other call.
+    fn blocked<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a Value,
+        result: ToolResult,
+    ) -> ToolResultFuture<'a> {
+        let result = match self.tape.next_tool(name, arguments, true) {
+            Ok(_) => result,
+            Err(message) => divergence_result(&message),
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+fn divergence_result(message: &str) -> ToolResult {
+    ToolResult {
+        status: InvocationStatus::Error,
+        output: serde_json::json!({"error": format!("replay divergence: {message}")}),
     }
 }
 
@@ -291,5 +327,48 @@ impl InvocationLog for Recorder {
 
     fn invocations(&self, run_id: &str) -> Vec<ToolInvocation> {
         self.inner.invocations(run_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(status: InvocationStatus) -> Exchange {
+        Exchange::Tool(ToolRecord {
+            invocation_id: "inv-13".into(),
+            tool_name: "search_logs".into(),
+            arguments: serde_json::json!({"query": "502"}),
+            output: serde_json::json!({"error": "tool call budget of 12 exhausted"}),
+            status,
+        })
+    }
+
+    fn block_one(tape: &Arc<Tape>) -> ToolResult {
+        let tools = RecordedTools { tape: tape.clone() };
+        let budget = ToolResult {
+            status: InvocationStatus::Blocked,
+            output: serde_json::json!({"error": "tool call budget of 12 exhausted"}),
+        };
+        let args = serde_json::json!({"query": "502"});
+        futures::executor::block_on(tools.blocked("search_logs", &args, budget))
+    }
+
+    #[test]
+    fn a_budget_blocked_call_takes_its_recorded_exchange() {
+        let tape = Tape::new(vec![tool(InvocationStatus::Blocked)], Vec::new());
+        let result = block_one(&tape);
+        assert_eq!(result.status, InvocationStatus::Blocked);
+        assert_eq!(tape.divergence(), None);
+    }
+
+    #[test]
+    fn blocking_a_call_the_recording_ran_is_a_divergence() {
+        let tape = Tape::new(vec![tool(InvocationStatus::Ok)], Vec::new());
+        let result = block_one(&tape);
+        assert_eq!(result.status, InvocationStatus::Error);
+        let d = tape.divergence().unwrap();
+        assert_eq!(d.exchange, 0);
+        assert!(d.message.contains("blocked by the call budget"), "{d}");
     }
 }
