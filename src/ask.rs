@@ -15,11 +15,11 @@ use crate::clock::Clock;
 use crate::diagnosis::evaluation::{evaluate, verifier_evaluation, Evaluation};
 use crate::diagnosis::nodes::{real_nodes, NodeDeps};
 use crate::diagnosis::{topology, DiagnosisNodes, DiagnosisState, Status, STEP_LIMIT};
-use crate::graph::{EngineError, Event, InvokeOptions, Observer, RunConfig};
+use crate::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
 use crate::ids::IdSource;
 use crate::protocol::ToolInvocation;
 use crate::runfile::Recorder;
-use crate::store::{NewRun, RunRecorder, RunStatus, RunSummary, Store, StoreError};
+use crate::store::{FinishError, NewRun, RunRecorder, RunStatus, RunSummary, Store, StoreError};
 use crate::tools::InvocationLog;
 
 /// Builds the eight nodes of a run from its dependencies; [`real_nodes`] in production,
@@ -71,6 +71,31 @@ pub struct AskOutcome {
     pub warnings: Vec<String>,
 }
 
+impl AskOutcome {
+    /// A FAILED run's outcome: no answer, no evaluation, no warnings.
+    fn failed(
+        run_id: String,
+        session_id: String,
+        failure: String,
+        state: DiagnosisState,
+        recorded: Option<Vec<crate::runfile::Exchange>>,
+        interrupted: bool,
+    ) -> Self {
+        AskOutcome {
+            run_id,
+            session_id,
+            status: RunStatus::Failed,
+            answer: None,
+            failure: Some(failure),
+            state,
+            evaluation: None,
+            recorded,
+            interrupted,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum AskError {
     #[error("the question is empty")]
@@ -101,8 +126,9 @@ struct TeeObserver<'a> {
 }
 
 impl Observer<Status> for TeeObserver<'_> {
-    fn node_started(&mut self, node: &str, attempt: u32, round: u32) {
-        self.progress.node_started(node, attempt, round);
+    fn node_started(&mut self, node: &str, kind: NodeKind, attempt: u32, round: u32) {
+        Observer::<Status>::node_started(&mut self.store, node, kind, attempt, round);
+        self.progress.node_started(node, kind, attempt, round);
     }
     fn event(&mut self, event: &Event<Status>) {
         Observer::<Status>::event(&mut self.store, event);
@@ -175,18 +201,14 @@ pub async fn ask(
             let failure = format!("engine: topology does not compile: {e}");
             deps.store
                 .finish_failed(&run_id, &failure, RunSummary::default())?;
-            return Ok(AskOutcome {
+            return Ok(AskOutcome::failed(
                 run_id,
                 session_id,
-                status: RunStatus::Failed,
-                answer: None,
-                failure: Some(failure),
-                state: DiagnosisState::new(question),
-                evaluation: None,
-                recorded: tape.map(|t| t.exchanges()),
-                interrupted: false,
-                warnings: Vec::new(),
-            });
+                failure,
+                DiagnosisState::new(question),
+                tape.map(|t| t.exchanges()),
+                false,
+            ));
         }
     };
 
@@ -252,66 +274,67 @@ pub async fn ask(
         // A failed run keeps its real partial trace and gets no evaluation.
         summary.answer = None;
         deps.store.finish_failed(&run_id, &failure, summary)?;
-        return Ok(AskOutcome {
+        return Ok(AskOutcome::failed(
             run_id,
             session_id,
-            status: RunStatus::Failed,
-            answer: None,
-            failure: Some(failure),
+            failure,
             state,
-            evaluation: None,
             recorded,
             interrupted,
-            warnings: Vec::new(),
-        });
-    }
-
-    let mut partial = summary.clone();
-    partial.answer = None;
-    if let Err(e) = deps.store.finish_success(&run_id, summary) {
-        let failure = format!("persistence: the result could not be stored: {e}");
-        // Best effort: the run must not stay RUNNING, and must not claim success. It keeps
-        // what any FAILED run keeps (duration, self-evaluation) unless even that cannot be
-        // written, in which case the bare failure is tried.
-        if deps
-            .store
-            .finish_failed(&run_id, &failure, partial)
-            .is_err()
-        {
-            let _ = deps
-                .store
-                .finish_failed(&run_id, &failure, RunSummary::default());
-        }
-        return Ok(AskOutcome {
-            run_id,
-            session_id,
-            status: RunStatus::Failed,
-            answer: None,
-            failure: Some(failure),
-            state,
-            evaluation: None,
-            recorded,
-            interrupted,
-            warnings: Vec::new(),
-        });
+        ));
     }
 
     let invocations: Vec<ToolInvocation> = deps.store.invocations(&run_id).unwrap_or_default();
     let evaluation = evaluate(&state, &steps, &invocations, duration_ms);
-    // The run is already stored SUCCESS with its answer; an evaluation that cannot be
-    // stored is reported, not allowed to hide that answer from the caller.
+    let mut partial = summary.clone();
+    partial.answer = None;
+    // One transaction: the events still held, SUCCESS with the answer, and the evaluation
+    // under a savepoint (a refused evaluation leaves the SUCCESS standing).
     let mut warnings = Vec::new();
-    let stored = serde_json::to_value(&evaluation)
-        .map_err(|e| e.to_string())
-        .and_then(|m| {
-            deps.store
-                .record_evaluation(&run_id, &m)
-                .map_err(|e| e.to_string())
-        });
-    if let Err(e) = stored {
-        warnings.push(format!(
+    let finished = match serde_json::to_value(&evaluation) {
+        Ok(metrics) => deps
+            .store
+            .finish_success_evaluated(&run_id, summary, &metrics)
+            .map(|report| report.evaluation_error.map(|e| e.to_string())),
+        Err(e) => deps
+            .store
+            .finish_success(&run_id, summary)
+            .map(|()| Some(e.to_string()))
+            .map_err(FinishError::Run),
+    };
+    match finished {
+        Ok(None) => {}
+        Ok(Some(e)) => warnings.push(format!(
             "the evaluation of run {run_id} could not be stored: {e}"
-        ));
+        )),
+        Err(e) => {
+            let failure = match e {
+                FinishError::Trace(e) => {
+                    format!("persistence: the trace could not be stored: {e}")
+                }
+                FinishError::Run(e) => format!("persistence: the result could not be stored: {e}"),
+            };
+            // Best effort: the run must not stay RUNNING, and must not claim success. It
+            // keeps what any FAILED run keeps (duration, self-evaluation) unless even that
+            // cannot be written, in which case the bare failure is tried.
+            if deps
+                .store
+                .finish_failed(&run_id, &failure, partial)
+                .is_err()
+            {
+                let _ = deps
+                    .store
+                    .finish_failed(&run_id, &failure, RunSummary::default());
+            }
+            return Ok(AskOutcome::failed(
+                run_id,
+                session_id,
+                failure,
+                state,
+                recorded,
+                interrupted,
+            ));
+        }
     }
     Ok(AskOutcome {
         run_id,

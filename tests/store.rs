@@ -9,11 +9,11 @@ use common::*;
 use diag::agent::runtime::{RunHooks, StepStatus};
 use diag::agent::AgentRole;
 use diag::diagnosis::{FallbackKind, Status};
-use diag::graph::{Observer, RunConfig};
+use diag::graph::{NodeKind, Observer, RunConfig};
 use diag::protocol::Verdict;
 use diag::store::{
-    request_sha256, RunFilter, RunRecorder, RunStatus, RunSummary, Store, StoreError, INTERRUPTED,
-    SCHEMA_VERSION,
+    request_sha256, FinishError, RunFilter, RunRecorder, RunStatus, RunSummary, Store, StoreError,
+    INTERRUPTED, SCHEMA_VERSION,
 };
 use diag::tools::InvocationLog;
 use serde_json::json;
@@ -175,7 +175,7 @@ fn full_lifecycle_round_trips_every_record() {
     let invocations: Vec<_> = (1..=3)
         .map(|n| invocation("run-1", "session-1", n, json!({"matches": [{"line": format!("upstream returned 502 #{n}")}], "truncated": false})))
         .collect();
-    observer.node_started("planner", 1, 1);
+    observer.node_started("planner", NodeKind::Agent, 1, 1);
     observer.event(&events[0]);
     hooks.agent_step(&config, &steps[0]);
     hooks.model_exchange(&config, &exchanges[0]);
@@ -190,6 +190,9 @@ fn full_lifecycle_round_trips_every_record() {
     for e in &events[2..] {
         observer.event(e);
     }
+    // Events are held until the run next waits on the outside world; an explicit flush is
+    // that moment here.
+    recorder.flush();
     assert!(recorder.take_error().is_none());
     assert_eq!(recorder.failed_writes(), 0);
 
@@ -1011,4 +1014,205 @@ fn checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal() {
         "the last close checkpoints and removes the WAL"
     );
     assert_eq!(integrity(&path), "ok");
+}
+
+// ---------------------------------------------------------------------------------------------
+// When orchestration events are committed
+// ---------------------------------------------------------------------------------------------
+
+fn stored_nodes(store: &Store, run_id: &str) -> Vec<String> {
+    store
+        .events(run_id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.node)
+        .collect()
+}
+
+/// Reports `PASS_PATH[i]`'s event and the start of the node after it, as the engine does.
+fn node_done(observer: &mut RunRecorder, i: usize) {
+    let (node, status) = PASS_PATH[i];
+    Observer::<Status>::event(observer, &event(i as u32 + 1, node, status));
+    if let Some((next, _)) = PASS_PATH.get(i + 1) {
+        let kind = if matches!(*next, "gatekeeper" | "verified_input") {
+            NodeKind::Deterministic
+        } else {
+            NodeKind::Agent
+        };
+        Observer::<Status>::node_started(observer, next, kind, 1, 1);
+    }
+}
+
+#[test]
+fn events_are_committed_before_each_agent_node_and_with_the_finish() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let mut rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    Observer::<Status>::node_started(&mut rec, "planner", NodeKind::Agent, 1, 1);
+
+    node_done(&mut rec, 0); // planner; the executor (an agent) starts
+    assert_eq!(stored_nodes(&store, "r"), ["planner"]);
+    node_done(&mut rec, 1); // executor; the gatekeeper (deterministic) starts
+    assert_eq!(
+        stored_nodes(&store, "r"),
+        ["planner"],
+        "held while code runs"
+    );
+    node_done(&mut rec, 2); // gatekeeper; verified_input starts
+    assert_eq!(stored_nodes(&store, "r"), ["planner"]);
+    node_done(&mut rec, 3); // verified_input; the verifier (an agent) starts
+    assert_eq!(
+        stored_nodes(&store, "r"),
+        ["planner", "executor", "gatekeeper", "verified_input"],
+        "committed before the model call"
+    );
+    node_done(&mut rec, 4); // verifier; the composer starts
+    node_done(&mut rec, 5); // composer: the last event, held
+    assert_eq!(stored_nodes(&store, "r").len(), 5);
+    assert!(rec.take_error().is_none());
+
+    let report = store
+        .finish_success_evaluated("r", summary("payment-service timed out"), &json!({"g": 1}))
+        .unwrap();
+    assert!(report.evaluation_error.is_none());
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Success);
+    assert_eq!(
+        run.path,
+        PASS_PATH.map(|(n, _)| n),
+        "the finish carried the last event"
+    );
+    assert_eq!(
+        store.evaluation("r").unwrap().unwrap().metrics,
+        json!({"g": 1})
+    );
+}
+
+#[test]
+fn any_other_trace_write_and_a_dropped_recorder_commit_held_events() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let mut rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    let config = RunConfig::new("s", "r");
+    Observer::<Status>::event(&mut rec, &event(1, "planner", Status::Completed));
+    assert!(stored_nodes(&store, "r").is_empty());
+    rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
+    assert_eq!(
+        stored_nodes(&store, "r"),
+        ["planner"],
+        "an agent step flushes first"
+    );
+
+    Observer::<Status>::event(&mut rec, &event(2, "executor", Status::Completed));
+    rec.record(invocation("r", "s", 1, json!({"matches": []})));
+    assert_eq!(stored_nodes(&store, "r"), ["planner", "executor"]);
+
+    Observer::<Status>::event(&mut rec, &event(3, "gatekeeper", Status::Pass));
+    drop(rec);
+    assert_eq!(
+        stored_nodes(&store, "r"),
+        ["planner", "executor", "gatekeeper"],
+        "the last recorder commits what it held"
+    );
+}
+
+#[test]
+fn a_refused_held_event_blocks_success_and_the_failed_finish_keeps_the_rest() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    raw(&path)
+        .execute_batch(
+            "CREATE TRIGGER lose_verifier BEFORE INSERT ON orchestration_event \
+             WHEN NEW.node = 'verifier' \
+             BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END;",
+        )
+        .unwrap();
+    let mut rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    for (i, (node, status)) in PASS_PATH.iter().enumerate() {
+        Observer::<Status>::event(&mut rec, &event(i as u32 + 1, node, *status));
+    }
+    let err = store
+        .finish_success_evaluated("r", summary("payment-service timed out"), &json!({}))
+        .unwrap_err();
+    assert!(matches!(err, FinishError::Trace(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("simulated storage failure"),
+        "{err}"
+    );
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Running,
+        "nothing of the finish was stored"
+    );
+    assert!(stored_nodes(&store, "r").is_empty());
+    assert_eq!(store.evaluation("r").unwrap(), None);
+
+    store
+        .finish_failed(
+            "r",
+            "persistence: the trace could not be stored",
+            RunSummary::default(),
+        )
+        .unwrap();
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(
+        run.path,
+        [
+            "planner",
+            "executor",
+            "gatekeeper",
+            "verified_input",
+            "composer"
+        ],
+        "every event the store accepts is kept; the refused one is not invented"
+    );
+    drop(rec);
+    assert_eq!(
+        stored_nodes(&store, "r").len(),
+        5,
+        "nothing is left to commit later"
+    );
+}
+
+#[test]
+fn a_refused_evaluation_in_the_finishing_transaction_leaves_the_success_standing() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    raw(&path)
+        .execute_batch(
+            "CREATE TRIGGER refuse_evaluation BEFORE INSERT ON evaluation \
+             BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END;",
+        )
+        .unwrap();
+    let mut rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    Observer::<Status>::event(&mut rec, &event(1, "planner", Status::Completed));
+    let report = store
+        .finish_success_evaluated("r", summary("payment-service timed out"), &json!({}))
+        .unwrap();
+    let e = report.evaluation_error.expect("the refusal is reported");
+    assert!(e.to_string().contains("simulated storage failure"), "{e}");
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Success);
+    assert_eq!(run.path, ["planner"]);
+    assert_eq!(store.evaluation("r").unwrap(), None);
+}
+
+#[test]
+fn a_blank_answer_cannot_finish_success_even_with_an_evaluation() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let _rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    let err = store
+        .finish_success_evaluated("r", summary("  "), &json!({}))
+        .unwrap_err();
+    assert!(
+        matches!(err, FinishError::Run(StoreError::Invalid(_))),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.get_run("r").unwrap().unwrap().status,
+        RunStatus::Running
+    );
 }

@@ -16,7 +16,7 @@ use common::*;
 use diag::agent::runtime::{RunHooks, StepStatus};
 use diag::agent::AgentRole;
 use diag::diagnosis::Status;
-use diag::graph::{Observer, RunConfig};
+use diag::graph::{NodeKind, Observer, RunConfig};
 use diag::store::{RunFilter, RunStatus, Store, INTERRUPTED};
 use diag::tools::InvocationLog;
 use serde_json::json;
@@ -115,9 +115,14 @@ fn child_process_role() {
             for i in 0..runs {
                 write_full_run(&store, &format!("{prefix}-{i}"));
             }
-            write_partial_run(&store, &format!("{prefix}-stalled"), 3);
+            // Four nodes done, then the Verifier starts its model call and hangs there: the
+            // recorder stays alive, so only what the store committed on its own survives the
+            // kill.
+            let mut rec = write_partial_run(&store, &format!("{prefix}-stalled"), 4);
+            Observer::<Status>::node_started(&mut rec, "verifier", NodeKind::Agent, 1, 1);
             println!("MIDRUN {prefix}-stalled");
             std::thread::sleep(Duration::from_secs(120));
+            drop(rec);
         }
         "loop" => {
             for i in 0.. {
@@ -301,10 +306,13 @@ fn a_run_killed_mid_way_is_swept_with_its_partial_trace() {
     let run = store.get_run(&stalled).unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Failed);
     assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
-    assert_eq!(run.path, ["planner", "executor", "gatekeeper"]);
+    assert_eq!(
+        run.path,
+        ["planner", "executor", "gatekeeper", "verified_input"]
+    );
     assert_eq!(
         per_run_counts(&db, &stalled),
-        [3, STEPS as i64, EXCHANGES as i64, INVOCATIONS as i64],
+        [4, STEPS as i64, EXCHANGES as i64, INVOCATIONS as i64],
         "the partial trace is kept"
     );
     assert_eq!(store.evaluation(&stalled).unwrap(), None);

@@ -5,8 +5,9 @@
 //! alone: routing, events, state writes and the clock.
 //!
 //! With `--store PATH` each run is also persisted exactly as the ask service persists it:
-//! `create_run`, every event through the recorder as the engine's observer, `finish_success`
-//! with the summary from the final state, and `record_evaluation`. The figures then include
+//! `create_run`, every event through the recorder as the engine's observer (committed before
+//! each agent node and with the finish), and `finish_success_evaluated` with the summary from
+//! the final state and an evaluation. The figures then include
 //! the store, and `db_bytes_per_run` is the database plus WAL size (after a truncating
 //! checkpoint) divided by the runs the file holds.
 
@@ -20,6 +21,7 @@ use diag::diagnosis::scripted::{steps, FnNode, ScriptStep};
 use diag::diagnosis::topology::{self, DiagnosisNodes};
 use diag::diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
 use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
+use diag::ids::{IdSource, RandomIds};
 use diag::protocol::{Verdict, Verification};
 use diag::store::{NewRun, RunSummary, Store};
 
@@ -127,13 +129,15 @@ fn bench_graph(
     // Alone, the engine runs on a pinned clock; stored runs get real timestamps, as in
     // production (and distinct run ids across repeated benchmarks on one file).
     let clock: &dyn Clock = if store.is_some() { &system } else { &fixed };
-    let id_prefix = format!("bench-{}-{}", std::process::id(), system.now().unix_ms());
+    // Stored runs get the ids `diag ask` gives them: their order decides where in the store's
+    // B-trees each run's rows land.
+    let ids = RandomIds;
     let config = RunConfig::new("bench-session", "bench-run");
     let mut observer = NoopObserver;
     let started = Instant::now();
     let node_executions = rt.block_on(async {
         let mut total: u64 = 0;
-        for i in 0..runs {
+        for _ in 0..runs {
             let state = match &store {
                 None => {
                     let opts = InvokeOptions {
@@ -151,9 +155,7 @@ fn bench_graph(
                         .await
                         .map_err(|f| f.error.to_string())?
                 }
-                Some(store) => {
-                    stored_run(&graph, store, clock, &format!("{id_prefix}-{i}")).await?
-                }
+                Some(store) => stored_run(&graph, store, clock, &ids.run_id()).await?,
             };
             total += state.events.len() as u64;
         }
@@ -234,17 +236,18 @@ async fn stored_run(
         "gatekeeper_status": state.gatekeeper_status,
         "degraded": state.degraded,
     }}));
-    store
-        .finish_success(run_id, summary)
-        .map_err(|e| e.to_string())?;
-    store
-        .record_evaluation(
+    let report = store
+        .finish_success_evaluated(
             run_id,
+            summary,
             &serde_json::json!({"effective_verdict": state.effective_verdict,
                                 "degraded": state.degraded,
                                 "nodes": state.events.len()}),
         )
         .map_err(|e| e.to_string())?;
+    if let Some(e) = report.evaluation_error {
+        return Err(e.to_string());
+    }
     Ok(state)
 }
 

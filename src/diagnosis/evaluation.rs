@@ -230,8 +230,13 @@ pub fn evaluate(
         tool_calls: invocations.len(),
         tool_success_rate: ratio(ok, invocations.len()),
         model_calls: steps.len(),
-        prompt_tokens: steps.iter().map(|s| s.prompt_tokens).sum(),
-        completion_tokens: steps.iter().map(|s| s.completion_tokens).sum(),
+        // Saturating: the counts are whatever the server reported, and may be absurd.
+        prompt_tokens: steps
+            .iter()
+            .fold(0u64, |n, s| n.saturating_add(s.prompt_tokens)),
+        completion_tokens: steps
+            .iter()
+            .fold(0u64, |n, s| n.saturating_add(s.completion_tokens)),
         node_executions: state.events.len(),
         latency_ms,
     }

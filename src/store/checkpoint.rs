@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-/// Commits between background checkpoints: a run commits about nine times and a commit
-/// appends one to five pages, so the WAL stays around a few MiB.
+/// Commits between background checkpoints: a scripted six-node run commits five times and
+/// a commit appends one to five pages (a live run commits once more per model and tool
+/// call), so the WAL stays around a few MiB.
 pub(crate) const COMMITS_PER_CHECKPOINT: u64 = 256;
 
 /// How long pending commits may wait for a checkpoint when writing has stopped.

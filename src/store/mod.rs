@@ -61,7 +61,7 @@ pub use records::{
     StoredStep, INTERRUPTED,
 };
 pub use schema::SCHEMA_VERSION;
-pub use write::request_sha256;
+pub use write::{request_sha256, FinishError, FinishReport};
 
 use crate::clock::{Clock, SystemClock};
 
@@ -103,6 +103,9 @@ struct Shared {
     path: PathBuf,
     read_only: bool,
     clock: Arc<dyn Clock>,
+    /// Orchestration events reported through a run's recorder and not yet committed, per
+    /// run (see `recorder.rs`). Every finish of a run commits its held events with it.
+    held: Mutex<std::collections::HashMap<String, Vec<write::EventRow>>>,
 }
 
 impl Store {
@@ -160,6 +163,9 @@ impl Store {
         let read_only = write_protected || conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(true);
         // The statements of the write path are few and hot; keep them all prepared.
         conn.set_prepared_statement_cache_capacity(64);
+        if !read_only {
+            schema::refuse_foreign(&conn, &path)?;
+        }
         configure(&conn, &path, read_only)?;
         if read_only {
             schema::check_read_only(&conn, &path)?;
@@ -178,6 +184,7 @@ impl Store {
                 path,
                 read_only,
                 clock: options.clock,
+                held: Mutex::new(std::collections::HashMap::new()),
             }),
         };
         if !read_only {
@@ -344,9 +351,17 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Stor
     }
     // auto_vacuum is fixed when page 1 is first written, which setting WAL mode does on a
     // new file, so it goes first. On an existing file it changes nothing, which is right both
-    // for a store created earlier and for a racing second opener of a new one.
-    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
-        .map_err(|e| fail("enable incremental vacuum", e))?;
+    // for a store created earlier and for a racing second opener of a new one. It is read
+    // first and only set when not yet INCREMENTAL (2): setting it again is a write
+    // transaction, which made every open — `diag trace` included — create the WAL and pay
+    // five fsyncs between the write and the checkpoint on close.
+    let auto_vacuum: i64 = conn
+        .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+        .map_err(|e| fail("read the vacuum mode", e))?;
+    if auto_vacuum != 2 {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+            .map_err(|e| fail("enable incremental vacuum", e))?;
+    }
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(|e| fail("enable WAL mode", e))?;

@@ -139,6 +139,29 @@ pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.pragma_query_value(None, "user_version", |r| r.get(0))
 }
 
+/// Refuses a file that holds tables but no diag schema version before anything is written
+/// to it: opening someone else's SQLite database must not switch it to WAL mode (or touch it
+/// at all). The migration checks again under the write lock.
+pub(crate) fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let fail = |e| StoreError::sqlite(path, "read the schema version", e);
+    // One statement, so one snapshot: another process creating the store commits its tables
+    // and its version together, and two separate reads could see one without the other.
+    let (version, tables): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+             (SELECT count(*) FROM sqlite_schema WHERE type = 'table')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(fail)?;
+    if version == 0 && tables > 0 {
+        return Err(StoreError::ForeignDatabase {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
 /// Brings the file to [`SCHEMA_VERSION`], or refuses a newer or foreign file.
 pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let open_err = |e| StoreError::sqlite(path, "read the schema version", e);

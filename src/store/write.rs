@@ -68,24 +68,96 @@ fn not_running(tx: &Connection, store: &Store, run_id: &str) -> StoreError {
     }
 }
 
+// Token totals saturate: `sum()` fails with "integer overflow" on counts a misbehaving server
+// can report (each is stored clamped to i64::MAX), and a run that cannot be finished would stay
+// RUNNING. `total()` never fails, and a CAST of a too-large REAL gives i64::MAX.
 const FINISH: &str = "
 UPDATE diagnosis_run SET
     status = ?2, failure = ?3, answer = ?4, finished_at = ?5, duration_ms = ?6,
     degraded = ?7, effective_verdict = ?8, fallback_kind = ?9, self_evaluation = ?10,
-    prompt_tokens = (SELECT coalesce(sum(prompt_tokens), 0) FROM agent_step WHERE run_id = ?1),
+    prompt_tokens =
+        (SELECT CAST(total(prompt_tokens) AS INTEGER) FROM agent_step WHERE run_id = ?1),
     completion_tokens =
-        (SELECT coalesce(sum(completion_tokens), 0) FROM agent_step WHERE run_id = ?1),
+        (SELECT CAST(total(completion_tokens) AS INTEGER) FROM agent_step WHERE run_id = ?1),
     step_count = (SELECT count(*) FROM agent_step WHERE run_id = ?1),
     tool_count = (SELECT count(*) FROM tool_invocation WHERE run_id = ?1),
     path = (SELECT json_group_array(node ORDER BY seq) FROM orchestration_event
             WHERE run_id = ?1)
 WHERE run_id = ?1 AND status = 'RUNNING'";
 
+/// A SUCCESS needs a non-blank answer: a blank answer is a failed run (SPEC §3), so the store
+/// refuses to call it a success.
+fn require_answer(run_id: &str, summary: &RunSummary) -> Result<(), StoreError> {
+    if summary
+        .answer
+        .as_deref()
+        .is_none_or(|a| a.trim().is_empty())
+    {
+        return Err(StoreError::Invalid(format!(
+            "run {run_id} cannot be SUCCESS without a non-blank answer"
+        )));
+    }
+    Ok(())
+}
+
 /// The guard of every trace insert: its run (`?1`) exists and is RUNNING.
 macro_rules! while_running {
     () => {
         " WHERE EXISTS (SELECT 1 FROM diagnosis_run WHERE run_id = ?1 AND status = 'RUNNING')"
     };
+}
+
+/// One orchestration event as the row it becomes, built when the event is reported (so a
+/// detail that cannot be serialized is an error then) and inserted now or later.
+#[derive(Debug, Clone)]
+pub(crate) struct EventRow {
+    seq: u32,
+    node: String,
+    attempt: u32,
+    round: u32,
+    status: String,
+    started_at: String,
+    duration_ms: i64,
+    detail: String,
+}
+
+impl EventRow {
+    pub(crate) fn of<O: std::fmt::Display>(event: &Event<O>) -> Result<EventRow, StoreError> {
+        Ok(EventRow {
+            seq: event.seq,
+            node: event.node.clone(),
+            attempt: event.attempt,
+            round: event.round,
+            status: event.status.to_string(),
+            started_at: event.started_at.to_string(),
+            duration_ms: int(event.duration_ms),
+            detail: to_json(&event.detail)?,
+        })
+    }
+}
+
+/// What finishing a run reported besides success.
+#[derive(Debug, Default)]
+pub struct FinishReport {
+    /// The evaluation of a SUCCESS run, refused; the SUCCESS stands.
+    pub evaluation_error: Option<StoreError>,
+}
+
+/// Why a run could not be finished with the rows it still had to write.
+#[derive(Debug)]
+pub enum FinishError {
+    /// A trace row written with the finish was refused; nothing of the finish was stored.
+    Trace(StoreError),
+    /// The run row itself could not be finished.
+    Run(StoreError),
+}
+
+impl std::fmt::Display for FinishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FinishError::Trace(e) | FinishError::Run(e) => e.fmt(f),
+        }
+    }
 }
 
 impl Store {
@@ -140,29 +212,85 @@ impl Store {
         run_id: &str,
         event: &Event<O>,
     ) -> Result<(), StoreError> {
-        let detail = to_json(&event.detail)?;
+        let row = EventRow::of(event)?;
         self.write("record an orchestration event", |tx| {
-            let sql = concat!(
-                "INSERT INTO orchestration_event (run_id, seq, node, attempt, round, status, \
-                 started_at, duration_ms, detail) \
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9",
-                while_running!()
-            );
-            let changed = tx.prepare_cached(sql).and_then(|mut s| {
-                s.execute(params![
-                    run_id,
-                    event.seq,
-                    event.node,
-                    event.attempt,
-                    event.round,
-                    event.status.to_string(),
-                    event.started_at.to_string(),
-                    int(event.duration_ms),
-                    detail,
-                ])
-            });
-            self.inserted(tx, run_id, changed, "event", || event.seq.to_string())
+            self.insert_event(tx, run_id, &row)
         })
+    }
+
+    /// Inserts several orchestration events of a RUNNING run in one transaction. Each row
+    /// stands alone, as if written by itself: a refused row is reported and the others are
+    /// still stored. Returns the errors, in row order.
+    pub(crate) fn record_events(&self, run_id: &str, rows: &[EventRow]) -> Vec<StoreError> {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        match self.write("record orchestration events", |tx| {
+            Ok(self.insert_events(tx, run_id, rows))
+        }) {
+            Ok(errors) => errors,
+            Err(e) => vec![e],
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<EventRow>>> {
+        self.shared.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds an event of `run_id` until the next [`Self::flush_events`] or finish of the run.
+    pub(crate) fn hold_event(&self, run_id: &str, row: EventRow) {
+        self.held().entry(run_id.to_string()).or_default().push(row);
+    }
+
+    /// Commits the held events of `run_id` in one transaction; returns the refused ones'
+    /// errors. Cheap when nothing is held.
+    pub(crate) fn flush_events(&self, run_id: &str) -> Vec<StoreError> {
+        let rows = self.held().remove(run_id).unwrap_or_default();
+        self.record_events(run_id, &rows)
+    }
+
+    /// Inserts `rows` one statement each inside the caller's transaction. A statement that
+    /// fails undoes only itself; should SQLite roll the whole transaction back instead (a
+    /// full disk, an I/O error), nothing more is attempted and that is the error returned.
+    fn insert_events(&self, tx: &Connection, run_id: &str, rows: &[EventRow]) -> Vec<StoreError> {
+        let mut errors = Vec::new();
+        for row in rows {
+            if let Err(e) = self.insert_event(tx, run_id, row) {
+                errors.push(e);
+                if tx.is_autocommit() {
+                    break;
+                }
+            }
+        }
+        errors
+    }
+
+    fn insert_event(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        row: &EventRow,
+    ) -> Result<(), StoreError> {
+        let sql = concat!(
+            "INSERT INTO orchestration_event (run_id, seq, node, attempt, round, status, \
+             started_at, duration_ms, detail) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9",
+            while_running!()
+        );
+        let changed = tx.prepare_cached(sql).and_then(|mut s| {
+            s.execute(params![
+                run_id,
+                row.seq,
+                row.node,
+                row.attempt,
+                row.round,
+                row.status,
+                row.started_at,
+                row.duration_ms,
+                row.detail,
+            ])
+        });
+        self.inserted(tx, run_id, changed, "event", || row.seq.to_string())
     }
 
     /// Inserts one agent step (a model call) of a RUNNING run; its `seq` is the next in the
@@ -302,15 +430,7 @@ impl Store {
     /// Finishes a RUNNING run as SUCCESS. The answer must be non-blank: a blank answer is a
     /// failed run (SPEC §3), so the store refuses to call it a success.
     pub fn finish_success(&self, run_id: &str, summary: RunSummary) -> Result<(), StoreError> {
-        if summary
-            .answer
-            .as_deref()
-            .is_none_or(|a| a.trim().is_empty())
-        {
-            return Err(StoreError::Invalid(format!(
-                "run {run_id} cannot be SUCCESS without a non-blank answer"
-            )));
-        }
+        require_answer(run_id, &summary)?;
         self.finish(run_id, RunStatus::Success, None, summary)
     }
 
@@ -332,9 +452,54 @@ impl Store {
         failure: Option<&str>,
         summary: RunSummary,
     ) -> Result<(), StoreError> {
-        let self_evaluation = summary.self_evaluation.as_ref().map(to_json).transpose()?;
+        self.finish_with(run_id, status, failure, summary, None)
+            .map(|_| ())
+            .map_err(|e| match e {
+                FinishError::Trace(e) | FinishError::Run(e) => e,
+            })
+    }
+
+    /// Finishes a RUNNING run in one transaction together with the events its recorder
+    /// still held and, for a SUCCESS, its evaluation.
+    ///
+    /// A SUCCESS is all or nothing for the trace: a refused row leaves the run RUNNING and
+    /// returns [`FinishError::Trace`], since a run whose trace is incomplete is not a clean
+    /// success (SPEC §3). A FAILED run stores the rows the store accepts (the run already says
+    /// it failed; a refused row is not invented). The evaluation runs under a savepoint: a
+    /// refused evaluation is reported beside a SUCCESS that stands.
+    fn finish_with(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        failure: Option<&str>,
+        summary: RunSummary,
+        evaluation: Option<&Value>,
+    ) -> Result<FinishReport, FinishError> {
+        // The held rows stay held until the finish commits: a refused SUCCESS leaves them for
+        // the FAILED finish that follows.
+        let rows = self.held().get(run_id).cloned().unwrap_or_default();
+        let self_evaluation = summary
+            .self_evaluation
+            .as_ref()
+            .map(to_json)
+            .transpose()
+            .map_err(FinishError::Run)?;
         let finished_at = summary.finished_at.unwrap_or_else(|| self.now());
-        self.write("finish a run", |tx| {
+        let evaluation = evaluation.map(canonical_json);
+        let created_at = self.now().to_string();
+        let mut trace_error = None;
+        let outcome = self.write("finish a run", |tx| {
+            let mut event_errors = self.insert_events(tx, run_id, &rows);
+            if tx.is_autocommit() {
+                // SQLite rolled the whole transaction back: nothing was written.
+                return Err(event_errors.into_iter().next().unwrap_or_else(|| {
+                    StoreError::Invalid("the transaction was rolled back".into())
+                }));
+            }
+            if status == RunStatus::Success && !event_errors.is_empty() {
+                trace_error = Some(event_errors.remove(0));
+                return Err(StoreError::Invalid("a trace row was refused".into()));
+            }
             let changed = tx.prepare_cached(FINISH).and_then(|mut s| {
                 s.execute(params![
                     run_id,
@@ -350,11 +515,46 @@ impl Store {
                 ])
             });
             match changed {
-                Ok(0) => Err(not_running(tx, self, run_id)),
-                Ok(_) => Ok(()),
-                Err(e) => Err(self.err("finish a run", e)),
+                Ok(0) => return Err(not_running(tx, self, run_id)),
+                Ok(_) => {}
+                Err(e) => return Err(self.err("finish a run", e)),
             }
-        })
+            let evaluation_error = match &evaluation {
+                Some(metrics) => {
+                    self.insert_evaluation_savepoint(tx, run_id, metrics, &created_at)?
+                }
+                None => None,
+            };
+            Ok(FinishReport { evaluation_error })
+        });
+        match (outcome, trace_error) {
+            (Ok(report), _) => {
+                let mut held = self.held();
+                if let Some(now) = held.get_mut(run_id) {
+                    now.drain(..rows.len().min(now.len()));
+                    if now.is_empty() {
+                        held.remove(run_id);
+                    }
+                }
+                Ok(report)
+            }
+            (Err(_), Some(trace)) => Err(FinishError::Trace(trace)),
+            (Err(e), None) => Err(FinishError::Run(e)),
+        }
+    }
+
+    /// Finishes a RUNNING run as SUCCESS and stores its evaluation, in one transaction (the
+    /// ask service's last write). A refused trace row or run update leaves the run RUNNING
+    /// and says which ([`FinishError`]); a refused evaluation is reported in the
+    /// [`FinishReport`] beside a SUCCESS that stands.
+    pub fn finish_success_evaluated(
+        &self,
+        run_id: &str,
+        summary: RunSummary,
+        metrics: &Value,
+    ) -> Result<FinishReport, FinishError> {
+        require_answer(run_id, &summary).map_err(FinishError::Run)?;
+        self.finish_with(run_id, RunStatus::Success, None, summary, Some(metrics))
     }
 
     /// Stores (or replaces) the evaluation of a SUCCESS run; a run that is RUNNING or
@@ -363,27 +563,69 @@ impl Store {
         let metrics = canonical_json(metrics);
         let created_at = self.now().to_string();
         self.write("record an evaluation", |tx| {
-            let changed = tx
-                .prepare_cached(
-                    "INSERT INTO evaluation (run_id, metrics, created_at) \
-                     SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM diagnosis_run \
-                     WHERE run_id = ?1 AND status = 'SUCCESS') \
-                     ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
-                     created_at = excluded.created_at",
-                )
-                .and_then(|mut s| s.execute(params![run_id, metrics, created_at]));
-            match changed {
-                Ok(0) => Err(match not_running(tx, self, run_id) {
-                    StoreError::NotRunning { run_id, status } => {
-                        StoreError::NotEvaluable { run_id, status }
-                    }
-                    StoreError::UnknownRun(_) => StoreError::UnknownRun(run_id.to_string()),
-                    other => other,
-                }),
-                Ok(_) => Ok(()),
-                Err(e) => Err(self.err("record an evaluation", e)),
-            }
+            self.insert_evaluation(tx, run_id, &metrics, &created_at)
         })
+    }
+
+    /// [`Self::insert_evaluation`] under a savepoint, so that its failure undoes only itself.
+    /// `Err` only when the surrounding transaction itself is lost.
+    fn insert_evaluation_savepoint(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        metrics: &str,
+        created_at: &str,
+    ) -> Result<Option<StoreError>, StoreError> {
+        let run = |sql: &str| {
+            tx.prepare_cached(sql)
+                .and_then(|mut s| s.execute([]))
+                .map(|_| ())
+                .map_err(|e| self.err("record an evaluation", e))
+        };
+        run("SAVEPOINT evaluation")?;
+        match self.insert_evaluation(tx, run_id, metrics, created_at) {
+            Ok(()) => {
+                run("RELEASE evaluation")?;
+                Ok(None)
+            }
+            Err(e) => {
+                if tx.is_autocommit() {
+                    return Err(e);
+                }
+                run("ROLLBACK TO evaluation")?;
+                run("RELEASE evaluation")?;
+                Ok(Some(e))
+            }
+        }
+    }
+
+    fn insert_evaluation(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        metrics: &str,
+        created_at: &str,
+    ) -> Result<(), StoreError> {
+        let changed = tx
+            .prepare_cached(
+                "INSERT INTO evaluation (run_id, metrics, created_at) \
+                 SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM diagnosis_run \
+                 WHERE run_id = ?1 AND status = 'SUCCESS') \
+                 ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
+                 created_at = excluded.created_at",
+            )
+            .and_then(|mut s| s.execute(params![run_id, metrics, created_at]));
+        match changed {
+            Ok(0) => Err(match not_running(tx, self, run_id) {
+                StoreError::NotRunning { run_id, status } => {
+                    StoreError::NotEvaluable { run_id, status }
+                }
+                StoreError::UnknownRun(_) => StoreError::UnknownRun(run_id.to_string()),
+                other => other,
+            }),
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.err("record an evaluation", e)),
+        }
     }
 
     /// Marks FAILED (`interrupted`) every RUNNING run whose owning process is gone, keeping
