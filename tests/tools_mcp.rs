@@ -3,6 +3,9 @@
 //! (default `<repo>/.peers`). A missing server fails the test with the command to run: these
 //! tests are never skipped silently.
 
+mod support;
+use support::peer_bin;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,19 +17,6 @@ use serde_json::{json, Value};
 
 /// Every wait in these tests is bounded by this, so a regression hangs no CI run.
 const BOUND: Duration = Duration::from_secs(20);
-
-fn peer_bin(name: &str) -> PathBuf {
-    let dir = std::env::var_os("DIAG_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".peers"));
-    let bin = dir.join("npm/node_modules/.bin").join(name);
-    assert!(
-        bin.exists(),
-        "{} is missing: run scripts/install-peers (or set DIAG_PEERS_DIR to where it installed)",
-        bin.display()
-    );
-    bin
-}
 
 fn everything_config() -> McpServerConfig {
     let mut config = McpServerConfig::new("everything", peer_bin("mcp-server-everything"));
@@ -584,6 +574,76 @@ fn dropping_after_the_runtime_is_gone_still_kills_the_process() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!alive(pid), "pid {pid} outlived its client");
+}
+
+/// The children of `pid` whose command name is `comm`.
+fn children_named(pid: u32, comm: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let name = head.split_once('(').map(|(_, n)| n).unwrap_or_default();
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if name == comm && ppid == Some(pid) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// A server started through a wrapper script that also leaves a helper running (as `npx` and
+/// friends do): stopping the server stops the helper too, whether the client is dropped or
+/// the server is shut down.
+#[tokio::test]
+async fn a_wrapper_and_everything_it_started_are_stopped_with_the_server() {
+    for shutdown in [false, true] {
+        let mut config = everything_config();
+        config.command = PathBuf::from("sh");
+        config.args = vec![
+            "-c".into(),
+            r#"sleep 300 & "$0" stdio; exit $?"#.into(),
+            peer_bin("mcp-server-everything").display().to_string(),
+        ];
+        let server = McpServer::start(config)
+            .await
+            .expect("the wrapped server starts");
+        let wrapper = server.pid().unwrap();
+        let helpers = children_named(wrapper, "sleep");
+        assert_eq!(helpers.len(), 1, "the wrapper's helper: {helpers:?}");
+        let helper = helpers[0];
+        let out = call(
+            &*tool(&server, "everything__echo"),
+            json!({"message": "hi"}),
+        )
+        .await;
+        assert!(out.is_ok(), "{out:?}");
+
+        if shutdown {
+            let _ = tokio::time::timeout(BOUND, server.shutdown())
+                .await
+                .expect("shutdown is bounded");
+        } else {
+            drop(server);
+        }
+        assert!(
+            wait_gone(wrapper).await,
+            "the wrapper {wrapper} outlived its client"
+        );
+        assert!(
+            wait_gone(helper).await,
+            "the wrapper's helper {helper} outlived the server (shutdown: {shutdown})"
+        );
+    }
 }
 
 #[tokio::test]

@@ -20,6 +20,8 @@
 //! - a watcher task sees the process exit and closes the session shortly after, so a call never
 //!   waits for an end-of-file that a grandchild still holding stdout would delay (`npx`
 //!   wrappers);
+//! - the server runs in a process group of its own, killed whenever the server is stopped or
+//!   ends, so a wrapper's helpers never outlive it and a terminal's Ctrl-C reaches `diag` alone;
 //! - the environment is cleared before the spawn (see below), and stderr is drained into a
 //!   small buffer instead of being inherited, so a chatty server never writes over `diag`'s
 //!   own output and never blocks on a full pipe.
@@ -220,6 +222,11 @@ impl McpServer {
             // The last line of defence: dropping the `Child` (even in a task dropped by a
             // runtime that is shutting down) kills the process.
             .kill_on_drop(true);
+        // Its own process group, so that a server started through a wrapper (`npx`, a shell
+        // script, `uvx`) is stopped with everything the wrapper started, and a Ctrl-C at the
+        // terminal reaches `diag` alone, which then stops its servers itself.
+        #[cfg(unix)]
+        command.process_group(0);
         if let Some(cwd) = &config.cwd {
             command.current_dir(cwd);
         }
@@ -229,6 +236,9 @@ impl McpServer {
             source,
         })?;
         let pid = child.id();
+        // Dropped on every early return below, and by the process watcher after the server
+        // ended: either way the server's whole group is killed.
+        let group = ProcessGroup::of(pid);
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -294,6 +304,7 @@ impl McpServer {
         let (process_tx, process_rx) = watch::channel(Process::Running);
         tokio::spawn(watch_process(
             child,
+            group,
             kill.clone(),
             running.cancellation_token(),
             process_tx,
@@ -550,6 +561,7 @@ impl Tool for McpTool {
 /// holding stdout may never give.
 async fn watch_process(
     mut child: tokio::process::Child,
+    group: ProcessGroup,
     kill: CancellationToken,
     session: RunningServiceCancellationToken,
     process: watch::Sender<Process>,
@@ -557,15 +569,53 @@ async fn watch_process(
     let status = tokio::select! {
         status = child.wait() => status.ok(),
         () = kill.cancelled() => {
+            group.kill();
             let _ = child.start_kill();
             child.wait().await.ok()
         }
     };
+    // Whatever the server left running in its group goes with it, at once (the group id is
+    // only ours while a member of it lives).
+    drop(group);
     let _ = process.send(Process::Ended(status));
     // Answers the server wrote just before exiting may still sit in the pipe: give the reader
     // a moment to deliver them (it ends the session itself at end-of-file).
     tokio::time::sleep(READ_AFTER_EXIT).await;
     session.cancel();
+}
+
+/// The process group of a server `diag` spawned (its id is the server's pid). Killing it
+/// stops the server and every process it started that stayed in its group; dropping it kills
+/// it.
+struct ProcessGroup(Option<u32>);
+
+impl ProcessGroup {
+    fn of(pid: Option<u32>) -> Self {
+        ProcessGroup(pid)
+    }
+
+    #[cfg(unix)]
+    fn kill(&self) {
+        let Some(pgid) = self.0.and_then(|p| libc::pid_t::try_from(p).ok()) else {
+            return;
+        };
+        if pgid > 1 {
+            // SAFETY: kill(2) with a negative pid signals that process group; it touches no
+            // memory of ours. A group that is already gone gives ESRCH, which is fine.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn kill(&self) {}
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// The end of the server's stderr, for start errors. Reading it all the time also keeps a
