@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
 use serde::Serialize;
 
 use crate::agent::runtime::{AgentLimits, AgentModels};
@@ -14,7 +16,7 @@ use crate::clock::FixedClock;
 use crate::graph::NoopObserver;
 use crate::ids::IdSource;
 use crate::model::ChatModel;
-use crate::runfile::{Divergence, Expected, RecordedModel, RecordedTools, RunFile, Tape};
+use crate::runfile::{Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, Tape};
 use crate::store::{RunStatus, Store};
 
 /// The agent limits a replay runs with: generous, so the recording decides the path.
@@ -131,6 +133,16 @@ pub async fn replay(
     store: &Store,
     ids: Arc<dyn IdSource>,
 ) -> Result<Replayed, AskError> {
+    replay_until(run, store, ids, None).await
+}
+
+/// [`replay`], ended as an interrupted run (stored FAILED `interrupted`) when `cancel` fires.
+pub async fn replay_until(
+    run: &RunFile,
+    store: &Store,
+    ids: Arc<dyn IdSource>,
+    cancel: Option<&CancellationToken>,
+) -> Result<Replayed, AskError> {
     let (deps, tape) = replay_deps(run, store, ids);
     let outcome = ask(
         &deps,
@@ -140,16 +152,75 @@ pub async fn replay(
             run_id: None,
         },
         false,
-        None,
+        cancel,
         &mut NoopObserver,
     )
     .await?;
     let actual = actual_of(&outcome);
+    let divergence = divergence_of(run, &tape, store, &outcome.run_id);
     Ok(Replayed {
         outcome,
         actual,
-        divergence: tape.divergence(),
+        divergence,
     })
+}
+
+/// Where the replay of `run`, stored as `run_id`, left its recording: the tape's first
+/// divergence, else the first model call made in another round, attempt or turn.
+pub fn divergence_of(
+    run: &RunFile,
+    tape: &Tape,
+    store: &Store,
+    run_id: &str,
+) -> Option<Divergence> {
+    tape.divergence()
+        .or_else(|| metadata_divergence(run, store, run_id))
+}
+
+/// The first model call the replay made in another round, attempt or turn than the
+/// recording, read back from the stored run. The tape already matched each call's agent and
+/// (when recorded) request hash as it served it; a technical retry sends the same bytes as the
+/// first attempt, so only this check tells the two apart.
+fn metadata_divergence(run: &RunFile, store: &Store, run_id: &str) -> Option<Divergence> {
+    let stored = match store.exchanges(run_id) {
+        Ok(stored) => stored,
+        Err(e) => {
+            return Some(Divergence {
+                exchange: 0,
+                message: format!("the replayed model calls cannot be read back: {e}"),
+            })
+        }
+    };
+    let recorded = run
+        .exchanges
+        .iter()
+        .enumerate()
+        .filter_map(|(i, x)| match x {
+            Exchange::Model(m) => Some((i, m)),
+            Exchange::Tool(_) => None,
+        });
+    for ((i, want), got) in recorded.zip(stored.iter().map(|s| &s.exchange)) {
+        let recorded_at = (want.agent, want.round, want.attempt, want.turn);
+        let replayed_at = (got.agent, got.round, got.attempt, got.turn);
+        if recorded_at != replayed_at {
+            return Some(Divergence {
+                exchange: i,
+                message: format!(
+                    "model call for {} recorded in round {} attempt {} turn {}, replayed for {} \
+                     in round {} attempt {} turn {}",
+                    want.agent,
+                    want.round,
+                    want.attempt,
+                    want.turn,
+                    got.agent,
+                    got.round,
+                    got.attempt,
+                    got.turn
+                ),
+            });
+        }
+    }
+    None
 }
 
 /// The run file a finished live run produces: its exchanges and its result as `expected`.

@@ -525,6 +525,28 @@ async fn changed_tool_arguments_are_a_divergence_at_that_tool_exchange() {
     assert!(!compare(&expected, &r.actual).is_empty());
 }
 
+/// A technical retry sends the same bytes as the first attempt, so the request hash cannot
+/// tell them apart: the replay compares each model call's round, attempt and turn too.
+#[tokio::test]
+async fn a_model_call_replayed_as_another_attempt_is_a_divergence() {
+    let mut index = None;
+    let r = replay_corrupted("verifier_retry_then_ok.json", |doc| {
+        // The recording now claims the Verifier's first call was already its second attempt.
+        let i = find(doc, |x| x["agent"] == "verifier");
+        assert_eq!(doc["exchanges"][i]["attempt"], 1);
+        doc["exchanges"][i]["attempt"] = 2.into();
+        index = Some(i);
+    })
+    .await;
+    let d = r.divergence.expect("a divergence");
+    assert_eq!(d.exchange, index.unwrap(), "{d}");
+    assert!(
+        d.message
+            .contains("recorded in round 1 attempt 2 turn 1, replayed for verifier in round 1 attempt 1 turn 1"),
+        "{d}"
+    );
+}
+
 #[tokio::test]
 async fn a_call_the_budget_blocks_but_the_recording_ran_is_a_divergence() {
     let mut index = None;

@@ -4,7 +4,6 @@
 //! Verified Input → Verifier → Composer, then checks on what each agent was sent.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,18 +21,10 @@ use diag::tools::{InvocationLog, MemoryInvocationLog};
 use serde_json::Value;
 
 mod support;
-use support::Aimock;
+use support::{demo, Aimock};
 
 const KEY: &str = "sk-diag-live-graph-key-7f3a9c";
 const KEY_VAR: &str = "DIAG_LIVE_GRAPH_KEY";
-
-fn demo(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/demo")
-        .join(path)
-        .display()
-        .to_string()
-}
 
 struct Run {
     state: DiagnosisState,

@@ -87,7 +87,7 @@ struct Recorder {
 }
 
 impl Observer<Status> for Recorder {
-    fn node_started(&mut self, node: &str, attempt: u32, round: u32) {
+    fn node_started(&mut self, node: &str, _kind: NodeKind, attempt: u32, round: u32) {
         self.started.push((node.to_string(), attempt, round));
     }
 

@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{open_store, runtime, store_error, write_json, write_text};
+use super::common::{interrupt_handler, open_store, runtime, store_error, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
 use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOutcome, AskRequest};
@@ -18,8 +18,8 @@ use crate::config::Config;
 use crate::ids::RandomIds;
 use crate::protocol::Verdict;
 use crate::render;
-use crate::replay::{replay_deps, run_file_of};
-use crate::runfile::{RunFile, Tape};
+use crate::replay::{divergence_of, replay_deps, run_file_of};
+use crate::runfile::{Divergence, RunFile};
 use crate::setup;
 use crate::store::{RunStatus, Store};
 
@@ -63,10 +63,10 @@ pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
 
 enum Source {
     Fixture(Box<RunFile>),
-    Live(Box<Config>),
+    Live(Box<Config>, PathBuf),
 }
 
-fn live_config(g: &GlobalArgs) -> Result<Config, CommandError> {
+fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
     let Some(path) = Config::locate(g.config.as_deref()) else {
         return Err(CommandError::usage(
             "no model endpoint is configured: pass --config FILE or create \
@@ -74,7 +74,30 @@ fn live_config(g: &GlobalArgs) -> Result<Config, CommandError> {
              or replay a recorded run with --fixture FILE",
         ));
     };
-    Config::load(&path).map_err(|e| CommandError::usage(e.to_string()))
+    let config = Config::load(&path).map_err(|e| CommandError::usage(e.to_string()))?;
+    Ok((config, path))
+}
+
+/// Refuses a `--record` path that can never be written (a folder, or a file in a folder
+/// that does not exist) before a live run spends time and tokens on it.
+fn check_record_path(path: &std::path::Path) -> Result<(), CommandError> {
+    let name = path.display();
+    if path.is_dir() {
+        return Err(CommandError::usage(format!(
+            "{name}: cannot write the run file: it is a folder"
+        )));
+    }
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        return Err(CommandError::usage(format!(
+            "{name}: cannot write the run file: the folder {} does not exist",
+            parent.display()
+        )));
+    }
+    Ok(())
 }
 
 pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<(), CommandError> {
@@ -87,12 +110,15 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     }
     let source = match &args.fixture {
         Some(path) => Source::Fixture(Box::new(load_run_file(path)?)),
-        None => Source::Live(Box::new(live_config(g)?)),
+        None => {
+            let (config, path) = live_config(g)?;
+            Source::Live(Box::new(config), path)
+        }
     };
     let question = match (&args.question, &source) {
         (Some(q), _) => q.clone(),
         (None, Source::Fixture(run)) => run.question.clone(),
-        (None, Source::Live(_)) => {
+        (None, Source::Live(..)) => {
             return Err(CommandError::usage(
                 "a question is required, e.g. diag ask \"why does checkout return 502?\"",
             ))
@@ -101,6 +127,9 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     if question.trim().is_empty() {
         return Err(CommandError::usage("the question is empty"));
     }
+    if let Some(path) = &args.record {
+        check_record_path(path)?;
+    }
     let store = open_store(g)?;
     let rt = runtime()?;
     let show_progress = !(g.quiet || g.no_progress || args.json);
@@ -108,13 +137,13 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         let (deps, tape, env) = match source {
             Source::Fixture(run) => {
                 let (deps, tape) = replay_deps(&run, &store, Arc::new(RandomIds));
-                (deps, Some(tape), None)
+                (deps, Some((tape, run)), None)
             }
-            Source::Live(config) => {
+            Source::Live(config, path) => {
                 let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
                 let env = setup::live(&config, clock.clone())
                     .await
-                    .map_err(|e| CommandError::usage(e.to_string()))?;
+                    .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
                 let deps = AskDeps {
                     nodes: production_nodes(),
                     models: env.models.clone(),
@@ -132,12 +161,18 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
             env.shutdown().await;
         }
         let outcome = result?;
+        let divergence = tape
+            .as_ref()
+            .and_then(|(tape, run)| divergence_of(run, tape, &store, &outcome.run_id));
         finish(
             g,
             args,
             &deps,
             &store,
-            tape.as_deref(),
+            Replaying {
+                fixture: tape.is_some(),
+                divergence,
+            },
             &question,
             &outcome,
             out,
@@ -152,14 +187,7 @@ async fn run_ask(
     show_progress: bool,
 ) -> Result<AskOutcome, CommandError> {
     let cancel = CancellationToken::new();
-    let on_ctrl_c = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.cancel();
-            }
-        })
-    };
+    let on_ctrl_c = interrupt_handler(cancel.clone())?;
     let mut progress = Progress::new(show_progress);
     let outcome = ask(
         deps,
@@ -181,13 +209,19 @@ async fn run_ask(
     })
 }
 
+/// Whether the run replayed a `--fixture` file, and where it left that recording.
+struct Replaying {
+    fixture: bool,
+    divergence: Option<Divergence>,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn finish(
     g: &GlobalArgs,
     args: &AskArgs,
     deps: &AskDeps,
     store: &Store,
-    tape: Option<&Tape>,
+    replaying: Replaying,
     question: &str,
     outcome: &AskOutcome,
     out: &mut dyn Write,
@@ -196,15 +230,6 @@ fn finish(
         .get_run(&outcome.run_id)
         .map_err(store_error)?
         .ok_or_else(|| CommandError::new(Exit::Internal, "the run vanished from the store"))?;
-    if let Some(path) = &args.record {
-        let file = run_file_of(outcome, question, row.started_at, deps.tools.catalog());
-        std::fs::write(path, file.to_json()).map_err(|e| {
-            CommandError::usage(format!(
-                "{}: cannot write the run file: {e}",
-                path.display()
-            ))
-        })?;
-    }
     let verdict = outcome.state.effective_verdict.filter(|_| {
         outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
     });
@@ -226,7 +251,11 @@ fn finish(
             }),
         )?;
     } else if g.quiet {
-        write_text(out, &render::answer(outcome.answer.as_deref()))?;
+        // Only the answer, for scripts: no heading; nothing for a FAILED run (stderr says why).
+        if let Some(answer) = outcome.answer.as_deref() {
+            let text = crate::diagnosis::render_answer(answer);
+            write_text(out, &format!("{}\n", text.trim_end()))?;
+        }
     } else {
         let text = [
             render::header(&render::Header {
@@ -248,9 +277,26 @@ fn finish(
         write_text(out, &text)?;
     }
 
-    // A model endpoint that failed is worth one line on stderr even when a Fallback
-    // answered: it is usually a configuration problem the operator can fix.
-    if let Some(message) = first_model_error(store, &outcome.run_id) {
+    // Written after the output, so a run file that cannot be written never hides the
+    // answer; the run itself is stored either way.
+    let record_error = args.record.as_ref().and_then(|path| {
+        let file = run_file_of(outcome, question, row.started_at, deps.tools.catalog());
+        std::fs::write(path, file.to_json()).err().map(|e| {
+            CommandError::usage(format!(
+                "{}: cannot write the run file: {e} (run {} is stored; diag export {} -o FILE \
+                 writes it)",
+                path.display(),
+                outcome.run_id,
+                outcome.run_id
+            ))
+        })
+    });
+
+    // A live model endpoint that failed is worth one line on stderr even when a Fallback
+    // answered: it is usually a configuration problem the operator can fix. A fixture's
+    // errors are part of its recording, and a divergence gets its own line below.
+    let live = !replaying.fixture;
+    if let Some(message) = first_model_error(store, &outcome.run_id).filter(|_| live) {
         let _ = writeln!(
             std::io::stderr(),
             "diag: warning: model call failed: {message}"
@@ -263,14 +309,37 @@ fn finish(
             render::one_line(w, 300)
         );
     }
-    if let Some(d) = tape.and_then(Tape::divergence) {
-        return Err(CommandError::new(
+    match (
+        outcome_error(args, replaying.divergence.as_ref(), outcome, verdict),
+        record_error,
+    ) {
+        (None, None) => Ok(()),
+        (Some(e), None) | (None, Some(e)) => Err(e),
+        // The run's own outcome decides the exit code; the run file's problem still gets
+        // its line.
+        (Some(e), Some(record)) => {
+            let _ = writeln!(std::io::stderr(), "diag: {}", record.message);
+            Err(e)
+        }
+    }
+}
+
+/// The exit a finished run calls for, most specific first: divergence from a fixture,
+/// interruption, FAILED, then `--strict`.
+fn outcome_error(
+    args: &AskArgs,
+    divergence: Option<&Divergence>,
+    outcome: &AskOutcome,
+    verdict: Option<Verdict>,
+) -> Option<CommandError> {
+    if let Some(d) = divergence {
+        return Some(CommandError::new(
             Exit::ReplayMismatch,
             format!("the run left its recording at {d}"),
         ));
     }
     if outcome.interrupted {
-        return Err(CommandError::new(
+        return Some(CommandError::new(
             Exit::Interrupted,
             format!(
                 "interrupted; run {} is stored as FAILED with its partial trace",
@@ -279,7 +348,7 @@ fn finish(
         ));
     }
     if outcome.status == RunStatus::Failed {
-        return Err(CommandError::new(
+        return Some(CommandError::new(
             Exit::RunFailed,
             format!(
                 "run {} FAILED: {}",
@@ -289,7 +358,7 @@ fn finish(
         ));
     }
     if args.strict && (outcome.state.degraded || verdict != Some(Verdict::Pass)) {
-        return Err(CommandError::new(
+        return Some(CommandError::new(
             Exit::NotStrict,
             format!(
                 "--strict: run {} is {}",
@@ -305,7 +374,7 @@ fn finish(
             ),
         ));
     }
-    Ok(())
+    None
 }
 
 fn first_model_error(store: &Store, run_id: &str) -> Option<String> {

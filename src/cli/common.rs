@@ -4,13 +4,14 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 use super::{io_error, CommandError, Exit, GlobalArgs};
 use crate::store::{Store, StoreError};
 
-/// The database path: `--db`/`DIAG_DB`, else the user's data directory.
+/// The database path: `--db`, else a non-empty `DIAG_DB`, else the user's data directory.
 pub fn db_path(g: &GlobalArgs) -> Result<PathBuf, CommandError> {
-    g.db.clone().or_else(Store::default_path).ok_or_else(|| {
+    g.db.clone().or_else(Store::path_from_env).ok_or_else(|| {
         CommandError::usage("no database path: set --db PATH or DIAG_DB (HOME is not set)")
     })
 }
@@ -44,4 +45,31 @@ pub fn write_json<T: Serialize>(out: &mut dyn Write, value: &T) -> Result<(), Co
 
 pub fn write_text(out: &mut dyn Write, text: &str) -> Result<(), CommandError> {
     out.write_all(text.as_bytes()).map_err(io_error)
+}
+
+/// Cancels `cancel` on Ctrl-C (SIGINT). Commands register it before their first run is
+/// created: `tokio::signal::ctrl_c()` registers only when first polled, and a SIGINT that came
+/// before that would kill the process with the run left RUNNING.
+pub fn interrupt_handler(
+    cancel: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, CommandError> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut sigint = signal(SignalKind::interrupt())
+            .map_err(|e| CommandError::new(Exit::Internal, format!("cannot handle Ctrl-C: {e}")))?;
+        Ok(tokio::spawn(async move {
+            if sigint.recv().await.is_some() {
+                cancel.cancel();
+            }
+        }))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel();
+            }
+        }))
+    }
 }

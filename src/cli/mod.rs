@@ -51,8 +51,10 @@ filter for stderr, e.g. `info` or `diag=debug`).";
 /// Flags every subcommand accepts.
 #[derive(Debug, Args, Clone)]
 pub struct GlobalArgs {
-    /// The SQLite database of runs [default: the user's data directory]
-    #[arg(long, global = true, env = "DIAG_DB", value_name = "PATH")]
+    /// The SQLite database of runs [default: DIAG_DB, then the user's data directory]
+    // DIAG_DB is read by `Store::path_from_env`, not by clap: an empty DIAG_DB means "unset"
+    // there, where clap would refuse it as an empty --db.
+    #[arg(long, global = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// The configuration file [default: DIAG_CONFIG, then ~/.config/diag/config.toml]
     #[arg(long, global = true, value_name = "FILE")]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::diagnosis::Status;
-use crate::graph::{Event, Observer};
+use crate::graph::{Event, NodeKind, Observer};
 
 pub struct Progress {
     bar: ProgressBar,
@@ -37,7 +37,7 @@ impl Progress {
 }
 
 impl Observer<Status> for Progress {
-    fn node_started(&mut self, node: &str, attempt: u32, round: u32) {
+    fn node_started(&mut self, node: &str, _kind: NodeKind, attempt: u32, round: u32) {
         let retry = if attempt > 1 { " (retry)" } else { "" };
         self.bar
             .set_message(format!("{node}{retry}, round {round}"));

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use clap::Args;
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 use super::ask::load_run_file;
-use super::common::{open_store, runtime, write_json, write_text};
+use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
 use super::{CommandError, Exit, GlobalArgs};
 use crate::ids::RandomIds;
 use crate::render::one_line;
-use crate::replay::{compare, replay, Mismatch};
+use crate::replay::{compare, replay_until, Mismatch};
 use crate::runfile::RunFile;
 use crate::store::Store;
 
@@ -94,20 +95,42 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CommandError> {
     Ok(out)
 }
 
-/// In a folder, only JSON documents that say they are run files are replayed (other JSON,
-/// such as model-server fixtures, is skipped); a file named directly is always tried.
+/// In a folder, JSON documents that say they are something else (such as model-server
+/// fixtures) are skipped; a file named directly is always tried. A `.json` file that cannot be
+/// read or parsed cannot say what it is, so it is tried and reported: a truncated run file in
+/// a CI folder must fail the replay, not vanish from it.
 fn is_run_file(path: &Path) -> bool {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|v| {
-            v.get("format")
-                .and_then(|f| f.as_str())
-                .is_some_and(|f| f.starts_with("diag_run_"))
-        })
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return true;
+    };
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Err(_) => true,
+        Ok(v) => v
+            .get("format")
+            .and_then(|f| f.as_str())
+            .is_some_and(|f| f.starts_with("diag_run_")),
+    }
 }
 
-async fn replay_one(path: PathBuf, store: Store, update: bool) -> FileResult {
+/// Replays one file; `None` when Ctrl-C came before it started.
+async fn replay_one(
+    path: PathBuf,
+    store: Store,
+    update: bool,
+    cancel: CancellationToken,
+) -> Option<FileResult> {
+    if cancel.is_cancelled() {
+        return None;
+    }
+    Some(replay_file(path, store, update, &cancel).await)
+}
+
+async fn replay_file(
+    path: PathBuf,
+    store: Store,
+    update: bool,
+    cancel: &CancellationToken,
+) -> FileResult {
     let file = path.display().to_string();
     let mut result = FileResult {
         file: file.clone(),
@@ -126,7 +149,7 @@ async fn replay_one(path: PathBuf, store: Store, update: bool) -> FileResult {
             return result;
         }
     };
-    let replayed = match replay(&run, &store, Arc::new(RandomIds)).await {
+    let replayed = match replay_until(&run, &store, Arc::new(RandomIds), Some(cancel)).await {
         Ok(r) => r,
         Err(e) => {
             result.error = Some(e.to_string());
@@ -184,12 +207,31 @@ pub fn cmd_replay(
     }
     let store = open_store(g)?;
     let rt = runtime()?;
-    let results: Vec<FileResult> = rt.block_on(
-        stream::iter(files)
-            .map(|p| replay_one(p, store.clone(), args.update))
+    let total = files.len();
+    let cancel = CancellationToken::new();
+    let results: Vec<Option<FileResult>> = rt.block_on(async {
+        let on_ctrl_c = interrupt_handler(cancel.clone())?;
+        let results = stream::iter(files)
+            .map(|p| replay_one(p, store.clone(), args.update, cancel.clone()))
             .buffered(PARALLEL)
-            .collect(),
-    );
+            .collect()
+            .await;
+        on_ctrl_c.abort();
+        Ok::<_, CommandError>(results)
+    })?;
+    if cancel.is_cancelled() {
+        // Files that finished before Ctrl-C are stored as usual; the ones in flight are
+        // stored FAILED (`interrupted`); the rest were not started.
+        let started = results.iter().flatten().count();
+        return Err(CommandError::new(
+            Exit::Interrupted,
+            format!(
+                "interrupted after {started} of {total} run file(s); a replay cut short is \
+                 stored FAILED (interrupted)"
+            ),
+        ));
+    }
+    let results: Vec<FileResult> = results.into_iter().flatten().collect();
     let failed = results
         .iter()
         .filter(|r| {

@@ -68,7 +68,7 @@ pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<
         return write_json(out, &json!({"schema": RUNS_JSON_SCHEMA, "runs": rows}));
     }
     let mut text = format!(
-        "{:<20}  {:<20}  {:<7}  {:<10}  {:<24}  question\n",
+        "{:<24}  {:<24}  {:<7}  {:<10}  {:<24}  question\n",
         "run", "session", "status", "verdict", "started"
     );
     for r in &runs {
@@ -80,9 +80,9 @@ pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<
         };
         let _ = writeln!(
             text,
-            "{:<20}  {:<20}  {:<7}  {:<10}  {:<24}  {}",
-            one_line(&r.run_id, 20),
-            one_line(&r.session_id, 20),
+            "{:<24}  {:<24}  {:<7}  {:<10}  {:<24}  {}",
+            one_line(&r.run_id, 24),
+            one_line(&r.session_id, 24),
             r.status.as_str(),
             verdict,
             r.started_at.to_string(),

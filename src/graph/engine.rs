@@ -4,7 +4,7 @@
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use super::{CompiledGraph, Event, GraphState, Outcome, RunConfig};
+use super::{CompiledGraph, Event, GraphState, NodeKind, Outcome, RunConfig};
 use crate::clock::Clock;
 
 /// Why an invocation stopped without reaching the end.
@@ -28,8 +28,9 @@ pub struct EngineFailure<S> {
 
 /// Watches a run as it happens (progress display, incremental persistence).
 pub trait Observer<O>: Send {
-    /// A node attempt is about to start.
-    fn node_started(&mut self, _node: &str, _attempt: u32, _round: u32) {}
+    /// A node attempt is about to start. `kind` tells an observer whether the attempt may
+    /// wait on the outside world (an agent calls a model) or is plain code over state.
+    fn node_started(&mut self, _node: &str, _kind: NodeKind, _attempt: u32, _round: u32) {}
     /// A node attempt has ended with this terminal event.
     fn event(&mut self, _event: &Event<O>) {}
 }
@@ -90,7 +91,8 @@ where
             previous = Some((current, round));
             steps += 1;
 
-            opts.observer.node_started(node.name, attempt, round);
+            opts.observer
+                .node_started(node.name, node.kind, attempt, round);
             let started_at = opts.clock.now();
             let began = opts.clock.elapsed();
             let step = {

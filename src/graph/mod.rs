@@ -100,7 +100,8 @@ impl RunConfig {
     }
 }
 
-/// How a node is drawn and described; the engine treats all kinds alike.
+/// How a node is drawn and described. The engine routes all kinds alike and tells its
+/// observer which kind is starting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
     /// Calls a model.

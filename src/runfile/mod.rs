@@ -149,7 +149,7 @@ impl RunFile {
     pub fn parse(text: &str, file: &str) -> Result<RunFile, RunFileError> {
         let value: Value = serde_json::from_str(text).map_err(|e| RunFileError::Malformed {
             file: file.to_string(),
-            reason: e.to_string(),
+            reason: one_line(&e.to_string()),
         })?;
         let found = match value.get("format") {
             Some(Value::String(s)) => s.clone(),
@@ -164,12 +164,14 @@ impl RunFile {
         if found != FORMAT {
             return Err(RunFileError::UnknownFormat {
                 file: file.to_string(),
-                found: found.chars().take(40).collect(),
+                found: one_line(&found.chars().take(40).collect::<String>()),
             });
         }
+        // serde quotes what the file holds (an unknown variant, say), which may be long or
+        // carry control characters: the message is made one bounded line.
         let run: RunFile = serde_json::from_value(value).map_err(|e| RunFileError::Invalid {
             file: file.to_string(),
-            reason: e.to_string(),
+            reason: one_line(&e.to_string()),
         })?;
         for (i, x) in run.exchanges.iter().enumerate() {
             if let Exchange::Model(m) = x {
@@ -198,6 +200,27 @@ impl RunFile {
         s.push('\n');
         s
     }
+}
+
+/// The longest text a loader error quotes from the file, in characters.
+const ERROR_TEXT_MAX: usize = 200;
+
+/// Control characters escaped (`\n`, `\u{1b}`), cut at [`ERROR_TEXT_MAX`] characters: what a
+/// run file says never breaks the one-line error or writes to the terminal.
+fn one_line(text: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == ERROR_TEXT_MAX {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
