@@ -22,7 +22,7 @@ use diag::diagnosis::scripted::FnNode;
 use diag::diagnosis::{
     AgentStatus, DiagnosisNodes, DiagnosisState, ExecutorStatus, FallbackKind, Status,
 };
-use diag::graph::{Event, Node, NodeFuture, NoopObserver, Observer, RunConfig, Step};
+use diag::graph::{Event, Node, NodeFuture, NodeKind, NoopObserver, Observer, RunConfig, Step};
 use diag::ids::SequentialIds;
 use diag::model::scripted::ScriptedModel;
 use diag::model::{ChatResponse, FinishReason, ToolCall, Usage};
@@ -446,7 +446,7 @@ struct CancelAt {
 }
 
 impl Observer<Status> for CancelAt {
-    fn node_started(&mut self, node: &str, _attempt: u32, _round: u32) {
+    fn node_started(&mut self, node: &str, _kind: NodeKind, _attempt: u32, _round: u32) {
         if node == self.node {
             self.token.cancel();
         }
@@ -1811,7 +1811,7 @@ struct LockAt {
 }
 
 impl Observer<Status> for LockAt {
-    fn node_started(&mut self, node: &str, _attempt: u32, _round: u32) {
+    fn node_started(&mut self, node: &str, _kind: NodeKind, _attempt: u32, _round: u32) {
         if node == self.node && self.held.is_none() {
             let conn = sql(&self.path);
             conn.execute_batch("BEGIN EXCLUSIVE")

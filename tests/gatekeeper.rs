@@ -783,7 +783,7 @@ fn failure_names_are_snake_case_and_distinct() {
 // ---- properties -----------------------------------------------------------------------------
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    // 256 cases by default; PROPTEST_CASES raises it (10,000 in CI).
 
     /// Arbitrary text, quote and pointer never panic; whatever passes was cut from the tool's
     /// own string and says what the quote says.

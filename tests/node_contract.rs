@@ -40,7 +40,9 @@ use diag::diagnosis::{
     render_answer, AgentStatus, DiagnosisNodes, DiagnosisState, ExecutorStatus, FallbackKind,
     Status,
 };
-use diag::graph::{DetailValue, Event, InvokeOptions, Node, NodeFuture, Observer, RunConfig};
+use diag::graph::{
+    DetailValue, Event, InvokeOptions, Node, NodeFuture, NodeKind, Observer, RunConfig,
+};
 use diag::protocol::gatekeeper::normalize;
 use diag::protocol::{ceiling, GateStatus, InvocationStatus, PlannerMode, ToolInvocation, Verdict};
 use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
@@ -574,7 +576,7 @@ struct Watch {
 }
 
 impl Observer<Status> for Watch {
-    fn node_started(&mut self, _node: &str, _attempt: u32, _round: u32) {
+    fn node_started(&mut self, _node: &str, _kind: NodeKind, _attempt: u32, _round: u32) {
         self.start = self.log.lookups().len();
     }
 

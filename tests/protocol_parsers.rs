@@ -1649,7 +1649,11 @@ mod properties {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+        // At least 512 cases, more when PROPTEST_CASES asks (10,000 in CI).
+        #![proptest_config(ProptestConfig {
+            cases: ProptestConfig::default().cases.max(512),
+            ..ProptestConfig::default()
+        })]
 
         #[test]
         fn arbitrary_strings_never_panic(text in ".{0,200}") {

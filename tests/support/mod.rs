@@ -175,3 +175,30 @@ impl Drop for Aimock {
         let _ = std::fs::remove_file(&self.log);
     }
 }
+
+/// The peers folder: `DIAG_PEERS_DIR`, else `.peers/` in the repository.
+pub fn peers_dir() -> PathBuf {
+    std::env::var_os("DIAG_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".peers"))
+}
+
+/// An npm-installed peer's executable; a missing one fails with the command that installs it.
+pub fn peer_bin(name: &str) -> PathBuf {
+    let bin = peers_dir().join("npm/node_modules/.bin").join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: run scripts/install-peers (or set DIAG_PEERS_DIR to where it installed)",
+        bin.display()
+    );
+    bin
+}
+
+/// A path in the demo environment, `fixtures/demo/PATH`, as a string for configurations.
+pub fn demo(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/demo")
+        .join(path)
+        .display()
+        .to_string()
+}
