@@ -387,6 +387,64 @@ async fn rate_limit_longer_than_the_cap_goes_straight_to_the_caller() {
 }
 
 #[tokio::test]
+async fn the_next_request_waits_out_a_retry_after_past_the_cap() {
+    let server = Aimock::start(Some(KEY));
+    let model = model(config(server.base_url(), 2));
+    let err = model
+        .complete(&ask("rate limited past the cap once"))
+        .await
+        .expect_err("429 with Retry-After: 6 goes to the caller");
+    assert_eq!(err.retry_after, Some(Duration::from_secs(6)));
+    // The caller's retry (the node's technical retry) is held back until the server's
+    // pause is over, then served.
+    let r = model
+        .complete(&ask("rate limited past the cap once"))
+        .await
+        .expect("served after the pause");
+    assert_eq!(r.content.as_deref(), Some("served after the long wait"));
+    let journal = server.chat_requests(2).await;
+    assert_eq!(journal.len(), 2, "one 429, then the answer");
+    let gap = journal[1]["timestamp"].as_u64().unwrap() - journal[0]["timestamp"].as_u64().unwrap();
+    assert!(
+        gap >= 5_900,
+        "the next request went out after {gap} ms, the server asked for 6 s"
+    );
+}
+
+#[tokio::test]
+async fn a_pause_longer_than_diag_waits_fails_the_next_call_without_sending_it() {
+    let server = Aimock::start(Some(KEY));
+    let model = model(config(server.base_url(), 2));
+    let first = model
+        .complete(&ask("rate limited for hours"))
+        .await
+        .expect_err("429");
+    assert_eq!(first.retry_after, Some(Duration::from_secs(7200)));
+    let second = model
+        .complete(&ask("plain answer"))
+        .await
+        .expect_err("the server asked for two hours");
+    assert_eq!(second.class, ErrorClass::Transient);
+    assert!(
+        second
+            .message
+            .starts_with("not sent: the server asked for ")
+            && second.message.contains("Retry-After"),
+        "{second}"
+    );
+    let left = second.retry_after.expect("the time still to wait");
+    assert!(
+        left > Duration::from_secs(7000) && left <= Duration::from_secs(7200),
+        "{left:?}"
+    );
+    assert_eq!(
+        server.chat_requests(1).await.len(),
+        1,
+        "nothing sent after the 429"
+    );
+}
+
+#[tokio::test]
 async fn server_error_is_transient_after_bounded_retries() {
     let server = Aimock::start(Some(KEY));
     let retries = 2;

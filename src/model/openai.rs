@@ -52,6 +52,10 @@ pub const RETRY_MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// retried here: the error goes up at once with `retry_after` set, so the caller decides rather
 /// than this layer sleeping for a long time or retrying earlier than asked.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
+/// The longest pause a server may ask for (`Retry-After` on its last error) that the next
+/// request to it waits out. A server asking for more gets no request until then: the call
+/// fails at once, transient, with the time still to wait.
+pub const MAX_HONOURED_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Answers larger than this are refused (a chat answer is kilobytes; this bounds memory).
 pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 /// Error messages quote at most this many characters of what the server said.
@@ -140,6 +144,10 @@ pub struct OpenAiModel {
     max_transport_retries: u32,
     temperature: Option<f32>,
     max_tokens: Option<u32>,
+    /// Set from the `Retry-After` of an error handed to the caller: no request goes to the
+    /// server before this instant (the node's technical retry, or another agent sharing the
+    /// endpoint, waits for it instead of hitting the same 429).
+    not_before: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -214,6 +222,7 @@ impl OpenAiModel {
             max_transport_retries: config.max_transport_retries,
             temperature: config.temperature,
             max_tokens: config.max_tokens,
+            not_before: std::sync::Mutex::new(None),
         })
     }
 
@@ -253,6 +262,7 @@ impl OpenAiModel {
     ) -> Result<ChatResponse, ModelError> {
         let body = serde_json::to_vec(&self.wire_request(request))
             .map_err(|e| ModelError::permanent(format!("cannot encode the request: {e}")))?;
+        self.wait_for_the_server().await?;
         let mut retries_used: u32 = 0;
         loop {
             let err = match self.attempt(&body).await {
@@ -271,9 +281,40 @@ impl OpenAiModel {
                     tokio::time::sleep(wait).await;
                     retries_used += 1;
                 }
-                None => return Err(with_attempts(err, retries_used + 1)),
+                None => {
+                    if let Some(after) = err.retry_after {
+                        *self.gate() = Some(tokio::time::Instant::now() + after);
+                    }
+                    return Err(with_attempts(err, retries_used + 1));
+                }
             }
         }
+    }
+
+    fn gate(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
+        self.not_before.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits out the pause the server asked for with its last error, up to
+    /// [`MAX_HONOURED_RETRY_AFTER`]; a longer one fails the call without sending it.
+    async fn wait_for_the_server(&self) -> Result<(), ModelError> {
+        let not_before = *self.gate();
+        let Some(not_before) = not_before else {
+            return Ok(());
+        };
+        let left = not_before.saturating_duration_since(tokio::time::Instant::now());
+        if left > MAX_HONOURED_RETRY_AFTER {
+            let mut err = ModelError::transient(format!(
+                "not sent: the server asked for {} s before the next request (Retry-After), \
+                 more than the {} s diag waits",
+                left.as_secs_f64().ceil(),
+                MAX_HONOURED_RETRY_AFTER.as_secs()
+            ));
+            err.retry_after = Some(left);
+            return Err(err);
+        }
+        tokio::time::sleep(left).await;
+        Ok(())
     }
 
     /// One HTTP exchange, classified.

@@ -110,7 +110,7 @@ impl Aimock {
     }
 
     pub async fn journal(&self) -> Vec<Value> {
-        let mut request = reqwest::Client::new().get(format!("{}/__aimock/journal", self.root()));
+        let mut request = control_client().get(format!("{}/__aimock/journal", self.root()));
         if let Some(key) = self.api_key {
             request = request.bearer_auth(key);
         }
@@ -125,7 +125,7 @@ impl Aimock {
 
     /// How many chat requests aimock answered with `status`, from its `/metrics` counters.
     pub async fn chat_requests_answered(&self, status: u16) -> u64 {
-        let mut request = reqwest::Client::new().get(format!("{}/metrics", self.root()));
+        let mut request = control_client().get(format!("{}/metrics", self.root()));
         if let Some(key) = self.api_key {
             request = request.bearer_auth(key);
         }
@@ -201,4 +201,13 @@ pub fn demo(path: &str) -> String {
         .join(path)
         .display()
         .to_string()
+}
+
+/// The client for aimock's control endpoints: bounded, so a wedged server fails the test
+/// instead of hanging the suite.
+fn control_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("an HTTP client")
 }
