@@ -574,3 +574,54 @@ async fn a_recording_cut_short_is_a_divergence_at_its_end() {
     assert_eq!(d.exchange, len, "{d}");
     assert!(d.message.contains("recording exhausted"), "{d}");
 }
+
+#[tokio::test]
+async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
+    let (_dir, store) = temp_store();
+    let ids = Arc::new(SequentialIds::default());
+    let run = load(&root().join("fixtures/runs/gatekeeper_reject.json"));
+    let replayed = replay_into(&run, &store, &ids).await;
+    let stored = store.get_run(&replayed.outcome.run_id).unwrap().unwrap();
+    let evaluation = stored.self_evaluation.expect("a self-evaluation");
+    let raw: diag::protocol::GatekeeperRaw =
+        serde_json::from_value(evaluation["verifier_evaluation"]["gatekeeper_raw"].clone())
+            .expect("the raw Gatekeeper result is kept beside its normalized status");
+    assert_eq!(raw.result.as_deref(), Some("fail"));
+    let refused: Vec<(&str, &str, &str)> = raw
+        .checked_bindings
+        .iter()
+        .filter(|b| !b.passed)
+        .map(|b| {
+            (
+                b.claim_id.as_str(),
+                b.source_invocation_id.as_str(),
+                b.failure.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("c1", "inv-1", "quote_not_found"),
+            ("c2", "inv-2", "path_not_found"),
+            ("c3", "inv-3", "not_a_string"),
+        ]
+    );
+    let shown = diag::render::refused_bindings(Some(&raw));
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines[0], "gatekeeper refused 3 of 3 binding(s)");
+    assert_eq!(
+        lines[2],
+        "  c2      inv-2   search_logs          /matches/5/line          path_not_found"
+    );
+    // A run whose bindings all passed shows nothing.
+    let pass = load(&root().join("fixtures/runs/pass.json"));
+    let replayed = replay_into(&pass, &store, &ids).await;
+    let stored = store.get_run(&replayed.outcome.run_id).unwrap().unwrap();
+    let raw: diag::protocol::GatekeeperRaw = serde_json::from_value(
+        stored.self_evaluation.unwrap()["verifier_evaluation"]["gatekeeper_raw"].clone(),
+    )
+    .unwrap();
+    assert!(raw.checked_bindings.iter().all(|b| b.passed));
+    assert_eq!(diag::render::refused_bindings(Some(&raw)), "");
+}

@@ -271,8 +271,12 @@ fn finish(
             }),
             render::timeline(&outcome.state.events),
             render::invocations(&store.invocations(&outcome.run_id).map_err(store_error)?),
+            render::refused_bindings(outcome.state.gatekeeper_raw.as_ref()),
             render::answer(outcome.answer.as_deref()),
         ]
+        .into_iter()
+        .filter(|block| !block.is_empty())
+        .collect::<Vec<_>>()
         .join("\n");
         write_text(out, &text)?;
     }

@@ -79,6 +79,13 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
             }),
         );
     }
+    // The Gatekeeper's raw result is kept in the self-evaluation (SPEC §2.3); a run stored
+    // before it was, or without one, shows no refused bindings.
+    let gatekeeper = run
+        .self_evaluation
+        .as_ref()
+        .and_then(|v| v.pointer("/verifier_evaluation/gatekeeper_raw"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok());
     let text = [
         render::header(&render::Header {
             run_id: &run.run_id,
@@ -93,12 +100,16 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         }),
         render::timeline(&events),
         render::invocations(&invocations),
+        render::refused_bindings(gatekeeper.as_ref()),
         format!(
             "tokens   prompt {} completion {}  model calls {}  tool calls {}\n",
             run.prompt_tokens, run.completion_tokens, run.step_count, run.tool_count
         ),
         render::answer(run.answer.as_deref()),
     ]
+    .into_iter()
+    .filter(|block| !block.is_empty())
+    .collect::<Vec<_>>()
     .join("\n");
     write_text(out, &text)
 }

@@ -9,7 +9,7 @@ use super::status::{AgentStatus, ExecutorStatus, FallbackKind};
 use crate::agent::prompts::PromptAudit;
 use crate::agent::runtime::AgentStepRecord;
 use crate::protocol::{
-    Audit, ClaimCheck, Fact, GateStatus, InvocationStatus, ToolInvocation, Verdict,
+    Audit, ClaimCheck, Fact, GateStatus, GatekeeperRaw, InvocationStatus, ToolInvocation, Verdict,
     VerifiedEvidence, VerifiedExecutorOutput,
 };
 
@@ -76,6 +76,9 @@ pub struct VerifierEvaluation {
     pub executor_status: Option<ExecutorStatus>,
     pub gatekeeper_status: Option<GateStatus>,
     pub gatekeeper_audit: Option<Audit>,
+    /// The Gatekeeper's raw result of the last round (SPEC §2.3: kept beside the normalized
+    /// status): result, severity and every checked binding with its failure reason.
+    pub gatekeeper_raw: Option<GatekeeperRaw>,
     pub ceiling: Option<Verdict>,
     pub verifier_status: Option<AgentStatus>,
     pub model_verdict: Option<Verdict>,
@@ -135,6 +138,7 @@ pub fn verifier_evaluation(
         executor_status: state.executor_status.clone(),
         gatekeeper_status: state.gatekeeper_status,
         gatekeeper_audit: state.gatekeeper_raw.as_ref().map(|r| r.audit),
+        gatekeeper_raw: state.gatekeeper_raw.clone(),
         ceiling: state.ceiling,
         verifier_status: state.verifier_status.clone(),
         model_verdict: state.verifier_model_verdict.filter(|_| verifier_completed),

@@ -4,7 +4,7 @@
 use std::fmt::{Display, Write as _};
 
 use crate::graph::{DetailValue, Event};
-use crate::protocol::ToolInvocation;
+use crate::protocol::{GatekeeperRaw, ToolInvocation};
 
 /// The run facts shown in a header.
 pub struct Header<'a> {
@@ -112,6 +112,35 @@ pub fn invocations(list: &[ToolInvocation]) -> String {
             i.status.as_str(),
             i.duration_ms,
             one_line(&i.arguments.to_string(), 100)
+        );
+    }
+    out
+}
+
+/// The bindings the Gatekeeper refused, one line each (claim, invocation, tool, pointer,
+/// reason), so an operator sees why a claim did not reach the answer. Empty when none failed.
+pub fn refused_bindings(raw: Option<&GatekeeperRaw>) -> String {
+    let Some(raw) = raw else {
+        return String::new();
+    };
+    let refused: Vec<_> = raw.checked_bindings.iter().filter(|b| !b.passed).collect();
+    if refused.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "gatekeeper refused {} of {} binding(s)\n",
+        refused.len(),
+        raw.checked_bindings.len()
+    );
+    for b in refused {
+        let _ = writeln!(
+            out,
+            "  {:<7} {:<7} {:<20} {:<24} {}",
+            one_line(&b.claim_id, 20),
+            one_line(&b.source_invocation_id, 20),
+            one_line(&b.tool_name, 40),
+            one_line(&b.raw_path, 60),
+            one_line(b.failure.as_deref().unwrap_or("failed"), 40)
         );
     }
     out
