@@ -303,6 +303,39 @@ async fn calls_past_the_budget_are_recorded_blocked_and_unknown_tools_blocked() 
 }
 
 #[tokio::test]
+async fn an_executor_whose_calls_all_ran_but_never_answered_hit_its_turn_limit() {
+    // SPEC §4: only an Executor that ends blocked is TOOL_BLOCKED. Every call here runs, so
+    // running out of turns is a plain failure, reported as such.
+    let r = rig(
+        AgentLimits {
+            max_turns: 3,
+            max_tool_calls: 10,
+        },
+        None,
+    );
+    for i in 0..3 {
+        r.model
+            .tool_calls(&[(&format!("c{i}"), "search_logs", json!({"q": i}))]);
+    }
+    let err = r
+        .agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, InvokeError::TurnLimit(m) if m == "turn limit reached without a final answer (3 turns)"),
+        "{err:?}"
+    );
+    assert_eq!(err.kind(), "turn_limit");
+    assert_eq!(r.model.requests().len(), 3, "bounded by max_turns");
+    assert!(r
+        .log
+        .invocations("run-1")
+        .iter()
+        .all(|i| i.status == InvocationStatus::Ok));
+}
+
+#[tokio::test]
 async fn an_executor_that_never_stops_calling_tools_ends_tool_blocked() {
     let r = rig(
         AgentLimits {

@@ -67,6 +67,9 @@ pub enum InvokeError {
     /// The Executor asked for a tool outside the catalog or past its budget and ended there.
     #[error("tool blocked: {0}")]
     ToolBlocked(String),
+    /// The Executor used every turn it had, its tool calls all ran, and no final answer came.
+    #[error("turn limit: {0}")]
+    TurnLimit(String),
 }
 
 impl InvokeError {
@@ -76,6 +79,7 @@ impl InvokeError {
             InvokeError::Transient(_) => "transient",
             InvokeError::Permanent(_) => "permanent",
             InvokeError::ToolBlocked(_) => "tool_blocked",
+            InvokeError::TurnLimit(_) => "turn_limit",
         }
     }
 }

@@ -367,15 +367,18 @@ impl ModelAgents {
                     .push(Message::tool_result(call.id.clone(), shown.to_string()));
             }
         }
-        let why = if last_blocked {
-            "the last tool calls were blocked and no final answer followed"
+        // SPEC §4: an Executor that ends blocked is TOOL_BLOCKED; one whose last calls ran
+        // but that never answered simply failed.
+        let turns = self.limits.max_turns;
+        Err(if last_blocked {
+            InvokeError::ToolBlocked(format!(
+                "the last tool calls were blocked and no final answer followed ({turns} turns)"
+            ))
         } else {
-            "turn limit reached without a final answer"
-        };
-        Err(InvokeError::ToolBlocked(format!(
-            "{why} ({} turns)",
-            self.limits.max_turns
-        )))
+            InvokeError::TurnLimit(format!(
+                "turn limit reached without a final answer ({turns} turns)"
+            ))
+        })
     }
 }
 

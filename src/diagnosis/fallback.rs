@@ -34,12 +34,37 @@ pub fn consulted_tools(run_id: &str, invocations: &[ToolInvocation]) -> Vec<Stri
 
 /// The stage that stopped the run and its outcome, read from the last orchestration event
 /// (the node that routed to the Fallback), as bounded codes for [`fallback_pre`].
+/// A `failure` or `reason` code in the event's detail that says more than its status (a
+/// turn limit, which projection check failed) is given instead of the status.
 pub fn pre_verification_failure(state: &DiagnosisState) -> (String, String) {
     match state.events.last() {
-        Some(e) => (e.node.clone(), e.status.as_str().to_ascii_lowercase()),
+        Some(e) => {
+            let specific = ["failure", "reason"]
+                .iter()
+                .find_map(|key| match e.detail.get(key) {
+                    Some(crate::graph::DetailValue::Text(code))
+                        if SPECIFIC_REASONS.contains(&code.as_str()) =>
+                    {
+                        Some(code.clone())
+                    }
+                    _ => None,
+                });
+            let reason = specific.unwrap_or_else(|| e.status.as_str().to_ascii_lowercase());
+            (e.node.clone(), reason)
+        }
         None => ("unknown".to_string(), "unknown".to_string()),
     }
 }
+
+/// Detail codes more telling than the status of the event that carries them.
+const SPECIFIC_REASONS: [&str; 6] = [
+    "turn_limit",
+    "no_claim_survived",
+    "no_passed_binding",
+    "not_continuable",
+    "status_mismatch",
+    "duplicate_claim_id",
+];
 
 /// The answer when no trusted material could be established: which stage stopped, why, the
 /// tools consulted and what to do next. `failed_stage` and `reason` must be codes
@@ -268,6 +293,7 @@ fn describe_reason(reason: &str) -> &'static str {
         "non_retryable_failed" => "a permanent failure (for example an HTTP 4xx)",
         "failed" => "the stage failed",
         "tool_blocked" => "a tool call was blocked (unknown tool or budget exhausted)",
+        "turn_limit" => "it used every turn it had without giving a final answer",
         "reject" => "no claim could be bound to a recorded tool output",
         "low_confid" => "no claim was bound to a recorded tool output",
         "projection_failed" | "no_claim_survived" | "no_passed_binding" => {

@@ -75,7 +75,7 @@ pub struct ExecutorInput<'a> {
 fn agent_failure(e: &InvokeError) -> (AgentStatus, &'static str) {
     match e {
         InvokeError::Transient(_) => (AgentStatus::RetryableFailed, e.kind()),
-        InvokeError::Permanent(_) | InvokeError::ToolBlocked(_) => {
+        InvokeError::Permanent(_) | InvokeError::ToolBlocked(_) | InvokeError::TurnLimit(_) => {
             (AgentStatus::NonRetryableFailed, e.kind())
         }
     }
