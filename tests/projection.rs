@@ -890,6 +890,71 @@ fn the_pre_verification_failure_is_read_from_the_last_event() {
     assert_eq!((stage.as_str(), reason.as_str()), ("gatekeeper", "reject"));
     let out = fallback_pre(&stage, &reason, &[]);
     assert!(out.contains("Gatekeeper could not bind any claim"), "{out}");
+
+    // A detail code that says more than the status is given instead of it; any other
+    // detail (a count, a generic failure kind) leaves the status.
+    let event = |node: &str, status: Status, key: &str, code: &str| {
+        let mut detail = Detail::default();
+        detail.insert(key, code);
+        Event {
+            seq: 2,
+            node: node.into(),
+            attempt: 1,
+            round: 1,
+            status,
+            started_at: Timestamp::from_unix_ms(0),
+            duration_ms: 0,
+            detail,
+        }
+    };
+    for (node, status, key, code, want) in [
+        (
+            "verified_input",
+            Status::ProjectionFailed,
+            "reason",
+            "no_passed_binding",
+            "no_passed_binding",
+        ),
+        (
+            "verified_input",
+            Status::ProjectionFailed,
+            "reason",
+            "status_mismatch",
+            "status_mismatch",
+        ),
+        (
+            "executor",
+            Status::Failed,
+            "failure",
+            "turn_limit",
+            "turn_limit",
+        ),
+        ("executor", Status::Failed, "failure", "transient", "failed"),
+        (
+            "planner",
+            Status::InvalidOutput,
+            "reason",
+            "prose_around_json",
+            "invalid_output",
+        ),
+    ] {
+        s.events.push(event(node, status, key, code));
+        assert_eq!(
+            pre_verification_failure(&s),
+            (node.to_string(), want.to_string()),
+            "{node} {code}"
+        );
+    }
+    let out = fallback_pre("executor", "turn_limit", &[]);
+    assert!(
+        out.contains("used every turn it had without giving a final answer (`turn_limit`)"),
+        "{out}"
+    );
+    let out = fallback_pre("verified_input", "status_mismatch", &[]);
+    assert!(
+        out.contains("the gatekeeper status disagreed with its raw result (`status_mismatch`)"),
+        "{out}"
+    );
 }
 
 fn post_material() -> (Vec<AllowedClaim>, Vec<String>, Vec<String>) {
