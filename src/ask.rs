@@ -3,8 +3,10 @@
 //! final state to a truthful run record (SUCCESS with an answer, or FAILED), and evaluates
 //! successful runs. It never talks to the user; the CLI renders what it returns.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
@@ -212,22 +214,61 @@ pub async fn ask(
         }
     };
 
+    tracing::info!(run_id = %run_id, session_id = %session_id, "run started");
     let mut observer = TeeObserver {
         store: recorder.clone(),
         progress,
     };
-    let result = graph
-        .invoke(
-            DiagnosisState::new(question),
-            &config,
-            InvokeOptions {
-                step_limit: STEP_LIMIT,
-                clock: deps.clock.as_ref(),
-                cancel,
-                observer: &mut observer,
-            },
-        )
-        .await;
+    // A panic inside a node or an adapter is a bug, but the run must still end truthfully:
+    // FAILED with the events committed so far, never left RUNNING until a later sweep
+    // blames an interruption.
+    let invoked = AssertUnwindSafe(graph.invoke(
+        DiagnosisState::new(question.clone()),
+        &config,
+        InvokeOptions {
+            step_limit: STEP_LIMIT,
+            clock: deps.clock.as_ref(),
+            cancel,
+            observer: &mut observer,
+        },
+    ))
+    .catch_unwind()
+    .await;
+    let result = match invoked {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            let failure = format!(
+                "engine: a node panicked ({}); this is a bug in diag",
+                crate::render::one_line(&what, 200)
+            );
+            tracing::error!(run_id = %run_id, %failure, "run failed");
+            recorder.flush();
+            // The state went down with the panic: the summary keeps only the timing, and
+            // no self-evaluation is made up.
+            let summary = RunSummary {
+                finished_at: Some(deps.clock.now()),
+                duration_ms: Some(
+                    u64::try_from(deps.clock.elapsed().saturating_sub(began).as_millis())
+                        .unwrap_or(u64::MAX),
+                ),
+                ..RunSummary::default()
+            };
+            deps.store.finish_failed(&run_id, &failure, summary)?;
+            return Ok(AskOutcome::failed(
+                run_id,
+                session_id,
+                failure,
+                DiagnosisState::new(question),
+                tape.map(|t| t.exchanges()),
+                false,
+            ));
+        }
+    };
     let finished_at = deps.clock.now();
     let duration_ms =
         u64::try_from(deps.clock.elapsed().saturating_sub(began).as_millis()).unwrap_or(u64::MAX);
@@ -259,11 +300,19 @@ pub async fn ask(
         }
     };
 
-    let steps: Vec<AgentStepRecord> = deps
-        .store
-        .agent_steps(&run_id)
-        .map(|s| s.into_iter().map(|s| s.step).collect())
-        .unwrap_or_default();
+    // The prompt audit and the evaluation's counts are read back from the trace just
+    // written; a read that fails leaves them empty, and the operator is told so.
+    let mut warnings = Vec::new();
+    let steps: Vec<AgentStepRecord> = match deps.store.agent_steps(&run_id) {
+        Ok(s) => s.into_iter().map(|s| s.step).collect(),
+        Err(e) => {
+            warnings.push(format!(
+                "the model calls of run {run_id} could not be read back; its prompt audit \
+                 and evaluation leave them out: {e}"
+            ));
+            Vec::new()
+        }
+    };
     let mut summary = RunSummary::from_state(&state, finished_at, duration_ms);
     summary.self_evaluation = serde_json::to_value(serde_json::json!({
         "verifier_evaluation": verifier_evaluation(&state, &steps),
@@ -284,13 +333,21 @@ pub async fn ask(
         ));
     }
 
-    let invocations: Vec<ToolInvocation> = deps.store.invocations(&run_id).unwrap_or_default();
+    let invocations: Vec<ToolInvocation> = match deps.store.invocations(&run_id) {
+        Ok(v) => v,
+        Err(e) => {
+            warnings.push(format!(
+                "the tool calls of run {run_id} could not be read back; its evaluation \
+                 leaves them out: {e}"
+            ));
+            Vec::new()
+        }
+    };
     let evaluation = evaluate(&state, &steps, &invocations, duration_ms);
     let mut partial = summary.clone();
     partial.answer = None;
     // One transaction: the events still held, SUCCESS with the answer, and the evaluation
     // under a savepoint (a refused evaluation leaves the SUCCESS standing).
-    let mut warnings = Vec::new();
     let finished = match serde_json::to_value(&evaluation) {
         Ok(metrics) => deps
             .store

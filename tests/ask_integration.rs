@@ -1131,6 +1131,44 @@ async fn undeclared_node_outcome_fails_the_run_with_its_partial_trace() {
 }
 
 #[tokio::test]
+async fn a_node_that_panics_fails_the_run_with_its_partial_trace() {
+    let mut r = rig();
+    r.deps.nodes = nodes_with(|n| {
+        n.verifier = fn_node(|_, _| panic!("verifier fell over"));
+    });
+    script_until_evidence(
+        &r.model,
+        &default_calls(),
+        &evidence_json(bound_claim("inv-1")),
+    );
+    let out = ask_once(&r).await;
+
+    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(out.answer, None);
+    let failure = out.failure.as_deref().unwrap();
+    assert_eq!(
+        failure,
+        "engine: a node panicked (verifier fell over); this is a bug in diag"
+    );
+    let row = run_row(&r, &out.run_id);
+    assert_eq!(row.status, RunStatus::Failed, "never left RUNNING");
+    assert_eq!(row.failure.as_deref(), Some(failure));
+    assert_eq!(row.answer, None);
+    // Everything before the panicking node is stored; nothing is invented after it.
+    let ran = ["planner", "executor", "gatekeeper", "verified_input"];
+    assert_eq!(stored_nodes(&r, &out.run_id), ran);
+    assert_eq!(row.path, ran);
+    assert!(r.store.evaluation(&out.run_id).unwrap().is_none());
+    assert_eq!(row.step_count, 3);
+    assert_eq!(row.tool_count, 2);
+    assert_eq!(row.duration_ms, Some(0), "timed on the run clock");
+    assert_eq!(
+        row.self_evaluation, None,
+        "the state went down with the panic: nothing is made up"
+    );
+}
+
+#[tokio::test]
 async fn endless_technical_retry_hits_the_step_limit_and_fails() {
     let mut r = rig();
     r.deps.nodes = nodes_with(|n| {

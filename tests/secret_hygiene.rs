@@ -229,10 +229,24 @@ fn the_api_key_is_nowhere_in_the_store_exports_outputs_or_logs() {
         "the endpoint's error is reported on stderr"
     );
     let debug_log = String::from_utf8_lossy(&good.stderr);
-    assert!(
-        debug_log.contains("DEBUG"),
-        "DIAG_LOG=debug writes logs to stderr: {debug_log}"
-    );
+    // diag's own events, not only its libraries': every node, every model call and tool
+    // call, the MCP server's start.
+    for needle in [
+        "node finished",
+        "node=planner",
+        "node=composer",
+        "model call",
+        "model answered",
+        "tool call",
+        "tool=everything__get-env",
+        "MCP server started",
+        "run started",
+    ] {
+        assert!(
+            debug_log.contains(needle),
+            "DIAG_LOG=debug logs `{needle}` to stderr: {debug_log}"
+        );
+    }
 
     for run in [&good_run, &echo_run, &traced_run] {
         for (what, args) in [

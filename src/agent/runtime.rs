@@ -172,8 +172,34 @@ impl ModelAgents {
         let role = site.request.role;
         let model = self.models.for_role(role);
         let began = self.clock.elapsed();
+        tracing::debug!(
+            agent = role.as_str(),
+            round = site.request.round,
+            attempt = site.request.attempt,
+            turn = site.turn,
+            model = %model.name(),
+            messages = chat.messages.len(),
+            "model call"
+        );
         let outcome = model.complete(chat).await;
         let duration = self.clock.elapsed().saturating_sub(began);
+        match &outcome {
+            Ok(r) => tracing::debug!(
+                agent = role.as_str(),
+                finish_reason = r.finish_reason.as_str(),
+                tool_calls = r.tool_calls.len(),
+                prompt_tokens = r.usage.map_or(0, |u| u.prompt_tokens),
+                completion_tokens = r.usage.map_or(0, |u| u.completion_tokens),
+                duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+                "model answered"
+            ),
+            Err(e) => tracing::debug!(
+                agent = role.as_str(),
+                class = %e.class,
+                error = %e.message,
+                "model call failed"
+            ),
+        }
         // A reply cut off by the token limit with no tool call is a truncated response.
         let outcome = match outcome {
             Ok(r) if r.finish_reason == FinishReason::Length && r.tool_calls.is_empty() => {
@@ -345,6 +371,13 @@ impl ModelAgents {
                 response.tool_calls.iter().zip(&planned).zip(results)
             {
                 last_blocked &= result.status == InvocationStatus::Blocked;
+                tracing::debug!(
+                    invocation = %id,
+                    tool = %crate::render::one_line(&call.name, 64),
+                    status = result.status.as_str(),
+                    duration_ms,
+                    "tool call"
+                );
                 self.log.record(ToolInvocation {
                     run_id: config.run_id().to_string(),
                     session_id: config.session_id().to_string(),

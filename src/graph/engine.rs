@@ -125,6 +125,14 @@ where
                 duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
                 detail: step.detail,
             };
+            tracing::debug!(
+                node = %event.node,
+                attempt,
+                round,
+                status = %event.status,
+                duration_ms = event.duration_ms,
+                "node finished"
+            );
             opts.observer.event(&event);
             state.push_event(event);
 

@@ -278,6 +278,12 @@ impl OpenAiModel {
             };
             match wait {
                 Some(wait) => {
+                    tracing::info!(
+                        model = %self.model,
+                        error = %err.message,
+                        wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                        "transient failure; retrying the request"
+                    );
                     tokio::time::sleep(wait).await;
                     retries_used += 1;
                 }
@@ -312,6 +318,13 @@ impl OpenAiModel {
             ));
             err.retry_after = Some(left);
             return Err(err);
+        }
+        if !left.is_zero() {
+            tracing::info!(
+                model = %self.model,
+                wait_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                "waiting out the server's Retry-After"
+            );
         }
         tokio::time::sleep(left).await;
         Ok(())

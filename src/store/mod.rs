@@ -188,11 +188,17 @@ impl Store {
                 held: Mutex::new(std::collections::HashMap::new()),
             }),
         };
+        tracing::debug!(path = %store.shared.path.display(), read_only, "run store opened");
         if !read_only {
             match store.sweep_interrupted() {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    runs = n,
+                    "runs of dead processes marked FAILED (interrupted)"
+                ),
                 // Another writer held the lock past the timeout: the runs stay RUNNING until
                 // the next open sweeps them, which is no reason to refuse this one.
-                Ok(_) | Err(StoreError::Busy { .. }) => {}
+                Err(StoreError::Busy { .. }) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -344,6 +344,13 @@ impl McpServer {
             Vec::new()
         };
 
+        tracing::info!(
+            server = %server,
+            pid = pid.unwrap_or(0),
+            protocol = %protocol_version,
+            tools = listed.len(),
+            "MCP server started"
+        );
         let mut taken = HashSet::new();
         let tools = listed
             .into_iter()
@@ -577,6 +584,10 @@ async fn watch_process(
     // Whatever the server left running in its group goes with it, at once (the group id is
     // only ours while a member of it lives).
     drop(group);
+    match status {
+        Some(status) => tracing::debug!(%status, "MCP server ended"),
+        None => tracing::debug!("MCP server ended (its status could not be read)"),
+    }
     let _ = process.send(Process::Ended(status));
     // Answers the server wrote just before exiting may still sit in the pipe: give the reader
     // a moment to deliver them (it ends the session itself at end-of-file).
