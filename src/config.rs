@@ -180,8 +180,8 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Reads and validates a configuration file. Relative tool paths are resolved against the
-    /// file's folder.
+    /// Reads and validates a configuration file. Relative paths (tool sources and the store
+    /// path) are resolved against the file's folder, and every tool source must exist.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
@@ -191,22 +191,34 @@ impl Config {
         let mut config = Config::parse(&text, &file)?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve_paths(base);
+        config.check_sources(&file)?;
         Ok(config)
     }
 
-    /// Parses and validates configuration text; `file` names it in errors.
+    /// Parses and validates configuration text; `file` names it in errors. A value of the
+    /// wrong type, an unknown key or a missing one is reported with its dotted key (and its
+    /// line); only text that is not TOML at all is reported by line alone.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-                .unwrap_or(0);
-            ConfigError::Syntax {
-                file: file.to_string(),
-                line,
-                reason: e.message().replace('\n', " ").trim().to_string(),
-            }
+        let line_of = |span: Option<std::ops::Range<usize>>| {
+            span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+        };
+        // First the TOML itself; then the typed configuration from the parsed table, whose
+        // errors carry the path of keys they happened under.
+        let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            file: file.to_string(),
+            line: line_of(e.span()).unwrap_or(0),
+            reason: one_line(e.message()),
         })?;
+        let config = match Config::deserialize(toml::Value::Table(table)) {
+            Ok(config) => config,
+            Err(e) => {
+                // The same error through the text deserializer gives its position.
+                let line = toml::from_str::<Config>(text)
+                    .err()
+                    .and_then(|e| line_of(e.span()));
+                return Err(keyed_error(&e, text, line, file));
+            }
+        };
         config.validate(file)?;
         Ok(config)
     }
@@ -231,6 +243,12 @@ impl Config {
             if m.timeout_secs == 0 {
                 return Err(invalid(
                     format!("models.{name}.timeout_secs"),
+                    "must be at least 1",
+                ));
+            }
+            if m.connect_timeout_secs == 0 {
+                return Err(invalid(
+                    format!("models.{name}.connect_timeout_secs"),
                     "must be at least 1",
                 ));
             }
@@ -259,6 +277,9 @@ impl Config {
                     ));
                 }
             }
+        }
+        if let Some((key, reason)) = self.unassigned_agents() {
+            return Err(invalid(key, &reason));
         }
         if let Some(m) = &self.tools.query_metrics {
             if !(m.base_url.starts_with("http://") || m.base_url.starts_with("https://")) {
@@ -291,6 +312,12 @@ impl Config {
         if l.max_turns == 0 {
             return Err(invalid("limits.max_turns".into(), "must be at least 1"));
         }
+        if l.max_tool_calls == 0 {
+            return Err(invalid(
+                "limits.max_tool_calls".into(),
+                "must be at least 1",
+            ));
+        }
         if l.tool_timeout_secs == 0 {
             return Err(invalid(
                 "limits.tool_timeout_secs".into(),
@@ -302,6 +329,67 @@ impl Config {
                 "limits.max_output_bytes".into(),
                 "must be at least 1024",
             ));
+        }
+        Ok(())
+    }
+
+    /// When several models are defined, every agent must be able to tell which one it uses:
+    /// its own `agents.<role>` or `agents.default`. Returns the key to set and why.
+    pub fn unassigned_agents(&self) -> Option<(String, String)> {
+        if self.models.len() < 2 || self.agents.default.is_some() {
+            return None;
+        }
+        let a = &self.agents;
+        let unset: Vec<&str> = [
+            ("agents.planner", &a.planner),
+            ("agents.executor", &a.executor),
+            ("agents.verifier", &a.verifier),
+            ("agents.composer", &a.composer),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| k)
+        .collect();
+        if unset.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = self.models.keys().map(String::as_str).collect();
+        let defined = format!("{} models are defined ({})", names.len(), names.join(", "));
+        let reason = if unset.len() == 4 {
+            format!("{defined}; name the one agents use by default")
+        } else {
+            format!(
+                "{defined} and {} {} not set; name the one agents use by default",
+                unset.join(", "),
+                if unset.len() == 1 { "is" } else { "are" }
+            )
+        };
+        Some(("agents.default".to_string(), reason))
+    }
+
+    /// Every log source and runbook folder must exist (a glob pattern: the folder it starts
+    /// from), so a typo fails here instead of giving a run with nothing to search.
+    fn check_sources(&self, file: &str) -> Result<(), ConfigError> {
+        let lists = [
+            (
+                "tools.search_logs.paths",
+                self.tools.search_logs.as_ref().map(|l| &l.paths),
+            ),
+            (
+                "tools.search_runbooks.paths",
+                self.tools.search_runbooks.as_ref().map(|r| &r.paths),
+            ),
+        ];
+        for (key, paths) in lists {
+            for (i, p) in paths.into_iter().flatten().enumerate() {
+                if let Some(reason) = missing_source(p) {
+                    return Err(ConfigError::Invalid {
+                        file: file.to_string(),
+                        key: format!("{key}[{i}]"),
+                        reason,
+                    });
+                }
+            }
         }
         Ok(())
     }
@@ -364,6 +452,90 @@ impl Config {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
         let p = dir.join("diag").join("config.toml");
         p.is_file().then_some(p)
+    }
+}
+
+/// Why a configured source path is of no use, or `None` when it is there.
+fn missing_source(path: &str) -> Option<String> {
+    let p = Path::new(path);
+    if std::fs::symlink_metadata(p).is_ok() {
+        return None;
+    }
+    if !path.contains(['*', '?', '[']) {
+        return Some(format!("`{path}` does not exist"));
+    }
+    if let Err(e) = glob::Pattern::new(path) {
+        return Some(format!("`{path}` is not a valid glob pattern: {e}"));
+    }
+    let root: PathBuf = p
+        .components()
+        .take_while(|c| !c.as_os_str().to_string_lossy().contains(['*', '?', '[']))
+        .collect();
+    (!root.as_os_str().is_empty() && !root.is_dir())
+        .then(|| format!("`{path}`: the folder {} does not exist", root.display()))
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A deserialization error as `key `a.b.c`: problem (line N)`. The error of the table
+/// deserializer names its keys in its `Display` (`in `a.b``), which is the only place the toml
+/// crate exposes them; an unknown or missing field is named after that path.
+fn keyed_error(e: &toml::de::Error, text: &str, line: Option<usize>, file: &str) -> ConfigError {
+    let shown = e.to_string();
+    let mut keys: Vec<String> = shown
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("in `").and_then(|k| k.strip_suffix('`')))
+        .map(|k| k.split('.').map(str::to_string).collect())
+        .unwrap_or_default();
+    let message = one_line(e.message());
+    let field = |prefix: &str| {
+        message
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split('`').next())
+            .map(str::to_string)
+    };
+    let reason = if let Some(name) = field("unknown field `") {
+        keys.push(name);
+        match message.split_once(", expected ") {
+            Some((_, expected)) => format!("unknown key (expected {expected})"),
+            None => "unknown key".to_string(),
+        }
+    } else if let Some(name) = field("missing field `") {
+        keys.push(name);
+        "is missing".to_string()
+    } else {
+        message
+    };
+    // Arrays of tables (`[[mcp]]`) are indexed by how many of their headers precede the error.
+    if let (Some(first), Some(line)) = (keys.first_mut(), line) {
+        let header = format!("[[{first}]]");
+        let before = text
+            .lines()
+            .take(line)
+            .filter(|l| l.trim_start().starts_with(&header))
+            .count();
+        if before > 0 {
+            *first = format!("{first}[{}]", before - 1);
+        }
+    }
+    if keys.is_empty() {
+        return ConfigError::Syntax {
+            file: file.to_string(),
+            line: line.unwrap_or(0),
+            reason,
+        };
+    }
+    let reason = match line {
+        Some(line) => format!("{reason} (line {line})"),
+        None => reason,
+    };
+    ConfigError::Invalid {
+        file: file.to_string(),
+        key: keys.join("."),
+        reason,
     }
 }
 
@@ -455,16 +627,17 @@ max_tool_calls = 4
     }
 
     #[test]
-    fn syntax_errors_and_unknown_keys_give_the_line() {
+    fn syntax_errors_give_the_line_and_unknown_keys_are_named() {
         let e = Config::parse(
             "[models.a]\nbase_url = \"http://x\"\nmodle = \"m\"\n",
             "c.toml",
         )
         .unwrap_err();
         match &e {
-            ConfigError::Syntax { line, reason, .. } => {
-                assert_eq!(*line, 3, "{e}");
-                assert!(reason.contains("modle"), "{e}");
+            ConfigError::Invalid { key, reason, .. } => {
+                assert_eq!(key, "models.a.modle", "{e}");
+                assert!(reason.starts_with("unknown key (expected "), "{e}");
+                assert!(reason.ends_with("(line 3)"), "{e}");
             }
             other => panic!("{other:?}"),
         }
@@ -474,15 +647,160 @@ max_tool_calls = 4
     }
 
     #[test]
+    fn values_of_the_wrong_type_and_missing_keys_are_named_by_key() {
+        let cases = [
+            (
+                "[limits]\nmax_tool_calls = 4\n\n# turns\nmax_turns = \"x\"\n",
+                "config bad.toml: key `limits.max_turns`: invalid type: string \"x\", \
+                 expected u32 (line 5)",
+            ),
+            (
+                "[models.a]\nbase_url = \"http://x\"\n",
+                "config bad.toml: key `models.a.model`: is missing (line 1)",
+            ),
+            (
+                "[[mcp]]\nname = \"a\"\ncommand = \"x\"\n[[mcp]]\nname = \"b\"\ncommand = 5\n",
+                "config bad.toml: key `mcp[1].command`: invalid type: integer `5`, \
+                 expected a string (line 6)",
+            ),
+            (
+                "colour = true\n",
+                "config bad.toml: key `colour`: unknown key (expected one of `models`, \
+                 `agents`, `tools`, `mcp`, `limits`, `store`) (line 1)",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Config::parse(text, "bad.toml").unwrap_err().to_string();
+            assert_eq!(e, want);
+        }
+    }
+
+    #[test]
+    fn zero_limits_and_timeouts_are_refused_by_their_key() {
+        let model = "[models.a]\nbase_url = \"http://x\"\nmodel = \"m\"\n";
+        for (text, want) in [
+            (
+                format!("{model}connect_timeout_secs = 0\n"),
+                "config f.toml: key `models.a.connect_timeout_secs`: must be at least 1",
+            ),
+            (
+                format!("{model}timeout_secs = 0\n"),
+                "config f.toml: key `models.a.timeout_secs`: must be at least 1",
+            ),
+            (
+                "[limits]\nmax_tool_calls = 0\n".to_string(),
+                "config f.toml: key `limits.max_tool_calls`: must be at least 1",
+            ),
+            (
+                "[limits]\nmax_turns = 0\n".to_string(),
+                "config f.toml: key `limits.max_turns`: must be at least 1",
+            ),
+        ] {
+            assert_eq!(
+                Config::parse(&text, "f.toml").unwrap_err().to_string(),
+                want
+            );
+        }
+    }
+
+    #[test]
+    fn several_models_need_a_default_for_the_agents_without_their_own() {
+        let two = "[models.a]\nbase_url = \"http://x\"\nmodel = \"m\"\n\
+                   [models.b]\nbase_url = \"http://y\"\nmodel = \"n\"\n";
+        let e = Config::parse(two, "F").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "config F: key `agents.default`: 2 models are defined (a, b); name the one agents \
+             use by default"
+        );
+        let some = format!("{two}[agents]\nplanner = \"a\"\nverifier = \"b\"\n");
+        let e = Config::parse(&some, "F").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "config F: key `agents.default`: 2 models are defined (a, b) and agents.executor, \
+             agents.composer are not set; name the one agents use by default"
+        );
+        let all = format!(
+            "{two}[agents]\nplanner = \"a\"\nexecutor = \"a\"\nverifier = \"b\"\ncomposer = \"b\"\n"
+        );
+        let c = Config::parse(&all, "F").unwrap();
+        assert_eq!(c.model_for(AgentRole::Composer).unwrap().0, "b");
+        let with_default = format!("{two}[agents]\ndefault = \"b\"\n");
+        let c = Config::parse(&with_default, "F").unwrap();
+        assert_eq!(c.model_for(AgentRole::Planner).unwrap().0, "b");
+    }
+
+    #[test]
+    fn tool_sources_that_do_not_exist_are_refused_naming_key_and_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        std::fs::create_dir_all(dir.path().join("runbooks")).unwrap();
+        let file = dir.path().join("diag.toml");
+        let name = file.display().to_string();
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            Config::load(&file)
+        };
+        load(
+            "[tools.search_logs]\npaths = [\"logs\", \"logs/*.log\"]\n\
+              [tools.search_runbooks]\npaths = [\"runbooks\"]\n",
+        )
+        .unwrap();
+        let missing = dir.path().join("logz");
+        assert_eq!(
+            load("[tools.search_logs]\npaths = [\"logs\", \"logz\"]\n")
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "config {name}: key `tools.search_logs.paths[1]`: `{}` does not exist",
+                missing.display()
+            )
+        );
+        assert_eq!(
+            load("[tools.search_logs]\npaths = [\"logz/*.log\"]\n")
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "config {name}: key `tools.search_logs.paths[0]`: `{}/*.log`: the folder {} \
+                 does not exist",
+                missing.display(),
+                missing.display()
+            )
+        );
+        assert_eq!(
+            load("[tools.search_runbooks]\npaths = [\"/nonexistent/runbooks\"]\n")
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "config {name}: key `tools.search_runbooks.paths[0]`: `/nonexistent/runbooks` \
+                 does not exist"
+            )
+        );
+    }
+
+    #[test]
+    fn a_relative_store_path_resolves_against_the_config_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("diag.toml");
+        std::fs::write(&file, "[store]\npath = \"data/runs.db\"\n").unwrap();
+        let c = Config::load(&file).unwrap();
+        assert_eq!(c.store.path, Some(dir.path().join("data/runs.db")));
+        std::fs::write(&file, "[store]\npath = \"/srv/diag.db\"\n").unwrap();
+        let c = Config::load(&file).unwrap();
+        assert_eq!(c.store.path, Some(PathBuf::from("/srv/diag.db")));
+    }
+
+    #[test]
     fn relative_paths_resolve_against_the_config_folder() {
         let dir = std::env::temp_dir().join(format!("diag-config-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("diag.toml");
-        std::fs::write(&file, "[tools.search_logs]\npaths = [\"logs\", \"/abs\"]\n").unwrap();
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        std::fs::write(&file, "[tools.search_logs]\npaths = [\"logs\", \"/tmp\"]\n").unwrap();
         let c = Config::load(&file).unwrap();
         let paths = &c.tools.search_logs.unwrap().paths;
         assert_eq!(paths[0], dir.join("logs").display().to_string());
-        assert_eq!(paths[1], "/abs");
+        assert_eq!(paths[1], "/tmp");
         let missing = Config::load(&dir.join("nope.toml")).unwrap_err();
         assert!(matches!(missing, ConfigError::Unreadable { .. }));
         std::fs::remove_dir_all(&dir).ok();

@@ -13,27 +13,71 @@ use crate::agent::runtime::{AgentLimits, AgentModels, ToolResult, ToolResultFutu
 use crate::agent::AgentRole;
 use crate::clock::Clock;
 use crate::config::{Config, ModelConfig};
-use crate::model::openai::{OpenAiConfig, OpenAiModel};
+use crate::model::openai::{ConfigError as OpenAiConfigError, OpenAiConfig, OpenAiModel};
 use crate::model::ChatModel;
 use crate::tools::current_time::CurrentTime;
-use crate::tools::mcp::{McpServer, McpServerConfig};
+use crate::tools::mcp::{McpServer, McpServerConfig, McpStartError};
 use crate::tools::query_metrics::{MetricsLimits, QueryMetrics};
 use crate::tools::registry::{ToolLimits, ToolRegistry};
 use crate::tools::search_logs::{LogSearchLimits, SearchLogs};
 use crate::tools::search_runbooks::{RunbookSearchLimits, SearchRunbooks};
 use crate::tools::{ToolContext, ToolSpec};
 
-/// Why the configured environment could not be set up; one line, naming what failed.
+/// Why the configured environment could not be set up: one line, `key `a.b.c`: problem`,
+/// naming the configuration key to fix (the caller adds the file).
 #[derive(Debug, Error)]
 pub enum SetupError {
-    #[error("no model endpoint is configured: add a [models.NAME] table with base_url and model to the config file (see fixtures/demo/diag.toml), or run with --fixture FILE")]
+    #[error("key `models`: no model endpoint is configured: add a [models.NAME] table with base_url and model to the config file (see fixtures/demo/diag.toml), or run with --fixture FILE")]
     NoModel,
-    #[error("model `{name}`: {reason}")]
-    Model { name: String, reason: String },
-    #[error("tool {tool}: {reason}")]
-    Tool { tool: String, reason: String },
-    #[error("MCP server `{name}`: {reason}")]
-    Mcp { name: String, reason: String },
+    #[error("key `{key}`: {reason}")]
+    Model {
+        name: String,
+        key: String,
+        reason: String,
+    },
+    #[error("key `{key}`: {reason}")]
+    Tool {
+        tool: String,
+        key: String,
+        reason: String,
+    },
+    #[error("key `{key}`: {reason}")]
+    Mcp {
+        name: String,
+        key: String,
+        reason: String,
+    },
+}
+
+impl SetupError {
+    /// The dotted configuration key the error is about.
+    pub fn key(&self) -> &str {
+        match self {
+            SetupError::NoModel => "models",
+            SetupError::Model { key, .. }
+            | SetupError::Tool { key, .. }
+            | SetupError::Mcp { key, .. } => key,
+        }
+    }
+}
+
+/// The key of `[models.NAME]` an endpoint error is about.
+fn model_error(name: &str, e: OpenAiConfigError) -> SetupError {
+    let field = match &e {
+        OpenAiConfigError::MissingApiKey { .. }
+        | OpenAiConfigError::EmptyApiKey { .. }
+        | OpenAiConfigError::InvalidApiKey { .. }
+        | OpenAiConfigError::InvalidApiKeyEnv { .. } => ".api_key_env",
+        OpenAiConfigError::InvalidBaseUrl { .. } => ".base_url",
+        OpenAiConfigError::EmptyModel => ".model",
+        OpenAiConfigError::ZeroTimeout => ".timeout_secs",
+        OpenAiConfigError::Client(_) => "",
+    };
+    SetupError::Model {
+        name: name.to_string(),
+        key: format!("models.{name}{field}"),
+        reason: e.to_string(),
+    }
 }
 
 /// The tools of a run, as the agent runtime calls them.
@@ -100,17 +144,12 @@ pub fn models(config: &Config) -> Result<AgentModels, SetupError> {
         AgentRole::Verifier,
         AgentRole::Composer,
     ] {
-        let (name, m) = config.model_for(role).ok_or(SetupError::NoModel)?;
+        let (name, m) = config.model_for(role).ok_or_else(|| unassigned(config))?;
         let model = match built.get(name) {
             Some(model) => model.clone(),
             None => {
                 let model: Arc<dyn ChatModel> =
-                    Arc::new(OpenAiModel::new(openai_config(m)).map_err(|e| {
-                        SetupError::Model {
-                            name: name.to_string(),
-                            reason: e.to_string(),
-                        }
-                    })?);
+                    Arc::new(OpenAiModel::new(openai_config(m)).map_err(|e| model_error(name, e))?);
                 built.insert(name.to_string(), model.clone());
                 model
             }
@@ -125,6 +164,18 @@ pub fn models(config: &Config) -> Result<AgentModels, SetupError> {
         default,
         overrides: by_role,
     })
+}
+
+/// Why an agent has no model: none is defined, or several are and it was not told which.
+fn unassigned(config: &Config) -> SetupError {
+    match config.unassigned_agents() {
+        Some((key, reason)) => SetupError::Model {
+            name: String::new(),
+            key,
+            reason,
+        },
+        None => SetupError::NoModel,
+    }
 }
 
 /// The registry's limits from the configuration.
@@ -142,6 +193,7 @@ pub fn builtin_registry(config: &Config) -> Result<ToolRegistry, SetupError> {
     let mut add = |tool: Arc<dyn crate::tools::Tool>| {
         let name = tool.spec().name;
         registry.register(tool).map_err(|e| SetupError::Tool {
+            key: format!("tools.{name}"),
             tool: name,
             reason: e.to_string(),
         })
@@ -160,6 +212,7 @@ pub fn builtin_registry(config: &Config) -> Result<ToolRegistry, SetupError> {
         };
         let tool = QueryMetrics::new(&metrics.base_url, limits).map_err(|e| SetupError::Tool {
             tool: "query_metrics".into(),
+            key: "tools.query_metrics.base_url".into(),
             reason: e.to_string(),
         })?;
         add(Arc::new(tool))?;
@@ -180,20 +233,30 @@ pub async fn live(config: &Config, clock: Arc<dyn Clock>) -> Result<LiveEnvironm
     let models = models(config)?;
     let mut registry = builtin_registry(config)?;
     let mut servers = Vec::new();
-    for s in &config.mcp {
+    for (i, s) in config.mcp.iter().enumerate() {
         let mut c = McpServerConfig::new(s.name.clone(), s.command.clone());
         c.args = s.args.clone();
         c.env = s.env.clone();
         c.startup_timeout = Duration::from_secs(s.startup_timeout_secs);
         c.call_timeout = Duration::from_secs(s.call_timeout_secs);
-        let server = McpServer::start(c).await.map_err(|e| SetupError::Mcp {
-            name: s.name.clone(),
-            reason: e.to_string(),
+        let server = McpServer::start(c).await.map_err(|e| {
+            // The error names the server itself; the key says where it is configured.
+            let field = match &e {
+                McpStartError::Spawn { .. } => ".command",
+                McpStartError::InvalidConfig { .. } => ".name",
+                McpStartError::Timeout { .. } | McpStartError::Protocol { .. } => "",
+            };
+            SetupError::Mcp {
+                name: s.name.clone(),
+                key: format!("mcp[{i}]{field}"),
+                reason: e.to_string(),
+            }
         })?;
         for tool in server.tools() {
             let name = tool.spec().name;
             registry.register(tool).map_err(|e| SetupError::Tool {
                 tool: name,
+                key: format!("mcp[{i}]"),
                 reason: e.to_string(),
             })?;
         }

@@ -35,8 +35,19 @@ fn write_json(path: &Path, value: &Value) {
     std::fs::write(path, serde_json::to_string_pretty(value).unwrap() + "\n").unwrap();
 }
 
-/// The stored runs, newest first, through `diag runs --json`.
+/// The stored runs, newest first, through `diag runs --json`. Without a database file there
+/// are none: `runs` then says so (DIAG_DB names the file) and creates nothing.
 fn stored_runs(env: &TestEnv) -> Vec<Value> {
+    if !env.db().exists() {
+        let out = env.run(&["runs", "--json"]);
+        out.expect(2);
+        assert_eq!(
+            out.one_error_line(),
+            format!("diag: no run store at {}", env.db().display())
+        );
+        assert!(!env.db().exists());
+        return Vec::new();
+    }
     let out = env.run(&["runs", "--json", "--limit", "1000"]);
     out.expect(0);
     let doc = out.json();
@@ -53,13 +64,18 @@ fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
 /// Makes the database refuse to mark any run SUCCESS, as a disk that fails at that moment
 /// would: the run's trace is stored, its finishing write is not.
 fn refuse_success(env: &TestEnv) {
-    env.run(&["runs"]).expect(0);
+    create_store(env);
     let conn = rusqlite::Connection::open(env.db()).unwrap();
     conn.execute_batch(
         "CREATE TRIGGER refuse_success BEFORE UPDATE OF status ON diagnosis_run \
          WHEN NEW.status = 'SUCCESS' BEGIN SELECT RAISE(ABORT, 'the disk refused the write'); END;",
     )
     .unwrap();
+}
+
+/// Creates the (empty) run store DIAG_DB names, as the first `ask` would.
+fn create_store(env: &TestEnv) {
+    drop(diag::store::Store::open(env.db()).expect("create the run store"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -815,6 +831,7 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
 #[test]
 fn unknown_run_ids_are_refused_in_one_line() {
     let env = TestEnv::new();
+    create_store(&env);
     for cmd in ["trace", "export"] {
         let out = refused(
             &env,
@@ -850,12 +867,101 @@ fn bad_configurations_are_refused_in_one_line_naming_file_and_key() {
          api_key_env = \"DIAG_TEST_API_KEY\"\n",
     );
     write("nomodel.toml", "[tools.search_logs]\npaths = [\"logs\"]\n");
+    std::fs::create_dir_all(env.path("logs")).unwrap();
+    let model = "[models.a]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n";
+    write(
+        "type.toml",
+        &format!("{model}\n[limits]\nmax_turns = \"x\"\n"),
+    );
+    write(
+        "connect.toml",
+        &format!("{model}connect_timeout_secs = 0\n"),
+    );
+    write(
+        "calls.toml",
+        &format!("{model}[limits]\nmax_tool_calls = 0\n"),
+    );
+    write(
+        "two.toml",
+        "[models.a]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n\
+         [models.b]\nbase_url = \"http://127.0.0.1:2/v1\"\nmodel = \"n\"\n",
+    );
+    write(
+        "some.toml",
+        "[models.a]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n\
+         [models.b]\nbase_url = \"http://127.0.0.1:2/v1\"\nmodel = \"n\"\n\
+         [agents]\nverifier = \"b\"\n",
+    );
+    write(
+        "mcp.toml",
+        &format!("{model}[[mcp]]\nname = \"x\"\ncommand = \"/nonexistent/diag-mcp-server\"\n"),
+    );
+    write(
+        "logpaths.toml",
+        &format!("{model}[tools.search_logs]\npaths = [\"logs\", \"logz\"]\n"),
+    );
+    write(
+        "runbooks.toml",
+        &format!("{model}[tools.search_runbooks]\npaths = [\"no-runbooks\"]\n"),
+    );
 
     refused(
         &env,
         &["--config", "syntax.toml", "ask", "q"],
-        "config syntax.toml: line 3: unknown field `modle`",
+        "config syntax.toml: key `models.a.modle`: unknown key (expected one of `base_url`, ",
     );
+    // One line each, `config FILE: key `a.b.c`: problem`, the key named as written.
+    let exact = [
+        (
+            "type.toml",
+            "config type.toml: key `limits.max_turns`: invalid type: string \"x\", expected \
+             u32 (line 6)",
+        ),
+        (
+            "connect.toml",
+            "config connect.toml: key `models.a.connect_timeout_secs`: must be at least 1",
+        ),
+        (
+            "calls.toml",
+            "config calls.toml: key `limits.max_tool_calls`: must be at least 1",
+        ),
+        (
+            "two.toml",
+            "config two.toml: key `agents.default`: 2 models are defined (a, b); name the one \
+             agents use by default",
+        ),
+        (
+            "some.toml",
+            "config some.toml: key `agents.default`: 2 models are defined (a, b) and \
+             agents.planner, agents.executor, agents.composer are not set; name the one agents \
+             use by default",
+        ),
+        (
+            "logpaths.toml",
+            "config logpaths.toml: key `tools.search_logs.paths[1]`: `logz` does not exist",
+        ),
+        (
+            "runbooks.toml",
+            "config runbooks.toml: key `tools.search_runbooks.paths[0]`: `no-runbooks` does \
+             not exist",
+        ),
+    ];
+    for (file, want) in exact {
+        let out = env.run(&["--config", file, "ask", "q"]);
+        out.expect(2);
+        assert_eq!(out.one_error_line(), format!("diag: {want}"));
+    }
+    let out = env.run(&["--config", "mcp.toml", "ask", "q"]);
+    out.expect(2);
+    let line = out.one_error_line();
+    assert!(
+        line.starts_with(
+            "diag: config mcp.toml: key `mcp[0].command`: MCP server `x`: cannot run \
+             `/nonexistent/diag-mcp-server`: "
+        ),
+        "{line}"
+    );
+    assert_eq!(line.matches("MCP server").count(), 1, "{line}");
     refused(
         &env,
         &["--config", "header.toml", "ask", "q"],
@@ -874,12 +980,13 @@ fn bad_configurations_are_refused_in_one_line_naming_file_and_key() {
     refused(
         &env,
         &["--config", "key.toml", "ask", "q"],
-        "config key.toml: model `a`: the API key variable DIAG_TEST_API_KEY (api_key_env) is not set",
+        "config key.toml: key `models.a.api_key_env`: the API key variable DIAG_TEST_API_KEY \
+         (api_key_env) is not set",
     );
     refused(
         &env,
         &["--config", "nomodel.toml", "ask", "q"],
-        "no model endpoint is configured",
+        "config nomodel.toml: key `models`: no model endpoint is configured",
     );
     refused(
         &env,
@@ -997,7 +1104,11 @@ fn a_read_only_database_is_refused_in_one_line_and_left_untouched() {
         &format!("cannot open the run store {path}"),
     );
     assert!(out.stdout.is_empty());
-    refused(&env, &["--db", &path, "runs"], "cannot open the run store");
+    refused(
+        &env,
+        &["--db", &path, "runs"],
+        &format!("no run store at {path}"),
+    );
 }
 
 #[test]
@@ -1110,7 +1221,7 @@ fn progress_never_shows_when_stdout_is_not_a_terminal() {
 fn concurrent_asks_share_one_database() {
     let env = TestEnv::new();
     env.copy_fixture(PASS, "pass.json");
-    env.run(&["runs"]).expect(0);
+    create_store(&env);
     let children: Vec<_> = (0..4)
         .map(|i| {
             let mut cmd = env.command();
@@ -1119,7 +1230,8 @@ fn concurrent_asks_share_one_database() {
                 "--fixture",
                 "pass.json",
                 "--json",
-                &format!("question {i}"),
+                "--session",
+                &format!("session-{i}"),
             ])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
@@ -1150,8 +1262,9 @@ fn concurrent_asks_share_one_database() {
 fn gc_keeps_only_the_newest_runs() {
     let env = TestEnv::new();
     env.copy_fixture(PASS, "pass.json");
-    for q in ["first question", "second question", "third question"] {
-        env.run(&["ask", "--fixture", "pass.json", q]).expect(0);
+    for session in ["first", "second", "third"] {
+        env.run(&["ask", "--fixture", "pass.json", "--session", session])
+            .expect(0);
     }
     assert_eq!(stored_runs(&env).len(), 3);
     let out = env.run(&["gc", "--keep", "1"]);
@@ -1163,7 +1276,7 @@ fn gc_keeps_only_the_newest_runs() {
     );
     let left = stored_runs(&env);
     assert_eq!(left.len(), 1);
-    assert_eq!(left[0]["question"], "third question");
+    assert_eq!(left[0]["session_id"], "third");
     let out = env.run(&["gc", "--older-than", "30d"]);
     out.expect(0);
     assert!(out.stdout.starts_with("deleted 0 run(s)"), "{}", out.stdout);
@@ -1351,4 +1464,300 @@ fn ctrl_c_during_replay_exits_130_and_leaves_no_run_running() {
             other => panic!("a run was left {other}"),
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where the store is: --db > DIAG_DB > [store] path > the data folder; read-only commands
+// never create it.
+
+#[test]
+fn the_store_path_of_the_config_is_used_after_db_and_diag_db() {
+    let mut env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    std::fs::create_dir_all(env.path("conf")).unwrap();
+    // Relative to the config file's folder, not to the working directory.
+    std::fs::write(
+        env.path("conf/diag.toml"),
+        "[store]\npath = \"stores/cfg.db\"\n",
+    )
+    .unwrap();
+    let cfg_db = env.path("conf/stores/cfg.db");
+    let no_diag_db = |c: &mut std::process::Command| {
+        c.env_remove("DIAG_DB");
+    };
+    let count = |env: &TestEnv, args: &[&str]| -> usize {
+        let mut a = args.to_vec();
+        a.extend(["runs", "--json"]);
+        let out = env.run_with(&a, no_diag_db);
+        out.expect(0).quiet_stderr();
+        out.json()["runs"].as_array().unwrap().len()
+    };
+
+    // ask --fixture with --config stores where the config says.
+    env.run_with(
+        &[
+            "--config",
+            "conf/diag.toml",
+            "ask",
+            "--fixture",
+            "pass.json",
+        ],
+        no_diag_db,
+    )
+    .expect(0)
+    .quiet_stderr();
+    assert!(cfg_db.is_file());
+    assert!(!env.db().exists());
+    assert!(!env.root().join("data/diag/diag.db").exists());
+    assert_eq!(count(&env, &["--config", "conf/diag.toml"]), 1);
+
+    // DIAG_DB wins over the config; --db wins over both.
+    env.run(&[
+        "--config",
+        "conf/diag.toml",
+        "ask",
+        "--fixture",
+        "pass.json",
+    ])
+    .expect(0);
+    assert!(env.db().is_file());
+    env.run(&[
+        "--config",
+        "conf/diag.toml",
+        "--db",
+        "flag.db",
+        "ask",
+        "--fixture",
+        "pass.json",
+    ])
+    .expect(0);
+    assert!(env.path("flag.db").is_file());
+    assert_eq!(count(&env, &["--config", "conf/diag.toml"]), 1);
+
+    // DIAG_CONFIG is a way to name the config too, for every command.
+    env.set_env("DIAG_CONFIG", "conf/diag.toml");
+    env.run_with(&["ask", "--fixture", "pass.json"], no_diag_db)
+        .expect(0);
+    assert_eq!(count(&env, &[]), 2);
+    let out = env.run_with(&["runs", "--json"], no_diag_db);
+    let run_id = str_of(&out.json()["runs"][0], "run_id").to_string();
+    env.run_with(&["trace", &run_id], no_diag_db)
+        .expect(0)
+        .quiet_stderr();
+    env.run_with(&["export", &run_id, "-o", "out.json"], no_diag_db)
+        .expect(0);
+    env.run_with(&["gc", "--keep", "1"], no_diag_db).expect(0);
+    assert_eq!(count(&env, &[]), 1);
+    // An invalid config is refused by the commands that read it for the store path.
+    std::fs::write(env.path("conf/diag.toml"), "[store]\npaht = \"x.db\"\n").unwrap();
+    let out = env.run_with(&["runs"], no_diag_db);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: config conf/diag.toml: key `store.paht`: unknown key (expected `path`) (line 2)"
+    );
+}
+
+#[test]
+fn a_live_ask_stores_its_run_where_the_config_says() {
+    let env = TestEnv::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    std::fs::write(
+        env.path("diag.toml"),
+        format!(
+            "[models.default]\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\n\
+             timeout_secs = 5\nconnect_timeout_secs = 2\n[store]\npath = \"live/runs.db\"\n"
+        ),
+    )
+    .unwrap();
+    let out = env.run_with(
+        &["--config", "diag.toml", "ask", "why 502?", "--json"],
+        |c| {
+            c.env_remove("DIAG_DB");
+        },
+    );
+    out.expect(0);
+    let run_id = str_of(&out.json(), "run_id").to_string();
+    assert!(env.path("live/runs.db").is_file());
+    assert!(!env.db().exists());
+    assert!(!env.root().join("data/diag/diag.db").exists());
+    let out = env.run(&["--db", "live/runs.db", "trace", &run_id]);
+    out.expect(0).quiet_stderr();
+}
+
+#[test]
+fn read_only_commands_never_create_a_store() {
+    let env = TestEnv::new();
+    let missing = env.root().join("nonexistent/dir/x.db");
+    let path = missing.display().to_string();
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["trace", "run-0123456789abcdef0123"],
+        &["export", "run-0123456789abcdef0123"],
+        &["gc", "--keep", "1"],
+    ] {
+        let mut a = vec!["--db", path.as_str()];
+        a.extend_from_slice(args);
+        let out = env.run(&a);
+        out.expect(2);
+        assert_eq!(
+            out.one_error_line(),
+            format!("diag: no run store at {path}")
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
+        // Through DIAG_DB, the same.
+        let out = env.run_with(args, |c| {
+            c.env("DIAG_DB", &missing);
+        });
+        out.expect(2);
+        assert_eq!(
+            out.one_error_line(),
+            format!("diag: no run store at {path}")
+        );
+    }
+    assert!(!env.root().join("nonexistent").exists());
+
+    // At the default path (a machine where diag never ran): `runs` has nothing to list,
+    // `trace`, `export` and `gc` have nothing to work on. Nothing is created either way.
+    let default = env.root().join("data/diag/diag.db");
+    let unset = |c: &mut std::process::Command| {
+        c.env_remove("DIAG_DB");
+    };
+    let out = env.run_with(&["runs"], unset);
+    out.expect(0).quiet_stderr();
+    assert!(out.stdout.ends_with("(no runs)\n"), "{}", out.stdout);
+    let out = env.run_with(&["runs", "--json"], unset);
+    out.expect(0).quiet_stderr();
+    assert_eq!(out.json(), json!({"schema": "diag.runs.v1", "runs": []}));
+    for args in [
+        &["trace", "run-0123456789abcdef0123"][..],
+        &["export", "run-0123456789abcdef0123"],
+        &["gc", "--older-than", "30d"],
+    ] {
+        let out = env.run_with(args, unset);
+        out.expect(2);
+        assert_eq!(
+            out.one_error_line(),
+            format!("diag: no run store at {}", default.display())
+        );
+    }
+    assert!(!env.root().join("data/diag").exists());
+
+    // A `[store] path` that does not exist is named like --db.
+    std::fs::write(env.path("diag.toml"), "[store]\npath = \"gone/x.db\"\n").unwrap();
+    let out = env.run_with(&["--config", "diag.toml", "runs"], unset);
+    out.expect(2);
+    assert_eq!(out.one_error_line(), "diag: no run store at gone/x.db");
+    assert!(!env.path("gone").exists());
+}
+
+#[test]
+fn ask_with_a_fixture_refuses_another_question_than_the_recorded_one() {
+    let env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    let recorded = read_json(&repo_file(PASS))["question"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = env.run(&["ask", "--fixture", "pass.json", "why is the sky blue?"]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        format!(
+            "diag: pass.json records the question \"{recorded}\", not this one: omit the \
+             question or give the recorded one"
+        )
+    );
+    assert!(out.stdout.is_empty());
+    assert!(stored_runs(&env).is_empty());
+
+    // The recorded question, even with other surrounding spaces, or none at all, works.
+    let padded = format!("  {recorded}\n");
+    for args in [
+        &["ask", "--fixture", "pass.json", recorded.as_str(), "--json"][..],
+        &["ask", "--fixture", "pass.json", padded.as_str(), "--json"],
+        &["ask", "--fixture", "pass.json", "--json"],
+    ] {
+        let out = env.run(args);
+        out.expect(0).quiet_stderr();
+        assert_eq!(out.json()["status"], "SUCCESS");
+    }
+    let runs = stored_runs(&env);
+    assert_eq!(runs.len(), 3);
+    assert!(runs.iter().all(|r| r["question"] == recorded.as_str()));
+}
+
+#[test]
+fn runs_prints_whole_ids_in_aligned_columns_and_refuses_limit_0() {
+    let env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    let long = "ses-fixture-verifier-retry-incident-2026-11-30-checkout";
+    for session in [long, "short"] {
+        env.run(&["ask", "--fixture", "pass.json", "--session", session])
+            .expect(0);
+    }
+    let out = env.run(&["runs"]);
+    out.expect(0).quiet_stderr();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    assert!(!out.stdout.contains('…'), "{}", out.stdout);
+    // Every column starts where its heading does.
+    for heading in ["session", "status", "verdict", "started", "question"] {
+        let at = lines[0].find(heading).unwrap();
+        for line in &lines[1..] {
+            assert_eq!(&line[at - 2..at], "  ", "`{heading}` column of `{line}`");
+            assert_ne!(&line[at..at + 1], " ", "`{heading}` column of `{line}`");
+        }
+    }
+    let session_col = lines[0].find("session").unwrap();
+    assert!(
+        lines[1][session_col..].starts_with("short "),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2][session_col..].starts_with(&format!("{long}  ")),
+        "{}",
+        lines[2]
+    );
+    // The id shown is the one `--session` takes.
+    let out = env.run(&["runs", "--session", long, "--json"]);
+    out.expect(0);
+    assert_eq!(out.json()["runs"].as_array().unwrap().len(), 1);
+
+    for json in [false, true] {
+        let mut args = vec!["runs", "--limit", "0"];
+        if json {
+            args.push("--json");
+        }
+        let out = env.run(&args);
+        out.expect(2);
+        assert_eq!(out.one_error_line(), "diag: --limit must be at least 1");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn exit_code_5_reads_the_same_in_help_and_readme() {
+    let env = TestEnv::new();
+    let help = env.run(&["--help"]);
+    help.expect(0);
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let meaning = "replay: a run file did not reproduce its expected result, or (replay and ask \
+                   --fixture) the run left its recording (divergence)";
+    assert!(
+        words(&help.stdout).contains(&format!("5 {meaning}")),
+        "{}",
+        help.stdout
+    );
+    let readme = std::fs::read_to_string(repo_file("README.md")).unwrap();
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with("| 5 |"))
+        .expect("README exit code 5");
+    assert_eq!(row.replace('`', ""), format!("| 5 | {meaning} |"));
 }

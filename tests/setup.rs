@@ -81,7 +81,21 @@ async fn an_mcp_server_that_cannot_start_names_itself() {
     )
     .unwrap();
     match live(&config, clock()).await {
-        Err(SetupError::Mcp { name, .. }) => assert_eq!(name, "ghost"),
+        Err(e @ SetupError::Mcp { .. }) => {
+            let SetupError::Mcp { name, key, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(name, "ghost");
+            assert_eq!(key, "mcp[0].command");
+            let text = e.to_string();
+            assert!(
+                text.starts_with(
+                    "key `mcp[0].command`: MCP server `ghost`: cannot run \
+                     `/nonexistent/diag-mcp-server`: "
+                ),
+                "{text}"
+            );
+        }
         Err(other) => panic!("unexpected error {other}"),
         Ok(_) => panic!("a missing MCP server started"),
     }
@@ -102,4 +116,5 @@ fn model_errors_name_the_model_and_the_missing_key_variable() {
         .expect("missing key is an error")
         .to_string();
     assert!(e.contains("gw") && e.contains(var), "{e}");
+    assert!(e.starts_with("key `models.gw.api_key_env`: "), "{e}");
 }

@@ -2,7 +2,7 @@
 //! the answer with its timeline (or `--json`).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
@@ -32,7 +32,8 @@ pub const ASK_JSON_SCHEMA: &str = "diag.ask.v1";
 /// model responses and tool outputs come from a recorded run file instead, offline.
 #[derive(Debug, Args)]
 pub struct AskArgs {
-    /// The question; with --fixture it may be omitted to use the file's own
+    /// The question; with --fixture, omit it or give the file's own (another question is
+    /// refused: the recording answers only its own)
     pub question: Option<String>,
     /// Serve model responses and tool outputs from this run file instead of live endpoints
     #[arg(long, value_name = "FILE")]
@@ -116,8 +117,18 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         }
     };
     let question = match (&args.question, &source) {
-        (Some(q), _) => q.clone(),
-        (None, Source::Fixture(run)) => run.question.clone(),
+        // A recording answers its own question only: another question would be answered
+        // with the recorded answers as if they were about it.
+        (Some(q), Source::Fixture(run)) if q.trim() != run.question.trim() => {
+            return Err(CommandError::usage(format!(
+                "{} records the question \"{}\", not this one: omit the question or give \
+                 the recorded one",
+                args.fixture.as_deref().unwrap_or(Path::new("")).display(),
+                render::one_line(run.question.trim(), 200)
+            )))
+        }
+        (Some(_) | None, Source::Fixture(run)) => run.question.clone(),
+        (Some(q), Source::Live(..)) => q.clone(),
         (None, Source::Live(..)) => {
             return Err(CommandError::usage(
                 "a question is required, e.g. diag ask \"why does checkout return 502?\"",
@@ -130,7 +141,10 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     if let Some(path) = &args.record {
         check_record_path(path)?;
     }
-    let store = open_store(g)?;
+    let store = match &source {
+        Source::Live(config, _) => open_store(g, Some(config))?,
+        Source::Fixture(_) => open_store(g, None)?,
+    };
     let rt = runtime()?;
     let show_progress = !(g.quiet || g.no_progress || args.json);
     rt.block_on(async {

@@ -7,18 +7,88 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{io_error, CommandError, Exit, GlobalArgs};
-use crate::store::{Store, StoreError};
+use crate::config::Config;
+use crate::store::{Store, StoreError, StoreOptions, DB_ENV};
 
-/// The database path: `--db`, else a non-empty `DIAG_DB`, else the user's data directory.
-pub fn db_path(g: &GlobalArgs) -> Result<PathBuf, CommandError> {
-    g.db.clone().or_else(Store::path_from_env).ok_or_else(|| {
-        CommandError::usage("no database path: set --db PATH or DIAG_DB (HOME is not set)")
-    })
+/// Where the database path came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbOrigin {
+    /// `--db PATH`.
+    Flag,
+    /// A non-empty `DIAG_DB`.
+    Env,
+    /// `[store] path` of the configuration file.
+    Config,
+    /// The user's data directory (`Store::default_path`).
+    Default,
 }
 
-pub fn open_store(g: &GlobalArgs) -> Result<Store, CommandError> {
-    let path = db_path(g)?;
-    Store::open(&path).map_err(store_error)
+/// The database to use and why.
+#[derive(Debug, Clone)]
+pub struct DbLocation {
+    pub path: PathBuf,
+    pub origin: DbOrigin,
+}
+
+/// The database path: `--db`, else a non-empty `DIAG_DB`, else `[store] path` of the
+/// configuration file, else the user's data directory. `config` is the configuration the
+/// command already loaded; without one, the configuration file is located (`--config`,
+/// `DIAG_CONFIG`, the user's config folder) and read only when neither `--db` nor `DIAG_DB`
+/// decides.
+pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation, CommandError> {
+    let at = |path: PathBuf, origin| Ok(DbLocation { path, origin });
+    if let Some(path) = &g.db {
+        return at(path.clone(), DbOrigin::Flag);
+    }
+    if let Some(path) = std::env::var_os(DB_ENV).filter(|v| !v.is_empty()) {
+        return at(PathBuf::from(path), DbOrigin::Env);
+    }
+    let from_config = match config {
+        Some(c) => c.store.path.clone(),
+        None => match Config::locate(g.config.as_deref()) {
+            Some(file) => Config::load(&file)
+                .map_err(|e| CommandError::usage(e.to_string()))?
+                .store
+                .path
+                .clone(),
+            None => None,
+        },
+    };
+    if let Some(path) = from_config {
+        return at(path, DbOrigin::Config);
+    }
+    match Store::default_path() {
+        Some(path) => at(path, DbOrigin::Default),
+        None => Err(CommandError::usage(
+            "no database path: set --db PATH or DIAG_DB (HOME is not set)",
+        )),
+    }
+}
+
+/// Opens (creating if needed) the store of a command that writes runs (`ask`, `replay`).
+pub fn open_store(g: &GlobalArgs, config: Option<&Config>) -> Result<Store, CommandError> {
+    let at = db_location(g, config)?;
+    Store::open(&at.path).map_err(store_error)
+}
+
+/// Opens the store of a command that only reads or prunes it (`trace`, `runs`, `export`,
+/// `gc`): never creates a file or a folder. `Ok(None)` when there is no store at the default
+/// path (a machine where diag never stored a run); a missing store anywhere the user named
+/// (`--db`, `DIAG_DB`, `[store] path`) is an error, because it is most likely a typo.
+pub fn open_existing_store(g: &GlobalArgs) -> Result<Option<Store>, CommandError> {
+    let at = db_location(g, None)?;
+    match Store::open_existing(&at.path, StoreOptions::default()) {
+        Ok(store) => Ok(Some(store)),
+        Err(StoreError::Missing { .. }) if at.origin == DbOrigin::Default => Ok(None),
+        Err(e) => Err(store_error(e)),
+    }
+}
+
+/// Like [`open_existing_store`], for commands that have nothing to do without a store: a
+/// missing store is an error wherever it was expected.
+pub fn require_existing_store(g: &GlobalArgs) -> Result<Store, CommandError> {
+    let at = db_location(g, None)?;
+    Store::open_existing(&at.path, StoreOptions::default()).map_err(store_error)
 }
 
 /// Store errors are about the user's file (unwritable, full, foreign, too new): input errors.

@@ -15,7 +15,9 @@ pub enum Exit {
     RunFailed = 3,
     /// `--strict`: the run succeeded but was degraded or its verdict was not PASS.
     NotStrict = 4,
-    /// `replay`: a run file did not reproduce its expected result.
+    /// `replay`: a run file did not reproduce its expected result; or, for `replay` and
+    /// `ask --fixture`, the run left its recording (divergence). `ask --fixture` never
+    /// compares with `expected`.
     ReplayMismatch = 5,
     /// Interrupted (Ctrl-C); the run is stored FAILED with its partial trace.
     Interrupted = 130,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{open_store, store_error, write_text};
+use super::common::{require_existing_store, store_error, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::render::one_line;
 use crate::runfile::{
@@ -104,7 +104,7 @@ pub fn cmd_export(
     args: &ExportArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
-    let store = open_store(g)?;
+    let store = require_existing_store(g)?;
     let file = run_file(&store, &args.run_id)?;
     match &args.output {
         Some(path) => std::fs::write(path, file.to_json())

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{open_store, store_error, write_text};
+use super::common::{require_existing_store, store_error, write_text};
 use super::{CommandError, GlobalArgs};
 
 /// Delete old runs and everything they own (events, steps, tool calls, exchanges).
@@ -47,7 +47,7 @@ pub fn cmd_gc(g: &GlobalArgs, args: &GcArgs, out: &mut dyn Write) -> Result<(), 
             "say what to delete: --older-than DURATION and/or --keep N",
         ));
     }
-    let store = open_store(g)?;
+    let store = require_existing_store(g)?;
     let report = store.gc(args.older_than, args.keep).map_err(store_error)?;
     write_text(
         out,

@@ -24,8 +24,9 @@ pub use exit::Exit;
 /// diag: diagnosis runs whose every claim is bound to a recorded tool output.
 ///
 /// Exit codes: 0 success; 1 internal error; 2 usage, configuration or input error; 3 run
-/// FAILED; 4 under --strict, success but degraded or not PASS; 5 replay mismatch or
-/// divergence; 130 interrupted (the run is stored FAILED with its partial trace).
+/// FAILED; 4 under --strict, success but degraded or not PASS; 5 replay: a run file did not
+/// reproduce its expected result, or (replay and ask --fixture) the run left its recording;
+/// 130 interrupted (the run is stored FAILED with its partial trace).
 #[derive(Debug, Parser)]
 #[command(name = "diag", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -42,8 +43,12 @@ pub const EXIT_CODES: &str = "Exit codes:
   2    usage, configuration or input error
   3    the run ended FAILED
   4    --strict: the run succeeded but was degraded or its verdict was not PASS
-  5    replay: a run file did not reproduce its expected result
+  5    replay: a run file did not reproduce its expected result, or (replay and
+       ask --fixture) the run left its recording (divergence)
   130  interrupted (Ctrl-C); the run is stored FAILED with its partial trace
+
+Database: --db, else DIAG_DB, else [store] path of the configuration file, else the
+user's data directory. trace, runs, export and gc never create it.
 
 Environment: DIAG_DB (database path), DIAG_CONFIG (configuration file), DIAG_LOG (log
 filter for stderr, e.g. `info` or `diag=debug`).";
@@ -51,8 +56,9 @@ filter for stderr, e.g. `info` or `diag=debug`).";
 /// Flags every subcommand accepts.
 #[derive(Debug, Args, Clone)]
 pub struct GlobalArgs {
-    /// The SQLite database of runs [default: DIAG_DB, then the user's data directory]
-    // DIAG_DB is read by `Store::path_from_env`, not by clap: an empty DIAG_DB means "unset"
+    /// The SQLite database of runs [default: DIAG_DB, then [store] path of the config, then
+    /// the user's data directory]
+    // DIAG_DB is read by `common::db_location`, not by clap: an empty DIAG_DB means "unset"
     // there, where clap would refuse it as an empty --db.
     #[arg(long, global = true, value_name = "PATH")]
     pub db: Option<PathBuf>,

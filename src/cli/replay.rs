@@ -205,7 +205,7 @@ pub fn cmd_replay(
     if files.is_empty() {
         return Err(CommandError::usage("no run files found"));
     }
-    let store = open_store(g)?;
+    let store = open_store(g, None)?;
     let rt = runtime()?;
     let total = files.len();
     let cancel = CancellationToken::new();

@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::Args;
 use serde_json::json;
 
-use super::common::{open_store, store_error, write_json, write_text};
+use super::common::{open_existing_store, store_error, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::render::one_line;
 use crate::store::{RunFilter, RunStatus};
@@ -23,7 +23,7 @@ pub struct RunsArgs {
     /// Only runs with this status (running, success, failed)
     #[arg(long, value_name = "STATUS")]
     pub status: Option<String>,
-    /// At most this many runs
+    /// At most this many runs (at least 1)
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
     /// Print a JSON document (schema diag.runs.v1) instead of the table
@@ -32,6 +32,10 @@ pub struct RunsArgs {
 }
 
 pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+    // `--limit 0` would list nothing, which is never what was meant.
+    if args.limit == 0 {
+        return Err(CommandError::usage("--limit must be at least 1"));
+    }
     let status = match &args.status {
         Some(s) => Some(s.parse::<RunStatus>().map_err(|_| {
             CommandError::usage(format!(
@@ -41,14 +45,17 @@ pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<
         })?),
         None => None,
     };
-    let store = open_store(g)?;
-    let runs = store
-        .list_runs(&RunFilter {
-            session_id: args.session.clone(),
-            status,
-            limit: Some(args.limit),
-        })
-        .map_err(store_error)?;
+    // No store at the default path: diag never stored a run on this machine.
+    let runs = match open_existing_store(g)? {
+        Some(store) => store
+            .list_runs(&RunFilter {
+                session_id: args.session.clone(),
+                status,
+                limit: Some(args.limit),
+            })
+            .map_err(store_error)?,
+        None => Vec::new(),
+    };
     if args.json {
         let rows: Vec<_> = runs
             .iter()
@@ -67,27 +74,50 @@ pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<
             .collect();
         return write_json(out, &json!({"schema": RUNS_JSON_SCHEMA, "runs": rows}));
     }
-    let mut text = format!(
-        "{:<24}  {:<24}  {:<7}  {:<10}  {:<24}  question\n",
-        "run", "session", "status", "verdict", "started"
-    );
-    for r in &runs {
-        let verdict = match (r.effective_verdict, r.degraded) {
-            (Some(v), false) => v.as_str().to_string(),
-            (Some(v), true) => format!("{}*", v.as_str()),
-            (None, true) => "fallback".to_string(),
-            (None, false) => "-".to_string(),
-        };
-        let _ = writeln!(
-            text,
-            "{:<24}  {:<24}  {:<7}  {:<10}  {:<24}  {}",
-            one_line(&r.run_id, 24),
-            one_line(&r.session_id, 24),
-            r.status.as_str(),
-            verdict,
-            r.started_at.to_string(),
-            one_line(&r.question, 60)
-        );
+    // Ids are printed whole, so they can be copied into `--session` or `diag trace`; the id
+    // columns are as wide as the longest id shown.
+    let rows: Vec<[String; 6]> = runs
+        .iter()
+        .map(|r| {
+            let verdict = match (r.effective_verdict, r.degraded) {
+                (Some(v), false) => v.as_str().to_string(),
+                (Some(v), true) => format!("{}*", v.as_str()),
+                (None, true) => "fallback".to_string(),
+                (None, false) => "-".to_string(),
+            };
+            [
+                one_line(&r.run_id, usize::MAX),
+                one_line(&r.session_id, usize::MAX),
+                r.status.as_str().to_string(),
+                verdict,
+                r.started_at.to_string(),
+                one_line(&r.question, 60),
+            ]
+        })
+        .collect();
+    let header = ["run", "session", "status", "verdict", "started", "question"];
+    let minimum = [24, 24, 7, 10, 24, 0];
+    let widths: Vec<usize> = (0..5)
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([minimum[i], header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: [&str; 6]| {
+        let mut l = String::new();
+        for (i, w) in widths.iter().enumerate() {
+            let _ = write!(l, "{:<w$}  ", cells[i]);
+        }
+        l.push_str(cells[5]);
+        l.push('\n');
+        l
+    };
+    let mut text = line(header);
+    for r in &rows {
+        text.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]));
     }
     if runs.is_empty() {
         text.push_str("(no runs)\n");

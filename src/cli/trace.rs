@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::Args;
 use serde_json::json;
 
-use super::common::{open_store, store_error, write_json, write_text};
+use super::common::{require_existing_store, store_error, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::render;
 use crate::store::Store;
@@ -29,7 +29,7 @@ pub fn cmd_trace(
     args: &TraceArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
-    let store = open_store(g)?;
+    let store = require_existing_store(g)?;
     trace(&store, args, out)
 }
 

@@ -14,6 +14,8 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("no run store at {}", path.display())]
+    Missing { path: PathBuf },
     #[error("cannot open the run store {}: {source}", path.display())]
     Open {
         path: PathBuf,

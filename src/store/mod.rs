@@ -137,8 +137,33 @@ impl Store {
     /// A file without any write permission bit is opened read-only, even by root: reads
     /// work, every write fails with [`StoreError::ReadOnly`].
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
-        let path = path.as_ref().to_path_buf();
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Store::open_mode(path.as_ref(), options, true)
+    }
+
+    /// Opens the store at `path` only if the file is already there: creates no folder and no
+    /// file, and fails with [`StoreError::Missing`] otherwise. Read-only commands (`trace`,
+    /// `runs`, `export`, `gc`) open the store this way, so a mistyped path never leaves an
+    /// empty database behind. An existing file is opened exactly as [`Store::open_with`]
+    /// opens it.
+    pub fn open_existing(
+        path: impl AsRef<Path>,
+        options: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        Store::open_mode(path.as_ref(), options, false)
+    }
+
+    fn open_mode(path: &Path, options: StoreOptions, create: bool) -> Result<Store, StoreError> {
+        let path = path.to_path_buf();
+        let missing = |path: &Path| StoreError::Missing {
+            path: path.to_path_buf(),
+        };
+        if !create && std::fs::symlink_metadata(&path).is_err() {
+            return Err(missing(&path));
+        }
+        if let Some(parent) = path
+            .parent()
+            .filter(|p| create && !p.as_os_str().is_empty())
+        {
             std::fs::create_dir_all(parent).map_err(|source| StoreError::CreateDir {
                 path: parent.to_path_buf(),
                 source,
@@ -149,16 +174,25 @@ impl Store {
             .unwrap_or(false);
         let flags = if write_protected {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        } else {
+        } else if create {
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
         let open_err = |source| StoreError::Open {
             path: path.clone(),
             source,
         };
-        let mut conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
+        let mut conn = Connection::open_with_flags(&path, flags).map_err(|e| {
+            // Removed between the check above and the open: still "missing", never created.
+            if !create && std::fs::symlink_metadata(&path).is_err() {
+                missing(&path)
+            } else {
+                open_err(e)
+            }
+        })?;
         conn.busy_timeout(options.busy_timeout).map_err(open_err)?;
         // SQLite falls back to read-only by itself when the OS refuses write access.
         let read_only = write_protected || conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(true);
@@ -414,5 +448,30 @@ mod tests {
         );
         assert_eq!(default_path_from(os(""), None), None);
         assert_eq!(default_path_from(None, os("rel")), None);
+    }
+
+    #[test]
+    fn open_existing_creates_nothing_and_opens_what_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no").join("such").join("diag.db");
+        match Store::open_existing(&path, StoreOptions::default()) {
+            Err(e @ StoreError::Missing { .. }) => {
+                assert_eq!(e.to_string(), format!("no run store at {}", path.display()))
+            }
+            Err(other) => panic!("unexpected error {other}"),
+            Ok(_) => panic!("a missing store opened"),
+        }
+        assert!(!dir.path().join("no").exists(), "no folder was created");
+        // A missing file in an existing folder: still nothing created.
+        let path = dir.path().join("diag.db");
+        assert!(matches!(
+            Store::open_existing(&path, StoreOptions::default()),
+            Err(StoreError::Missing { .. })
+        ));
+        assert!(!path.exists());
+        // Once a store is there, it opens and reads like any other.
+        drop(Store::open(&path).unwrap());
+        let store = Store::open_existing(&path, StoreOptions::default()).unwrap();
+        assert!(store.list_runs(&RunFilter::default()).unwrap().is_empty());
     }
 }
