@@ -195,6 +195,43 @@ impl Config {
         Ok(config)
     }
 
+    /// Only the `[store] path` of a configuration file, resolved against its folder, for the
+    /// commands that read the store and nothing else (`trace`, `runs`, `export`, `gc`): the
+    /// rest of the file is not validated, so a log folder that is gone, or a model endpoint
+    /// being edited, never keeps an operator from reading past runs. The file must still
+    /// be TOML, and `[store]` well formed.
+    pub fn store_path_of(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
+        #[derive(Deserialize, Default)]
+        struct OnlyStore {
+            #[serde(default)]
+            store: StoreConfig,
+        }
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+            file: file.clone(),
+            reason: e.to_string(),
+        })?;
+        let line_of = |span: Option<std::ops::Range<usize>>| {
+            span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+        };
+        let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+            file: file.clone(),
+            line: line_of(e.span()).unwrap_or(0),
+            reason: one_line(e.message()),
+        })?;
+        let only = OnlyStore::deserialize(toml::Value::Table(table)).map_err(|e| {
+            let line = toml::from_str::<OnlyStore>(&text)
+                .err()
+                .and_then(|e| line_of(e.span()));
+            keyed_error(&e, &text, line, &file)
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Ok(only
+            .store
+            .path
+            .map(|p| if p.is_relative() { base.join(p) } else { p }))
+    }
+
     /// Parses and validates configuration text; `file` names it in errors. A value of the
     /// wrong type, an unknown key or a missing one is reported with its dotted key (and its
     /// line); only text that is not TOML at all is reported by line alone.
@@ -776,6 +813,32 @@ max_tool_calls = 4
                  does not exist"
             )
         );
+    }
+
+    #[test]
+    fn read_only_commands_read_the_store_path_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("diag.toml");
+        // The log folder is gone and the model table is half written: `diag trace` still
+        // finds the store.
+        std::fs::write(
+            &file,
+            "[models.main]\nmodel = \"m\"\n[tools.search_logs]\npaths = [\"/gone\"]\n\
+             [store]\npath = \"data/runs.db\"\n",
+        )
+        .unwrap();
+        assert!(Config::load(&file).is_err());
+        assert_eq!(
+            Config::store_path_of(&file).unwrap(),
+            Some(dir.path().join("data/runs.db"))
+        );
+        std::fs::write(&file, "[limits]\nmax_turns = 4\n").unwrap();
+        assert_eq!(Config::store_path_of(&file).unwrap(), None);
+        std::fs::write(&file, "[store]\npath = 7\n").unwrap();
+        let e = Config::store_path_of(&file).unwrap_err().to_string();
+        assert!(e.contains("key `store.path`"), "{e}");
+        std::fs::write(&file, "[store\n").unwrap();
+        assert!(Config::store_path_of(&file).is_err());
     }
 
     #[test]

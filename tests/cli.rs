@@ -173,6 +173,41 @@ fn trace_prints_the_stored_run_and_its_json_follows_the_schema() {
 }
 
 #[test]
+fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
+    let env = TestEnv::new();
+    let reject = env.copy_fixture("fixtures/runs/gatekeeper_reject.json", "reject.json");
+    let out = env.run(&["ask", "--fixture", reject.to_str().unwrap()]);
+    out.expect(0).quiet_stderr();
+    let refused = "gatekeeper refused 3 of 3 binding(s)\n\
+        \x20 c1      inv-1   search_logs          /matches/0/line          quote_not_found\n\
+        \x20 c2      inv-2   search_logs          /matches/5/line          path_not_found\n\
+        \x20 c3      inv-3   search_runbooks      /hits/0/score            not_a_string\n";
+    assert!(out.stdout.contains(refused), "{}", out.stdout);
+    let run_id = str_of(&env.ask_fixture_json(&reject, &[]), "run_id").to_string();
+    let trace = env.run(&["trace", &run_id]);
+    trace.expect(0).quiet_stderr();
+    assert!(trace.stdout.contains(refused), "{}", trace.stdout);
+    // The block comes between the tool calls and the token line.
+    let (tools, block, tokens) = (
+        trace.stdout.find("tool calls\n").unwrap(),
+        trace.stdout.find("gatekeeper refused").unwrap(),
+        trace.stdout.find("tokens ").unwrap(),
+    );
+    assert!(tools < block && block < tokens, "{}", trace.stdout);
+
+    // A run whose bindings all passed has no such block.
+    let pass = env.copy_fixture(PASS, "pass.json");
+    let run_id = str_of(&env.ask_fixture_json(&pass, &[]), "run_id").to_string();
+    let trace = env.run(&["trace", &run_id]);
+    trace.expect(0).quiet_stderr();
+    assert!(
+        !trace.stdout.contains("gatekeeper refused"),
+        "{}",
+        trace.stdout
+    );
+}
+
+#[test]
 fn runs_lists_newest_first_and_filters_by_session_status_and_limit() {
     let env = TestEnv::new();
     env.copy_fixture(PASS, "pass.json");

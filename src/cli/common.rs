@@ -33,8 +33,8 @@ pub struct DbLocation {
 /// The database path: `--db`, else a non-empty `DIAG_DB`, else `[store] path` of the
 /// configuration file, else the user's data directory. `config` is the configuration the
 /// command already loaded; without one, the configuration file is located (`--config`,
-/// `DIAG_CONFIG`, the user's config folder) and read only when neither `--db` nor `DIAG_DB`
-/// decides.
+/// `DIAG_CONFIG`, the user's config folder) and only its `[store]` is read, and only when
+/// neither `--db` nor `DIAG_DB` decides.
 pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation, CommandError> {
     let at = |path: PathBuf, origin| Ok(DbLocation { path, origin });
     if let Some(path) = &g.db {
@@ -45,12 +45,11 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
     }
     let from_config = match config {
         Some(c) => c.store.path.clone(),
+        // Commands that only read the store look at `[store]` alone (Config::store_path_of).
         None => match Config::locate(g.config.as_deref()) {
-            Some(file) => Config::load(&file)
-                .map_err(|e| CommandError::usage(e.to_string()))?
-                .store
-                .path
-                .clone(),
+            Some(file) => {
+                Config::store_path_of(&file).map_err(|e| CommandError::usage(e.to_string()))?
+            }
             None => None,
         },
     };
