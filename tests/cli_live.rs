@@ -1,7 +1,8 @@
 //! The `diag` binary against a real OpenAI-compatible server (aimock, installed by
 //! `scripts/install-peers`) and the real log tools over the demo environment: a recorded live
-//! run replays green and repeatably, and Ctrl-C during a live run exits 130 with the run
-//! stored FAILED (`interrupted`) with its partial trace.
+//! run replays green and repeatably, Ctrl-C during a live run exits 130 with the run
+//! stored FAILED (`interrupted`) with its partial trace, and a run killed outright (SIGKILL)
+//! leaves a store that passes `integrity_check`, which the next open sweeps to FAILED.
 
 use std::path::Path;
 use std::process::{Child, Stdio};
@@ -242,4 +243,81 @@ fn ctrl_c_during_a_live_run_exits_130_and_keeps_the_partial_trace() {
     let runs = env.run(&["runs", "--status", "failed", "--json"]);
     runs.expect(0);
     assert_eq!(runs.json()["runs"][0]["run_id"], run_id.as_str());
+}
+
+#[test]
+fn a_live_run_killed_outright_leaves_a_sound_store_and_is_swept_to_failed() {
+    // SIGKILL gives diag no chance to clean up: what survives is what it had committed.
+    let server = Aimock::start_with("graph_slow_verifier.json", Some(KEY));
+    let env = live_env(&server);
+    let mut cmd = env.command();
+    cmd.args(["--config", "diag.toml", "ask", QUESTION])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("diag ask starts");
+    let db = env.db();
+    let open = || {
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()
+    };
+    // Read straight from the file (no diag process opens it, so nothing sweeps early).
+    let run_id = wait_for("the run to be stored", &mut child, || {
+        open()?
+            .query_row(
+                "SELECT run_id FROM diagnosis_run WHERE status = 'RUNNING'",
+                [],
+                |r| r.get::<_, String>(0),
+            )
+            .ok()
+    });
+    wait_for("the Verifier to be called", &mut child, || {
+        let events: i64 = open()?
+            .query_row(
+                "SELECT count(*) FROM orchestration_event WHERE run_id = ?1",
+                [&run_id],
+                |r| r.get(0),
+            )
+            .ok()?;
+        (events == 4).then_some(())
+    });
+    child.kill().expect("SIGKILL");
+    child.wait().unwrap();
+
+    // Still RUNNING on disk: nobody has opened the store since.
+    let conn = open().unwrap();
+    let status: String = conn
+        .query_row(
+            "SELECT status FROM diagnosis_run WHERE run_id = ?1",
+            [&run_id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(status, "RUNNING");
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    drop(conn);
+
+    // The next diag that opens the store marks it FAILED (interrupted), partial trace kept.
+    let out = env.run(&["trace", &run_id, "--json"]);
+    out.expect(0);
+    let doc = out.json();
+    assert_schema("trace.v1.json", &doc);
+    assert_eq!(doc["run"]["status"], "FAILED");
+    assert_eq!(doc["run"]["failure"], "interrupted");
+    assert_eq!(doc["run"]["duration_ms"], Value::Null, "its process died");
+    let nodes: Vec<&str> = doc["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        nodes,
+        ["planner", "executor", "gatekeeper", "verified_input"]
+    );
+    assert_eq!(doc["tool_invocations"].as_array().unwrap().len(), 2);
+    assert!(doc["agent_steps"].as_array().unwrap().len() >= 2);
+    assert_eq!(doc["evaluation"], Value::Null);
 }
