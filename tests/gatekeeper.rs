@@ -787,17 +787,39 @@ proptest! {
 
     /// Arbitrary text, quote and pointer never panic; whatever passes was cut from the tool's
     /// own string and says what the quote says.
+    ///
+    /// Half the quotes are cut from the text itself and two of three pointers name it, so
+    /// bindings that pass are common and the match is checked both ways: a binding to the
+    /// text passes exactly when the normalized quote occurs in it.
     #[test]
     fn validate_run_never_panics_and_passed_text_comes_from_the_tool(
         text in "\\PC{0,60}|[ a-c\\t\\n\u{3000}\u{a0}é]{0,40}",
-        quote in "\\PC{0,12}|[ a-c\\t\\n\u{3000}]{0,8}",
-        path in "(/[a-z~01]{0,3}){0,3}",
+        random_quote in "\\PC{0,12}|[ a-c\\t\\n\u{3000}]{0,8}",
+        cut in (any::<usize>(), 0usize..16),
+        from_text in any::<bool>(),
+        path in prop_oneof![
+            Just("/a".to_string()),
+            Just("/b/0".to_string()),
+            "(/[a-z~01]{0,3}){0,3}",
+        ],
     ) {
+        let quote = if from_text {
+            let chars: Vec<char> = text.chars().collect();
+            let start = cut.0 % (chars.len() + 1);
+            chars[start..(start + cut.1).min(chars.len())].iter().collect()
+        } else {
+            random_quote
+        };
         let invs = vec![inv(RUN, "inv-1", "t", json!({"a": text.clone(), "b": [text.clone()]}))];
         let out = output(vec![claim("c1", vec![binding("inv-1", "t", &path, &quote)])]);
         let raw = validate_run(RUN, &out, &invs);
         let _ = normalize(Some(&raw));
-        if let Some(m) = &raw.checked_bindings[0].matched_text {
+        let checked = &raw.checked_bindings[0];
+        if path == "/a" || path == "/b/0" {
+            prop_assert_eq!(checked.passed, match_quote(&text, &quote).is_some());
+        }
+        if let Some(m) = &checked.matched_text {
+            prop_assert!(checked.passed);
             prop_assert!(text.contains(m.as_str()));
             prop_assert_eq!(normalize_whitespace(m), normalize_whitespace(&quote));
         }
