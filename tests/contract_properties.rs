@@ -745,16 +745,6 @@ fn check_property(property: fn(&World) -> Result<(), TestCaseError>) {
     );
 }
 
-#[test]
-fn the_case_count_follows_proptest_cases() {
-    let want = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or(256);
-    assert_eq!(cases(), want);
-    assert_eq!(ProptestConfig::with_cases(cases()).cases, want);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Property 1: the deterministic stages
 // ---------------------------------------------------------------------------------------------
