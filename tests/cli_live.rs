@@ -320,4 +320,17 @@ fn a_live_run_killed_outright_leaves_a_sound_store_and_is_swept_to_failed() {
     assert_eq!(doc["tool_invocations"].as_array().unwrap().len(), 2);
     assert!(doc["agent_steps"].as_array().unwrap().len() >= 2);
     assert_eq!(doc["evaluation"], Value::Null);
+
+    // Its export keeps every exchange that happened and says its replay will stop short.
+    let out = env.run(&["export", &run_id, "-o", "killed.json"]);
+    out.expect(0);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "diag: warning: run {run_id} was interrupted; its recording ends where it \
+             stopped, so diag replay reports a divergence there (exit 5)\n"
+        )
+    );
+    let out = env.run(&["replay", "killed.json"]);
+    out.expect(5);
 }

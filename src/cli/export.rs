@@ -106,6 +106,21 @@ pub fn cmd_export(
 ) -> Result<(), CommandError> {
     let store = require_existing_store(g)?;
     let file = run_file(&store, &args.run_id)?;
+    // An interrupted run's recording stops where it was cut: a replay runs out of it there.
+    // The file is still worth having (it holds every exchange that happened), so it is
+    // written, and the operator is told what its replay will say.
+    let interrupted = store
+        .get_run(&args.run_id)
+        .map_err(store_error)?
+        .is_some_and(|r| r.failure.as_deref() == Some(crate::store::INTERRUPTED));
+    if interrupted {
+        let _ = writeln!(
+            std::io::stderr(),
+            "diag: warning: run {} was interrupted; its recording ends where it stopped, so \
+             diag replay reports a divergence there (exit 5)",
+            file.run_id
+        );
+    }
     match &args.output {
         Some(path) => std::fs::write(path, file.to_json())
             .map_err(|e| CommandError::usage(format!("{}: cannot write: {e}", path.display()))),
