@@ -146,6 +146,80 @@ async fn single_turn_agent_sends_prompt_and_input_without_tools() {
     assert_eq!(steps[0].1.prompt.prompt_id, "planner");
 }
 
+/// Delegates to a scripted model and notes, at each request, which invocation ids the log
+/// already holds and which ones the request shows the model.
+struct LogWatchingModel {
+    inner: Arc<ScriptedModel>,
+    log: Arc<MemoryInvocationLog>,
+    seen: Mutex<Vec<(Vec<String>, Vec<String>)>>,
+}
+
+impl diag::model::ChatModel for LogWatchingModel {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a diag::model::ChatRequest,
+    ) -> diag::model::ChatFuture<'a> {
+        let logged: Vec<String> = self
+            .log
+            .invocations("run-1")
+            .into_iter()
+            .map(|i| i.invocation_id)
+            .collect();
+        let shown: Vec<String> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| {
+                let v: Value = serde_json::from_str(m.content.as_deref().unwrap()).unwrap();
+                v["invocation_id"].as_str().unwrap().to_string()
+            })
+            .collect();
+        self.seen.lock().unwrap().push((logged, shown));
+        self.inner.complete(request)
+    }
+}
+
+#[tokio::test]
+async fn every_tool_result_is_in_the_log_when_the_model_is_shown_it() {
+    let r = rig(AgentLimits::default(), None);
+    r.model
+        .tool_calls(&[
+            ("call_a", "search_logs", json!({"query": "502"})),
+            ("call_b", "search_logs", json!({"query": "timeout"})),
+        ])
+        .tool_calls(&[("call_c", "search_logs", json!({"query": "pool"}))])
+        .text("{\"schema\":\"executor_evidence_v2\"}");
+    let watcher = Arc::new(LogWatchingModel {
+        inner: r.model.clone(),
+        log: r.log.clone(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let mut agents = r.agents;
+    agents.models = AgentModels::single(watcher.clone());
+    agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    let seen = watcher.seen.lock().unwrap().clone();
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        seen,
+        [
+            (ids(&[]), ids(&[])),
+            (ids(&["inv-1", "inv-2"]), ids(&["inv-1", "inv-2"])),
+            (
+                ids(&["inv-1", "inv-2", "inv-3"]),
+                ids(&["inv-1", "inv-2", "inv-3"])
+            ),
+        ],
+        "(logged, shown) at each model call"
+    );
+}
+
 #[tokio::test]
 async fn executor_records_tool_results_with_run_local_ids_before_the_model_sees_them() {
     let r = rig(AgentLimits::default(), None);
