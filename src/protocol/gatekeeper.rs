@@ -81,13 +81,24 @@ pub fn normalize(raw: Option<&GatekeeperRaw>) -> GateStatus {
     let Some(raw) = raw else {
         return GateStatus::Reject;
     };
-    let any_failed = raw.checked_bindings.iter().any(|b| !b.passed);
     match (raw.result.as_deref(), raw.severity.as_deref()) {
-        (Some("pass"), None) if !any_failed && raw.audit.failed == 0 => GateStatus::Pass,
+        (Some("pass"), None) if consistent_pass(raw) => GateStatus::Pass,
         (Some("fail"), Some("low-confid")) => GateStatus::LowConfid,
         (Some("fail"), Some("reject")) => GateStatus::Reject,
         _ => GateStatus::Reject,
     }
+}
+
+/// A `pass` is believed only when its own bindings and audit say the same (SPEC §2.3: every
+/// claim has a passed binding and none failed): at least one binding, all passed, none
+/// failed or unbound in the audit, and the audit's passed count is the bindings'.
+fn consistent_pass(raw: &GatekeeperRaw) -> bool {
+    let passed = raw.passed_bindings();
+    passed > 0
+        && passed == raw.checked_bindings.len()
+        && raw.audit.failed == 0
+        && raw.audit.unbound_claims == 0
+        && u32::try_from(passed).is_ok_and(|p| p == raw.audit.passed)
 }
 
 /// The verdict ceiling a normalized Gatekeeper status imposes on the Verifier:
@@ -427,9 +438,78 @@ mod tests {
             (Some("fail"), Some("mild"), GateStatus::Reject),
         ];
         for (r, s, want) in cases {
-            assert_eq!(normalize(Some(&raw(r, s))), want, "{r:?} {s:?}");
+            // Each result comes with one passed binding, so only `result` and `severity`
+            // decide here (a `pass` contradicted by its bindings is the next test's).
+            let mut raw = raw(r, s);
+            raw.checked_bindings.push(CheckedBinding {
+                claim_id: "c1".into(),
+                source_invocation_id: "inv-1".into(),
+                tool_name: "t".into(),
+                raw_path: "/x".into(),
+                passed: true,
+                matched_text: Some("x".into()),
+                failure: None,
+            });
+            raw.audit.passed = 1;
+            assert_eq!(normalize(Some(&raw)), want, "{r:?} {s:?}");
         }
         assert_eq!(normalize(None), GateStatus::Reject);
+    }
+
+    #[test]
+    fn a_pass_its_own_bindings_or_audit_contradict_is_rejected() {
+        let binding = |passed: bool| CheckedBinding {
+            claim_id: "c1".into(),
+            source_invocation_id: "inv-1".into(),
+            tool_name: "search_logs".into(),
+            raw_path: "/x".into(),
+            passed,
+            matched_text: passed.then(|| "x".into()),
+            failure: (!passed).then(|| "quote_not_found".into()),
+        };
+        let consistent = || {
+            let mut r = raw(Some("pass"), None);
+            r.checked_bindings.push(binding(true));
+            r.audit = Audit {
+                claims: 1,
+                bindings: 1,
+                passed: 1,
+                failed: 0,
+                unbound_claims: 0,
+            };
+            r
+        };
+        assert_eq!(normalize(Some(&consistent())), GateStatus::Pass);
+        let no_bindings = {
+            let mut r = consistent();
+            r.checked_bindings.clear();
+            r.audit.passed = 0;
+            r.audit.bindings = 0;
+            r
+        };
+        let unbound = {
+            let mut r = consistent();
+            r.audit.unbound_claims = 1;
+            r
+        };
+        let audit_disagrees = {
+            let mut r = consistent();
+            r.audit.passed = 2;
+            r
+        };
+        let audit_failed = {
+            let mut r = consistent();
+            r.audit.failed = 1;
+            r
+        };
+        for (what, r) in [
+            ("no binding at all", no_bindings),
+            ("an unbound claim", unbound),
+            ("audit counts another number passed", audit_disagrees),
+            ("audit counts a failure", audit_failed),
+        ] {
+            assert_eq!(normalize(Some(&r)), GateStatus::Reject, "{what}");
+        }
     }
 
     #[test]
