@@ -1863,6 +1863,38 @@ async fn cited_claims_outside_the_allowed_claims_are_invalid_output() {
 }
 
 #[tokio::test]
+async fn each_contract_violation_reaches_the_event_detail_as_its_code() {
+    // Through the real Executor node: its output breaks the contract in one way each time,
+    // and the event names how, with no technical retry and the pre-verification Fallback.
+    let no_claims = json!({"schema": "executor_evidence_v2", "hypotheses": [],
+                           "no_evidence": [], "limitations": []});
+    let mut claims_as_text = no_claims.clone();
+    claims_as_text["claims"] = json!("c1 is true");
+    for (output, reason) in [
+        ("the pool is exhausted, trust me".to_string(), "not_json"),
+        (
+            "{\"schema\": \"executor_evidence_v2\", \"claims\": [".to_string(),
+            "not_json",
+        ),
+        (no_claims.to_string(), "missing_field"),
+        (claims_as_text.to_string(), "wrong_type"),
+        ("[1, 2, 3]".to_string(), "not_an_object"),
+        ("   ".to_string(), "empty_output"),
+    ] {
+        let h = Harness::new();
+        h.reply(AgentRole::Planner, plan_normal())
+            .reply(AgentRole::Executor, output.clone());
+        let done = run(&h).await;
+        assert_eq!(done.state.path(), [P, E, F], "{output}");
+        let e = done.events_of(E)[0];
+        assert_eq!(e.status, Status::InvalidOutput, "{output}");
+        assert_eq!(detail_text(e, "reason"), reason, "{output}");
+        assert_eq!(done.state.executor_output, None);
+        assert_pre_fallback(&done);
+    }
+}
+
+#[tokio::test]
 async fn prose_around_json_is_invalid_output_for_every_agent() {
     let wrap = |doc: String| format!("Sure! Here is the result:\n{doc}\nHope this helps.");
 
