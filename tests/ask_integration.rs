@@ -749,6 +749,57 @@ async fn success_is_evaluated_once_with_metrics_that_match_the_run() {
     assert_eq!(Some(m["latency_ms"].as_u64().unwrap()), row.duration_ms);
 }
 
+/// A run clock that moves 10 ms every time it is read for a duration.
+struct TickingClock {
+    ms: std::sync::atomic::AtomicU64,
+}
+
+impl diag::clock::Clock for TickingClock {
+    fn now(&self) -> Timestamp {
+        let ms = self.ms.load(std::sync::atomic::Ordering::SeqCst);
+        Timestamp::from_unix_ms(1_790_000_000_000 + i64::try_from(ms).unwrap())
+    }
+
+    fn elapsed(&self) -> Duration {
+        let ms = self.ms.fetch_add(10, std::sync::atomic::Ordering::SeqCst) + 10;
+        Duration::from_millis(ms)
+    }
+}
+
+#[tokio::test]
+async fn durations_come_from_the_run_clock_and_agree_everywhere() {
+    let mut r = rig();
+    r.deps.clock = Arc::new(TickingClock {
+        ms: std::sync::atomic::AtomicU64::new(0),
+    });
+    script_composer_path(&r.model);
+    let out = ask_once(&r).await;
+    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    let row = run_row(&r, &out.run_id);
+    let duration = row.duration_ms.expect("a finished run has a duration");
+    assert!(duration > 0 && duration % 10 == 0, "{duration}");
+    let metrics = r.store.evaluation(&out.run_id).unwrap().unwrap().metrics;
+    assert_eq!(metrics["latency_ms"].as_u64(), Some(duration));
+    // Every node ran inside the run, so their durations add up to no more than it.
+    let events = r.store.events(&out.run_id).unwrap();
+    let nodes: u64 = events.iter().map(|e| e.duration_ms).sum();
+    assert!(nodes > 0 && nodes <= duration, "{nodes} of {duration}");
+    let steps: u64 = r
+        .store
+        .agent_steps(&out.run_id)
+        .unwrap()
+        .iter()
+        .map(|s| s.step.duration_ms)
+        .sum();
+    assert!(steps > 0 && steps <= nodes, "{steps} of {nodes}");
+    let finished = row.finished_at.expect("finished_at");
+    assert!(
+        finished > row.started_at,
+        "{finished} after {}",
+        row.started_at
+    );
+}
+
 #[tokio::test]
 async fn gatekeeper_ceiling_caps_the_model_verdict_and_both_are_stored() {
     let r = rig();
