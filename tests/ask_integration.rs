@@ -777,7 +777,7 @@ async fn durations_come_from_the_run_clock_and_agree_everywhere() {
     assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
     let row = run_row(&r, &out.run_id);
     let duration = row.duration_ms.expect("a finished run has a duration");
-    assert!(duration > 0 && duration % 10 == 0, "{duration}");
+    assert!(duration > 0 && duration.is_multiple_of(10), "{duration}");
     let metrics = r.store.evaluation(&out.run_id).unwrap().unwrap().metrics;
     assert_eq!(metrics["latency_ms"].as_u64(), Some(duration));
     // Every node ran inside the run, so their durations add up to no more than it.
