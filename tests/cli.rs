@@ -756,6 +756,16 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
     let mut no_question = read_json(&repo_file(PASS));
     no_question["question"] = json!("  ");
     write_json(&env.path("no_question.json"), &no_question);
+    // Values the schema (docs/schema/diag_run_v1.json) forbids, named by their path.
+    let mut degraded = read_json(&repo_file(PASS));
+    degraded["expected"]["status"] = json!("DEGRADED");
+    write_json(&env.path("degraded.json"), &degraded);
+    let mut wizard = read_json(&repo_file(PASS));
+    wizard["exchanges"][0]["agent"] = json!("wizard");
+    write_json(&env.path("wizard.json"), &wizard);
+    let mut yesterday = read_json(&repo_file(PASS));
+    yesterday["started_at"] = json!("yesterday");
+    write_json(&env.path("yesterday.json"), &yesterday);
     let garbage: Vec<u8> = (0..4096u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -781,7 +791,19 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
             "v9.json: unknown run file format `diag_run_v9` (this diag reads `diag_run_v1`)",
         ),
         ("no_format.json", "no_format.json: missing field `format`"),
-        ("no_question.json", "no_question.json: `question` is empty"),
+        ("no_question.json", "no_question.json: question: empty"),
+        (
+            "degraded.json",
+            "degraded.json: expected.status: unknown variant `DEGRADED`, expected one of `SUCCESS`, `FAILED`",
+        ),
+        (
+            "wizard.json",
+            "wizard.json: exchanges[0].agent: unknown variant `wizard`, expected one of `planner`, `executor`, `verifier`, `composer`",
+        ),
+        (
+            "yesterday.json",
+            "yesterday.json: started_at: not an RFC 3339 date-time (",
+        ),
         (
             "garbage.json",
             "garbage.json: not a run file (not UTF-8 text)",
@@ -810,6 +832,24 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
     );
     // Nothing was stored by any of them.
     assert!(stored_runs(&env).is_empty());
+}
+
+/// Editors on Windows start UTF-8 files with a byte order mark: such a run file loads, in a
+/// folder too, and replays like the same file without it.
+#[test]
+fn a_run_file_starting_with_a_byte_order_mark_replays() {
+    let env = TestEnv::new();
+    let text = std::fs::read_to_string(repo_file(PASS)).unwrap();
+    std::fs::create_dir_all(env.path("bom")).unwrap();
+    std::fs::write(env.path("bom/pass.json"), format!("\u{feff}{text}")).unwrap();
+    let out = env.run(&["replay", "bom/pass.json", "--json"]);
+    out.expect(0).quiet_stderr();
+    assert_eq!(out.json()["passed"], 1);
+    let out = env.run(&["replay", "bom", "--json"]);
+    out.expect(0).quiet_stderr();
+    assert_eq!(out.json()["files"].as_array().unwrap().len(), 1);
+    let doc = env.ask_fixture_json(&env.path("bom/pass.json"), &[]);
+    assert_eq!(doc["status"], "SUCCESS");
 }
 
 #[test]
