@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 mod cli_env;
-use cli_env::{apply_filters, assert_schema, id_filters, repo_file, Out, TestEnv};
+use cli_env::{apply_filters, assert_schema, bounded, id_filters, repo_file, Out, TestEnv};
 
 const PASS: &str = "tests/fixtures/runs/pass.json";
 const LOW_CONFID: &str = "tests/fixtures/runs/low_confid.json";
@@ -1168,7 +1168,7 @@ fn concurrent_asks_share_one_database() {
         .collect();
     let mut run_ids = Vec::new();
     for child in children {
-        let out = child.wait_with_output().unwrap();
+        let out = bounded::wait_with_output(child, bounded::LIMIT, "diag ask --fixture pass.json");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -1365,7 +1365,8 @@ fn ctrl_c_during_replay_exits_130_and_leaves_no_run_running() {
     let pid = i32::try_from(child.id()).unwrap();
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let output = child.wait_with_output().unwrap();
+    let output =
+        bounded::wait_with_output(child, bounded::LIMIT, "diag replay many (after SIGINT)");
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -1391,4 +1392,29 @@ fn ctrl_c_during_replay_exits_130_and_leaves_no_run_running() {
             other => panic!("a run was left {other}"),
         }
     }
+}
+
+/// The harness bounds every command: one that hangs fails its test, naming the command, and
+/// is killed; one that writes more than a pipe holds still finishes.
+#[test]
+fn a_hanging_command_fails_its_test_naming_the_command() {
+    let mut sleep = std::process::Command::new("sleep");
+    sleep.arg("30");
+    let started = std::time::Instant::now();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bounded::output(&mut sleep, std::time::Duration::from_millis(300))
+    }))
+    .expect_err("a hanging command fails the test");
+    let message = panicked.downcast_ref::<String>().expect("a message");
+    assert_eq!(
+        message,
+        "`sleep 30` did not finish within 300ms and was killed"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+    let mut big = std::process::Command::new("head");
+    big.args(["-c", "1000000", "/dev/zero"]);
+    let out = bounded::output(&mut big, bounded::LIMIT);
+    assert!(out.status.success());
+    assert_eq!(out.stdout.len(), 1_000_000);
 }
