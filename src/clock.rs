@@ -71,7 +71,8 @@ impl Serialize for Timestamp {
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Timestamp::parse_rfc3339(&s).map_err(serde::de::Error::custom)
+        Timestamp::parse_rfc3339(&s)
+            .map_err(|e| serde::de::Error::custom(format_args!("not an RFC 3339 date-time ({e})")))
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 mod cli_env;
-use cli_env::{apply_filters, assert_schema, id_filters, repo_file, Out, TestEnv};
+use cli_env::{apply_filters, assert_schema, bounded, id_filters, repo_file, Out, TestEnv};
 
 const PASS: &str = "tests/fixtures/runs/pass.json";
 const LOW_CONFID: &str = "tests/fixtures/runs/low_confid.json";
@@ -807,6 +807,16 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
     let mut no_question = read_json(&repo_file(PASS));
     no_question["question"] = json!("  ");
     write_json(&env.path("no_question.json"), &no_question);
+    // Values the schema (docs/schema/diag_run_v1.json) forbids, named by their path.
+    let mut degraded = read_json(&repo_file(PASS));
+    degraded["expected"]["status"] = json!("DEGRADED");
+    write_json(&env.path("degraded.json"), &degraded);
+    let mut wizard = read_json(&repo_file(PASS));
+    wizard["exchanges"][0]["agent"] = json!("wizard");
+    write_json(&env.path("wizard.json"), &wizard);
+    let mut yesterday = read_json(&repo_file(PASS));
+    yesterday["started_at"] = json!("yesterday");
+    write_json(&env.path("yesterday.json"), &yesterday);
     let garbage: Vec<u8> = (0..4096u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -832,7 +842,19 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
             "v9.json: unknown run file format `diag_run_v9` (this diag reads `diag_run_v1`)",
         ),
         ("no_format.json", "no_format.json: missing field `format`"),
-        ("no_question.json", "no_question.json: `question` is empty"),
+        ("no_question.json", "no_question.json: question: empty"),
+        (
+            "degraded.json",
+            "degraded.json: expected.status: unknown variant `DEGRADED`, expected one of `SUCCESS`, `FAILED`",
+        ),
+        (
+            "wizard.json",
+            "wizard.json: exchanges[0].agent: unknown variant `wizard`, expected one of `planner`, `executor`, `verifier`, `composer`",
+        ),
+        (
+            "yesterday.json",
+            "yesterday.json: started_at: not an RFC 3339 date-time (",
+        ),
         (
             "garbage.json",
             "garbage.json: not a run file (not UTF-8 text)",
@@ -861,6 +883,24 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
     );
     // Nothing was stored by any of them.
     assert!(stored_runs(&env).is_empty());
+}
+
+/// Editors on Windows start UTF-8 files with a byte order mark: such a run file loads, in a
+/// folder too, and replays like the same file without it.
+#[test]
+fn a_run_file_starting_with_a_byte_order_mark_replays() {
+    let env = TestEnv::new();
+    let text = std::fs::read_to_string(repo_file(PASS)).unwrap();
+    std::fs::create_dir_all(env.path("bom")).unwrap();
+    std::fs::write(env.path("bom/pass.json"), format!("\u{feff}{text}")).unwrap();
+    let out = env.run(&["replay", "bom/pass.json", "--json"]);
+    out.expect(0).quiet_stderr();
+    assert_eq!(out.json()["passed"], 1);
+    let out = env.run(&["replay", "bom", "--json"]);
+    out.expect(0).quiet_stderr();
+    assert_eq!(out.json()["files"].as_array().unwrap().len(), 1);
+    let doc = env.ask_fixture_json(&env.path("bom/pass.json"), &[]);
+    assert_eq!(doc["status"], "SUCCESS");
 }
 
 #[test]
@@ -1275,7 +1315,7 @@ fn concurrent_asks_share_one_database() {
         .collect();
     let mut run_ids = Vec::new();
     for child in children {
-        let out = child.wait_with_output().unwrap();
+        let out = bounded::wait_with_output(child, bounded::LIMIT, "diag ask --fixture pass.json");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -1473,7 +1513,8 @@ fn ctrl_c_during_replay_exits_130_and_leaves_no_run_running() {
     let pid = i32::try_from(child.id()).unwrap();
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let output = child.wait_with_output().unwrap();
+    let output =
+        bounded::wait_with_output(child, bounded::LIMIT, "diag replay many (after SIGINT)");
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -1795,4 +1836,29 @@ fn exit_code_5_reads_the_same_in_help_and_readme() {
         .find(|l| l.starts_with("| 5 |"))
         .expect("README exit code 5");
     assert_eq!(row.replace('`', ""), format!("| 5 | {meaning} |"));
+}
+
+/// The harness bounds every command: one that hangs fails its test, naming the command, and
+/// is killed; one that writes more than a pipe holds still finishes.
+#[test]
+fn a_hanging_command_fails_its_test_naming_the_command() {
+    let mut sleep = std::process::Command::new("sleep");
+    sleep.arg("30");
+    let started = std::time::Instant::now();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bounded::output(&mut sleep, std::time::Duration::from_millis(300))
+    }))
+    .expect_err("a hanging command fails the test");
+    let message = panicked.downcast_ref::<String>().expect("a message");
+    assert_eq!(
+        message,
+        "`sleep 30` did not finish within 300ms and was killed"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+    let mut big = std::process::Command::new("head");
+    big.args(["-c", "1000000", "/dev/zero"]);
+    let out = bounded::output(&mut big, bounded::LIMIT);
+    assert!(out.status.success());
+    assert_eq!(out.stdout.len(), 1_000_000);
 }

@@ -204,7 +204,11 @@ fn ctrl_c_during_a_live_run_exits_130_and_keeps_the_partial_trace() {
     let pid = i32::try_from(child.id()).unwrap();
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let output = child.wait_with_output().unwrap();
+    let output = cli_env::bounded::wait_with_output(
+        child,
+        cli_env::bounded::LIMIT,
+        "diag ask (after SIGINT)",
+    );
     let stderr = String::from_utf8(output.stderr).unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert_eq!(output.status.code(), Some(130), "{stdout}\n{stderr}");

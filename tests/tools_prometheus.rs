@@ -20,17 +20,29 @@ use diag::tools::{
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
+mod bounded;
+
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/prometheus/metrics.om")
 }
 
 fn require(program: &str) {
-    match Command::new(program).arg("--version").output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "`{program} --version` failed ({}); run scripts/install-peers",
-            o.status
-        ),
+    let mut version = Command::new(program);
+    version
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match version.spawn() {
+        Ok(child) => {
+            let what = format!("{program} --version");
+            let o = bounded::wait_with_output(child, bounded::LIMIT, &what);
+            assert!(
+                o.status.success(),
+                "`{what}` failed ({}); run scripts/install-peers",
+                o.status
+            );
+        }
         Err(e) => panic!("{program} is not installed ({e}); run scripts/install-peers"),
     }
 }
@@ -80,12 +92,13 @@ impl Prometheus {
         require("prometheus");
         let dir = TempDir::new().unwrap();
         let data = dir.path().join("data");
-        let out = Command::new("promtool")
+        let mut promtool = Command::new("promtool");
+        promtool
             .args(["tsdb", "create-blocks-from", "openmetrics"])
             .arg(fixture())
             .arg(&data)
-            .output()
-            .expect("running promtool");
+            .stdin(Stdio::null());
+        let out = bounded::output(&mut promtool, bounded::LIMIT);
         assert!(
             out.status.success(),
             "promtool failed: {}",

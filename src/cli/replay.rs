@@ -16,7 +16,7 @@ use super::{CommandError, Exit, GlobalArgs};
 use crate::ids::RandomIds;
 use crate::render::one_line;
 use crate::replay::{compare, replay_until, Mismatch};
-use crate::runfile::RunFile;
+use crate::runfile::{strip_bom, RunFile};
 use crate::store::Store;
 
 /// The schema name of `diag replay --json` output.
@@ -103,7 +103,7 @@ fn is_run_file(path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path) else {
         return true;
     };
-    match serde_json::from_str::<serde_json::Value>(&text) {
+    match serde_json::from_str::<serde_json::Value>(strip_bom(&text)) {
         Err(_) => true,
         Ok(v) => v
             .get("format")

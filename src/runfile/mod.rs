@@ -5,7 +5,8 @@
 
 pub mod tape;
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -13,6 +14,7 @@ pub use tape::{Divergence, RecordedModel, RecordedTools, Recorder, Tape};
 
 use crate::agent::AgentRole;
 use crate::clock::Timestamp;
+use crate::diagnosis::topology::NODES;
 use crate::model::{ChatResponse, ErrorClass, FinishReason, ModelError, ToolCall, Usage};
 use crate::protocol::{InvocationStatus, Verdict};
 use crate::tools::ToolSpec;
@@ -23,15 +25,20 @@ pub const FORMAT: &str = "diag_run_v1";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunFile {
     pub format: String,
+    #[serde(deserialize_with = "question")]
     pub question: String,
     pub session_id: String,
     pub run_id: String,
     pub started_at: Timestamp,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "objects")]
     pub tools: Vec<ToolSpec>,
     #[serde(default)]
     pub exchanges: Vec<Exchange>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub expected: Option<Expected>,
 }
 
@@ -46,15 +53,28 @@ pub enum Exchange {
 /// One model call: a response or an error, never both.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelRecord {
+    #[serde(deserialize_with = "named")]
     pub agent: AgentRole,
     pub round: u32,
     pub attempt: u32,
     pub turn: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "sha256_hex"
+    )]
     pub request_sha256: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub response: Option<RecordedResponse>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub error: Option<RecordedError>,
 }
 
@@ -62,11 +82,15 @@ pub struct ModelRecord {
 pub struct RecordedResponse {
     #[serde(default)]
     pub content: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "objects")]
     pub tool_calls: Vec<ToolCall>,
     #[serde(default = "default_finish")]
     pub finish_reason: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub usage: Option<Usage>,
 }
 
@@ -74,8 +98,141 @@ fn default_finish() -> String {
     "stop".to_string()
 }
 
+// Field rules of `docs/schema/diag_run_v1.json` that the types alone do not carry. They run
+// inside deserialization, so a refusal names the field's path like any type error.
+
+/// An optional member that, when present, is an object: the schema has no `null` there.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Object::<T>::deserialize(d).map(|o| Some(o.0))
+}
+
+/// An array of objects.
+fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    let items = Vec::<Object<T>>::deserialize(d)?;
+    Ok(items.into_iter().map(|o| o.0).collect())
+}
+
+/// A struct read from a JSON object only: serde would also fill one from an array of its
+/// field values, which the schema forbids. Only the outermost call is redirected, so what
+/// the struct's fields read still goes through the caller's (path-tracking) deserializer.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(MapOnly(d)).map(Object)
+    }
+}
+
+struct MapOnly<D>(D);
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for MapOnly<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_any(v)
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(v)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+/// A unit-variant enum read from a string only: serde would also take `{"planner": null}`.
+fn named<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    let name = String::deserialize(d)?;
+    T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(&name))
+        .map_err(D::Error::custom)
+}
+
+/// [`named`], or `null`.
+fn named_or_null<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(name) => {
+            T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(&name))
+                .map(Some)
+                .map_err(D::Error::custom)
+        }
+    }
+}
+
+/// The question needs a character other than white space: Unicode white space or U+FEFF,
+/// the union of Rust's and ECMA-262's `\s` (schema: `pattern: [^\s\u0085]`).
+fn question<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let q = String::deserialize(d)?;
+    if q.chars().all(|c| c.is_whitespace() || c == '\u{feff}') {
+        return Err(D::Error::custom(
+            "empty (the question needs a non-space character)",
+        ));
+    }
+    Ok(q)
+}
+
+/// 64 lowercase hexadecimal digits (schema: `^[0-9a-f]{64}$`).
+fn sha256_hex<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let h = String::deserialize(d)?;
+    if h.len() != 64 || !h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(D::Error::custom(format!(
+            "invalid value {h:?}, expected 64 lowercase hexadecimal digits"
+        )));
+    }
+    Ok(Some(h))
+}
+
+/// The statuses a finished run can have.
+pub const EXPECTED_STATUSES: [&str; 2] = ["SUCCESS", "FAILED"];
+
+fn one_of(found: &str, allowed: &[&str]) -> String {
+    let list: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
+    format!(
+        "unknown variant `{found}`, expected one of {}",
+        list.join(", ")
+    )
+}
+
+fn expected_status<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if !EXPECTED_STATUSES.contains(&s.as_str()) {
+        return Err(D::Error::custom(one_of(&s, &EXPECTED_STATUSES)));
+    }
+    Ok(s)
+}
+
+/// A node path names nodes of the diagnosis graph only.
+fn node_path<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    struct Node(String);
+    impl<'de> Deserialize<'de> for Node {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let s = String::deserialize(d)?;
+            if !NODES.contains(&s.as_str()) {
+                return Err(D::Error::custom(one_of(&s, &NODES)));
+            }
+            Ok(Node(s))
+        }
+    }
+    // Through a sequence of `Node`, so a refusal names its index (`expected.path[2]`).
+    Ok(Vec::<Node>::deserialize(d)?
+        .into_iter()
+        .map(|n| n.0)
+        .collect())
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedError {
+    #[serde(deserialize_with = "named")]
     pub class: ErrorClass,
     pub message: String,
 }
@@ -87,15 +244,18 @@ pub struct ToolRecord {
     #[serde(default)]
     pub arguments: Value,
     pub output: Value,
+    #[serde(deserialize_with = "named")]
     pub status: InvocationStatus,
 }
 
 /// What a replay must reproduce.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Expected {
+    #[serde(deserialize_with = "expected_status")]
     pub status: String,
+    #[serde(deserialize_with = "node_path")]
     pub path: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "named_or_null")]
     pub effective_verdict: Option<Verdict>,
     pub degraded: bool,
     #[serde(default)]
@@ -144,10 +304,13 @@ pub enum RunFileError {
 }
 
 impl RunFile {
-    /// Parses a run file, rejecting any format other than `diag_run_v1` before reading the
-    /// rest, and checking that every model exchange has exactly one of response and error.
+    /// Parses a run file: one leading UTF-8 byte order mark is skipped; any format other than
+    /// `diag_run_v1` is refused before the rest is read; then every value must be one
+    /// `docs/schema/diag_run_v1.json` allows, and a refusal names the file and the path of the
+    /// value (`run.json: exchanges[0].agent: unknown variant …`), on one line.
     pub fn parse(text: &str, file: &str) -> Result<RunFile, RunFileError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| RunFileError::Malformed {
+        let text = strip_bom(text);
+        let mut value: Value = serde_json::from_str(text).map_err(|e| RunFileError::Malformed {
             file: file.to_string(),
             reason: one_line(&e.to_string()),
         })?;
@@ -167,29 +330,22 @@ impl RunFile {
                 found: one_line(&found.chars().take(40).collect::<String>()),
             });
         }
-        // serde quotes what the file holds (an unknown variant, say), which may be long or
-        // carry control characters: the message is made one bounded line.
-        let run: RunFile = serde_json::from_value(value).map_err(|e| RunFileError::Invalid {
+        let invalid = |reason: String| RunFileError::Invalid {
             file: file.to_string(),
-            reason: one_line(&e.to_string()),
-        })?;
-        for (i, x) in run.exchanges.iter().enumerate() {
-            if let Exchange::Model(m) = x {
-                if m.response.is_some() == m.error.is_some() {
-                    return Err(RunFileError::Invalid {
-                        file: file.to_string(),
-                        reason: format!(
-                            "exchanges[{i}]: a model exchange has exactly one of `response` and `error`"
-                        ),
-                    });
-                }
-            }
-        }
-        if run.question.trim().is_empty() {
-            return Err(RunFileError::Invalid {
-                file: file.to_string(),
-                reason: "`question` is empty".into(),
-            });
+            reason: one_line(&reason),
+        };
+        // Exchanges are read one by one below: `kind` picks the record type, and the path of
+        // a refusal inside one keeps its index (serde's tagged enums would lose the path).
+        let exchanges = value.as_object_mut().and_then(|m| m.remove("exchanges"));
+        let mut run: RunFile = from_value_at("", value).map_err(invalid)?;
+        if let Some(exchanges) = exchanges {
+            let items: Vec<Value> = from_value_at("exchanges", exchanges).map_err(invalid)?;
+            run.exchanges = items
+                .into_iter()
+                .enumerate()
+                .map(|(i, x)| exchange_at(i, x))
+                .collect::<Result<_, _>>()
+                .map_err(invalid)?;
         }
         Ok(run)
     }
@@ -199,6 +355,62 @@ impl RunFile {
         let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
         s.push('\n');
         s
+    }
+}
+
+/// The text without one leading UTF-8 byte order mark (Windows editors write one).
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// Deserializes `value`, found at `at` in the file, into `T`; an error reads
+/// `PATH: problem`, with the path of the offending value inside the file.
+fn from_value_at<T: serde::de::DeserializeOwned>(at: &str, value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let path = match (at, inner.as_str()) {
+            (at, "." | "?") => at.to_string(),
+            ("", inner) => inner.to_string(),
+            (at, inner) if inner.starts_with('[') => format!("{at}{inner}"),
+            (at, inner) => format!("{at}.{inner}"),
+        };
+        let problem = e.into_inner().to_string();
+        if path.is_empty() {
+            problem
+        } else {
+            format!("{path}: {problem}")
+        }
+    })
+}
+
+/// Exchange `i`: a model call (exactly one of response and error) or a tool call.
+fn exchange_at(i: usize, x: Value) -> Result<Exchange, String> {
+    let here = format!("exchanges[{i}]");
+    let kind = x.get("kind").map(|k| (k.as_str(), k.clone()));
+    match kind {
+        Some((Some("model"), _)) => {
+            let m: ModelRecord = from_value_at(&here, x)?;
+            if m.response.is_some() == m.error.is_some() {
+                return Err(format!(
+                    "{here}: a model exchange has exactly one of `response` and `error`"
+                ));
+            }
+            Ok(Exchange::Model(m))
+        }
+        Some((Some("tool"), _)) => Ok(Exchange::Tool(from_value_at(&here, x)?)),
+        // serde's own words for a wrong or unknown kind, at the kind.
+        Some((_, k)) => {
+            let e = serde_json::from_value::<Exchange>(serde_json::json!({ "kind": k }));
+            Err(format!(
+                "{here}.kind: {}",
+                e.err().map_or_else(String::new, |e| e.to_string())
+            ))
+        }
+        // Not an object (serde would read an array as a tagged sequence), or no kind.
+        None => {
+            from_value_at::<serde_json::Map<String, Value>>(&here, x.clone())?;
+            from_value_at(&here, x)
+        }
     }
 }
 
@@ -274,5 +486,90 @@ mod tests {
             assert!(!e.to_string().contains('\n'), "{e}");
             assert!(e.to_string().starts_with("f.json: "), "{e}");
         }
+    }
+
+    fn error_of(doc: &str) -> String {
+        RunFile::parse(doc, "m.json").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_path_of_the_bad_value() {
+        let cases = [
+            (
+                MINIMAL.replace("2026-11-30T14:05:00Z", "yesterday"),
+                "m.json: started_at: not an RFC 3339 date-time (",
+            ),
+            (
+                MINIMAL.replace("\"planner\"", "\"wizard\""),
+                "m.json: exchanges[0].agent: unknown variant `wizard`, expected one of `planner`",
+            ),
+            (
+                MINIMAL.replace("\"transient\"", "\"flaky\""),
+                "m.json: exchanges[2].error.class: unknown variant `flaky`",
+            ),
+            (
+                MINIMAL.replace("\"ok\"}", "\"fine\"}"),
+                "m.json: exchanges[1].status: unknown variant `fine`",
+            ),
+            (
+                MINIMAL.replace("\"kind\": \"tool\"", "\"kind\": \"toll\""),
+                "m.json: exchanges[1].kind: unknown variant `toll`, expected `model` or `tool`",
+            ),
+            (
+                MINIMAL.replace("\"round\": 1", "\"round\": -1"),
+                "m.json: exchanges[0].round: invalid value: integer `-1`",
+            ),
+            (
+                MINIMAL.replace("\"why 502?\"", "\" \\n \""),
+                "m.json: question: empty",
+            ),
+            (
+                MINIMAL.replace("\"exchanges\": [", "\"expected\": {\"status\": \"DEGRADED\", \"path\": [], \"degraded\": false}, \"exchanges\": ["),
+                "m.json: expected.status: unknown variant `DEGRADED`, expected one of `SUCCESS`, `FAILED`",
+            ),
+            (
+                MINIMAL.replace("\"exchanges\": [", "\"expected\": {\"status\": \"FAILED\", \"path\": [\"planner\", \"wizard\"], \"degraded\": false}, \"exchanges\": ["),
+                "m.json: expected.path[1]: unknown variant `wizard`",
+            ),
+            (
+                MINIMAL.replace("\"exchanges\": [", "\"expected\": null, \"exchanges\": ["),
+                "m.json: expected: invalid type: null",
+            ),
+            (
+                MINIMAL.replace("\"turn\": 1,\n           \"response\"", "\"turn\": 1, \"request_sha256\": \"ABC\", \"response\""),
+                "m.json: exchanges[0].request_sha256: invalid value \"ABC\"",
+            ),
+            (
+                MINIMAL.replace("\"content\": \"{}\"", "\"content\": \"{}\", \"usage\": null"),
+                "m.json: exchanges[0].response.usage: invalid type: null",
+            ),
+            (
+                MINIMAL.replace("\"exchanges\": [", "\"exchanges\": 7, \"x\": ["),
+                "m.json: exchanges: invalid type: integer `7`",
+            ),
+            (
+                MINIMAL.replace("{\"kind\": \"tool\"", "[\"tool\"").replace("\"status\": \"ok\"}", "\"ok\"]").replace(": {\"matches\": []}", "").replace("\"invocation_id\": \"inv-1\", \"tool_name\": \"search_logs\",\n           \"arguments\": {\"query\": \"502\"}, \"output\",", ""),
+                "m.json: exchanges[1]: invalid type: sequence",
+            ),
+        ];
+        for (doc, want) in cases {
+            let e = error_of(&doc);
+            assert!(e.starts_with(want), "{e}\n  does not start with\n{want}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped() {
+        let with_bom = format!("\u{feff}{MINIMAL}");
+        let run = RunFile::parse(&with_bom, "m.json").unwrap();
+        assert_eq!(run, RunFile::parse(MINIMAL, "m.json").unwrap());
+        // Only one, and only at the start.
+        let twice = format!("\u{feff}{with_bom}");
+        assert!(matches!(
+            RunFile::parse(&twice, "m.json"),
+            Err(RunFileError::Malformed { .. })
+        ));
+        assert_eq!(strip_bom("a\u{feff}"), "a\u{feff}");
     }
 }

@@ -2,11 +2,15 @@
 //! test gets its own temporary HOME, XDG folders and database, and the child process sees a
 //! cleared environment with only PATH, those folders and what the test adds. Output is
 //! captured whole (exit code, stdout, stderr) and can be snapshotted with filters that
-//! replace run ids, session ids, times, durations and temporary paths.
+//! replace run ids, session ids, times, durations and temporary paths. Every run is bounded
+//! (`bounded::LIMIT`): a hanging `diag` fails its test, naming the command.
 #![allow(dead_code)]
 
+#[path = "../bounded/mod.rs"]
+pub mod bounded;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
@@ -175,17 +179,19 @@ impl TestEnv {
     }
 
     /// Runs `diag ARGS` to completion.
+    #[track_caller]
     pub fn run(&self, args: &[&str]) -> Out {
         self.run_with(args, |_| {})
     }
 
     /// Runs `diag ARGS` after `adjust` changed the command (an extra variable, a removed
-    /// one, stdin).
+    /// one, stdin), killing it and failing the test after [`bounded::LIMIT`].
+    #[track_caller]
     pub fn run_with(&self, args: &[&str], adjust: impl FnOnce(&mut Command)) -> Out {
         let mut cmd = self.command();
-        cmd.args(args);
+        cmd.args(args).stdin(Stdio::null());
         adjust(&mut cmd);
-        let output = cmd.output().expect("diag runs");
+        let output = bounded::output(&mut cmd, bounded::LIMIT);
         Out {
             code: output.status.code(),
             stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
