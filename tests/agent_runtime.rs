@@ -240,6 +240,11 @@ async fn executor_records_tool_results_with_run_local_ids_before_the_model_sees_
     let invs = r.log.invocations("run-1");
     let ids: Vec<_> = invs.iter().map(|i| i.invocation_id.as_str()).collect();
     assert_eq!(ids, ["inv-1", "inv-2", "inv-3"]);
+    assert_eq!(
+        r.log.configs(),
+        vec![config(); 3],
+        "the tool recorder receives the run's config unchanged"
+    );
     assert_eq!(invs[0].arguments, json!({"query": "502"}));
     assert_eq!(invs[1].arguments, json!({"query": "timeout"}));
     assert!(invs

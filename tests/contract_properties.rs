@@ -864,7 +864,10 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
     let model = Arc::new(ScriptedInvoker::new());
     let log = Arc::new(MemoryInvocationLog::new());
     for i in &w.invocations {
-        log.record(i.clone());
+        log.record(
+            &RunConfig::new(i.session_id.clone(), i.run_id.clone()),
+            i.clone(),
+        );
     }
 
     model.reply(

@@ -486,7 +486,7 @@ impl AgentInvoker for ToolRecorder {
                 call.run_id = config.run_id().to_string();
                 call.session_id = config.session_id().to_string();
                 call.round = request.round;
-                self.log.record(call);
+                self.log.record(config, call);
             }
         }
         self.model.invoke(request, config)
@@ -511,7 +511,7 @@ impl Harness {
         let model = Arc::new(ScriptedInvoker::new());
         let log = Arc::new(MemoryInvocationLog::new());
         for i in invocations {
-            log.record(i);
+            log.record(&RunConfig::new(i.session_id.clone(), i.run_id.clone()), i);
         }
         let recorder = Arc::new(ToolRecorder {
             model: model.clone(),

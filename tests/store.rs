@@ -36,7 +36,7 @@ fn record_pass_run(store: &Store, run_id: &str, session: &str, offset_ms: i64) -
     }
     recorder.agent_step(&config, &step(AgentRole::Planner, 1, StepStatus::Ok));
     recorder.model_exchange(&config, &exchange_ok(AgentRole::Planner, 1));
-    recorder.record(invocation(run_id, session, 1, json!({"matches": []})));
+    recorder.record_own(invocation(run_id, session, 1, json!({"matches": []})));
     assert!(recorder.take_error().is_none());
     store
         .finish_success(run_id, summary("payment-service timed out"))
@@ -185,7 +185,7 @@ fn full_lifecycle_round_trips_every_record() {
         hooks.model_exchange(&config, x);
     }
     for inv in &invocations {
-        log.record(inv.clone());
+        log.record_own(inv.clone());
     }
     for e in &events[2..] {
         observer.event(e);
@@ -335,6 +335,45 @@ fn request_sha256_is_over_the_canonical_request() {
 }
 
 #[test]
+fn a_recorder_refuses_an_invocation_its_run_config_does_not_own() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let a = store
+        .create_run(new_run("run-a", "shared-session", 0))
+        .unwrap();
+    store
+        .create_run(new_run("run-b", "shared-session", 1))
+        .unwrap();
+    // Run a's recorder, told by run a's config about an invocation that names run b.
+    let config = diag::graph::RunConfig::new("shared-session", "run-a");
+    a.record(
+        &config,
+        invocation("run-b", "shared-session", 1, json!({"matches": []})),
+    );
+    let err = a.take_error().expect("refused").to_string();
+    assert!(
+        err.contains("inv-1 of run run-b") && err.contains("reported by run run-a"),
+        "{err}"
+    );
+    assert!(store.invocations("run-a").unwrap().is_empty());
+    assert!(store.invocations("run-b").unwrap().is_empty());
+    // The same with another session.
+    a.record(
+        &config,
+        invocation("run-a", "other-session", 1, json!({"matches": []})),
+    );
+    assert!(a.take_error().is_some());
+    assert!(store.invocations("run-a").unwrap().is_empty());
+    // Its own invocation goes in.
+    a.record(
+        &config,
+        invocation("run-a", "shared-session", 1, json!({"matches": []})),
+    );
+    assert!(a.take_error().is_none());
+    assert_eq!(store.invocations("run-a").unwrap().len(), 1);
+}
+
+#[test]
 fn invocations_are_scoped_to_their_run() {
     let (_dir, path) = temp();
     let store = Store::open(&path).unwrap();
@@ -347,13 +386,13 @@ fn invocations_are_scoped_to_their_run() {
     // Same run-local ids in both runs, recorded interleaved; eleven of them so that
     // `inv-10` would sort before `inv-2` as text.
     for n in 1..=11 {
-        a.record(invocation(
+        a.record_own(invocation(
             "run-a",
             "shared-session",
             n,
             json!({"run": "a", "n": n}),
         ));
-        b.record(invocation(
+        b.record_own(invocation(
             "run-b",
             "shared-session",
             n,
@@ -468,7 +507,7 @@ fn lifecycle_rules_are_enforced_as_errors() {
     // A finished run's trace is final; through the trait hooks the error is kept.
     let mut observer = rec.clone();
     Observer::<Status>::event(&mut observer, &event(2, "executor", Status::Completed));
-    rec.record(invocation("r1", "s", 2, json!({})));
+    rec.record_own(invocation("r1", "s", 2, json!({})));
     assert_eq!(rec.failed_writes(), 2);
     let kept = rec.take_error().expect("the first error is kept");
     assert!(matches!(kept, StoreError::NotRunning { .. }), "{kept}");
@@ -558,7 +597,7 @@ fn opening_sweeps_runs_of_dead_owners_only() {
         &RunConfig::new("s", "orphan"),
         &step(AgentRole::Planner, 1, StepStatus::Ok),
     );
-    orphan.record(invocation("orphan", "s", 1, json!({})));
+    orphan.record_own(invocation("orphan", "s", 1, json!({})));
     store.create_run(new_run("mine", "s", 1)).unwrap();
     store.create_run(new_run("reused-pid", "s", 2)).unwrap();
     drop(store);
@@ -632,7 +671,7 @@ fn fill(store: &Store, prefix: &str, n: usize, offset_ms: i64) {
         }
         rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
         rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, 1));
-        rec.record(invocation(
+        rec.record_own(invocation(
             &run_id,
             "s",
             1,
@@ -813,7 +852,7 @@ fn secrets_are_stored_only_where_the_caller_put_them() {
     }
     rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
     rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, 1));
-    rec.record(invocation(
+    rec.record_own(invocation(
         "r",
         "s",
         1,
@@ -1104,7 +1143,7 @@ fn any_other_trace_write_and_a_dropped_recorder_commit_held_events() {
     );
 
     Observer::<Status>::event(&mut rec, &event(2, "executor", Status::Completed));
-    rec.record(invocation("r", "s", 1, json!({"matches": []})));
+    rec.record_own(invocation("r", "s", 1, json!({"matches": []})));
     assert_eq!(stored_nodes(&store, "r"), ["planner", "executor"]);
 
     Observer::<Status>::event(&mut rec, &event(3, "gatekeeper", Status::Pass));

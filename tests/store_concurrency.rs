@@ -18,7 +18,6 @@ use diag::agent::AgentRole;
 use diag::diagnosis::Status;
 use diag::graph::{NodeKind, Observer, RunConfig};
 use diag::store::{RunFilter, RunStatus, Store, INTERRUPTED};
-use diag::tools::InvocationLog;
 use serde_json::json;
 
 const ROLE: &str = "DIAG_STORE_TEST_ROLE";
@@ -63,7 +62,7 @@ fn write_partial_run(store: &Store, run_id: &str, upto_events: usize) -> diag::s
                 rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, turn));
             }
             for n in 1..=INVOCATIONS as u32 {
-                rec.record(invocation(
+                rec.record_own(invocation(
                     run_id,
                     session,
                     n,

@@ -378,18 +378,21 @@ impl ModelAgents {
                     duration_ms,
                     "tool call"
                 );
-                self.log.record(ToolInvocation {
-                    run_id: config.run_id().to_string(),
-                    session_id: config.session_id().to_string(),
-                    invocation_id: id.clone(),
-                    agent: request.role.as_str().to_string(),
-                    round: request.round,
-                    tool_name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    output: result.output.clone(),
-                    status: result.status,
-                    duration_ms,
-                });
+                self.log.record(
+                    config,
+                    ToolInvocation {
+                        run_id: config.run_id().to_string(),
+                        session_id: config.session_id().to_string(),
+                        invocation_id: id.clone(),
+                        agent: request.role.as_str().to_string(),
+                        round: request.round,
+                        tool_name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        output: result.output.clone(),
+                        status: result.status,
+                        duration_ms,
+                    },
+                );
                 let shown = json!({
                     "invocation_id": id,
                     "tool": call.name,

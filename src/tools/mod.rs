@@ -11,6 +11,7 @@ pub mod mcp;
 
 use serde::{Deserialize, Serialize};
 
+use crate::graph::RunConfig;
 use crate::protocol::ToolInvocation;
 
 mod args;
@@ -39,8 +40,10 @@ pub struct ToolSpec {
 /// Where recorded tool invocations are kept and looked up. Lookups are always scoped to one
 /// run: an invocation of another run, even of the same session, is never returned.
 pub trait InvocationLog: Send + Sync {
-    /// Records an invocation before the model sees its result.
-    fn record(&self, invocation: ToolInvocation);
+    /// Records an invocation before the model sees its result. `config` is the RunConfig of
+    /// the run that made the call, as the graph handed it to the agent (SPEC §3: it reaches
+    /// the tool recorders unchanged); the invocation carries its run and session ids too.
+    fn record(&self, config: &RunConfig, invocation: ToolInvocation);
     /// The invocations of `run_id`, in recording order.
     fn invocations(&self, run_id: &str) -> Vec<ToolInvocation>;
 }
@@ -49,12 +52,18 @@ pub trait InvocationLog: Send + Sync {
 #[derive(Default)]
 pub struct MemoryInvocationLog {
     entries: Mutex<Vec<ToolInvocation>>,
+    configs: Mutex<Vec<RunConfig>>,
     lookups: Mutex<Vec<String>>,
 }
 
 impl MemoryInvocationLog {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The RunConfig each invocation was recorded with, in recording order.
+    pub fn configs(&self) -> Vec<RunConfig> {
+        self.configs.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     /// The run ids that were looked up, in order (lets tests see who asked for what).
@@ -64,7 +73,10 @@ impl MemoryInvocationLog {
 }
 
 impl InvocationLog for MemoryInvocationLog {
-    fn record(&self, invocation: ToolInvocation) {
+    fn record(&self, config: &RunConfig, invocation: ToolInvocation) {
+        if let Ok(mut c) = self.configs.lock() {
+            c.push(config.clone());
+        }
         if let Ok(mut e) = self.entries.lock() {
             e.push(invocation);
         }

@@ -10,11 +10,11 @@ use diag::agent::runtime::{AgentStepRecord, ModelExchange, StepStatus};
 use diag::agent::AgentRole;
 use diag::clock::Timestamp;
 use diag::diagnosis::Status;
-use diag::graph::{Detail, Event};
+use diag::graph::{Detail, Event, RunConfig};
 use diag::model::{ChatRequest, ChatResponse, FinishReason, Message, ModelError, ToolCall, Usage};
 use diag::protocol::{InvocationStatus, ToolInvocation};
 use diag::store::{NewRun, RunSummary};
-use diag::tools::ToolSpec;
+use diag::tools::{InvocationLog, ToolSpec};
 use serde_json::json;
 
 pub const T0: i64 = 1_764_510_000_000; // 2025-11-30T13:40:00Z
@@ -208,4 +208,17 @@ pub fn integrity(path: &Path) -> String {
     raw(path)
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap()
+}
+
+/// Records an invocation with the RunConfig of the run and session it names, as the agent
+/// runtime does for its own run.
+pub trait RecordOwn {
+    fn record_own(&self, invocation: ToolInvocation);
+}
+
+impl<T: InvocationLog + ?Sized> RecordOwn for T {
+    fn record_own(&self, invocation: ToolInvocation) {
+        let config = RunConfig::new(invocation.session_id.clone(), invocation.run_id.clone());
+        self.record(&config, invocation);
+    }
 }
