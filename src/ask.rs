@@ -118,6 +118,11 @@ impl RunHooks for TeeHooks {
             .iter()
             .for_each(|h| h.model_exchange(config, exchange));
     }
+    fn model_call(&self, config: &RunConfig, step: &AgentStepRecord, exchange: &ModelExchange) {
+        self.0
+            .iter()
+            .for_each(|h| h.model_call(config, step, exchange));
+    }
 }
 
 /// The store's recorder first (so the trace is written as it happens), then the caller's

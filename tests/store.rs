@@ -1255,3 +1255,33 @@ fn a_blank_answer_cannot_finish_success_even_with_an_evaluation() {
         RunStatus::Running
     );
 }
+
+#[test]
+fn a_model_call_is_stored_as_its_step_and_its_exchange_together() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    store.create_run(new_run("r", "s", 0)).unwrap();
+    let errors = store.record_model_call(
+        "r",
+        &step(AgentRole::Planner, 1, StepStatus::Ok),
+        &exchange_ok(AgentRole::Planner, 1),
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let steps = store.agent_steps("r").unwrap();
+    let exchanges = store.exchanges("r").unwrap();
+    assert_eq!((steps.len(), exchanges.len()), (1, 1));
+    assert_eq!(steps[0].step.agent, AgentRole::Planner);
+    assert_eq!(exchanges[0].exchange.agent, AgentRole::Planner);
+    // A finished run refuses both rows, each with its own error, and keeps what it had.
+    store
+        .finish_failed("r", "engine: stopped", RunSummary::default())
+        .unwrap();
+    let errors = store.record_model_call(
+        "r",
+        &step(AgentRole::Executor, 1, StepStatus::Ok),
+        &exchange_ok(AgentRole::Executor, 1),
+    );
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(store.agent_steps("r").unwrap().len(), 1);
+    assert_eq!(store.exchanges("r").unwrap().len(), 1);
+}

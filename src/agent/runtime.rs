@@ -121,6 +121,13 @@ pub struct ModelExchange {
 pub trait RunHooks: Send + Sync {
     fn agent_step(&self, _config: &RunConfig, _step: &AgentStepRecord) {}
     fn model_exchange(&self, _config: &RunConfig, _exchange: &ModelExchange) {}
+    /// One model call: its step record, then its exchange. The runtime reports every call
+    /// through this; an observer that can keep both at once (the store: one transaction)
+    /// overrides it.
+    fn model_call(&self, config: &RunConfig, step: &AgentStepRecord, exchange: &ModelExchange) {
+        self.agent_step(config, step);
+        self.model_exchange(config, exchange);
+    }
 }
 
 /// Hooks that keep nothing.
@@ -215,8 +222,7 @@ impl ModelAgents {
                     request: chat.clone(),
                     outcome: Err(e.clone()),
                 };
-                self.record_step(site, model.name(), &exchange, None, duration);
-                self.hooks.model_exchange(site.config, &exchange);
+                self.record_call(site, model.name(), &exchange, None, duration);
                 return Err(match e.class {
                     ErrorClass::Transient => InvokeError::Transient(e.message),
                     ErrorClass::Permanent => InvokeError::Permanent(e.message),
@@ -235,15 +241,14 @@ impl ModelAgents {
             request: chat.clone(),
             outcome: Ok(response.clone()),
         };
-        self.record_step(site, model.name(), &exchange, truncated, duration);
-        self.hooks.model_exchange(site.config, &exchange);
+        self.record_call(site, model.name(), &exchange, truncated, duration);
         match truncated {
             Some(why) => Err(InvokeError::Transient(why.to_string())),
             None => Ok(response),
         }
     }
 
-    fn record_step(
+    fn record_call(
         &self,
         site: &CallSite<'_>,
         model: &str,
@@ -271,7 +276,7 @@ impl ModelAgents {
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             prompt: prompts::prompt(site.request.role).audit(),
         };
-        self.hooks.agent_step(site.config, &step);
+        self.hooks.model_call(site.config, &step, exchange);
     }
 
     async fn single_turn(

@@ -2,7 +2,8 @@
 //! the engine as its [`Observer`], to the agent runtime as its [`RunHooks`] and
 //! [`InvocationLog`].
 //!
-//! Agent steps, model exchanges and tool invocations are written the moment they arrive.
+//! Model calls (the agent step and the exchange, in one transaction) and tool invocations are
+//! written the moment they arrive.
 //! Orchestration events are held until the run may next wait on the outside world, then
 //! committed together: before an agent node starts (it calls a model), before any other
 //! trace write, when the run is finished (in the finishing transaction) and when the
@@ -150,6 +151,18 @@ impl RunHooks for RunRecorder {
         self.flush();
         let result = self.inner.store.record_exchange(config.run_id(), exchange);
         self.keep(result);
+    }
+
+    /// The step and the exchange of one model call in one transaction.
+    fn model_call(&self, config: &RunConfig, step: &AgentStepRecord, exchange: &ModelExchange) {
+        self.flush();
+        for e in self
+            .inner
+            .store
+            .record_model_call(config.run_id(), step, exchange)
+        {
+            self.keep(Err(e));
+        }
     }
 }
 

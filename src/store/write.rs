@@ -160,6 +160,31 @@ impl std::fmt::Display for FinishError {
     }
 }
 
+/// A model exchange serialized for its row, before any transaction opens.
+pub(crate) struct ExchangeRow {
+    request: String,
+    request_sha: String,
+    response: Option<String>,
+    error: Option<String>,
+}
+
+impl ExchangeRow {
+    fn of(exchange: &ModelExchange) -> Result<ExchangeRow, StoreError> {
+        let request = canonical_request(&exchange.request)?;
+        let request_sha = sha256_hex(request.as_bytes());
+        let (response, error) = match &exchange.outcome {
+            Ok(r) => (Some(to_json(r)?), None),
+            Err(e) => (None, Some(canonical_json(&error_json(e)))),
+        };
+        Ok(ExchangeRow {
+            request,
+            request_sha,
+            response,
+            error,
+        })
+    }
+}
+
 impl Store {
     /// Creates a RUNNING run owned by this process and returns the recorder for its trace.
     pub fn create_run(&self, run: NewRun) -> Result<RunRecorder, StoreError> {
@@ -301,6 +326,17 @@ impl Store {
         step: &AgentStepRecord,
     ) -> Result<(), StoreError> {
         self.write("record an agent step", |tx| {
+            self.insert_step(tx, run_id, step)
+        })
+    }
+
+    fn insert_step(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        step: &AgentStepRecord,
+    ) -> Result<(), StoreError> {
+        {
             let sql = concat!(
                 "INSERT INTO agent_step (run_id, seq, agent, round, attempt, turn, status, model, \
                  prompt_tokens, completion_tokens, finish_reason, duration_ms, prompt_id, \
@@ -329,7 +365,7 @@ impl Store {
                 ])
             });
             self.inserted(tx, run_id, changed, "agent step", String::new)
-        })
+        }
     }
 
     /// Inserts one model exchange of a RUNNING run: the canonical request JSON and its
@@ -339,13 +375,60 @@ impl Store {
         run_id: &str,
         exchange: &ModelExchange,
     ) -> Result<(), StoreError> {
-        let request = canonical_request(&exchange.request)?;
-        let request_sha = sha256_hex(request.as_bytes());
-        let (response, error) = match &exchange.outcome {
-            Ok(r) => (Some(to_json(r)?), None),
-            Err(e) => (None, Some(canonical_json(&error_json(e)))),
-        };
+        let row = ExchangeRow::of(exchange)?;
         self.write("record a model exchange", |tx| {
+            self.insert_exchange(tx, run_id, exchange, &row)
+        })
+    }
+
+    /// Inserts one model call's step and exchange in one transaction. Each row stands alone,
+    /// as if written by itself (a refused one does not undo the other); returns the errors.
+    pub fn record_model_call(
+        &self,
+        run_id: &str,
+        step: &AgentStepRecord,
+        exchange: &ModelExchange,
+    ) -> Vec<StoreError> {
+        let row = ExchangeRow::of(exchange);
+        let written = self.write("record a model call", move |tx| {
+            let mut errors = Vec::new();
+            if let Err(e) = self.insert_step(tx, run_id, step) {
+                errors.push(e);
+                if tx.is_autocommit() {
+                    // SQLite rolled the whole transaction back: nothing more is attempted.
+                    return Ok(errors);
+                }
+            }
+            match row {
+                Ok(row) => {
+                    if let Err(e) = self.insert_exchange(tx, run_id, exchange, &row) {
+                        errors.push(e);
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+            Ok(errors)
+        });
+        match written {
+            Ok(errors) => errors,
+            Err(e) => vec![e],
+        }
+    }
+
+    fn insert_exchange(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        exchange: &ModelExchange,
+        row: &ExchangeRow,
+    ) -> Result<(), StoreError> {
+        let ExchangeRow {
+            request,
+            request_sha,
+            response,
+            error,
+        } = row;
+        {
             let sql = concat!(
                 "INSERT INTO model_exchange (run_id, seq, agent, round, attempt, turn, request, \
                  request_sha256, response, error) \
@@ -367,7 +450,7 @@ impl Store {
                 ])
             });
             self.inserted(tx, run_id, changed, "model exchange", String::new)
-        })
+        }
     }
 
     /// Inserts one tool invocation into the run it names, which must be RUNNING; its `seq`
