@@ -143,6 +143,36 @@ impl Observer<Status> for TeeObserver<'_> {
     }
 }
 
+/// A run that ends FAILED before the graph could give a state (the topology did not compile,
+/// a node panicked): stored with `summary`, answered with an empty state.
+struct EarlyFailure<'a> {
+    deps: &'a AskDeps,
+    run_id: String,
+    session_id: String,
+    question: String,
+}
+
+impl EarlyFailure<'_> {
+    fn finish(
+        self,
+        failure: String,
+        summary: RunSummary,
+        tape: Option<Arc<Recorder>>,
+    ) -> Result<AskOutcome, AskError> {
+        self.deps
+            .store
+            .finish_failed(&self.run_id, &failure, summary)?;
+        Ok(AskOutcome::failed(
+            self.run_id,
+            self.session_id,
+            failure,
+            DiagnosisState::new(self.question),
+            tape.map(|t| t.exchanges()),
+            false,
+        ))
+    }
+}
+
 /// Runs one diagnosis. `record` additionally collects every exchange for a run file.
 ///
 /// The contract, as `tests/ask_integration.rs` checks it:
@@ -206,16 +236,13 @@ pub async fn ask(
         Ok(g) => g,
         Err(e) => {
             let failure = format!("engine: topology does not compile: {e}");
-            deps.store
-                .finish_failed(&run_id, &failure, RunSummary::default())?;
-            return Ok(AskOutcome::failed(
+            let early = EarlyFailure {
+                deps,
                 run_id,
                 session_id,
-                failure,
-                DiagnosisState::new(question),
-                tape.map(|t| t.exchanges()),
-                false,
-            ));
+                question,
+            };
+            return early.finish(failure, RunSummary::default(), tape);
         }
     };
 
@@ -263,15 +290,13 @@ pub async fn ask(
                 ),
                 ..RunSummary::default()
             };
-            deps.store.finish_failed(&run_id, &failure, summary)?;
-            return Ok(AskOutcome::failed(
+            let early = EarlyFailure {
+                deps,
                 run_id,
                 session_id,
-                failure,
-                DiagnosisState::new(question),
-                tape.map(|t| t.exchanges()),
-                false,
-            ));
+                question,
+            };
+            return early.finish(failure, summary, tape);
         }
     };
     let finished_at = deps.clock.now();
