@@ -177,17 +177,22 @@ fn wait_for<T>(what: &str, child: &mut Child, mut ready: impl FnMut() -> Option<
     }
 }
 
+/// Starts `diag ask QUESTION` live in the background, its output going to `output()`.
+fn spawn_ask(env: &TestEnv, output: fn() -> Stdio) -> Child {
+    let mut cmd = env.command();
+    cmd.args(["--config", "diag.toml", "ask", QUESTION])
+        .stdin(Stdio::null())
+        .stdout(output())
+        .stderr(output());
+    cmd.spawn().expect("diag ask starts")
+}
+
 #[test]
 fn ctrl_c_during_a_live_run_exits_130_and_keeps_the_partial_trace() {
     // The Verifier's answer takes 5 s: the run is blocked there when Ctrl-C arrives.
     let server = Aimock::start_with("graph_slow_verifier.json", Some(KEY));
     let env = live_env(&server);
-    let mut cmd = env.command();
-    cmd.args(["--config", "diag.toml", "ask", QUESTION])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("diag ask starts");
+    let mut child = spawn_ask(&env, Stdio::piped);
 
     let run_id = wait_for("the run to be stored", &mut child, || {
         let out = env.run(&["runs", "--status", "running", "--json"]);
@@ -254,12 +259,7 @@ fn a_live_run_killed_outright_leaves_a_sound_store_and_is_swept_to_failed() {
     // SIGKILL gives diag no chance to clean up: what survives is what it had committed.
     let server = Aimock::start_with("graph_slow_verifier.json", Some(KEY));
     let env = live_env(&server);
-    let mut cmd = env.command();
-    cmd.args(["--config", "diag.toml", "ask", QUESTION])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("diag ask starts");
+    let mut child = spawn_ask(&env, Stdio::null);
     let db = env.db();
     let open = || {
         rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()
