@@ -4,9 +4,10 @@
 //! # Guarantees
 //!
 //! - **As it happens.** Each model call (its agent step and exchange together) and each tool
-//!   invocation is committed in its own transaction the moment it is reported. Orchestration events are held while
-//!   deterministic nodes run and committed before the next agent node waits on a model
-//!   (`recorder.rs`), so a killed process leaves its partial trace behind.
+//!   invocation is committed in its own transaction the moment it is reported.
+//!   Orchestration events are held while deterministic nodes run and committed before the
+//!   next agent node waits on a model (`recorder.rs`), so a killed process leaves its
+//!   partial trace behind.
 //! - **Crash and interruption.** WAL mode with `synchronous = NORMAL`: a killed process
 //!   loses nothing it committed (a power cut may lose the last transactions, never
 //!   consistency). Checkpoints, the only fsyncs, run on a background thread
