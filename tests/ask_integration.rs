@@ -211,12 +211,17 @@ fn binding(invocation: &str, quote: &str) -> Value {
 /// An `executor_evidence_v2` snapshot with the given claims and every kind of unverified
 /// material (hypothesis, no-evidence entry, limitation), each carrying a marker.
 fn evidence_json(claims: Value) -> String {
+    evidence_json_citing(claims, "inv-2")
+}
+
+/// An evidence document whose `no_evidence` entry names `query_ref`, a call of this run.
+fn evidence_json_citing(claims: Value, query_ref: &str) -> String {
     json!({
         "schema": "executor_evidence_v2",
         "claims": claims,
         "hypotheses": [{"id": "h1", "text": format!("pool exhausted {HYPOTHESIS_MARKER}"),
                         "status": "unverified"}],
-        "no_evidence": [{"query_ref": "inv-2", "reason": format!("no data {NO_EVIDENCE_MARKER}")}],
+        "no_evidence": [{"query_ref": query_ref, "reason": format!("no data {NO_EVIDENCE_MARKER}")}],
         "limitations": [format!("metrics endpoint refused {LIMITATION_MARKER}")]
     })
     .to_string()
@@ -1363,10 +1368,14 @@ fn script_session_run1(model: &ScriptedModel) {
 }
 
 /// Run 2: one search_logs call (`inv-1`) and the very same claim bound to `inv-2`, an id that
-/// exists only in run 1.
+/// exists only in run 1 (its `no_evidence` entry names run 2's own `inv-1`).
 fn script_session_run2(model: &ScriptedModel) {
     let calls = [("call_1", "search_logs", json!({"query": "502"}))];
-    script_until_evidence(model, &calls, &evidence_json(bound_claim("inv-2")));
+    script_until_evidence(
+        model,
+        &calls,
+        &evidence_json_citing(bound_claim("inv-2"), "inv-1"),
+    );
 }
 
 #[tokio::test]

@@ -382,9 +382,14 @@ fn forged_claims() -> Vec<Value> {
 
 /// An `executor_evidence_v2` document with the given claims and marked non-claim material.
 fn executor_doc(claims: Vec<Value>) -> String {
+    executor_doc_citing(claims, "inv-3")
+}
+
+/// The same, its `no_evidence` entry naming `query_ref` (a call of the run it is used in).
+fn executor_doc_citing(claims: Vec<Value>, query_ref: &str) -> String {
     json!({"schema": "executor_evidence_v2", "claims": claims,
            "hypotheses": [{"id": "h1", "text": M_HYPOTHESIS, "status": "unverified"}],
-           "no_evidence": [{"query_ref": "inv-3", "reason": M_NO_EVIDENCE}],
+           "no_evidence": [{"query_ref": query_ref, "reason": M_NO_EVIDENCE}],
            "limitations": [M_LIMITATION]})
     .to_string()
 }
@@ -967,17 +972,21 @@ async fn a_pre_verification_fallback_reads_the_log_only_for_the_current_run() {
 
 #[tokio::test]
 async fn another_run_of_the_session_is_checked_against_its_own_invocations_only() {
-    // The claim that the other run's output supports ("database down" in its `inv-1`).
-    let doc = executor_doc(vec![claim(
-        "c1",
-        format!("{M_QUOTE_ABSENT} the database is down"),
-        vec![bind(
-            "inv-1",
-            "search_logs",
-            "/matches/0/line",
-            "database down",
+    // The claim that the other run's output supports ("database down" in its `inv-1`); its
+    // `no_evidence` names `inv-1` too, which both runs have.
+    let doc = executor_doc_citing(
+        vec![claim(
+            "c1",
+            format!("{M_QUOTE_ABSENT} the database is down"),
+            vec![bind(
+                "inv-1",
+                "search_logs",
+                "/matches/0/line",
+                "database down",
+            )],
         )],
-    )]);
+        "inv-1",
+    );
 
     // As run-A (which has its own, different `inv-1`): the binding fails.
     let a = Harness::new();
@@ -2127,12 +2136,24 @@ async fn the_second_snapshot_is_revalidated_and_a_forged_binding_is_caught() {
 
 #[tokio::test]
 async fn a_fully_forged_second_snapshot_fails_closed_without_mixing_rounds() {
+    // The snapshot keeps the prior claims' ids, as it must, but binds them to an invocation
+    // only the other run has: nothing in it passes.
+    let forged = |id: &str| {
+        claim(
+            id,
+            format!("{M_ROUND2_FORGED} {id} again"),
+            vec![bind("inv-7", "search_logs", "/matches/0/line", "disk full")],
+        )
+    };
     let h = Harness::new();
     h.tool_calls(2, vec![round2_invocation()])
         .reply(AgentRole::Planner, plan_normal())
         .reply(AgentRole::Planner, plan_gap())
         .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Executor, executor_doc(vec![c_new_forged()]))
+        .reply(
+            AgentRole::Executor,
+            executor_doc(vec![forged("c1"), forged("c2"), c_new_forged()]),
+        )
         .reply(
             AgentRole::Verifier,
             verifier("LOW_CONFID", &["c1", "c2"], critical_gap()),
@@ -2159,6 +2180,44 @@ async fn a_fully_forged_second_snapshot_fails_closed_without_mixing_rounds() {
     assert_eq!(s.verified_executor_output, None);
     assert!(s.verified_evidence.is_empty());
     assert_eq!(h.model.requests_for(AgentRole::Verifier).len(), 1);
+    assert_pre_fallback(&done);
+}
+
+#[tokio::test]
+async fn a_second_snapshot_that_drops_a_verified_claim_is_invalid_output() {
+    // SPEC §2.2: the round-2 snapshot is complete, keeping the prior verified claims.
+    let h = Harness::new();
+    h.tool_calls(2, vec![round2_invocation()])
+        .reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Planner, plan_gap())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Executor, executor_doc(vec![c2(), c_new()]))
+        .reply(
+            AgentRole::Verifier,
+            verifier("LOW_CONFID", &["c1", "c2"], critical_gap()),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, RP, P, E, F]);
+    let e = done.events_of(E)[1];
+    assert_eq!(e.status, Status::InvalidOutput);
+    assert_eq!(detail_text(e, "reason"), "missing_prior_claim");
+    assert_eq!(done.state.executor_output, None);
+    assert_eq!(h.model.requests_for(AgentRole::Verifier).len(), 1);
+    assert_pre_fallback(&done);
+}
+
+#[tokio::test]
+async fn a_no_evidence_entry_naming_a_call_never_made_is_invalid_output() {
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal()).reply(
+        AgentRole::Executor,
+        executor_doc_citing(vec![c1()], "inv-99"),
+    );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, F]);
+    let e = done.events_of(E)[0];
+    assert_eq!(e.status, Status::InvalidOutput);
+    assert_eq!(detail_text(e, "reason"), "unknown_reference");
     assert_pre_fallback(&done);
 }
 

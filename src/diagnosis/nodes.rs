@@ -19,8 +19,8 @@ use crate::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run};
 use crate::protocol::{
-    effective_verdict, parse_composer, parse_executor, parse_plan, parse_verifier, Plan,
-    PlannerMode, RetryContext, Verdict,
+    check_executor_references, effective_verdict, parse_composer, parse_executor, parse_plan,
+    parse_verifier, Plan, PlannerMode, RetryContext, Verdict,
 };
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -174,14 +174,22 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
             };
             let before = self.deps.log.invocations(config.run_id()).len();
             let result = self.deps.invoker.invoke(&request, config).await;
-            let calls = self
-                .deps
-                .log
-                .invocations(config.run_id())
-                .len()
-                .saturating_sub(before);
-            let (status, step) = match result {
-                Ok(reply) => match parse_executor(&reply.content) {
+            // One read after the call: how many calls it made, and the ids its result may
+            // name in `no_evidence`.
+            let invocations = self.deps.log.invocations(config.run_id());
+            let calls = invocations.len().saturating_sub(before);
+            let parsed = result.map(|reply| {
+                parse_executor(&reply.content).and_then(|output| {
+                    let ids: Vec<&str> = invocations
+                        .iter()
+                        .map(|i| i.invocation_id.as_str())
+                        .collect();
+                    let prior = retry.map(|r| &r.prior_verified_output);
+                    check_executor_references(&output, prior, &ids).map(|()| output)
+                })
+            });
+            let (status, step) = match parsed {
+                Ok(parsed) => match parsed {
                     Ok(output) => {
                         let claims = output.claims.len();
                         state.executor_output = Some(output);

@@ -21,7 +21,10 @@ pub use gatekeeper::{
     GatekeeperRaw,
 };
 pub use invocation::{InvocationStatus, ToolInvocation};
-pub use parse::{parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation};
+pub use parse::{
+    check_executor_references, parse_composer, parse_executor, parse_plan, parse_verifier,
+    ContractViolation,
+};
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{canonical_json, CriticalGap, QueryRef, RetryContext};
 pub use verified::{VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput};

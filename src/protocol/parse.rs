@@ -28,6 +28,7 @@ use super::executor::{self, Binding, Claim, ExecutorHypothesis, ExecutorOutput, 
 use super::json_pointer::{self, PointerError};
 use super::planner::{self, Plan, PlanHypothesis, PlanStep, PlannerMode};
 use super::retry::{QueryRef, RetryContext};
+use super::verified::VerifiedExecutorOutput;
 use super::verifier::{self, ClaimCheck, Fact, Verdict, Verification, VerifierResult};
 
 /// The largest model text any parser accepts.
@@ -103,6 +104,8 @@ pub enum ContractViolation {
     GapNotListed { field: String, gap_id: String },
     #[error("`{field}` repeats a completed query of {tool:?}")]
     RepeatsCompletedQuery { field: String, tool: String },
+    #[error("the evidence-retry snapshot drops the verified claim {claim_id:?}")]
+    MissingPriorClaim { claim_id: String },
 }
 
 impl ContractViolation {
@@ -132,6 +135,7 @@ impl ContractViolation {
             ContractViolation::MissingRetryContext => "missing_retry_context",
             ContractViolation::GapNotListed { .. } => "gap_not_listed",
             ContractViolation::RepeatsCompletedQuery { .. } => "repeats_completed_query",
+            ContractViolation::MissingPriorClaim { .. } => "missing_prior_claim",
         }
     }
 }
@@ -369,6 +373,35 @@ pub fn parse_plan(
 /// non-blank `id`, non-blank `text` and a string `status`; `no_evidence` entries need non-blank
 /// `query_ref` and `reason`; limitations are non-blank strings. A document with no claims, no
 /// no_evidence entries and no limitations is [`ContractViolation::EmptyResult`].
+/// What a well-formed Executor result must also agree with (SPEC §2.2): in an evidence-retry
+/// round its complete snapshot keeps every claim the prior round verified (`prior`), and a
+/// `no_evidence` entry's `query_ref` names a tool call this run really made
+/// (`invocation_ids`, the run's own). A broken reference is INVALID_OUTPUT like any other.
+pub fn check_executor_references(
+    output: &ExecutorOutput,
+    prior: Option<&VerifiedExecutorOutput>,
+    invocation_ids: &[&str],
+) -> Result<()> {
+    if let Some(prior) = prior {
+        for kept in &prior.claims {
+            if !output.claims.iter().any(|c| c.claim_id == kept.claim_id) {
+                return Err(ContractViolation::MissingPriorClaim {
+                    claim_id: snip(&kept.claim_id),
+                });
+            }
+        }
+    }
+    for (i, n) in output.no_evidence.iter().enumerate() {
+        if !invocation_ids.contains(&n.query_ref.as_str()) {
+            return Err(ContractViolation::UnknownReference {
+                field: format!("no_evidence[{i}].query_ref"),
+                id: snip(&n.query_ref),
+            });
+        }
+    }
+    Ok(())
+}
+
 pub fn parse_executor(text: &str) -> Result<ExecutorOutput> {
     let map = json_document(text)?;
     let doc = Obj::root(&map);
