@@ -1285,3 +1285,38 @@ fn a_model_call_is_stored_as_its_step_and_its_exchange_together() {
     assert_eq!(store.agent_steps("r").unwrap().len(), 1);
     assert_eq!(store.exchanges("r").unwrap().len(), 1);
 }
+
+#[test]
+fn a_sweep_that_cannot_write_leaves_the_store_open_and_the_run_for_later() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    store.create_run(new_run("orphan", "s", 0)).unwrap();
+    drop(store);
+    let conn = raw(&path);
+    conn.execute(
+        "UPDATE diagnosis_run SET owner_pid = ?1 WHERE run_id = 'orphan'",
+        [dead_pid()],
+    )
+    .unwrap();
+    // Any write to the runs fails, as on a full disk.
+    conn.execute_batch(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON diagnosis_run \
+         BEGIN SELECT RAISE(ABORT, 'no room'); END;",
+    )
+    .unwrap();
+    drop(conn);
+
+    // The store still opens and reads (so `trace` works and `gc` can free space); the run
+    // waits, RUNNING, for a sweep that can write.
+    let store = Store::open(&path).expect("the store opens although the sweep failed");
+    assert_eq!(
+        store.get_run("orphan").unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    drop(store);
+    raw(&path).execute_batch("DROP TRIGGER refuse;").unwrap();
+    let store = Store::open(&path).unwrap();
+    let run = store.get_run("orphan").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
+}
