@@ -508,6 +508,45 @@ fn every_library_fixture_round_trips_through_trace_and_export() {
 }
 
 #[test]
+fn a_difference_far_into_the_answer_or_in_a_line_break_is_shown() {
+    let env = TestEnv::new();
+    // The library's pass run: its answer is long and has several lines.
+    let original = read_json(&repo_file("fixtures/runs/pass.json"));
+    let answer = str_of(&original["expected"], "answer").to_string();
+    assert!(answer.chars().count() > 200 && answer.contains('\n'));
+    // The recorded answer with its last character changed, and with its first line break
+    // turned into a space: both used to print as two identical lines.
+    let last = answer.chars().count() - 1;
+    let changed: String = answer
+        .chars()
+        .enumerate()
+        .map(|(i, c)| if i == last { '#' } else { c })
+        .collect();
+    let unbroken = answer.replacen('\n', " ", 1);
+    for (name, wrong) in [("late.json", changed), ("unbroken.json", unbroken)] {
+        let mut file = original.clone();
+        file["expected"]["answer"] = json!(wrong);
+        write_json(&env.path(name), &file);
+        let out = env.run(&["replay", name]);
+        out.expect(5);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("    answer (first difference at character "))
+            .unwrap_or_else(|| panic!("{name}: {}", out.stdout));
+        let expected = lines[at + 1]
+            .trim_start()
+            .strip_prefix("- expected: ")
+            .unwrap();
+        let actual = lines[at + 2]
+            .trim_start()
+            .strip_prefix("+ actual:   ")
+            .unwrap();
+        assert_ne!(expected, actual, "{name}: {}", out.stdout);
+    }
+}
+
+#[test]
 fn replay_of_a_wrong_expected_exits_5_and_update_rewrites_it() {
     let env = TestEnv::new();
     let original = read_json(&repo_file(PASS));

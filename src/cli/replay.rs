@@ -307,9 +307,17 @@ fn table(results: &[FileResult], failed: usize) -> String {
             r.path.join(" → ")
         );
         for m in &r.mismatches {
-            let _ = writeln!(out, "    {}:", m.field);
-            let _ = writeln!(out, "      - expected: {}", one_line(&m.expected, 200));
-            let _ = writeln!(out, "      + actual:   {}", one_line(&m.actual, 200));
+            let (expected, actual, at) = crate::render::diff_excerpts(&m.expected, &m.actual, 200);
+            match at {
+                Some(at) => {
+                    let _ = writeln!(out, "    {} (first difference at character {at}):", m.field);
+                }
+                None => {
+                    let _ = writeln!(out, "    {}:", m.field);
+                }
+            }
+            let _ = writeln!(out, "      - expected: {expected}");
+            let _ = writeln!(out, "      + actual:   {actual}");
         }
         if let Some(d) = &r.divergence {
             let _ = writeln!(out, "    diverged at {}", one_line(d, 200));

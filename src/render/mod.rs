@@ -117,6 +117,45 @@ pub fn invocations(list: &[ToolInvocation]) -> String {
     out
 }
 
+/// Two texts that differ, made printable on one line each so the difference shows: short,
+/// visibly different texts as they are (see [`one_line`]); otherwise a window of `max`
+/// characters around the first difference on both sides, newlines and tabs written `\n` and
+/// `\t`, with the character position of that difference. A long answer changed near its end,
+/// or changed only in a line break, would otherwise print as two identical lines.
+pub fn diff_excerpts(expected: &str, actual: &str, max: usize) -> (String, String, Option<usize>) {
+    let (e, a) = (one_line(expected, max), one_line(actual, max));
+    let fits = expected.chars().count() <= max && actual.chars().count() <= max;
+    if fits && e != a {
+        return (e, a, None);
+    }
+    let at = expected
+        .chars()
+        .zip(actual.chars())
+        .position(|(x, y)| x != y)
+        .unwrap_or_else(|| expected.chars().count().min(actual.chars().count()));
+    let start = at.saturating_sub(max / 3);
+    let window = |s: &str| {
+        let mut out = String::new();
+        if start > 0 {
+            out.push('…');
+        }
+        for (shown, c) in s.chars().skip(start).enumerate() {
+            if shown >= max {
+                out.push('…');
+                break;
+            }
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                c if c.is_control() => out.push(' '),
+                c => out.push(c),
+            }
+        }
+        out
+    };
+    (window(expected), window(actual), Some(at))
+}
+
 /// The bindings the Gatekeeper refused, one line each (claim, invocation, tool, pointer,
 /// reason), so an operator sees why a claim did not reach the answer. Empty when none failed.
 pub fn refused_bindings(raw: Option<&GatekeeperRaw>) -> String {
@@ -163,6 +202,36 @@ mod tests {
     use super::*;
     use crate::clock::Timestamp;
     use crate::graph::Detail;
+
+    #[test]
+    fn differences_show_even_far_into_a_long_text_or_in_a_line_break() {
+        // Short and visibly different: as they are.
+        assert_eq!(
+            diff_excerpts("PASS", "REJECT", 200),
+            ("PASS".to_string(), "REJECT".to_string(), None)
+        );
+        // Different only past the cut: a window around the difference.
+        let long = "x".repeat(300);
+        let (e, a, at) = diff_excerpts(
+            &format!("{long} peak hours"),
+            &format!("{long} PEAK hours"),
+            40,
+        );
+        assert_eq!(at, Some(301));
+        assert!(e.starts_with('…') && e.contains("x peak hours"), "{e}");
+        assert!(a.starts_with('…') && a.contains("x PEAK hours"), "{a}");
+        assert_ne!(e, a);
+        // Different only in a line break: the break is written out.
+        let (e, a, at) = diff_excerpts("one\ntwo", "one two", 200);
+        assert_eq!(at, Some(3));
+        assert_eq!((e.as_str(), a.as_str()), ("one\\ntwo", "one two"));
+        // One text a prefix of the other: the difference is where the shorter one ends.
+        let (_, _, at) = diff_excerpts("same", "same, longer", 200);
+        assert_eq!(at, None, "short and visibly different");
+        let (e, a, at) = diff_excerpts(&"y".repeat(250), &format!("{}!", "y".repeat(250)), 30);
+        assert_eq!(at, Some(250));
+        assert_ne!(e, a);
+    }
 
     #[test]
     fn timeline_lines_are_fixed_and_bounded() {
