@@ -870,6 +870,16 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
         &["ask", "--fixture", "pass.json", "   "],
         "the question is empty",
     );
+    refused(
+        &env,
+        &["ask", "--fixture", "pass.json", "--session", ""],
+        "--session \"\": a session id must be non-blank printable text",
+    );
+    refused(
+        &env,
+        &["ask", "--fixture", "pass.json", "--session", "a\u{1b}[2Jb"],
+        "a session id must be non-blank printable text",
+    );
     let cases = [
         (
             "truncated.json",

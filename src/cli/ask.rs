@@ -109,6 +109,16 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     {
         return Err(CommandError::usage("the question is empty"));
     }
+    // A session id names runs to group them and to filter `diag runs --session`: a blank
+    // one, or one with control characters, would group nothing a user could type again.
+    if let Some(session) = &args.session {
+        if session.trim().is_empty() || session.chars().any(char::is_control) {
+            return Err(CommandError::usage(format!(
+                "--session {:?}: a session id must be non-blank printable text",
+                render::one_line(session, 80)
+            )));
+        }
+    }
     let source = match &args.fixture {
         Some(path) => Source::Fixture(Box::new(load_run_file(path)?)),
         None => {
