@@ -220,6 +220,50 @@ async fn every_tool_result_is_in_the_log_when_the_model_is_shown_it() {
     );
 }
 
+/// An invocation log that cannot keep anything, like a store on a full disk.
+struct RefusingLog;
+
+impl InvocationLog for RefusingLog {
+    fn record(
+        &self,
+        _config: &RunConfig,
+        _invocation: diag::protocol::ToolInvocation,
+    ) -> Result<(), String> {
+        Err("database or disk is full".into())
+    }
+
+    fn invocations(&self, _run_id: &str) -> Vec<diag::protocol::ToolInvocation> {
+        Vec::new()
+    }
+}
+
+#[tokio::test]
+async fn a_tool_result_that_cannot_be_recorded_is_never_shown_to_the_model() {
+    let r = rig(AgentLimits::default(), None);
+    r.model
+        .tool_calls(&[("call_a", "search_logs", json!({"query": "502"}))])
+        .text("{\"schema\":\"executor_evidence_v2\"}");
+    let mut agents = r.agents;
+    agents.log = Arc::new(RefusingLog);
+    let err = agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        InvokeError::Permanent(
+            "tool result inv-1 could not be recorded, so it is not shown to the model: \
+             database or disk is full"
+                .into()
+        )
+    );
+    assert_eq!(
+        r.model.requests().len(),
+        1,
+        "no model call after the unrecorded result"
+    );
+}
+
 #[tokio::test]
 async fn executor_records_tool_results_with_run_local_ids_before_the_model_sees_them() {
     let r = rig(AgentLimits::default(), None);

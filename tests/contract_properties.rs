@@ -867,7 +867,8 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
         log.record(
             &RunConfig::new(i.session_id.clone(), i.run_id.clone()),
             i.clone(),
-        );
+        )
+        .expect("the memory log keeps it");
     }
 
     model.reply(

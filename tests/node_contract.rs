@@ -491,7 +491,9 @@ impl AgentInvoker for ToolRecorder {
                 call.run_id = config.run_id().to_string();
                 call.session_id = config.session_id().to_string();
                 call.round = request.round;
-                self.log.record(config, call);
+                self.log
+                    .record(config, call)
+                    .expect("the memory log keeps it");
             }
         }
         self.model.invoke(request, config)
@@ -516,7 +518,8 @@ impl Harness {
         let model = Arc::new(ScriptedInvoker::new());
         let log = Arc::new(MemoryInvocationLog::new());
         for i in invocations {
-            log.record(&RunConfig::new(i.session_id.clone(), i.run_id.clone()), i);
+            log.record(&RunConfig::new(i.session_id.clone(), i.run_id.clone()), i)
+                .expect("the memory log keeps it");
         }
         let recorder = Arc::new(ToolRecorder {
             model: model.clone(),

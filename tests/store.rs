@@ -346,11 +346,12 @@ fn a_recorder_refuses_an_invocation_its_run_config_does_not_own() {
         .unwrap();
     // Run a's recorder, told by run a's config about an invocation that names run b.
     let config = diag::graph::RunConfig::new("shared-session", "run-a");
-    a.record(
+    let refused = a.record(
         &config,
         invocation("run-b", "shared-session", 1, json!({"matches": []})),
     );
     let err = a.take_error().expect("refused").to_string();
+    assert_eq!(refused, Err(err.clone()), "the caller is told, too");
     assert!(
         err.contains("inv-1 of run run-b") && err.contains("reported by run run-a"),
         "{err}"
@@ -358,17 +359,20 @@ fn a_recorder_refuses_an_invocation_its_run_config_does_not_own() {
     assert!(store.invocations("run-a").unwrap().is_empty());
     assert!(store.invocations("run-b").unwrap().is_empty());
     // The same with another session.
-    a.record(
-        &config,
-        invocation("run-a", "other-session", 1, json!({"matches": []})),
-    );
+    assert!(a
+        .record(
+            &config,
+            invocation("run-a", "other-session", 1, json!({"matches": []})),
+        )
+        .is_err());
     assert!(a.take_error().is_some());
     assert!(store.invocations("run-a").unwrap().is_empty());
     // Its own invocation goes in.
     a.record(
         &config,
         invocation("run-a", "shared-session", 1, json!({"matches": []})),
-    );
+    )
+    .expect("its own invocation is kept");
     assert!(a.take_error().is_none());
     assert_eq!(store.invocations("run-a").unwrap().len(), 1);
 }

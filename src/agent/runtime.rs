@@ -383,7 +383,7 @@ impl ModelAgents {
                     duration_ms,
                     "tool call"
                 );
-                self.log.record(
+                let recorded = self.log.record(
                     config,
                     ToolInvocation {
                         run_id: config.run_id().to_string(),
@@ -398,6 +398,13 @@ impl ModelAgents {
                         duration_ms,
                     },
                 );
+                // SPEC §4: each result is recorded before the model sees it. One that could
+                // not be kept is never shown: the Executor stops here and fails.
+                if let Err(why) = recorded {
+                    return Err(InvokeError::Permanent(format!(
+                        "tool result {id} could not be recorded, so it is not shown to the model: {why}"
+                    )));
+                }
                 let shown = json!({
                     "invocation_id": id,
                     "tool": call.name,

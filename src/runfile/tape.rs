@@ -314,7 +314,7 @@ impl RunHooks for Recorder {
 }
 
 impl InvocationLog for Recorder {
-    fn record(&self, config: &RunConfig, invocation: ToolInvocation) {
+    fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String> {
         self.push(Exchange::Tool(ToolRecord {
             invocation_id: invocation.invocation_id.clone(),
             tool_name: invocation.tool_name.clone(),
@@ -322,7 +322,7 @@ impl InvocationLog for Recorder {
             output: invocation.output.clone(),
             status: invocation.status,
         }));
-        self.inner.record(config, invocation);
+        self.inner.record(config, invocation)
     }
 
     fn invocations(&self, run_id: &str) -> Vec<ToolInvocation> {

@@ -169,21 +169,25 @@ impl RunHooks for RunRecorder {
 impl InvocationLog for RunRecorder {
     /// Stores the invocation in the run the config names; one that claims another run or
     /// session is refused (kept as an error, so the run cannot end a clean SUCCESS).
-    fn record(&self, config: &RunConfig, invocation: ToolInvocation) {
-        if invocation.run_id != config.run_id() || invocation.session_id != config.session_id() {
-            self.keep(Err(StoreError::Invalid(format!(
+    fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String> {
+        let result = if invocation.run_id != config.run_id()
+            || invocation.session_id != config.session_id()
+        {
+            Err(StoreError::Invalid(format!(
                 "tool invocation {} of run {} (session {}) was reported by run {} (session {})",
                 invocation.invocation_id,
                 invocation.run_id,
                 invocation.session_id,
                 config.run_id(),
                 config.session_id()
-            ))));
-            return;
-        }
-        self.flush();
-        let result = self.inner.store.record_invocation(&invocation);
+            )))
+        } else {
+            self.flush();
+            self.inner.store.record_invocation(&invocation)
+        };
+        let reason = result.as_ref().err().map(ToString::to_string);
         self.keep(result);
+        reason.map_or(Ok(()), Err)
     }
 
     /// Reads back only `run_id`'s invocations. A read error yields none (so the Gatekeeper

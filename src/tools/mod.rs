@@ -43,7 +43,9 @@ pub trait InvocationLog: Send + Sync {
     /// Records an invocation before the model sees its result. `config` is the RunConfig of
     /// the run that made the call, as the graph handed it to the agent (SPEC §3: it reaches
     /// the tool recorders unchanged); the invocation carries its run and session ids too.
-    fn record(&self, config: &RunConfig, invocation: ToolInvocation);
+    /// `Err` (with the reason) when it could not be kept: the caller must then not show the
+    /// result to the model, whose evidence would otherwise rest on an unrecorded output.
+    fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String>;
     /// The invocations of `run_id`, in recording order.
     fn invocations(&self, run_id: &str) -> Vec<ToolInvocation>;
 }
@@ -73,12 +75,16 @@ impl MemoryInvocationLog {
 }
 
 impl InvocationLog for MemoryInvocationLog {
-    fn record(&self, config: &RunConfig, invocation: ToolInvocation) {
+    fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String> {
         if let Ok(mut c) = self.configs.lock() {
             c.push(config.clone());
         }
-        if let Ok(mut e) = self.entries.lock() {
-            e.push(invocation);
+        match self.entries.lock() {
+            Ok(mut e) => {
+                e.push(invocation);
+                Ok(())
+            }
+            Err(_) => Err("the in-memory invocation log is poisoned".into()),
         }
     }
 

@@ -219,6 +219,7 @@ pub trait RecordOwn {
 impl<T: InvocationLog + ?Sized> RecordOwn for T {
     fn record_own(&self, invocation: ToolInvocation) {
         let config = RunConfig::new(invocation.session_id.clone(), invocation.run_id.clone());
-        self.record(&config, invocation);
+        // A refused record is kept by the store's recorder; the tests read it there.
+        let _ = self.record(&config, invocation);
     }
 }
