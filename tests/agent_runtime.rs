@@ -104,6 +104,7 @@ fn request(role: AgentRole) -> AgentRequest {
         round: 1,
         attempt: 1,
         input: r#"{"diagnosis_context":{"question":"why 502?"}}"#.into(),
+        completed_queries: Vec::new(),
     }
 }
 
@@ -262,6 +263,46 @@ async fn a_tool_result_that_cannot_be_recorded_is_never_shown_to_the_model() {
         1,
         "no model call after the unrecorded result"
     );
+}
+
+#[tokio::test]
+async fn a_round_two_call_repeating_a_completed_query_is_blocked_without_spending_the_budget() {
+    let r = rig(
+        AgentLimits {
+            max_turns: 4,
+            max_tool_calls: 1,
+        },
+        None,
+    );
+    r.model
+        .tool_calls(&[
+            // The same query as round 1, arguments in another key order.
+            (
+                "a",
+                "search_logs",
+                json!({"since": "14:00", "query": "502"}),
+            ),
+            ("b", "search_logs", json!({"query": "pool"})),
+        ])
+        .text("{}");
+    let mut req = request(AgentRole::Executor);
+    req.round = 2;
+    req.completed_queries = vec![diag::protocol::QueryRef::new(
+        "search_logs",
+        &json!({"query": "502", "since": "14:00"}),
+    )];
+    r.agents.invoke(&req, &config()).await.unwrap();
+    let invs = r.log.invocations("run-1");
+    let st: Vec<_> = invs.iter().map(|i| i.status).collect();
+    assert_eq!(
+        st,
+        [InvocationStatus::Blocked, InvocationStatus::Ok],
+        "the repeat is blocked and the one-call budget still serves the new query"
+    );
+    assert!(invs[0].output["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("this query already ran in the previous round"));
 }
 
 #[tokio::test]

@@ -2204,6 +2204,13 @@ async fn a_second_snapshot_that_drops_a_verified_claim_is_invalid_output() {
     let e = done.events_of(E)[1];
     assert_eq!(e.status, Status::InvalidOutput);
     assert_eq!(detail_text(e, "reason"), "missing_prior_claim");
+    // Round 1's Executor has nothing to avoid; round 2's gets the completed queries, which
+    // its runtime blocks (SPEC §2.6).
+    let requests = h.model.requests_for(AgentRole::Executor);
+    assert!(requests[0].completed_queries.is_empty());
+    let completed = &done.state.retry_context.as_ref().unwrap().completed_queries;
+    assert!(!completed.is_empty());
+    assert_eq!(&requests[1].completed_queries, completed);
     assert_eq!(done.state.executor_output, None);
     assert_eq!(h.model.requests_for(AgentRole::Verifier).len(), 1);
     assert_pre_fallback(&done);

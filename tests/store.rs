@@ -981,6 +981,7 @@ async fn the_agent_runtime_records_through_the_recorder() {
         round,
         attempt: 1,
         input: "{\"plan\":{}}".into(),
+        completed_queries: Vec::new(),
     };
     // Round 1: two tool calls in one turn, then an answer; round 2: one more call.
     model

@@ -47,6 +47,9 @@ pub struct AgentRequest {
     pub attempt: u32,
     /// The node's declared input as canonical JSON; a technical retry sends the same bytes.
     pub input: String,
+    /// Queries the previous round completed (tool and canonical arguments), for the round-2
+    /// Executor: a call that repeats one is blocked (SPEC §2.6). Empty otherwise.
+    pub completed_queries: Vec<crate::protocol::QueryRef>,
 }
 
 /// The agent's final text; tool calls made on the way are recorded by the tool recorder.

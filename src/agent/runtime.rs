@@ -18,7 +18,7 @@ use crate::graph::RunConfig;
 use crate::model::{
     ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Message, ModelError,
 };
-use crate::protocol::{InvocationStatus, ToolInvocation};
+use crate::protocol::{InvocationStatus, QueryRef, ToolInvocation};
 use crate::tools::{InvocationLog, ToolSpec};
 
 /// Bounds of one Executor invocation.
@@ -334,33 +334,46 @@ impl ModelAgents {
             }
             // Invocation ids are run-local and follow the model's order, across rounds.
             let base = self.log.invocations(config.run_id()).len();
-            let planned: Vec<(String, bool)> = response
+            // A round-2 call that repeats a completed query (SPEC §2.6) is blocked without
+            // spending the budget; so is a call past the budget.
+            let planned: Vec<(String, Option<String>)> = response
                 .tool_calls
                 .iter()
                 .enumerate()
-                .map(|(i, _)| {
-                    let allowed = calls_made < self.limits.max_tool_calls;
-                    if allowed {
+                .map(|(i, call)| {
+                    let query = QueryRef::new(&call.name, &call.arguments);
+                    let refused = if request.completed_queries.contains(&query) {
+                        Some(
+                            "this query already ran in the previous round (same tool and \
+                             arguments): use its recorded result"
+                                .to_string(),
+                        )
+                    } else if calls_made < self.limits.max_tool_calls {
                         calls_made += 1;
-                    }
-                    (format!("inv-{}", base + i + 1), allowed)
+                        None
+                    } else {
+                        Some(format!(
+                            "tool call budget of {} exhausted",
+                            self.limits.max_tool_calls
+                        ))
+                    };
+                    (format!("inv-{}", base + i + 1), refused)
                 })
                 .collect();
             let results = join_all(response.tool_calls.iter().zip(&planned).map(
-                |(call, (_, allowed))| async move {
+                |(call, (_, refused))| async move {
                     let began = self.clock.elapsed();
-                    let result = if *allowed {
-                        self.tools.run(&call.name, &call.arguments).await
-                    } else {
-                        let blocked = ToolResult {
-                            status: InvocationStatus::Blocked,
-                            output: json!({"error": format!(
-                                "tool call budget of {} exhausted", self.limits.max_tool_calls
-                            )}),
-                        };
-                        self.tools
-                            .blocked(&call.name, &call.arguments, blocked)
-                            .await
+                    let result = match refused {
+                        None => self.tools.run(&call.name, &call.arguments).await,
+                        Some(why) => {
+                            let blocked = ToolResult {
+                                status: InvocationStatus::Blocked,
+                                output: json!({ "error": why }),
+                            };
+                            self.tools
+                                .blocked(&call.name, &call.arguments, blocked)
+                                .await
+                        }
                     };
                     let ms = self.clock.elapsed().saturating_sub(began).as_millis();
                     (result, u64::try_from(ms).unwrap_or(u64::MAX))

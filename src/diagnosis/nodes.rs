@@ -111,6 +111,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 round: state.round,
                 attempt: state.retries.planner + 1,
                 input: serialize(&input),
+                completed_queries: Vec::new(),
             };
             let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
             let (status, step) = match self.deps.invoker.invoke(&request, config).await {
@@ -171,6 +172,9 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                 round: state.round,
                 attempt: 1,
                 input: serialize(&input),
+                completed_queries: retry
+                    .map(|r| r.completed_queries.clone())
+                    .unwrap_or_default(),
             };
             let before = self.deps.log.invocations(config.run_id()).len();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -307,6 +311,7 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                 round: state.round,
                 attempt: state.retries.verifier + 1,
                 input,
+                completed_queries: Vec::new(),
             };
             let verified_ids: Vec<String> = state
                 .verified_executor_output
@@ -397,6 +402,7 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                 round: state.round,
                 attempt: state.retries.composer + 1,
                 input,
+                completed_queries: Vec::new(),
             };
             let allowed: Vec<String> = state
                 .verifier_result
