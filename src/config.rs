@@ -183,11 +183,7 @@ impl Config {
     /// Reads and validates a configuration file. Relative paths (tool sources and the store
     /// path) are resolved against the file's folder, and every tool source must exist.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
-            file: file.clone(),
-            reason: e.to_string(),
-        })?;
+        let (text, file) = read_text(path)?;
         let mut config = Config::parse(&text, &file)?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve_paths(base);
@@ -206,25 +202,8 @@ impl Config {
             #[serde(default)]
             store: StoreConfig,
         }
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
-            file: file.clone(),
-            reason: e.to_string(),
-        })?;
-        let line_of = |span: Option<std::ops::Range<usize>>| {
-            span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-        };
-        let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
-            file: file.clone(),
-            line: line_of(e.span()).unwrap_or(0),
-            reason: one_line(e.message()),
-        })?;
-        let only = OnlyStore::deserialize(toml::Value::Table(table)).map_err(|e| {
-            let line = toml::from_str::<OnlyStore>(&text)
-                .err()
-                .and_then(|e| line_of(e.span()));
-            keyed_error(&e, &text, line, &file)
-        })?;
+        let (text, file) = read_text(path)?;
+        let only: OnlyStore = deserialize_keyed(&text, &file)?;
         let base = path.parent().unwrap_or(Path::new("."));
         Ok(only
             .store
@@ -236,26 +215,7 @@ impl Config {
     /// wrong type, an unknown key or a missing one is reported with its dotted key (and its
     /// line); only text that is not TOML at all is reported by line alone.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let line_of = |span: Option<std::ops::Range<usize>>| {
-            span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-        };
-        // First the TOML itself; then the typed configuration from the parsed table, whose
-        // errors carry the path of keys they happened under.
-        let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Syntax {
-            file: file.to_string(),
-            line: line_of(e.span()).unwrap_or(0),
-            reason: one_line(e.message()),
-        })?;
-        let config = match Config::deserialize(toml::Value::Table(table)) {
-            Ok(config) => config,
-            Err(e) => {
-                // The same error through the text deserializer gives its position.
-                let line = toml::from_str::<Config>(text)
-                    .err()
-                    .and_then(|e| line_of(e.span()));
-                return Err(keyed_error(&e, text, line, file));
-            }
-        };
+        let config: Config = deserialize_keyed(text, file)?;
         config.validate(file)?;
         Ok(config)
     }
@@ -514,6 +474,39 @@ fn missing_source(path: &str) -> Option<String> {
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A configuration file's text and its name for errors.
+fn read_text(path: &Path) -> Result<(String, String), ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+        file: file.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok((text, file))
+}
+
+/// Deserializes configuration text: first the TOML itself (a syntax error by line), then the
+/// typed value from the parsed table, whose errors carry the path of keys they happened under
+/// (the same error through the text deserializer gives its line).
+fn deserialize_keyed<T: serde::de::DeserializeOwned>(
+    text: &str,
+    file: &str,
+) -> Result<T, ConfigError> {
+    let line_of = |span: Option<std::ops::Range<usize>>| {
+        span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+    };
+    let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+        file: file.to_string(),
+        line: line_of(e.span()).unwrap_or(0),
+        reason: one_line(e.message()),
+    })?;
+    T::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let line = toml::from_str::<T>(text)
+            .err()
+            .and_then(|e| line_of(e.span()));
+        keyed_error(&e, text, line, file)
+    })
 }
 
 /// A deserialization error as `key `a.b.c`: problem (line N)`. The error of the table
