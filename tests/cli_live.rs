@@ -177,6 +177,33 @@ fn wait_for<T>(what: &str, child: &mut Child, mut ready: impl FnMut() -> Option<
     }
 }
 
+/// `diag trace --json` of a run cut while its Verifier waited on the model: FAILED
+/// (`interrupted`), no answer, no evaluation, and the trace of what had finished: four
+/// nodes, the Executor's two tool calls and the three model calls before the Verifier's.
+fn interrupted_trace(env: &TestEnv, run_id: &str) -> Value {
+    let out = env.run(&["trace", run_id, "--json"]);
+    out.expect(0);
+    let doc = out.json();
+    assert_schema("trace.v1.json", &doc);
+    assert_eq!(doc["run"]["status"], "FAILED");
+    assert_eq!(doc["run"]["failure"], "interrupted");
+    assert_eq!(doc["run"]["answer"], Value::Null);
+    assert_eq!(doc["evaluation"], Value::Null);
+    let nodes: Vec<&str> = doc["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        nodes,
+        ["planner", "executor", "gatekeeper", "verified_input"]
+    );
+    assert_eq!(doc["tool_invocations"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["agent_steps"].as_array().unwrap().len(), 3);
+    doc
+}
+
 /// Starts `diag ask QUESTION` live in the background, its output going to `output()`.
 fn spawn_ask(env: &TestEnv, output: fn() -> Stdio) -> Child {
     let mut cmd = env.command();
@@ -230,25 +257,7 @@ fn ctrl_c_during_a_live_run_exits_130_and_keeps_the_partial_trace() {
         "{}",
         out.stdout
     );
-    let out = env.run(&["trace", &run_id, "--json"]);
-    out.expect(0);
-    let doc = out.json();
-    assert_schema("trace.v1.json", &doc);
-    assert_eq!(doc["run"]["status"], "FAILED");
-    assert_eq!(doc["run"]["failure"], "interrupted");
-    assert_eq!(doc["run"]["answer"], Value::Null);
-    let nodes: Vec<&str> = doc["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["node"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        nodes,
-        ["planner", "executor", "gatekeeper", "verified_input"]
-    );
-    assert_eq!(doc["tool_invocations"].as_array().unwrap().len(), 2);
-    assert_eq!(doc["evaluation"], Value::Null);
+    interrupted_trace(&env, &run_id);
     let runs = env.run(&["runs", "--status", "failed", "--json"]);
     runs.expect(0);
     assert_eq!(runs.json()["runs"][0]["run_id"], run_id.as_str());
@@ -304,26 +313,8 @@ fn a_live_run_killed_outright_leaves_a_sound_store_and_is_swept_to_failed() {
     drop(conn);
 
     // The next diag that opens the store marks it FAILED (interrupted), partial trace kept.
-    let out = env.run(&["trace", &run_id, "--json"]);
-    out.expect(0);
-    let doc = out.json();
-    assert_schema("trace.v1.json", &doc);
-    assert_eq!(doc["run"]["status"], "FAILED");
-    assert_eq!(doc["run"]["failure"], "interrupted");
+    let doc = interrupted_trace(&env, &run_id);
     assert_eq!(doc["run"]["duration_ms"], Value::Null, "its process died");
-    let nodes: Vec<&str> = doc["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["node"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        nodes,
-        ["planner", "executor", "gatekeeper", "verified_input"]
-    );
-    assert_eq!(doc["tool_invocations"].as_array().unwrap().len(), 2);
-    assert!(doc["agent_steps"].as_array().unwrap().len() >= 2);
-    assert_eq!(doc["evaluation"], Value::Null);
 
     // Its export keeps every exchange that happened and says its replay will stop short.
     let out = env.run(&["export", &run_id, "-o", "killed.json"]);
