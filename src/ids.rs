@@ -41,7 +41,9 @@ fn time_ordered_hex() -> String {
     }
     let drawn = (u128::from(ms) << 32) | u128::from(u32::from_be_bytes(bytes));
     // A poisoned lock only means another thread panicked while holding a plain integer.
-    let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let value = next_id(*last, drawn);
     *last = value;
     // 48 bits of milliseconds and 32 random bits: 20 hex digits (a saturated value stays 20).
@@ -121,12 +123,28 @@ mod tests {
     #[test]
     fn an_id_in_the_same_millisecond_or_after_the_clock_stepped_back_counts_up() {
         let ms = 0x0190_0000_0000u128 << 32;
-        assert_eq!(next_id(ms | 7, ms | 3), ms | 8, "same millisecond, smaller draw");
-        assert_eq!(next_id(ms | 7, ms | 7), ms | 8, "same millisecond, same draw");
-        assert_eq!(next_id(ms | 7, ms | 9), ms | 9, "same millisecond, larger draw");
+        assert_eq!(
+            next_id(ms | 7, ms | 3),
+            ms | 8,
+            "same millisecond, smaller draw"
+        );
+        assert_eq!(
+            next_id(ms | 7, ms | 7),
+            ms | 8,
+            "same millisecond, same draw"
+        );
+        assert_eq!(
+            next_id(ms | 7, ms | 9),
+            ms | 9,
+            "same millisecond, larger draw"
+        );
         let earlier = (0x018f_ffff_ffffu128 << 32) | 0xffff_ffff;
         assert_eq!(next_id(ms | 7, earlier), ms | 8, "the clock stepped back");
-        assert_eq!(next_id(ms | 0xffff_ffff, ms), (ms + (1 << 32)), "carries into the ms");
+        assert_eq!(
+            next_id(ms | 0xffff_ffff, ms),
+            (ms + (1 << 32)),
+            "carries into the ms"
+        );
         let later = (0x0190_0000_0001u128 << 32) | 2;
         assert_eq!(next_id(ms | 7, later), later);
     }

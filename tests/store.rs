@@ -932,7 +932,10 @@ fn a_writer_waits_for_a_short_lock_and_reports_a_long_one_as_busy() {
         .join()
         .unwrap()
         .expect("a write queues behind a short lock");
-    assert!(patient.get_run("waited").unwrap().is_some(), "the queued write is stored");
+    assert!(
+        patient.get_run("waited").unwrap().is_some(),
+        "the queued write is stored"
+    );
 
     // Held past the busy timeout: a clear error, and the store keeps working afterwards. The
     // lock is held until the error is back, so the timeout expires on any machine.

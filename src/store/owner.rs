@@ -176,7 +176,10 @@ mod tests {
         // Wait for the exit itself (a condition), bounded so a broken /proc fails the test.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !matches!(platform::stat(pid), Ok(Some(('Z', _)))) {
-            assert!(std::time::Instant::now() < deadline, "child {pid} never exited");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "child {pid} never exited"
+            );
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert!(!is_alive(i64::from(pid), None));
