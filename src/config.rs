@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::agent::AgentRole;
+use crate::model::StructuredOutputSetting;
 
 /// The environment variable naming a configuration file.
 pub const ENV_CONFIG: &str = "DIAG_CONFIG";
@@ -48,7 +49,17 @@ pub struct ModelConfig {
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_secs: u64,
     pub temperature: Option<f32>,
+    /// The most completion tokens any request to this model asks for (a cap on the agents'
+    /// `[limits.max_tokens]`).
     pub max_tokens: Option<u32>,
+    /// How output contracts are sent: `auto` (default: `json_schema`, stepping down to
+    /// `json_object` and then to nothing as the server refuses), `json_schema`, `json_object`
+    /// (with the schema, as llama.cpp takes it) or `off`.
+    #[serde(default)]
+    pub structured_output: StructuredOutputSetting,
+    /// The model's context size in tokens; when absent, diag learns it from the server's
+    /// first context-length error.
+    pub context_tokens: Option<u32>,
 }
 
 fn default_request_timeout() -> u64 {
@@ -131,6 +142,61 @@ pub struct LimitsConfig {
     pub tool_timeout_secs: u64,
     #[serde(default = "default_max_output_bytes")]
     pub max_output_bytes: usize,
+    /// Completion tokens each agent asks for.
+    #[serde(default)]
+    pub max_tokens: MaxTokensConfig,
+}
+
+/// `[limits.max_tokens]`: the completion tokens each agent asks for. The defaults leave room
+/// for every contract's document at its schema's list bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaxTokensConfig {
+    #[serde(default = "default_planner_tokens")]
+    pub planner: u32,
+    #[serde(default = "default_executor_tokens")]
+    pub executor: u32,
+    #[serde(default = "default_verifier_tokens")]
+    pub verifier: u32,
+    #[serde(default = "default_composer_tokens")]
+    pub composer: u32,
+}
+
+fn default_planner_tokens() -> u32 {
+    MaxTokensConfig::DEFAULT.planner
+}
+fn default_executor_tokens() -> u32 {
+    MaxTokensConfig::DEFAULT.executor
+}
+fn default_verifier_tokens() -> u32 {
+    MaxTokensConfig::DEFAULT.verifier
+}
+fn default_composer_tokens() -> u32 {
+    MaxTokensConfig::DEFAULT.composer
+}
+
+impl Default for MaxTokensConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl MaxTokensConfig {
+    pub const DEFAULT: MaxTokensConfig = MaxTokensConfig {
+        planner: 1024,
+        executor: 2048,
+        verifier: 1536,
+        composer: 1536,
+    };
+
+    pub fn for_role(&self, role: AgentRole) -> u32 {
+        match role {
+            AgentRole::Planner => self.planner,
+            AgentRole::Executor => self.executor,
+            AgentRole::Verifier => self.verifier,
+            AgentRole::Composer => self.composer,
+        }
+    }
 }
 
 fn default_max_turns() -> u32 {
@@ -150,6 +216,7 @@ impl Default for LimitsConfig {
             max_tool_calls: default_max_tool_calls(),
             tool_timeout_secs: default_tool_timeout(),
             max_output_bytes: default_max_output_bytes(),
+            max_tokens: MaxTokensConfig::default(),
         }
     }
 }
@@ -249,6 +316,18 @@ impl Config {
                     "must be at least 1",
                 ));
             }
+            if m.max_tokens == Some(0) {
+                return Err(invalid(
+                    format!("models.{name}.max_tokens"),
+                    "must be at least 1",
+                ));
+            }
+            if m.context_tokens.is_some_and(|n| n < 256) {
+                return Err(invalid(
+                    format!("models.{name}.context_tokens"),
+                    "must be at least 256",
+                ));
+            }
             if let Some(env) = &m.api_key_env {
                 if env.trim().is_empty() || env.contains('=') {
                     return Err(invalid(
@@ -320,6 +399,19 @@ impl Config {
                 "limits.tool_timeout_secs".into(),
                 "must be at least 1",
             ));
+        }
+        for role in [
+            AgentRole::Planner,
+            AgentRole::Executor,
+            AgentRole::Verifier,
+            AgentRole::Composer,
+        ] {
+            if l.max_tokens.for_role(role) < 64 {
+                return Err(invalid(
+                    format!("limits.max_tokens.{}", role.as_str()),
+                    "must be at least 64",
+                ));
+            }
         }
         if l.max_output_bytes < 1024 {
             return Err(invalid(

@@ -20,10 +20,7 @@ use crate::runfile::{Divergence, Exchange, Expected, RecordedModel, RecordedTool
 use crate::store::{RunStatus, Store};
 
 /// The agent limits a replay runs with: generous, so the recording decides the path.
-pub const REPLAY_LIMITS: AgentLimits = AgentLimits {
-    max_turns: 8,
-    max_tool_calls: 12,
-};
+pub const REPLAY_LIMITS: AgentLimits = AgentLimits::DEFAULT;
 
 /// The outcome of replaying one run file.
 #[derive(Debug)]

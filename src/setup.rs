@@ -131,6 +131,8 @@ fn openai_config(m: &ModelConfig) -> OpenAiConfig {
     c.connect_timeout = m.connect_timeout();
     c.temperature = m.temperature;
     c.max_tokens = m.max_tokens;
+    c.structured_output = m.structured_output;
+    c.context_tokens = m.context_tokens;
     c
 }
 
@@ -268,6 +270,7 @@ pub async fn live(config: &Config, clock: Arc<dyn Clock>) -> Result<LiveEnvironm
         limits: AgentLimits {
             max_turns: config.limits.max_turns,
             max_tool_calls: config.limits.max_tool_calls,
+            max_tokens: config.limits.max_tokens,
         },
         mcp_servers: servers,
     })

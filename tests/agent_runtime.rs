@@ -105,6 +105,7 @@ fn request(role: AgentRole) -> AgentRequest {
         attempt: 1,
         input: r#"{"diagnosis_context":{"question":"why 502?"}}"#.into(),
         completed_queries: Vec::new(),
+        output_schema: None,
     }
 }
 
@@ -271,6 +272,7 @@ async fn a_round_two_call_repeating_a_completed_query_is_blocked_without_spendin
         AgentLimits {
             max_turns: 4,
             max_tool_calls: 1,
+            max_tokens: Default::default(),
         },
         None,
     );
@@ -436,6 +438,7 @@ async fn calls_past_the_budget_are_recorded_blocked_and_unknown_tools_blocked() 
         AgentLimits {
             max_turns: 4,
             max_tool_calls: 2,
+            max_tokens: Default::default(),
         },
         None,
     );
@@ -474,6 +477,7 @@ async fn an_executor_whose_calls_all_ran_but_never_answered_hit_its_turn_limit()
         AgentLimits {
             max_turns: 3,
             max_tool_calls: 10,
+            max_tokens: Default::default(),
         },
         None,
     );
@@ -505,6 +509,7 @@ async fn an_executor_that_never_stops_calling_tools_ends_tool_blocked() {
         AgentLimits {
             max_turns: 3,
             max_tool_calls: 1,
+            max_tokens: Default::default(),
         },
         None,
     );
@@ -582,6 +587,7 @@ async fn a_reply_cut_at_the_token_limit_is_transient() {
         tool_calls: vec![],
         finish_reason: FinishReason::Length,
         usage: None,
+        structured_output: None,
     }));
     let err = r
         .agents

@@ -169,6 +169,7 @@ fn text(model: &ScriptedModel, content: &str, tokens: (u64, u64)) {
         tool_calls: Vec::new(),
         finish_reason: FinishReason::Stop,
         usage: usage(tokens.0, tokens.1),
+        structured_output: None,
     }));
 }
 
@@ -185,6 +186,7 @@ fn tool_turn(model: &ScriptedModel, calls: &[(&str, &str, Value)], tokens: (u64,
             .collect(),
         finish_reason: FinishReason::ToolCalls,
         usage: usage(tokens.0, tokens.1),
+        structured_output: None,
     }));
 }
 

@@ -57,6 +57,9 @@ fn ask(text: &str) -> ChatRequest {
         tools: vec![search_logs_spec()],
         temperature: Some(0.0),
         max_tokens: Some(256),
+        response_format: None,
+        tool_choice: None,
+        fit: None,
     }
 }
 
@@ -179,6 +182,9 @@ async fn request_shape_and_the_key_only_in_the_authorization_header() {
         tools: vec![search_logs_spec()],
         temperature: None,
         max_tokens: None,
+        response_format: None,
+        tool_choice: None,
+        fit: None,
     };
     let r = model(config(server.base_url(), 2))
         .complete(&request)

@@ -50,6 +50,10 @@ pub struct AgentRequest {
     /// Queries the previous round completed (tool and canonical arguments), for the round-2
     /// Executor: a call that repeats one is blocked (SPEC §2.6). Empty otherwise.
     pub completed_queries: Vec<crate::protocol::QueryRef>,
+    /// The JSON Schema of the contract the node will parse the reply with, for servers that
+    /// constrain decoding (`response_format`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<crate::model::OutputSchema>,
 }
 
 /// The agent's final text; tool calls made on the way are recorded by the tool recorder.
@@ -73,6 +77,23 @@ pub enum InvokeError {
     /// The Executor used every turn it had, its tool calls all ran, and no final answer came.
     #[error("turn limit: {0}")]
     TurnLimit(String),
+    /// The request does not fit the model's context: the server refused it as too long, or
+    /// diag could not fit it and did not send it.
+    #[error("context overflow: {message}")]
+    ContextOverflow {
+        message: String,
+        /// The model's context size, when known.
+        context_tokens: Option<u32>,
+        /// The request's prompt size, as the server reported or diag estimated it.
+        prompt_tokens: Option<u64>,
+    },
+    /// The endpoint refused the credentials (HTTP 401 or 403).
+    #[error("authentication: {0}")]
+    Authentication(String),
+    /// The Executor asked for the same tool call (tool and canonical arguments) three times
+    /// in a row after it had already been made.
+    #[error("repeating: {0}")]
+    Repeating(String),
 }
 
 impl InvokeError {
@@ -83,6 +104,64 @@ impl InvokeError {
             InvokeError::Permanent(_) => "permanent",
             InvokeError::ToolBlocked(_) => "tool_blocked",
             InvokeError::TurnLimit(_) => "turn_limit",
+            InvokeError::ContextOverflow { .. } => "context_overflow",
+            InvokeError::Authentication(_) => "authentication",
+            InvokeError::Repeating(_) => "repeating",
+        }
+    }
+
+    /// The message: what the endpoint said (bounded, redacted) or what diag found.
+    pub fn message(&self) -> &str {
+        match self {
+            InvokeError::Transient(m)
+            | InvokeError::Permanent(m)
+            | InvokeError::ToolBlocked(m)
+            | InvokeError::TurnLimit(m)
+            | InvokeError::Authentication(m)
+            | InvokeError::Repeating(m) => m,
+            InvokeError::ContextOverflow { message, .. } => message,
+        }
+    }
+
+    /// Whether the technical retry may help (SPEC §1.4): transient failures only.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, InvokeError::Transient(_))
+    }
+}
+
+/// Why an agent attempt failed, kept in graph state for the Fallback to explain: the agent,
+/// the failure code, the endpoint's (or diag's) bounded message and, for a context overflow,
+/// the numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentFailure {
+    pub agent: AgentRole,
+    pub code: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+}
+
+impl AgentFailure {
+    /// The most characters of a message kept.
+    pub const MESSAGE_MAX: usize = 300;
+
+    pub fn new(agent: AgentRole, error: &InvokeError) -> Self {
+        let (context_tokens, prompt_tokens) = match error {
+            InvokeError::ContextOverflow {
+                context_tokens,
+                prompt_tokens,
+                ..
+            } => (*context_tokens, *prompt_tokens),
+            _ => (None, None),
+        };
+        AgentFailure {
+            agent,
+            code: error.kind().to_string(),
+            message: crate::render::one_line(error.message(), Self::MESSAGE_MAX),
+            context_tokens,
+            prompt_tokens,
         }
     }
 }
@@ -166,5 +245,6 @@ impl AgentInvoker for ScriptedInvoker {
         Box::pin(std::future::ready(result))
     }
 }
+pub mod fit;
 pub mod prompts;
 pub mod runtime;

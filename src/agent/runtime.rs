@@ -11,12 +11,15 @@ use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::fit::{estimate, fit, Draft};
 use super::prompts::{self, PromptAudit};
 use super::{AgentInvoker, AgentReply, AgentRequest, AgentRole, InvokeError, InvokeFuture};
 use crate::clock::Clock;
 use crate::graph::RunConfig;
+use crate::config::MaxTokensConfig;
 use crate::model::{
-    ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Message, ModelError,
+    ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Fit, Message, ModelError,
+    ToolChoice, Usage,
 };
 use crate::protocol::{InvocationStatus, QueryRef, ToolInvocation};
 use crate::tools::{InvocationLog, ToolSpec};
@@ -28,14 +31,22 @@ pub struct AgentLimits {
     pub max_turns: u32,
     /// Tool calls in one Executor invocation; further calls are recorded as blocked.
     pub max_tool_calls: u32,
+    /// Completion tokens each agent asks for (`max_tokens`).
+    #[serde(default)]
+    pub max_tokens: MaxTokensConfig,
+}
+
+impl AgentLimits {
+    pub const DEFAULT: AgentLimits = AgentLimits {
+        max_turns: 8,
+        max_tool_calls: 12,
+        max_tokens: MaxTokensConfig::DEFAULT,
+    };
 }
 
 impl Default for AgentLimits {
     fn default() -> Self {
-        AgentLimits {
-            max_turns: 8,
-            max_tool_calls: 12,
-        }
+        Self::DEFAULT
     }
 }
 
@@ -77,6 +88,8 @@ pub enum StepStatus {
     Transient,
     Permanent,
     Truncated,
+    /// The request did not fit the model's context (refused by the server, or not sent).
+    ContextOverflow,
 }
 
 impl StepStatus {
@@ -86,6 +99,16 @@ impl StepStatus {
             StepStatus::Transient => "transient",
             StepStatus::Permanent => "permanent",
             StepStatus::Truncated => "truncated",
+            StepStatus::ContextOverflow => "context_overflow",
+        }
+    }
+
+    /// The status of a call that failed with `class`.
+    pub fn of(class: ErrorClass) -> Self {
+        match class {
+            ErrorClass::Transient => StepStatus::Transient,
+            ErrorClass::Permanent => StepStatus::Permanent,
+            ErrorClass::ContextOverflow => StepStatus::ContextOverflow,
         }
     }
 }
@@ -170,14 +193,153 @@ struct CallSite<'a> {
     turn: u32,
 }
 
+/// Why a tool call was not run.
+enum Refusal {
+    /// The same tool with the same canonical arguments was already called: in this Executor
+    /// invocation, or (round 2) in the previous round. Names the first such call.
+    Duplicate {
+        of: Option<String>,
+        previous_round: bool,
+    },
+    /// The call budget is spent.
+    Budget,
+}
+
+impl Refusal {
+    fn message(&self, budget: u32) -> String {
+        match self {
+            Refusal::Duplicate { of, previous_round } => {
+                let of = of.as_deref().unwrap_or("an earlier call");
+                let when = if *previous_round {
+                    " in the previous round"
+                } else {
+                    ""
+                };
+                format!(
+                    "duplicate of {of}: this exact call (same tool and arguments) was already \
+                     made{when}; it is not run again. Use the recorded result of {of}, call \
+                     something else, or give your final answer"
+                )
+            }
+            Refusal::Budget => format!("tool call budget of {budget} exhausted"),
+        }
+    }
+}
+
+/// Duplicate calls in a row after which the Executor is stopped (`repeating`).
+pub const MAX_REPEATS_IN_A_ROW: u32 = 3;
+
 impl ModelAgents {
+    /// One model call for the agent, fitted to the model's context when it is known. A
+    /// request that cannot fit is not sent (and is recorded as such); a request the server
+    /// refuses as too long, stating its context size, is fitted to that size and sent once
+    /// more (as the next turn, `turn < last_turn`) when fitting changes it. Returns the answer
+    /// and the turn of the call that gave it.
     async fn call_model(
         &self,
+        request: &AgentRequest,
+        config: &RunConfig,
+        turn: u32,
+        last_turn: u32,
+        draft: &Draft,
+    ) -> Result<(ChatResponse, u32), InvokeError> {
+        let model = self.models.for_role(request.role);
+        let mut turn = turn;
+        let mut scale_permille: u64 = 1000;
+        let mut server_limit: Option<u32> = None;
+        loop {
+            let site = CallSite {
+                request,
+                config,
+                turn,
+            };
+            let limits = model.request_limits();
+            let asked = limits
+                .max_tokens
+                .unwrap_or_else(|| self.limits.max_tokens.for_role(request.role));
+            let chat = match server_limit.or(limits.context_tokens) {
+                None => {
+                    let mut chat = draft.request.clone();
+                    chat.max_tokens = Some(asked);
+                    chat
+                }
+                Some(limit) => match fit(draft, limit, asked, scale_permille) {
+                    Ok(fitted) => {
+                        if fitted.shortened > 0 || fitted.lowered {
+                            tracing::info!(
+                                agent = request.role.as_str(),
+                                context_tokens = limit,
+                                shortened_tool_outputs = fitted.shortened,
+                                max_tokens = fitted.request.max_tokens.unwrap_or(asked),
+                                "request fitted to the model's context"
+                            );
+                        }
+                        fitted.request
+                    }
+                    Err(overflow) => {
+                        let mut chat = draft.request.clone();
+                        chat.max_tokens = Some(asked);
+                        chat.fit = Some(Fit {
+                            context_tokens: limit,
+                            max_tokens: asked,
+                        });
+                        let mut e = ModelError::context_overflow(overflow.message());
+                        e.context_tokens = Some(limit);
+                        e.usage = Some(Usage {
+                            prompt_tokens: overflow.prompt_tokens,
+                            completion_tokens: 0,
+                        });
+                        let e = model.not_sent(&chat, e);
+                        self.record_exchange(&site, model.name(), &chat, Err(&e), None, 0);
+                        return Err(invoke_error(&e));
+                    }
+                },
+            };
+            match self.send(&site, model.as_ref(), &chat).await {
+                Err(e)
+                    if e.class == ErrorClass::ContextOverflow
+                        && server_limit.is_none()
+                        && turn < last_turn =>
+                {
+                    // The server stated its context size: fit to it (scaled by the prompt size
+                    // it reported) and send again if that changes the request.
+                    let Some(limit) = e.context_tokens else {
+                        return Err(invoke_error(&e));
+                    };
+                    let scale = match e.usage.map(|u| u.prompt_tokens) {
+                        Some(reported) => {
+                            let estimated = estimate(&chat, 1000).max(1);
+                            (reported * 1000).div_ceil(estimated).max(1000)
+                        }
+                        None => 1000,
+                    };
+                    let refit = fit(draft, limit, asked, scale);
+                    match refit {
+                        Ok(f) if f.request.messages != chat.messages
+                            || f.request.max_tokens != chat.max_tokens =>
+                        {
+                            server_limit = Some(limit);
+                            scale_permille = scale;
+                            turn += 1;
+                        }
+                        _ => return Err(invoke_error(&e)),
+                    }
+                }
+                Err(e) => return Err(invoke_error(&e)),
+                Ok(response) => return Ok((response, turn)),
+            }
+        }
+    }
+
+    /// Sends one request and records it (step and exchange). A reply cut off by the token
+    /// limit without a tool call is a truncated response, a transient failure.
+    async fn send(
+        &self,
         site: &CallSite<'_>,
+        model: &dyn ChatModel,
         chat: &ChatRequest,
-    ) -> Result<ChatResponse, InvokeError> {
+    ) -> Result<ChatResponse, ModelError> {
         let role = site.request.role;
-        let model = self.models.for_role(role);
         let began = self.clock.elapsed();
         tracing::debug!(
             agent = role.as_str(),
@@ -190,6 +352,7 @@ impl ModelAgents {
         );
         let outcome = model.complete(chat).await;
         let duration = self.clock.elapsed().saturating_sub(began);
+        let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
         match &outcome {
             Ok(r) => tracing::debug!(
                 agent = role.as_str(),
@@ -197,7 +360,7 @@ impl ModelAgents {
                 tool_calls = r.tool_calls.len(),
                 prompt_tokens = r.usage.map_or(0, |u| u.prompt_tokens),
                 completion_tokens = r.usage.map_or(0, |u| u.completion_tokens),
-                duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+                duration_ms = ms,
                 "model answered"
             ),
             Err(e) => tracing::debug!(
@@ -207,60 +370,36 @@ impl ModelAgents {
                 "model call failed"
             ),
         }
-        // A reply cut off by the token limit with no tool call is a truncated response.
-        let outcome = match outcome {
+        match outcome {
             Ok(r) if r.finish_reason == FinishReason::Length && r.tool_calls.is_empty() => {
-                Err((r, "response truncated at the token limit"))
+                let why = "response truncated at the token limit";
+                self.record_exchange(site, model.name(), chat, Ok(&r), Some(why), ms);
+                Err(ModelError::transient(why))
             }
-            Ok(r) => Ok(r),
+            Ok(r) => {
+                self.record_exchange(site, model.name(), chat, Ok(&r), None, ms);
+                Ok(r)
+            }
             Err(e) => {
-                let exchange = ModelExchange {
-                    agent: role,
-                    round: site.request.round,
-                    attempt: site.request.attempt,
-                    turn: site.turn,
-                    request: chat.clone(),
-                    outcome: Err(e.clone()),
-                };
-                self.record_call(site, model.name(), &exchange, None, duration);
-                return Err(match e.class {
-                    ErrorClass::Transient => InvokeError::Transient(e.message),
-                    ErrorClass::Permanent => InvokeError::Permanent(e.message),
-                });
+                self.record_exchange(site, model.name(), chat, Err(&e), None, ms);
+                Err(e)
             }
-        };
-        let (response, truncated) = match outcome {
-            Ok(r) => (r, None),
-            Err((r, why)) => (r, Some(why)),
-        };
-        let exchange = ModelExchange {
-            agent: role,
-            round: site.request.round,
-            attempt: site.request.attempt,
-            turn: site.turn,
-            request: chat.clone(),
-            outcome: Ok(response.clone()),
-        };
-        self.record_call(site, model.name(), &exchange, truncated, duration);
-        match truncated {
-            Some(why) => Err(InvokeError::Transient(why.to_string())),
-            None => Ok(response),
         }
     }
 
-    fn record_call(
+    fn record_exchange(
         &self,
         site: &CallSite<'_>,
         model: &str,
-        exchange: &ModelExchange,
+        chat: &ChatRequest,
+        outcome: Result<&ChatResponse, &ModelError>,
         truncated: Option<&str>,
-        duration: std::time::Duration,
+        duration_ms: u64,
     ) {
-        let (status, usage, finish) = match &exchange.outcome {
+        let (status, usage, finish) = match outcome {
             Ok(r) if truncated.is_some() => (StepStatus::Truncated, r.usage, Some(r.finish_reason)),
             Ok(r) => (StepStatus::Ok, r.usage, Some(r.finish_reason)),
-            Err(e) if e.class == ErrorClass::Transient => (StepStatus::Transient, None, None),
-            Err(_) => (StepStatus::Permanent, None, None),
+            Err(e) => (StepStatus::of(e.class), e.usage, None),
         };
         let usage = usage.unwrap_or_default();
         let step = AgentStepRecord {
@@ -273,10 +412,33 @@ impl ModelAgents {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             finish_reason: finish,
-            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            duration_ms,
             prompt: prompts::prompt(site.request.role).audit(),
         };
-        self.hooks.model_call(site.config, &step, exchange);
+        let exchange = ModelExchange {
+            agent: site.request.role,
+            round: site.request.round,
+            attempt: site.request.attempt,
+            turn: site.turn,
+            request: chat.clone(),
+            outcome: outcome.cloned().map_err(Clone::clone),
+        };
+        self.hooks.model_call(site.config, &step, &exchange);
+    }
+
+    fn first_request(&self, request: &AgentRequest, tools: Vec<ToolSpec>) -> ChatRequest {
+        let mut chat = ChatRequest::new(vec![
+            Message::system(prompts::prompt(request.role).text),
+            Message::user(request.input.clone()),
+        ]);
+        chat.tool_choice = Some(if tools.is_empty() {
+            ToolChoice::None
+        } else {
+            ToolChoice::Auto
+        });
+        chat.tools = tools;
+        chat.response_format = request.output_schema.clone();
+        chat
     }
 
     async fn single_turn(
@@ -284,21 +446,12 @@ impl ModelAgents {
         request: &AgentRequest,
         config: &RunConfig,
     ) -> Result<AgentReply, InvokeError> {
-        let chat = ChatRequest {
-            messages: vec![
-                Message::system(prompts::prompt(request.role).text),
-                Message::user(request.input.clone()),
-            ],
-            tools: Vec::new(),
-            temperature: None,
-            max_tokens: None,
+        let draft = Draft {
+            request: self.first_request(request, Vec::new()),
+            tool_results: Vec::new(),
         };
-        let site = CallSite {
-            request,
-            config,
-            turn: 1,
-        };
-        let response = self.call_model(&site, &chat).await?;
+        // One call; a second only when the server states a context size to fit to.
+        let (response, _) = self.call_model(request, config, 1, 2, &draft).await?;
         Ok(AgentReply {
             content: response.content.unwrap_or_default(),
         })
@@ -309,66 +462,82 @@ impl ModelAgents {
         request: &AgentRequest,
         config: &RunConfig,
     ) -> Result<AgentReply, InvokeError> {
-        let mut chat = ChatRequest {
-            messages: vec![
-                Message::system(prompts::prompt(request.role).text),
-                Message::user(request.input.clone()),
-            ],
-            tools: self.tools.catalog(),
-            temperature: None,
-            max_tokens: None,
+        let mut draft = Draft {
+            request: self.first_request(request, self.tools.catalog()),
+            tool_results: Vec::new(),
         };
+        let max_turns = self.limits.max_turns;
         let mut calls_made: u32 = 0;
         let mut last_blocked = false;
-        for turn in 1..=self.limits.max_turns {
-            let site = CallSite {
-                request,
-                config,
-                turn,
-            };
-            let response = self.call_model(&site, &chat).await?;
+        let mut repeats_in_a_row: u32 = 0;
+        // The calls this invocation asked for, by tool and canonical arguments: the
+        // invocation id of the first.
+        let mut made: HashMap<QueryRef, String> = HashMap::new();
+        let mut turn: u32 = 1;
+        while turn <= max_turns {
+            let (response, used) = self
+                .call_model(request, config, turn, max_turns, &draft)
+                .await?;
+            turn = used + 1;
             if response.tool_calls.is_empty() {
                 return Ok(AgentReply {
                     content: response.content.unwrap_or_default(),
                 });
             }
             // Invocation ids are run-local and follow the model's order, across rounds.
-            let base = self.log.invocations(config.run_id()).len();
-            // A round-2 call that repeats a completed query (SPEC §2.6) is blocked without
-            // spending the budget; so is a call past the budget.
-            let planned: Vec<(String, Option<String>)> = response
+            let recorded_before = self.log.invocations(config.run_id());
+            let base = recorded_before.len();
+            // A call that repeats one already made (in this invocation, or a completed query
+            // of the previous round, SPEC §2.6) is not run and spends no budget; neither is a
+            // call past the budget.
+            let planned: Vec<(String, Option<Refusal>)> = response
                 .tool_calls
                 .iter()
                 .enumerate()
                 .map(|(i, call)| {
+                    let id = format!("inv-{}", base + i + 1);
                     let query = QueryRef::new(&call.name, &call.arguments);
-                    let refused = if request.completed_queries.contains(&query) {
-                        Some(
-                            "this query already ran in the previous round (same tool and \
-                             arguments): use its recorded result"
-                                .to_string(),
-                        )
+                    let refusal = if let Some(first) = made.get(&query) {
+                        Some(Refusal::Duplicate {
+                            of: Some(first.clone()),
+                            previous_round: false,
+                        })
+                    } else if request.completed_queries.contains(&query) {
+                        let of = recorded_before
+                            .iter()
+                            .find(|inv| {
+                                inv.round < request.round
+                                    && QueryRef::new(&inv.tool_name, &inv.arguments) == query
+                            })
+                            .map(|inv| inv.invocation_id.clone());
+                        Some(Refusal::Duplicate {
+                            of,
+                            previous_round: true,
+                        })
                     } else if calls_made < self.limits.max_tool_calls {
                         calls_made += 1;
                         None
                     } else {
-                        Some(format!(
-                            "tool call budget of {} exhausted",
-                            self.limits.max_tool_calls
-                        ))
+                        Some(Refusal::Budget)
                     };
-                    (format!("inv-{}", base + i + 1), refused)
+                    made.entry(query).or_insert_with(|| id.clone());
+                    (id, refusal)
                 })
                 .collect();
+            let budget = self.limits.max_tool_calls;
             let results = join_all(response.tool_calls.iter().zip(&planned).map(
-                |(call, (_, refused))| async move {
+                |(call, (_, refusal))| async move {
                     let began = self.clock.elapsed();
-                    let result = match refused {
+                    let result = match refusal {
                         None => self.tools.run(&call.name, &call.arguments).await,
-                        Some(why) => {
+                        Some(refusal) => {
+                            let mut output = json!({ "error": refusal.message(budget) });
+                            if let Refusal::Duplicate { of: Some(of), .. } = refusal {
+                                output["duplicate_of"] = json!(of);
+                            }
                             let blocked = ToolResult {
                                 status: InvocationStatus::Blocked,
-                                output: json!({ "error": why }),
+                                output,
                             };
                             self.tools
                                 .blocked(&call.name, &call.arguments, blocked)
@@ -380,15 +549,20 @@ impl ModelAgents {
                 },
             ))
             .await;
-            chat.messages.push(Message::assistant(
+            draft.request.messages.push(Message::assistant(
                 response.content.clone(),
                 response.tool_calls.clone(),
             ));
             last_blocked = true;
-            for ((call, (id, _)), (result, duration_ms)) in
+            for ((call, (id, refusal)), (result, duration_ms)) in
                 response.tool_calls.iter().zip(&planned).zip(results)
             {
                 last_blocked &= result.status == InvocationStatus::Blocked;
+                if matches!(refusal, Some(Refusal::Duplicate { .. })) {
+                    repeats_in_a_row += 1;
+                } else {
+                    repeats_in_a_row = 0;
+                }
                 tracing::debug!(
                     invocation = %id,
                     tool = %crate::render::one_line(&call.name, 64),
@@ -424,22 +598,46 @@ impl ModelAgents {
                     "status": result.status.as_str(),
                     "output": result.output,
                 });
-                chat.messages
+                draft
+                    .tool_results
+                    .push((draft.request.messages.len(), shown.clone()));
+                draft
+                    .request
+                    .messages
                     .push(Message::tool_result(call.id.clone(), shown.to_string()));
+            }
+            if repeats_in_a_row >= MAX_REPEATS_IN_A_ROW {
+                return Err(InvokeError::Repeating(format!(
+                    "the model asked {repeats_in_a_row} times in a row for tool calls it had \
+                     already made (same tool and arguments); they were not run again"
+                )));
             }
         }
         // SPEC §4: an Executor that ends blocked is TOOL_BLOCKED; one whose last calls ran
         // but that never answered simply failed.
-        let turns = self.limits.max_turns;
         Err(if last_blocked {
             InvokeError::ToolBlocked(format!(
-                "the last tool calls were blocked and no final answer followed ({turns} turns)"
+                "the last tool calls were blocked and no final answer followed ({max_turns} turns)"
             ))
         } else {
             InvokeError::TurnLimit(format!(
-                "turn limit reached without a final answer ({turns} turns)"
+                "turn limit reached without a final answer ({max_turns} turns)"
             ))
         })
+    }
+}
+
+/// The agent-level failure for a failed model call.
+fn invoke_error(e: &ModelError) -> InvokeError {
+    match e.class {
+        ErrorClass::ContextOverflow => InvokeError::ContextOverflow {
+            message: e.message.clone(),
+            context_tokens: e.context_tokens,
+            prompt_tokens: e.usage.map(|u| u.prompt_tokens),
+        },
+        _ if e.is_authentication() => InvokeError::Authentication(e.message.clone()),
+        ErrorClass::Transient => InvokeError::Transient(e.message.clone()),
+        ErrorClass::Permanent => InvokeError::Permanent(e.message.clone()),
     }
 }
 

@@ -55,10 +55,7 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
             ),
             Err(e) => (
                 None,
-                Some(RecordedError {
-                    class: e.class,
-                    message: e.message.clone(),
-                }),
+                Some(RecordedError::from_error(e)),
                 0,
             ),
         };
@@ -68,6 +65,8 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
             attempt: m.attempt,
             turn: m.turn,
             request_sha256: Some(request_sha256(&m.request)),
+            max_tokens: m.request.max_tokens,
+            fit: m.request.fit,
             response,
             error,
         }));

@@ -11,12 +11,15 @@ use std::collections::HashSet;
 use super::composer_input::AllowedClaim;
 use super::render::render_answer;
 use super::state::DiagnosisState;
+use crate::agent::AgentFailure;
 use crate::protocol::{InvocationStatus, ToolInvocation, Verdict};
 
 /// The longest code or tool name shown; longer text is not a code.
 const CODE_MAX: usize = 64;
 /// Matched text is shown on one line, cut to this many chars.
 const QUOTE_MAX_CHARS: usize = 300;
+/// An endpoint's message is quoted on one line, cut to this many chars.
+const MESSAGE_MAX_CHARS: usize = 300;
 
 /// The tools this run actually consulted, for the pre-verification template: names of its
 /// own invocations that ran (status `ok` or `error`), de-duplicated in first-use order.
@@ -57,8 +60,11 @@ pub fn pre_verification_failure(state: &DiagnosisState) -> (String, String) {
 }
 
 /// Detail codes more telling than the status of the event that carries them.
-const SPECIFIC_REASONS: [&str; 6] = [
+const SPECIFIC_REASONS: [&str; 9] = [
     "turn_limit",
+    "context_overflow",
+    "authentication",
+    "repeating",
     "no_claim_survived",
     "no_passed_binding",
     "not_continuable",
@@ -71,9 +77,22 @@ const SPECIFIC_REASONS: [&str; 6] = [
 /// (`verifier`, `invalid_output`, …) and `consulted_tools` tool names; anything else is
 /// replaced by a placeholder.
 pub fn fallback_pre(failed_stage: &str, reason: &str, consulted_tools: &[String]) -> String {
+    fallback_pre_explained(failed_stage, reason, consulted_tools, None)
+}
+
+/// [`fallback_pre`], with the failed agent attempt's failure when there was one: the
+/// endpoint's own message (bounded, one line, already redacted by the adapter) is quoted in
+/// the reason when it belongs to the stage that stopped, and its numbers feed the next steps.
+pub fn fallback_pre_explained(
+    failed_stage: &str,
+    reason: &str,
+    consulted_tools: &[String],
+    failure: Option<&AgentFailure>,
+) -> String {
     let stage = code(failed_stage);
     let reason = code(reason);
     let (stage_title, stage_failed, stage_step) = describe_stage(stage.unwrap_or(""));
+    let failure = failure.filter(|f| Some(f.agent.as_str()) == stage.map(str::to_ascii_lowercase).as_deref());
 
     let mut out = String::new();
     out.push_str("**diag could not establish trusted material for this diagnosis.**\n\n");
@@ -81,6 +100,12 @@ pub fn fallback_pre(failed_stage: &str, reason: &str, consulted_tools: &[String]
     match reason {
         Some(r) => out.push_str(&format!(": {} (`{r}`).", describe_reason(r))),
         None => out.push_str(" (reason not recorded)."),
+    }
+    if let Some(f) = failure {
+        let said = quoted_message(&f.message);
+        if !said.is_empty() {
+            out.push_str(&format!(" The endpoint said: `{said}`."));
+        }
     }
     out.push_str(
         " No finding is shown: nothing could be tied to a recorded tool output and verified, \
@@ -115,11 +140,13 @@ pub fn fallback_pre(failed_stage: &str, reason: &str, consulted_tools: &[String]
     }
 
     out.push_str("**Next steps:**\n");
+    // The failure's own code is the more precise class (an Executor's `failed` may be a
+    // transient error or a refused key).
+    let class = failure.map_or(reason.unwrap_or(""), |f| f.code.as_str());
+    if let Some(step) = class_step(class, failure) {
+        out.push_str(&format!("- {step}\n"));
+    }
     out.push_str(&format!("- {stage_step}\n"));
-    out.push_str(
-        "- Ask again; transient failures (timeouts, rate limits, unavailable endpoints) often \
-         clear on a second run.\n",
-    );
     out.push_str(
         "- Inspect this run with `diag trace <run_id>` to see each stage, its status and the \
          tool calls it made.\n",
@@ -226,6 +253,59 @@ fn one_line(s: &str, max: usize) -> String {
     out
 }
 
+/// The next step the kind of failure calls for, first in the list: a model that broke its
+/// contract, a request larger than the context, a refused key, a transient failure.
+fn class_step(reason: &str, failure: Option<&AgentFailure>) -> Option<String> {
+    let reason = reason.to_ascii_lowercase().replace('-', "_");
+    let step = match reason.as_str() {
+        "invalid_output" => "The model did not follow the output contract: try a stronger model, \
+             or set `structured_output` for it in the config (`\"json_schema\"`, or \
+             `\"json_object\"` for llama.cpp) so its server constrains the output to the \
+             contract's schema."
+            .to_string(),
+        "context_overflow" => {
+            let limit = failure.and_then(|f| f.context_tokens);
+            let prompt = failure.and_then(|f| f.prompt_tokens);
+            let numbers = match (prompt, limit) {
+                (Some(p), Some(l)) => format!(
+                    "The request's prompt is about {p} tokens and the model's context is {l} \
+                     tokens: "
+                ),
+                (None, Some(l)) => format!("The model's context is {l} tokens: "),
+                (Some(p), None) => format!("The request's prompt is about {p} tokens: "),
+                (None, None) => "The request does not fit the model's context: ".to_string(),
+            };
+            format!(
+                "{numbers}raise the server's context size (llama.cpp `--n_ctx`, vLLM \
+                 `--max-model-len`, Ollama `num_ctx`) and set `context_tokens` for the model to \
+                 it, or lower `[limits.max_tokens]` and `limits.max_output_bytes`."
+            )
+        }
+        "authentication" => "Check the API key: the endpoint refused it. Set the environment \
+             variable named by the model's `api_key_env` (see the reason above) to a key this \
+             endpoint accepts."
+            .to_string(),
+        "retryable_failed" | "transient" => "Ask again; transient failures (timeouts, rate \
+             limits, unavailable endpoints) often clear on a second run."
+            .to_string(),
+        "repeating" => "The model kept asking for tool calls it had already made: try a \
+             stronger model for the executor, or a more specific question."
+            .to_string(),
+        _ => return None,
+    };
+    Some(step)
+}
+
+/// An endpoint's message as one line inside a code span: control characters and backticks
+/// removed, at most [`MESSAGE_MAX_CHARS`] characters.
+fn quoted_message(message: &str) -> String {
+    let cleaned: String = message
+        .chars()
+        .map(|c| if c.is_control() || c == '`' { ' ' } else { c })
+        .collect();
+    one_line(cleaned.trim(), MESSAGE_MAX_CHARS)
+}
+
 /// `s` if it is a short code (ASCII letters, digits, `_ - . :`), else nothing.
 fn code(s: &str) -> Option<&str> {
     let s = s.trim();
@@ -294,6 +374,12 @@ fn describe_reason(reason: &str) -> &'static str {
         "failed" => "the stage failed",
         "tool_blocked" => "a tool call was blocked (unknown tool or budget exhausted)",
         "turn_limit" => "it used every turn it had without giving a final answer",
+        "context_overflow" => "the request does not fit the model's context window",
+        "authentication" => "the endpoint refused the API key (HTTP 401 or 403)",
+        "repeating" => {
+            "it asked again and again for tool calls it had already made, which were not run"
+        }
+        "transient" => "a transient failure (timeout, rate limit, unavailable endpoint)",
         "reject" => "no claim could be bound to a recorded tool output",
         "low_confid" => "no claim was bound to a recorded tool output",
         "projection_failed" | "no_claim_survived" | "no_passed_binding" => {

@@ -8,14 +8,18 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::composer_input::{allowed_claims, composer_input_json};
-use super::fallback::{consulted_tools, fallback_post, fallback_pre, pre_verification_failure};
+use super::fallback::{
+    consulted_tools, fallback_post, fallback_pre_explained, pre_verification_failure,
+};
 use super::render::render_answer;
 use super::retry_prepare::prepare_retry_from_state;
 use super::state::{DiagnosisContext, DiagnosisState};
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use super::topology::DiagnosisNodes;
 use super::verified_input::{build_verified_input, verifier_input_json};
-use crate::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
+use crate::agent::{AgentFailure, AgentInvoker, AgentRequest, AgentRole, InvokeError};
+use crate::model::OutputSchema;
+use crate::protocol::schema;
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run};
 use crate::protocol::{
@@ -73,12 +77,24 @@ pub struct ExecutorInput<'a> {
 }
 
 fn agent_failure(e: &InvokeError) -> (AgentStatus, &'static str) {
-    match e {
-        InvokeError::Transient(_) => (AgentStatus::RetryableFailed, e.kind()),
-        InvokeError::Permanent(_) | InvokeError::ToolBlocked(_) | InvokeError::TurnLimit(_) => {
-            (AgentStatus::NonRetryableFailed, e.kind())
-        }
+    if e.is_transient() {
+        (AgentStatus::RetryableFailed, e.kind())
+    } else {
+        (AgentStatus::NonRetryableFailed, e.kind())
     }
+}
+
+/// The output contract sent with an agent request, for servers that constrain decoding.
+fn contract(name: &str, schema: serde_json::Value) -> Option<OutputSchema> {
+    Some(OutputSchema {
+        name: name.to_string(),
+        schema,
+    })
+}
+
+/// What an agent attempt's result says for the Fallback: the failure, or none.
+fn failure_of<T>(role: AgentRole, result: &Result<T, InvokeError>) -> Option<AgentFailure> {
+    result.as_ref().err().map(|e| AgentFailure::new(role, e))
 }
 
 fn agent_step(status: &AgentStatus) -> Step<Status> {
@@ -106,15 +122,27 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 mode: state.planner_mode,
                 retry_context: retry,
             };
+            let tools: Vec<(&str, &serde_json::Value)> = self
+                .deps
+                .catalog
+                .iter()
+                .map(|t| (t.name.as_str(), &t.parameters))
+                .collect();
             let request = AgentRequest {
                 role: AgentRole::Planner,
                 round: state.round,
                 attempt: state.retries.planner + 1,
                 input: serialize(&input),
                 completed_queries: Vec::new(),
+                output_schema: contract(
+                    crate::protocol::planner::SCHEMA,
+                    schema::planner(&tools, state.planner_mode, retry),
+                ),
             };
             let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
-            let (status, step) = match self.deps.invoker.invoke(&request, config).await {
+            let result = self.deps.invoker.invoke(&request, config).await;
+            state.last_failure = failure_of(AgentRole::Planner, &result);
+            let (status, step) = match result {
                 Ok(reply) => match parse_plan(&reply.content, &names, state.planner_mode, retry) {
                     Ok(plan) => {
                         let n = plan.steps.len();
@@ -167,6 +195,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                 plan,
                 retry_context: retry,
             };
+            let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
             let request = AgentRequest {
                 role: AgentRole::Executor,
                 round: state.round,
@@ -175,9 +204,14 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                 completed_queries: retry
                     .map(|r| r.completed_queries.clone())
                     .unwrap_or_default(),
+                output_schema: contract(
+                    crate::protocol::executor::SCHEMA,
+                    schema::executor(&names),
+                ),
             };
             let before = self.deps.log.invocations(config.run_id()).len();
             let result = self.deps.invoker.invoke(&request, config).await;
+            state.last_failure = failure_of(AgentRole::Executor, &result);
             // One read after the call: how many calls it made, and the ids its result may
             // name in `no_evidence`.
             let invocations = self.deps.log.invocations(config.run_id());
@@ -306,19 +340,25 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                     return Step::new(Status::NonRetryableFailed).with("reason", e.as_str());
                 }
             };
+            let verified_ids: Vec<String> = state
+                .verified_executor_output
+                .iter()
+                .flat_map(|v| v.claims.iter().map(|c| c.claim_id.clone()))
+                .collect();
             let request = AgentRequest {
                 role: AgentRole::Verifier,
                 round: state.round,
                 attempt: state.retries.verifier + 1,
                 input,
                 completed_queries: Vec::new(),
+                output_schema: contract(
+                    crate::protocol::verifier::SCHEMA,
+                    schema::verifier(&verified_ids),
+                ),
             };
-            let verified_ids: Vec<String> = state
-                .verified_executor_output
-                .iter()
-                .flat_map(|v| v.claims.iter().map(|c| c.claim_id.clone()))
-                .collect();
-            let (status, step) = match self.deps.invoker.invoke(&request, config).await {
+            let result = self.deps.invoker.invoke(&request, config).await;
+            state.last_failure = failure_of(AgentRole::Verifier, &result);
+            let (status, step) = match result {
                 Ok(reply) => match parse_verifier(&reply.content, &verified_ids) {
                     Ok(result) => {
                         // The Gatekeeper ceiling caps the model's verdict; a missing ceiling
@@ -397,19 +437,25 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                     return Step::new(Status::NonRetryableFailed).with("reason", e.as_str());
                 }
             };
+            let allowed: Vec<String> = state
+                .verifier_result
+                .iter()
+                .flat_map(|r| r.allowed_claims.iter().cloned())
+                .collect();
             let request = AgentRequest {
                 role: AgentRole::Composer,
                 round: state.round,
                 attempt: state.retries.composer + 1,
                 input,
                 completed_queries: Vec::new(),
+                output_schema: contract(
+                    crate::protocol::composer::SCHEMA,
+                    schema::composer(&allowed),
+                ),
             };
-            let allowed: Vec<String> = state
-                .verifier_result
-                .iter()
-                .flat_map(|r| r.allowed_claims.iter().cloned())
-                .collect();
-            let (status, step) = match self.deps.invoker.invoke(&request, config).await {
+            let result = self.deps.invoker.invoke(&request, config).await;
+            state.last_failure = failure_of(AgentRole::Composer, &result);
+            let (status, step) = match result {
                 Ok(reply) => match parse_composer(&reply.content, &allowed) {
                     Ok(answer) => {
                         let cited = answer.cited_claims.len();
@@ -449,10 +495,11 @@ impl Node<DiagnosisState, Status> for FallbackNode {
             FallbackKind::PreVerification => {
                 let (stage, reason) = pre_verification_failure(state);
                 let invocations = self.deps.log.invocations(config.run_id());
-                fallback_pre(
+                fallback_pre_explained(
                     &stage,
                     &reason,
                     &consulted_tools(config.run_id(), &invocations),
+                    state.last_failure.as_ref(),
                 )
             }
             FallbackKind::PostVerification => {

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
+use crate::agent::AgentFailure;
 use crate::graph::{Event, GraphState};
 use crate::protocol::{
     ExecutorOutput, GateStatus, GatekeeperRaw, Plan, PlannerMode, RetryContext, Verdict,
@@ -67,6 +68,11 @@ pub struct DiagnosisState {
 
     pub retries: RetryCounters,
     pub events: Vec<Event<Status>>,
+
+    /// The last agent attempt's failure (the endpoint's message, or diag's), `None` after an
+    /// attempt that got a reply; the Fallback explains a failed stage with it.
+    #[serde(default)]
+    pub last_failure: Option<AgentFailure>,
 }
 
 impl DiagnosisState {
@@ -103,6 +109,7 @@ impl DiagnosisState {
             fallback_kind: None,
             retries: RetryCounters::default(),
             events: Vec::new(),
+            last_failure: None,
         }
     }
 

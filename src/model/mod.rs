@@ -13,6 +13,9 @@ use thiserror::Error;
 use crate::tools::ToolSpec;
 
 pub mod openai;
+pub mod structured;
+
+pub use structured::StructuredOutputSetting;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -85,6 +88,9 @@ pub struct ToolCall {
 }
 
 /// A request to a chat model.
+///
+/// The fields added after the first release are left out of the serialized form when unset,
+/// so a request that does not use them hashes as it always did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<Message>,
@@ -94,6 +100,100 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The output contract the answer must follow, for servers that can constrain decoding.
+    /// How it goes on the wire (`json_schema`, `json_object`, nothing) is the adapter's
+    /// choice, per its `structured_output` setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<OutputSchema>,
+    /// Whether the model may call the offered tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// What this request was fitted to, when the model's context size was known. Not sent:
+    /// it records what the fit assumed, so a replay fits the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fit>,
+}
+
+/// The inputs of fitting a request to a context window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fit {
+    /// The model's context size in tokens.
+    pub context_tokens: u32,
+    /// The completion tokens the agent asked for (`max_tokens` may be lower after the fit).
+    pub max_tokens: u32,
+}
+
+/// What the runtime needs to know before it builds a request to a model: the context size
+/// to fit it to and, when a recording says so, the completion tokens the agent asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestLimits {
+    pub context_tokens: Option<u32>,
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A request with these messages and nothing else set.
+    pub fn new(messages: Vec<Message>) -> Self {
+        ChatRequest {
+            messages,
+            tools: Vec::new(),
+            temperature: None,
+            max_tokens: None,
+            response_format: None,
+            tool_choice: None,
+            fit: None,
+        }
+    }
+}
+
+/// An output contract as a JSON Schema, with the contract's name (`planner_plan_v1`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputSchema {
+    pub name: String,
+    pub schema: serde_json::Value,
+}
+
+/// `tool_choice`: `auto` when tools are offered, `none` for an agent without tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    Auto,
+    None,
+}
+
+impl ToolChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolChoice::Auto => "auto",
+            ToolChoice::None => "none",
+        }
+    }
+}
+
+/// How an output contract went on the wire (`response_format`), as recorded per model call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}` (OpenAI, vLLM,
+    /// Ollama).
+    JsonSchema,
+    /// `{"type": "json_object", "schema": …}` (llama.cpp's server).
+    JsonObjectSchema,
+    /// `{"type": "json_object"}`: any JSON object.
+    JsonObject,
+    /// No `response_format`.
+    Off,
+}
+
+impl StructuredOutput {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StructuredOutput::JsonSchema => "json_schema",
+            StructuredOutput::JsonObjectSchema => "json_object_schema",
+            StructuredOutput::JsonObject => "json_object",
+            StructuredOutput::Off => "off",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,22 +245,36 @@ pub struct ChatResponse {
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: FinishReason,
     pub usage: Option<Usage>,
+    /// How the request's output contract was sent, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<StructuredOutput>,
 }
 
-/// Whether a failed call may succeed if tried again (SPEC §1.4).
+/// Whether a failed call may succeed if tried again (SPEC §1.4), and the one permanent
+/// failure with its own remedy: a request larger than the model's context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
     Transient,
     Permanent,
+    /// The request does not fit the model's context window (the server said so, or diag
+    /// could not fit it and did not send it). Never retried as it is.
+    ContextOverflow,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Transient => "transient",
+            ErrorClass::Permanent => "permanent",
+            ErrorClass::ContextOverflow => "context_overflow",
+        }
+    }
 }
 
 impl fmt::Display for ErrorClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ErrorClass::Transient => "transient",
-            ErrorClass::Permanent => "permanent",
-        })
+        f.write_str(self.as_str())
     }
 }
 
@@ -173,23 +287,41 @@ pub struct ModelError {
     pub message: String,
     /// For a 429 or 503 with `Retry-After`: how long the server asked to wait.
     pub retry_after: Option<Duration>,
+    /// The HTTP status of the answer, when there was one.
+    pub status: Option<u16>,
+    /// For a context overflow: the model's context size in tokens, as the server stated it
+    /// (or as configured, when diag did not send the request).
+    pub context_tokens: Option<u32>,
+    /// Token counts the server reported for the failed request (the prompt's size in a
+    /// context-length error, or a `usage` object), when it reported any.
+    pub usage: Option<Usage>,
+    /// How the request's output contract was sent.
+    pub structured_output: Option<StructuredOutput>,
 }
 
 impl ModelError {
-    pub fn transient(message: impl Into<String>) -> Self {
+    fn of_class(class: ErrorClass, message: String) -> Self {
         ModelError {
-            class: ErrorClass::Transient,
-            message: message.into(),
+            class,
+            message,
             retry_after: None,
+            status: None,
+            context_tokens: None,
+            usage: None,
+            structured_output: None,
         }
     }
 
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::of_class(ErrorClass::Transient, message.into())
+    }
+
     pub fn permanent(message: impl Into<String>) -> Self {
-        ModelError {
-            class: ErrorClass::Permanent,
-            message: message.into(),
-            retry_after: None,
-        }
+        Self::of_class(ErrorClass::Permanent, message.into())
+    }
+
+    pub fn context_overflow(message: impl Into<String>) -> Self {
+        Self::of_class(ErrorClass::ContextOverflow, message.into())
     }
 
     /// SPEC §1.4: 408, 409, 429 and 5xx are transient; 400, 401, 403, 404, 422 and anything
@@ -199,11 +331,14 @@ impl ModelError {
             408 | 409 | 429 | 500..=599 => ErrorClass::Transient,
             _ => ErrorClass::Permanent,
         };
-        ModelError {
-            class,
-            message: message.into(),
-            retry_after: None,
-        }
+        let mut e = Self::of_class(class, message.into());
+        e.status = Some(status);
+        e
+    }
+
+    /// The endpoint refused the credentials (HTTP 401 or 403).
+    pub fn is_authentication(&self) -> bool {
+        matches!(self.status, Some(401 | 403))
     }
 }
 
@@ -216,6 +351,28 @@ pub trait ChatModel: Send + Sync {
     /// The model name used in records (never a key or a URL with credentials).
     fn name(&self) -> &str;
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a>;
+
+    /// The model's context size in tokens, when known (configured, or learned from an
+    /// earlier context-length error); the runtime fits requests to it.
+    fn context_tokens(&self) -> Option<u32> {
+        None
+    }
+
+    /// What the next request is fitted with: the context size, and no completion budget of
+    /// its own (the agent's applies). A replay answers with what the recorded call used.
+    fn request_limits(&self) -> RequestLimits {
+        RequestLimits {
+            context_tokens: self.context_tokens(),
+            max_tokens: None,
+        }
+    }
+
+    /// A request the runtime did not send because it cannot fit the context; `error` is what
+    /// will be recorded. A live model has nothing to do; a replay takes the recorded exchange
+    /// here, since the recording holds this call too.
+    fn not_sent(&self, _request: &ChatRequest, error: ModelError) -> ModelError {
+        error
+    }
 }
 
 #[cfg(test)]

@@ -31,9 +31,10 @@ use reqwest::{StatusCode, Url};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
+use super::structured::{self, StructuredOutputSetting};
 use super::{
     ChatFuture, ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Message,
-    ModelError, Role, ToolCall, Usage,
+    ModelError, Role, StructuredOutput, ToolCall, Usage,
 };
 use crate::tools::ToolSpec;
 
@@ -78,8 +79,13 @@ pub struct OpenAiConfig {
     pub max_transport_retries: u32,
     /// Used when the request does not set its own.
     pub temperature: Option<f32>,
-    /// Used when the request does not set its own.
+    /// The most completion tokens any request may ask for; a request asking for fewer keeps
+    /// its own, one without its own uses this.
     pub max_tokens: Option<u32>,
+    /// How output contracts are sent (`response_format`).
+    pub structured_output: StructuredOutputSetting,
+    /// The model's context size in tokens; `None` until a context-length error states it.
+    pub context_tokens: Option<u32>,
 }
 
 impl OpenAiConfig {
@@ -94,6 +100,8 @@ impl OpenAiConfig {
             max_transport_retries: DEFAULT_MAX_TRANSPORT_RETRIES,
             temperature: None,
             max_tokens: None,
+            structured_output: StructuredOutputSetting::Auto,
+            context_tokens: None,
         }
     }
 }
@@ -144,6 +152,12 @@ pub struct OpenAiModel {
     max_transport_retries: u32,
     temperature: Option<f32>,
     max_tokens: Option<u32>,
+    structured_output: StructuredOutputSetting,
+    context_tokens: Option<u32>,
+    /// The variable the key comes from, named in authentication errors (never its value).
+    api_key_env: Option<String>,
+    /// The key of what this process learned about the endpoint: its URL and model name.
+    learned_key: String,
     /// Set from the `Retry-After` of an error handed to the caller: no request goes to the
     /// server before this instant (the node's technical retry, or another agent sharing the
     /// endpoint, waits for it instead of hitting the same 429).
@@ -162,6 +176,8 @@ impl fmt::Debug for OpenAiModel {
             .field("max_transport_retries", &self.max_transport_retries)
             .field("temperature", &self.temperature)
             .field("max_tokens", &self.max_tokens)
+            .field("structured_output", &self.structured_output)
+            .field("context_tokens", &self.context_tokens)
             .finish()
     }
 }
@@ -212,8 +228,10 @@ impl OpenAiModel {
             .build()
             .map_err(|e| ConfigError::Client(e.without_url().to_string()))?;
 
+        let learned_key = format!("{} {}", endpoint.as_str(), config.model);
         Ok(OpenAiModel {
             model: config.model,
+            learned_key,
             endpoint,
             api_key,
             client,
@@ -222,6 +240,9 @@ impl OpenAiModel {
             max_transport_retries: config.max_transport_retries,
             temperature: config.temperature,
             max_tokens: config.max_tokens,
+            structured_output: config.structured_output,
+            context_tokens: config.context_tokens,
+            api_key_env: config.api_key_env,
             not_before: std::sync::Mutex::new(None),
         })
     }
@@ -231,8 +252,36 @@ impl OpenAiModel {
         self.endpoint.as_str()
     }
 
-    /// The JSON body sent for `request` (`stream: false`). The key is never part of it.
+    /// The structured-output form the next request with an output contract uses: the
+    /// setting's first form, or what this process learned from the endpoint's refusals.
+    pub fn structured_form(&self) -> StructuredOutput {
+        match self.structured_output {
+            StructuredOutputSetting::Off => StructuredOutput::Off,
+            setting => structured::learned(&self.learned_key)
+                .form
+                .unwrap_or_else(|| setting.first()),
+        }
+    }
+
+    /// How `request`'s output contract goes on the wire in `form`: not at all without a
+    /// contract, and beside tools only as `json_schema` (servers that take it take it beside
+    /// tools; a `json_object` grammar would leave the model no way to call a tool).
+    fn form_for(request: &ChatRequest, form: StructuredOutput) -> Option<StructuredOutput> {
+        request.response_format.as_ref()?;
+        if !request.tools.is_empty() && form != StructuredOutput::JsonSchema {
+            return Some(StructuredOutput::Off);
+        }
+        Some(form)
+    }
+
+    /// The JSON body sent for `request` (`stream: false`) with the structured-output form this
+    /// endpoint currently takes. The key is never part of it.
     pub fn wire_request(&self, request: &ChatRequest) -> Value {
+        self.wire_request_in(request, Self::form_for(request, self.structured_form()))
+    }
+
+    /// The JSON body for `request` with its output contract sent in `form`.
+    fn wire_request_in(&self, request: &ChatRequest, form: Option<StructuredOutput>) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert(
@@ -245,22 +294,102 @@ impl OpenAiModel {
                 "tools".into(),
                 Value::Array(request.tools.iter().map(wire_tool).collect()),
             );
+            // `tool_choice` goes only beside `tools`: OpenAI refuses it without them, and a
+            // request without tools lets no server call one. llama.cpp's function-calling
+            // format drops the tools unless it is set.
+            if let Some(choice) = request.tool_choice {
+                body.insert("tool_choice".into(), json!(choice.as_str()));
+            }
         }
         if let Some(t) = request.temperature.or(self.temperature) {
             body.insert("temperature".into(), json!(t));
         }
-        if let Some(m) = request.max_tokens.or(self.max_tokens) {
+        let max_tokens = match (request.max_tokens, self.max_tokens) {
+            (Some(r), Some(m)) => Some(r.min(m)),
+            (r, m) => r.or(m),
+        };
+        if let Some(m) = max_tokens {
             body.insert("max_tokens".into(), json!(m));
+        }
+        if let (Some(schema), Some(form)) = (&request.response_format, form) {
+            if let Some(format) = structured::response_format(schema, form) {
+                body.insert("response_format".into(), format);
+            }
         }
         body.insert("stream".into(), Value::Bool(false));
         Value::Object(body)
     }
 
-    async fn complete_with_retries(
+    /// One call: sent in the structured-output form the endpoint takes, and sent again at
+    /// once in the next form when the server refuses that one (`auto`, learned for the rest of
+    /// the process). What was used is recorded on the answer or the error.
+    async fn complete_negotiated(
         &self,
         request: &ChatRequest,
     ) -> Result<ChatResponse, ModelError> {
-        let body = serde_json::to_vec(&self.wire_request(request))
+        loop {
+            let form = Self::form_for(request, self.structured_form());
+            let outcome = self.complete_with_retries(request, form).await;
+            let mut err = match outcome {
+                Ok(mut response) => {
+                    response.structured_output = form;
+                    return Ok(response);
+                }
+                Err(err) => err,
+            };
+            err.structured_output = form;
+            let refused = form
+                .filter(|f| *f != StructuredOutput::Off)
+                .filter(|_| {
+                    err.status
+                        .is_some_and(|s| structured::refuses_response_format(s, &err.message))
+                });
+            if let Some(refused) = refused {
+                match self.structured_output.after_refusal(refused) {
+                    Some(next) => {
+                        tracing::info!(
+                            model = %self.model,
+                            refused = refused.as_str(),
+                            next = next.as_str(),
+                            "the endpoint refused response_format; using the next form from now on"
+                        );
+                        structured::learn(&self.learned_key, |l| l.form = Some(next));
+                        continue;
+                    }
+                    None => err.message.push_str(&format!(
+                        " (structured_output = \"{}\" for this model; the endpoint refused \
+                         response_format as {}: set structured_output to \"auto\" or \"off\")",
+                        self.structured_output.as_str(),
+                        refused.as_str()
+                    )),
+                }
+            }
+            if err.class == ErrorClass::ContextOverflow && self.context_tokens.is_none() {
+                if let Some(n) = err.context_tokens {
+                    structured::learn(&self.learned_key, |l| l.context_tokens = Some(n));
+                }
+            }
+            if err.is_authentication() {
+                err.message.push_str(&match &self.api_key_env {
+                    Some(var) => format!(
+                        " (the key is read from the environment variable {var}, named by \
+                         api_key_env)"
+                    ),
+                    None => " (no API key is sent: name the variable holding one with \
+                             api_key_env)"
+                        .to_string(),
+                });
+            }
+            return Err(err);
+        }
+    }
+
+    async fn complete_with_retries(
+        &self,
+        request: &ChatRequest,
+        form: Option<StructuredOutput>,
+    ) -> Result<ChatResponse, ModelError> {
+        let body = serde_json::to_vec(&self.wire_request_in(request, form))
             .map_err(|e| ModelError::permanent(format!("cannot encode the request: {e}")))?;
         self.wait_for_the_server().await?;
         let mut retries_used: u32 = 0;
@@ -352,6 +481,25 @@ impl OpenAiModel {
             let excerpt = self.redact(&error_excerpt(&bytes));
             let mut err =
                 ModelError::from_status(status.as_u16(), status_message(status, &excerpt));
+            let json_body = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+            let full_text = match json_error_text(&json_body) {
+                Some(t) => t,
+                None => String::from_utf8_lossy(&bytes).into_owned(),
+            };
+            if status.is_client_error() || status.is_server_error() {
+                if let Some((limit, prompt)) = structured::context_overflow(&json_body, &full_text)
+                {
+                    err.class = ErrorClass::ContextOverflow;
+                    err.context_tokens = limit;
+                    err.usage = prompt.map(|p| Usage {
+                        prompt_tokens: p,
+                        completion_tokens: 0,
+                    });
+                }
+            }
+            if err.usage.is_none() {
+                err.usage = parse_usage(json_body.get("usage"));
+            }
             if matches!(status.as_u16(), 429 | 503) {
                 err.retry_after = retry_after;
             }
@@ -439,7 +587,12 @@ impl ChatModel for OpenAiModel {
     }
 
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
-        Box::pin(self.complete_with_retries(request))
+        Box::pin(self.complete_negotiated(request))
+    }
+
+    fn context_tokens(&self) -> Option<u32> {
+        self.context_tokens
+            .or_else(|| structured::learned(&self.learned_key).context_tokens)
     }
 }
 
@@ -796,6 +949,7 @@ pub fn parse_chat_completion(body: &[u8]) -> Result<ChatResponse, ModelError> {
         tool_calls,
         finish_reason,
         usage: parse_usage(top.get("usage")),
+        structured_output: None,
     })
 }
 
@@ -810,13 +964,23 @@ fn error_in_answer(error: &Value) -> ModelError {
         .iter()
         .find_map(|k| error.get(*k).and_then(Value::as_u64))
         .filter(|c| (400..=599).contains(c));
-    match code {
+    let mut err = match code {
         Some(code) => ModelError::from_status(
             code as u16,
             format!("the endpoint answered with error {code}: {text}"),
         ),
         None => ModelError::permanent(format!("the endpoint answered with an error: {text}")),
+    };
+    let full = json_error_text(&json!({ "error": error })).unwrap_or_default();
+    if let Some((limit, prompt)) = super::structured::context_overflow(error, &full) {
+        err.class = ErrorClass::ContextOverflow;
+        err.context_tokens = limit;
+        err.usage = prompt.map(|p| Usage {
+            prompt_tokens: p,
+            completion_tokens: 0,
+        });
     }
+    err
 }
 
 fn parse_content(content: Option<&Value>) -> Result<Option<String>, ModelError> {

@@ -29,6 +29,7 @@ impl ScriptedModel {
                 prompt_tokens: 10,
                 completion_tokens: 5,
             }),
+            structured_output: None,
         }))
     }
 
@@ -49,6 +50,7 @@ impl ScriptedModel {
                 prompt_tokens: 10,
                 completion_tokens: 5,
             }),
+            structured_output: None,
         }))
     }
 

@@ -11,6 +11,7 @@ pub mod json_pointer;
 pub mod parse;
 pub mod planner;
 pub mod retry;
+pub mod schema;
 pub mod verified;
 pub mod verifier;
 

@@ -15,7 +15,9 @@ pub use tape::{Divergence, RecordedModel, RecordedTools, Recorder, Tape};
 use crate::agent::AgentRole;
 use crate::clock::Timestamp;
 use crate::diagnosis::topology::NODES;
-use crate::model::{ChatResponse, ErrorClass, FinishReason, ModelError, ToolCall, Usage};
+use crate::model::{
+    ChatResponse, ErrorClass, FinishReason, Fit, ModelError, StructuredOutput, ToolCall, Usage,
+};
 use crate::protocol::{InvocationStatus, Verdict};
 use crate::tools::ToolSpec;
 
@@ -64,6 +66,18 @@ pub struct ModelRecord {
         deserialize_with = "sha256_hex"
     )]
     pub request_sha256: Option<String>,
+    /// The request's `max_tokens` (absent in hand-written files: the replay's own limits
+    /// apply). A replay asks for the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// What the request was fitted to (context size, completion tokens asked for), when the
+    /// model's context size was known; a replay fits the same way.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub fit: Option<Fit>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -92,6 +106,14 @@ pub struct RecordedResponse {
         deserialize_with = "present"
     )]
     pub usage: Option<Usage>,
+    /// How the output contract was sent (`json_schema`, `json_object_schema`, `json_object`,
+    /// `off`); absent when the request had none, and in files written before it was recorded.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "named_some"
+    )]
+    pub structured_output: Option<StructuredOutput>,
 }
 
 fn default_finish() -> String {
@@ -235,6 +257,33 @@ pub struct RecordedError {
     #[serde(deserialize_with = "named")]
     pub class: ErrorClass,
     pub message: String,
+    /// The HTTP status of the refused request, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// For a context overflow: the context size the server (or the configuration) stated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u32>,
+    /// Token counts the server reported for the failed request.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub usage: Option<Usage>,
+    /// How the output contract was sent.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "named_some"
+    )]
+    pub structured_output: Option<StructuredOutput>,
+}
+
+/// [`named`], as a present optional value.
+fn named_some<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    named(d).map(Some)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,6 +318,7 @@ impl RecordedResponse {
             tool_calls: r.tool_calls.clone(),
             finish_reason: r.finish_reason.as_str().to_string(),
             usage: r.usage,
+            structured_output: r.structured_output,
         }
     }
 
@@ -278,17 +328,31 @@ impl RecordedResponse {
             tool_calls: self.tool_calls.clone(),
             finish_reason: FinishReason::parse(Some(&self.finish_reason)),
             usage: self.usage,
+            structured_output: self.structured_output,
         }
     }
 }
 
 impl RecordedError {
-    pub fn to_error(&self) -> ModelError {
-        ModelError {
-            class: self.class,
-            message: self.message.clone(),
-            retry_after: None,
+    pub fn from_error(e: &ModelError) -> Self {
+        RecordedError {
+            class: e.class,
+            message: e.message.clone(),
+            status: e.status,
+            context_tokens: e.context_tokens,
+            usage: e.usage,
+            structured_output: e.structured_output,
         }
+    }
+
+    pub fn to_error(&self) -> ModelError {
+        let mut e = ModelError::permanent(self.message.clone());
+        e.class = self.class;
+        e.status = self.status;
+        e.context_tokens = self.context_tokens;
+        e.usage = self.usage;
+        e.structured_output = self.structured_output;
+        e
     }
 }
 

@@ -11,7 +11,7 @@ use crate::agent::prompts::sha256_hex;
 use crate::agent::runtime::{ModelExchange, RunHooks, ToolResult, ToolResultFuture, ToolRunner};
 use crate::agent::AgentRole;
 use crate::graph::RunConfig;
-use crate::model::{ChatFuture, ChatModel, ChatRequest, ModelError};
+use crate::model::{ChatFuture, ChatModel, ChatRequest, ModelError, RequestLimits};
 use crate::protocol::{canonical_json, InvocationStatus, ToolInvocation};
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -128,6 +128,34 @@ impl Tape {
         Ok(record)
     }
 
+    /// The recorded limits of the next exchange, when it is a model call for `role`.
+    fn next_limits(&self, role: AgentRole) -> RequestLimits {
+        let Ok(st) = self.state.lock() else {
+            return RequestLimits::default();
+        };
+        match self.exchanges.get(st.next) {
+            Some(Exchange::Model(m)) if m.agent == role => match m.fit {
+                Some(fit) => RequestLimits {
+                    context_tokens: Some(fit.context_tokens),
+                    max_tokens: Some(fit.max_tokens),
+                },
+                None => RequestLimits {
+                    context_tokens: None,
+                    max_tokens: m.max_tokens,
+                },
+            },
+            _ => RequestLimits::default(),
+        }
+    }
+
+    /// Records a divergence found after the exchange was taken (the one before `next`).
+    fn mark_divergence(&self, message: String) {
+        if let Ok(mut st) = self.state.lock() {
+            st.next = st.next.saturating_sub(1);
+            self.diverge(&mut st, message);
+        }
+    }
+
     /// The next exchange as the tool call `name(arguments)`. `budget_blocked` says the
     /// runtime blocked the call itself (call budget spent), which matches only a recorded
     /// `blocked` call; a call the runner answers may match any recorded status.
@@ -201,6 +229,32 @@ pub struct RecordedModel {
 impl ChatModel for RecordedModel {
     fn name(&self) -> &str {
         "recorded"
+    }
+
+    /// What the recorded run fitted this agent's next request with, so the replay builds the
+    /// same request.
+    fn request_limits(&self) -> RequestLimits {
+        self.tape.next_limits(self.role)
+    }
+
+    /// The recording holds the call the runtime did not send; it is taken off the tape like
+    /// any other, and its recorded error is the outcome.
+    fn not_sent(&self, request: &ChatRequest, error: ModelError) -> ModelError {
+        match self.tape.next_model(self.role, request) {
+            Ok(record) => match record.error {
+                Some(e) => e.to_error(),
+                None => {
+                    let message = format!(
+                        "replay divergence: the {} request did not fit the context ({}), but the \
+                         recording sent it",
+                        self.role, error.message
+                    );
+                    self.tape.mark_divergence(message.clone());
+                    ModelError::permanent(message)
+                }
+            },
+            Err(message) => ModelError::permanent(format!("replay divergence: {message}")),
+        }
     }
 
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
@@ -295,10 +349,7 @@ impl RunHooks for Recorder {
             Ok(r) => (Some(RecordedResponse::from_response(r)), None),
             Err(e) => (
                 None,
-                Some(RecordedError {
-                    class: e.class,
-                    message: e.message.clone(),
-                }),
+                Some(RecordedError::from_error(e)),
             ),
         };
         self.push(Exchange::Model(ModelRecord {
@@ -307,6 +358,8 @@ impl RunHooks for Recorder {
             attempt: x.attempt,
             turn: x.turn,
             request_sha256: Some(request_sha256(&x.request)),
+            max_tokens: x.request.max_tokens,
+            fit: x.request.fit,
             response,
             error,
         }));

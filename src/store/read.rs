@@ -452,9 +452,12 @@ fn model_error(text: &str) -> Decoded<ModelError> {
     let retry_after = v["retry_after_ms"]
         .as_u64()
         .map(std::time::Duration::from_millis);
-    Ok(ModelError {
-        class,
-        message,
-        retry_after,
-    })
+    let mut e = ModelError::permanent(message);
+    e.class = class;
+    e.retry_after = retry_after;
+    e.status = v["status"].as_u64().and_then(|s| u16::try_from(s).ok());
+    e.context_tokens = v["context_tokens"].as_u64().and_then(|n| u32::try_from(n).ok());
+    e.usage = serde_json::from_value(v["usage"].clone()).ok();
+    e.structured_output = serde_json::from_value(v["structured_output"].clone()).ok();
+    Ok(e)
 }

@@ -49,6 +49,18 @@ pub(crate) fn error_json(e: &ModelError) -> Value {
     if let Some(after) = e.retry_after {
         v["retry_after_ms"] = json!(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
     }
+    if let Some(status) = e.status {
+        v["status"] = json!(status);
+    }
+    if let Some(n) = e.context_tokens {
+        v["context_tokens"] = json!(n);
+    }
+    if let Some(usage) = e.usage {
+        v["usage"] = json!(usage);
+    }
+    if let Some(form) = e.structured_output {
+        v["structured_output"] = json!(form);
+    }
     v
 }
 

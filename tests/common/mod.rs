@@ -103,6 +103,9 @@ pub fn request(agent: AgentRole, input: &str) -> ChatRequest {
         },
         temperature: Some(0.2),
         max_tokens: Some(1024),
+        response_format: None,
+        tool_choice: None,
+        fit: None,
     }
 }
 
@@ -125,6 +128,7 @@ pub fn exchange_ok(agent: AgentRole, turn: u32) -> ModelExchange {
                 prompt_tokens: 1200,
                 completion_tokens: 80,
             }),
+            structured_output: None,
         }),
     }
 }

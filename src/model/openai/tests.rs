@@ -305,6 +305,9 @@ fn wire_request_has_the_openai_shape() {
         }],
         temperature: None,
         max_tokens: Some(7),
+        response_format: None,
+        tool_choice: Some(crate::model::ToolChoice::Auto),
+        fit: None,
     };
     let body = model.wire_request(&request);
     assert_eq!(
@@ -323,21 +326,78 @@ fn wire_request_has_the_openai_shape() {
             "tools": [{"type": "function", "function": {
                 "name": "search_logs", "description": "search the logs",
                 "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}],
+            "tool_choice": "auto",
             "temperature": 0.5,
             "max_tokens": 7,
             "stream": false,
         })
     );
 
-    let bare = model.wire_request(&ChatRequest {
-        messages: vec![Message::user("hi")],
-        tools: Vec::new(),
-        temperature: Some(0.0),
-        max_tokens: None,
-    });
-    assert!(bare.get("tools").is_none(), "no empty tools array");
-    assert_eq!(bare["temperature"], json!(0.0));
-    assert_eq!(bare["max_tokens"], json!(100));
+    let mut bare = ChatRequest::new(vec![Message::user("hi")]);
+    bare.temperature = Some(0.0);
+    bare.tool_choice = Some(crate::model::ToolChoice::None);
+    let body = model.wire_request(&bare);
+    assert!(body.get("tools").is_none(), "no empty tools array");
+    assert!(
+        body.get("tool_choice").is_none(),
+        "tool_choice only goes beside tools"
+    );
+    assert_eq!(body["temperature"], json!(0.0));
+    assert_eq!(body["max_tokens"], json!(100));
+    // The model's max_tokens caps what a request asks for.
+    bare.max_tokens = Some(1000);
+    assert_eq!(model.wire_request(&bare)["max_tokens"], json!(100));
+}
+
+#[test]
+fn output_contracts_go_on_the_wire_in_the_configured_form() {
+    use crate::model::{OutputSchema, StructuredOutputSetting};
+    let schema = OutputSchema {
+        name: "composer_answer_v1".into(),
+        schema: json!({"type": "object", "properties": {
+            "schema": {"type": "string", "enum": ["composer_answer_v1"]},
+            "cited_claims": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+            "required": ["schema"], "additionalProperties": false}),
+    };
+    let mut request = ChatRequest::new(vec![Message::user("hi")]);
+    request.response_format = Some(schema.clone());
+    let wire = |setting: StructuredOutputSetting, request: &ChatRequest| {
+        // A base URL of its own per case: what an endpoint taught is kept per process.
+        let mut config =
+            OpenAiConfig::new(format!("http://127.0.0.1:9/{}", setting.as_str()), "m");
+        config.structured_output = setting;
+        OpenAiModel::new(config).unwrap().wire_request(request)
+    };
+    let strict = wire(StructuredOutputSetting::Auto, &request);
+    assert_eq!(
+        strict["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "composer_answer_v1",
+            "strict": true, "schema": {"type": "object", "properties": {
+                "schema": {"type": "string", "enum": ["composer_answer_v1"]},
+                "cited_claims": {"type": ["array", "null"], "items": {"type": "string"}}},
+                "required": ["schema", "cited_claims"], "additionalProperties": false}}})
+    );
+    let object = wire(StructuredOutputSetting::JsonObject, &request);
+    assert_eq!(
+        object["response_format"],
+        json!({"type": "json_object", "schema": schema.schema})
+    );
+    assert!(wire(StructuredOutputSetting::Off, &request)
+        .get("response_format")
+        .is_none());
+    // Beside tools only json_schema is sent: a json_object grammar leaves no way to call one.
+    request.tools = vec![ToolSpec {
+        name: "t".into(),
+        description: String::new(),
+        parameters: json!(null),
+    }];
+    assert!(wire(StructuredOutputSetting::JsonObject, &request)
+        .get("response_format")
+        .is_none());
+    assert_eq!(
+        wire(StructuredOutputSetting::JsonSchema, &request)["response_format"]["type"],
+        "json_schema"
+    );
 }
 
 #[test]

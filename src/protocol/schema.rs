@@ -1,0 +1,362 @@
+//! JSON Schemas of the agent output contracts, generated from the same rules the parsers in
+//! [`super::parse`] enforce, for servers that can constrain decoding (`response_format`).
+//!
+//! This is the only place the contracts are written as JSON Schema. Each function takes what
+//! the matching parser checks against (the tool catalog, the mode and retry context, the ids a
+//! Verifier or Composer may reference), so the schema is as tight as the parse: enums of the
+//! real tool names, claim ids and gap ids rather than bare strings. The parser stays the
+//! authority: a schema constrains what a model is likely to produce, and the parser still
+//! checks everything (non-blank text, unique ids, JSON Pointers, completed queries).
+//!
+//! The schemas are written in the common subset that grammar-based servers (llama.cpp) and
+//! strict structured-output servers (OpenAI, vLLM) understand: `type`, `properties`,
+//! `required`, `additionalProperties: false` on every object diag defines, `items`, `enum`,
+//! `anyOf`, plus `minItems`/`maxItems` and `minimum`/`maximum`, which a strict server does not
+//! take and which the adapter removes for it. Optional fields are left out of `required`; the
+//! adapter's strict form makes them required and nullable, which every parser reads as absent.
+//!
+//! List bounds (`maxItems`) keep a constrained small model from generating without end; they
+//! are generous for a real diagnosis and only apply where a server enforces the schema.
+
+use serde_json::{json, Map, Value};
+
+use super::planner::PlannerMode;
+use super::retry::RetryContext;
+use super::{composer, executor, planner, verifier};
+
+/// Most hypotheses a plan or evidence document lists under the schema.
+pub const MAX_HYPOTHESES: usize = 6;
+/// Most steps of a plan (the Planner prompt asks for at most 6).
+pub const MAX_STEPS: usize = 8;
+/// Most claims, facts, checks and list entries of one document.
+pub const MAX_ITEMS: usize = 12;
+/// Most bindings of one claim.
+pub const MAX_BINDINGS: usize = 4;
+
+fn text() -> Value {
+    json!({"type": "string"})
+}
+
+fn texts(max: usize) -> Value {
+    json!({"type": "array", "items": text(), "maxItems": max})
+}
+
+/// A string that must be one of `values`; with none to choose from, a string (the parser
+/// refuses any value there, and an empty `enum` is not valid JSON Schema).
+fn one_of(values: &[&str]) -> Value {
+    if values.is_empty() {
+        text()
+    } else {
+        json!({"type": "string", "enum": values})
+    }
+}
+
+/// A list of ids taken from `ids`; with none to take, an empty list.
+fn ids(ids: &[&str], max: usize) -> Value {
+    if ids.is_empty() {
+        json!({"type": "array", "items": text(), "maxItems": 0})
+    } else {
+        json!({"type": "array", "items": one_of(ids), "maxItems": max.min(ids.len())})
+    }
+}
+
+/// An object with exactly these properties; `required` lists the ones that must be present.
+fn object(properties: Vec<(&str, Value)>, required: &[&str]) -> Value {
+    let mut props = Map::new();
+    for (k, v) in properties {
+        props.insert(k.to_string(), v);
+    }
+    json!({
+        "type": "object",
+        "properties": Value::Object(props),
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The `schema` member every contract opens with.
+fn schema_name(name: &str) -> Value {
+    json!({"type": "string", "enum": [name]})
+}
+
+/// A tool's parameter schema as the type of a plan step's `arguments`: its `properties` and
+/// `required`, closed (the tools refuse unknown parameters anyway), descriptions and defaults
+/// dropped. A schema this cannot take over as it is (no `properties`, `$ref`s that would
+/// resolve against the wrong root, other shapes) becomes any object, which the parser accepts.
+pub fn tool_arguments(parameters: &Value) -> Value {
+    let any_object = || json!({"type": "object"});
+    let Some(params) = parameters.as_object() else {
+        return any_object();
+    };
+    if params.get("type").and_then(Value::as_str) != Some("object")
+        || contains_key(parameters, "$ref")
+    {
+        return any_object();
+    }
+    let Some(properties) = params.get("properties").and_then(Value::as_object) else {
+        return any_object();
+    };
+    let mut props = Map::new();
+    for (name, prop) in properties {
+        props.insert(name.clone(), without_annotations(prop));
+    }
+    let required: Vec<Value> = params
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter(|n| n.as_str().is_some_and(|n| properties.contains_key(n)))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "type": "object",
+        "properties": Value::Object(props),
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+fn contains_key(v: &Value, key: &str) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key(key) || m.values().any(|v| contains_key(v, key)),
+        Value::Array(a) => a.iter().any(|v| contains_key(v, key)),
+        _ => false,
+    }
+}
+
+/// The schema without `description`, `title`, `default` and `examples` at any depth: they
+/// constrain nothing and only lengthen the request.
+fn without_annotations(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "description" | "title" | "default" | "examples"))
+                .map(|(k, v)| (k.clone(), without_annotations(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_annotations).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `planner_plan_v1` for the tools of the catalog (`(name, parameters)`), in `mode`. Each step
+/// is one of the tools with that tool's own arguments. In EVIDENCE_GAP_ONLY mode every step
+/// names one of the retry context's critical gaps in `gap_id`.
+pub fn planner(tools: &[(&str, &Value)], mode: PlannerMode, retry: Option<&RetryContext>) -> Value {
+    let gaps: Vec<&str> = retry
+        .map(|r| r.critical_gaps.iter().map(|g| g.id.as_str()).collect())
+        .unwrap_or_default();
+    let gap_only = mode == PlannerMode::EvidenceGapOnly;
+    let step = |tool: Option<(&str, &Value)>| {
+        let (tool_type, arguments) = match tool {
+            Some((name, params)) => (one_of(&[name]), tool_arguments(params)),
+            None => (text(), json!({"type": "object"})),
+        };
+        let mut properties = vec![
+            ("id", text()),
+            ("goal", text()),
+            ("tool", tool_type),
+            ("arguments", arguments),
+        ];
+        let mut required = vec!["id", "goal", "tool", "arguments"];
+        if gap_only {
+            properties.push(("gap_id", one_of(&gaps)));
+            required.push("gap_id");
+        }
+        object(properties, &required)
+    };
+    let steps_items = match tools {
+        // No tool at all: the parser refuses every step; the schema stays valid.
+        [] => step(None),
+        [one] => step(Some(*one)),
+        many => json!({"anyOf": many.iter().map(|t| step(Some(*t))).collect::<Vec<_>>()}),
+    };
+    object(
+        vec![
+            ("schema", schema_name(planner::SCHEMA)),
+            ("mode", one_of(&[mode.as_str()])),
+            (
+                "hypotheses",
+                json!({
+                    "type": "array",
+                    "items": object(vec![("id", text()), ("statement", text())], &["id", "statement"]),
+                    "maxItems": MAX_HYPOTHESES,
+                }),
+            ),
+            (
+                "steps",
+                json!({"type": "array", "items": steps_items, "minItems": 1, "maxItems": MAX_STEPS}),
+            ),
+        ],
+        &["schema", "mode", "steps"],
+    )
+}
+
+/// `executor_evidence_v2`, with `tool_name` one of the catalog's tools.
+pub fn executor(tool_names: &[&str]) -> Value {
+    let binding = object(
+        vec![
+            ("source_invocation_id", text()),
+            ("tool_name", one_of(tool_names)),
+            ("raw_path", text()),
+            ("quote", text()),
+        ],
+        &["source_invocation_id", "tool_name", "raw_path", "quote"],
+    );
+    let claim = object(
+        vec![
+            ("claim_id", text()),
+            ("text", text()),
+            (
+                "bindings",
+                json!({"type": "array", "items": binding, "maxItems": MAX_BINDINGS}),
+            ),
+        ],
+        &["claim_id", "text", "bindings"],
+    );
+    object(
+        vec![
+            ("schema", schema_name(executor::SCHEMA)),
+            (
+                "claims",
+                json!({"type": "array", "items": claim, "maxItems": MAX_ITEMS}),
+            ),
+            (
+                "hypotheses",
+                json!({
+                    "type": "array",
+                    "items": object(
+                        vec![("id", text()), ("text", text()), ("status", text())],
+                        &["id", "text", "status"],
+                    ),
+                    "maxItems": MAX_HYPOTHESES,
+                }),
+            ),
+            (
+                "no_evidence",
+                json!({
+                    "type": "array",
+                    "items": object(vec![("query_ref", text()), ("reason", text())], &["query_ref", "reason"]),
+                    "maxItems": MAX_ITEMS,
+                }),
+            ),
+            ("limitations", texts(MAX_ITEMS)),
+        ],
+        &["schema", "claims"],
+    )
+}
+
+/// `verifier_verdict_v1` over the verified claim ids the Verifier is shown.
+pub fn verifier(verified_claim_ids: &[String]) -> Value {
+    let known: Vec<&str> = verified_claim_ids.iter().map(String::as_str).collect();
+    let check = object(
+        vec![("claim_id", one_of(&known)), ("supported", json!({"type": "boolean"}))],
+        &["claim_id", "supported"],
+    );
+    let fact = object(
+        vec![
+            ("fact", text()),
+            ("is_critical", json!({"type": "boolean"})),
+            (
+                "verification",
+                one_of(&["supported", "indirect_support", "no_evidence", "contradicted"]),
+            ),
+            ("claim_ids", ids(&known, MAX_ITEMS)),
+        ],
+        &["fact", "is_critical", "verification"],
+    );
+    object(
+        vec![
+            ("schema", schema_name(verifier::SCHEMA)),
+            ("verdict", one_of(&["PASS", "LOW_CONFID", "REJECT"])),
+            (
+                "groundedness",
+                json!({"type": "number", "minimum": 0, "maximum": 1}),
+            ),
+            (
+                "claim_checks",
+                json!({"type": "array", "items": check, "maxItems": MAX_ITEMS.min(known.len())}),
+            ),
+            (
+                "facts",
+                json!({"type": "array", "items": fact, "maxItems": MAX_ITEMS}),
+            ),
+            ("allowed_claims", ids(&known, MAX_ITEMS)),
+            ("missing_information", texts(MAX_ITEMS)),
+            ("recommendations", texts(MAX_ITEMS)),
+            ("rationale", text()),
+        ],
+        &[
+            "schema",
+            "verdict",
+            "groundedness",
+            "claim_checks",
+            "facts",
+            "allowed_claims",
+        ],
+    )
+}
+
+/// `composer_answer_v1` citing only the Verifier-allowed claims.
+pub fn composer(allowed_claims: &[String]) -> Value {
+    let allowed: Vec<&str> = allowed_claims.iter().map(String::as_str).collect();
+    object(
+        vec![
+            ("schema", schema_name(composer::SCHEMA)),
+            ("answer_markdown", text()),
+            ("cited_claims", ids(&allowed, MAX_ITEMS)),
+        ],
+        &["schema", "answer_markdown", "cited_claims"],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_object_diag_defines_is_closed_and_requires_only_known_properties() {
+        fn check(v: &Value, at: &str) {
+            if let Some(m) = v.as_object() {
+                if let Some(props) = m.get("properties").and_then(Value::as_object) {
+                    assert_eq!(m.get("additionalProperties"), Some(&json!(false)), "{at}");
+                    for r in m["required"].as_array().unwrap() {
+                        assert!(props.contains_key(r.as_str().unwrap()), "{at}: {r}");
+                    }
+                }
+                for (k, v) in m {
+                    check(v, &format!("{at}/{k}"));
+                }
+            } else if let Some(a) = v.as_array() {
+                for (i, v) in a.iter().enumerate() {
+                    check(v, &format!("{at}/{i}"));
+                }
+            }
+        }
+        let params = json!({"type": "object", "properties": {"query": {"type": "string",
+            "description": "x"}, "limit": {"type": "integer", "default": 5}},
+            "required": ["query", "ghost"]});
+        let tools = [("search_logs", &params)];
+        check(&planner(&tools, PlannerMode::Normal, None), "planner");
+        check(&executor(&["search_logs"]), "executor");
+        check(&verifier(&["c1".into()]), "verifier");
+        check(&composer(&[]), "composer");
+        let args = tool_arguments(&params);
+        assert_eq!(args["required"], json!(["query"]));
+        assert_eq!(args["properties"]["limit"], json!({"type": "integer"}));
+    }
+
+    #[test]
+    fn tool_schemas_that_cannot_be_embedded_become_any_object() {
+        for params in [
+            json!(null),
+            json!({"type": "object"}),
+            json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}}),
+            json!({"type": "array"}),
+        ] {
+            assert_eq!(tool_arguments(&params), json!({"type": "object"}), "{params}");
+        }
+    }
+}
