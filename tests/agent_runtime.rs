@@ -301,10 +301,9 @@ async fn a_round_two_call_repeating_a_completed_query_is_blocked_without_spendin
         [InvocationStatus::Blocked, InvocationStatus::Ok],
         "the repeat is blocked and the one-call budget still serves the new query"
     );
-    assert!(invs[0].output["error"]
-        .as_str()
-        .unwrap()
-        .starts_with("this query already ran in the previous round"));
+    let said = invs[0].output["error"].as_str().unwrap();
+    assert!(said.starts_with("duplicate of "), "{said}");
+    assert!(said.contains("was already made in the previous round"), "{said}");
 }
 
 #[tokio::test]
@@ -555,8 +554,22 @@ async fn model_failures_are_classified_and_recorded() {
         ),
         (
             ModelError::from_status(401, "HTTP 401"),
+            "authentication",
+            StepStatus::Permanent,
+        ),
+        (
+            ModelError::from_status(404, "HTTP 404"),
             "permanent",
             StepStatus::Permanent,
+        ),
+        (
+            {
+                let mut e = ModelError::from_status(400, "HTTP 400: maximum context length");
+                e.class = diag::model::ErrorClass::ContextOverflow;
+                e
+            },
+            "context_overflow",
+            StepStatus::ContextOverflow,
         ),
         (
             ModelError::transient("connection reset"),

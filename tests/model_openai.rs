@@ -517,7 +517,13 @@ async fn wrong_api_key_is_permanent_and_never_retried() {
         .await
         .expect_err("401");
     assert_eq!(err.class, ErrorClass::Permanent);
-    assert_eq!(err.message, "HTTP 401 Unauthorized: Invalid API key");
+    assert_eq!(
+        err.message,
+        "HTTP 401 Unauthorized: Invalid API key (the key is read from the environment variable \
+         DIAG_TEST_OPENAI_KEY, named by api_key_env)"
+    );
+    assert_eq!(err.status, Some(401));
+    assert!(err.is_authentication());
     assert!(!err.to_string().contains(wrong));
     // aimock refuses the key before journaling the request, so its counters tell.
     assert_eq!(server.chat_requests_answered(401).await, 1, "never retried");

@@ -18,6 +18,8 @@ use crate::protocol::{InvocationStatus, ToolInvocation, Verdict};
 const CODE_MAX: usize = 64;
 /// Matched text is shown on one line, cut to this many chars.
 const QUOTE_MAX_CHARS: usize = 300;
+/// Failure codes of a failed model call, whose message is worth quoting.
+const MODEL_CALL_FAILURES: [&str; 4] = ["transient", "permanent", "authentication", "context_overflow"];
 /// An endpoint's message is quoted on one line, cut to this many chars.
 const MESSAGE_MAX_CHARS: usize = 300;
 
@@ -101,10 +103,13 @@ pub fn fallback_pre_explained(
         Some(r) => out.push_str(&format!(": {} (`{r}`).", describe_reason(r))),
         None => out.push_str(" (reason not recorded)."),
     }
-    if let Some(f) = failure {
+    // A failed model call's message: the endpoint's status and words (or diag's, for a
+    // request it did not send). The runtime's own stops (tool_blocked, turn_limit,
+    // repeating) are said by the reason already.
+    if let Some(f) = failure.filter(|f| MODEL_CALL_FAILURES.contains(&f.code.as_str())) {
         let said = quoted_message(&f.message);
         if !said.is_empty() {
-            out.push_str(&format!(" The endpoint said: `{said}`."));
+            out.push_str(&format!(" Details: `{said}`."));
         }
     }
     out.push_str(

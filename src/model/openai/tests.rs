@@ -375,7 +375,7 @@ fn output_contracts_go_on_the_wire_in_the_configured_form() {
             "strict": true, "schema": {"type": "object", "properties": {
                 "schema": {"type": "string", "enum": ["composer_answer_v1"]},
                 "cited_claims": {"type": ["array", "null"], "items": {"type": "string"}}},
-                "required": ["schema", "cited_claims"], "additionalProperties": false}}})
+                "required": ["cited_claims", "schema"], "additionalProperties": false}}})
     );
     let object = wire(StructuredOutputSetting::JsonObject, &request);
     assert_eq!(
