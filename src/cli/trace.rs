@@ -8,8 +8,9 @@ use serde_json::json;
 
 use super::common::{require_existing_store, store_error, write_json, write_text};
 use super::{CommandError, GlobalArgs};
+use crate::agent::runtime::AgentStepRecord;
 use crate::render;
-use crate::store::Store;
+use crate::store::{Store, StoredExchange};
 
 /// The schema name of `diag trace --json` output.
 pub const TRACE_JSON_SCHEMA: &str = "diag.trace.v1";
@@ -45,8 +46,13 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         })?;
     let events = store.events(&run.run_id).map_err(store_error)?;
     let invocations = store.invocations(&run.run_id).map_err(store_error)?;
+    let exchanges = store.exchanges(&run.run_id).map_err(store_error)?;
     if args.json {
         let steps = store.agent_steps(&run.run_id).map_err(store_error)?;
+        let steps: Vec<serde_json::Value> = steps
+            .iter()
+            .map(|s| step_json(&s.step, &exchanges))
+            .collect();
         let evaluation = store.evaluation(&run.run_id).map_err(store_error)?;
         return write_json(
             out,
@@ -73,7 +79,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
                     "self_evaluation": run.self_evaluation,
                 },
                 "events": events,
-                "agent_steps": steps.iter().map(|s| &s.step).collect::<Vec<_>>(),
+                "agent_steps": steps,
                 "tool_invocations": invocations,
                 "evaluation": evaluation.map(|e| e.metrics),
             }),
@@ -101,6 +107,12 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         render::timeline(&events),
         render::invocations(&invocations),
         render::refused_bindings(gatekeeper.as_ref()),
+        render::model_failures(
+            &exchanges
+                .iter()
+                .filter_map(|x| x.exchange.outcome.as_ref().err().map(|e| (&x.exchange, e)))
+                .collect::<Vec<_>>(),
+        ),
         format!(
             "tokens   prompt {} completion {}  model calls {}  tool calls {}\n",
             run.prompt_tokens, run.completion_tokens, run.step_count, run.tool_count
@@ -112,4 +124,38 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
     .collect::<Vec<_>>()
     .join("\n");
     write_text(out, &text)
+}
+
+/// A model call's step as `diag trace --json` shows it: the stored step, with the error of a
+/// failed call (class, the endpoint's bounded message, its HTTP status, the token counts and
+/// context size it reported) and how the output contract was sent, from the call's exchange.
+fn step_json(step: &AgentStepRecord, exchanges: &[StoredExchange]) -> serde_json::Value {
+    let mut v = serde_json::to_value(step).unwrap_or(serde_json::Value::Null);
+    let exchange = exchanges.iter().map(|x| &x.exchange).find(|x| {
+        x.agent == step.agent
+            && x.round == step.round
+            && x.attempt == step.attempt
+            && x.turn == step.turn
+    });
+    let Some(exchange) = exchange else {
+        return v;
+    };
+    let form = match &exchange.outcome {
+        Ok(r) => r.structured_output,
+        Err(e) => {
+            let mut error = json!({"class": e.class.as_str(), "message": e.message});
+            if let Some(status) = e.status {
+                error["status"] = json!(status);
+            }
+            if let Some(n) = e.context_tokens {
+                error["context_tokens"] = json!(n);
+            }
+            v["error"] = error;
+            e.structured_output
+        }
+    };
+    if let Some(form) = form {
+        v["structured_output"] = json!(form.as_str());
+    }
+    v
 }

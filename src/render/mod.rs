@@ -3,7 +3,9 @@
 
 use std::fmt::{Display, Write as _};
 
+use crate::agent::runtime::ModelExchange;
 use crate::graph::{DetailValue, Event};
+use crate::model::ModelError;
 use crate::protocol::{GatekeeperRaw, ToolInvocation};
 
 /// The run facts shown in a header.
@@ -112,6 +114,45 @@ pub fn invocations(list: &[ToolInvocation]) -> String {
             i.status.as_str(),
             i.duration_ms,
             one_line(&i.arguments.to_string(), 100)
+        );
+    }
+    out
+}
+
+/// The model calls that failed, one line each: where in the run, the failure class, the
+/// reported tokens and the context size when known, then the endpoint's message (bounded; the
+/// adapter already removed anything that looks like a key). Empty when none failed.
+pub fn model_failures(failed: &[(&ModelExchange, &ModelError)]) -> String {
+    if failed.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("failed model calls\n");
+    for (x, e) in failed {
+        let mut numbers = Vec::new();
+        if let Some(u) = e.usage {
+            numbers.push(format!("prompt {} tokens", u.prompt_tokens));
+        }
+        if let Some(n) = e.context_tokens {
+            numbers.push(format!("context {n} tokens"));
+        }
+        if let Some(form) = e.structured_output {
+            numbers.push(format!("response_format {}", form.as_str()));
+        }
+        let numbers = if numbers.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", numbers.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "  {:<9} r{} a{} t{}  {}{}\n    {}",
+            x.agent.as_str(),
+            x.round,
+            x.attempt,
+            x.turn,
+            e.class.as_str(),
+            numbers,
+            one_line(&e.message, 300)
         );
     }
     out
