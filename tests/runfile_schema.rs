@@ -64,11 +64,15 @@ fn seed() -> Value {
              "response": {"content": null, "finish_reason": "tool_calls",
                           "tool_calls": [{"id": "call_1", "name": "search_logs",
                                           "arguments": {"query": "502"}}],
-                          "usage": {"prompt_tokens": 100, "completion_tokens": 20}}},
+                          "usage": {"prompt_tokens": 100, "completion_tokens": 20},
+                          "structured_output": "json_schema"},
+             "max_tokens": 2048, "fit": {"context_tokens": 8192, "max_tokens": 2048}},
             {"kind": "tool", "invocation_id": "inv-1", "tool_name": "search_logs",
              "arguments": {"query": "502"}, "output": {"matches": []}, "status": "ok"},
             {"kind": "model", "agent": "verifier", "round": 1, "attempt": 1, "turn": 1,
-             "error": {"class": "transient", "message": "HTTP 503"}},
+             "error": {"class": "transient", "message": "HTTP 503", "status": 503,
+                       "context_tokens": 2048, "usage": {"prompt_tokens": 3000, "completion_tokens": 0},
+                       "structured_output": "json_object"}},
         ],
         "expected": {"status": "FAILED", "path": ["planner", "executor", "fallback"],
                      "effective_verdict": "PASS", "degraded": true, "answer": null},
@@ -170,6 +174,14 @@ const ENUM_SITES: &[(&str, &[&str])] = &[
     (
         "/$defs/model_exchange/properties/error/properties/class",
         &["/exchanges/2/error/class"],
+    ),
+    (
+        "/$defs/model_exchange/properties/response/properties/structured_output",
+        &["/exchanges/0/response/structured_output"],
+    ),
+    (
+        "/$defs/model_exchange/properties/error/properties/structured_output",
+        &["/exchanges/2/error/structured_output"],
     ),
     (
         "/$defs/tool_exchange/properties/status",

@@ -285,7 +285,8 @@ fn full_lifecycle_round_trips_every_record() {
         .unwrap();
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&error_json).unwrap(),
-        json!({"class": "transient", "message": "HTTP 503 Service Unavailable", "retry_after_ms": 2000}),
+        json!({"class": "transient", "message": "HTTP 503 Service Unavailable", "retry_after_ms": 2000,
+               "status": 503}),
         "the run file's error shape"
     );
 
