@@ -465,8 +465,8 @@ fn every_library_fixture_round_trips_through_trace_and_export() {
         let exported = read_json(&exported_path);
         assert_schema("diag_run_v1.json", &exported);
         assert_eq!(exported["run_id"], run_id.as_str(), "{name}");
-        // An export always carries each model request's sha256; hand-written library files
-        // may leave it out (the tape then does not check the request).
+        // An export always carries each model request's sha256 and max_tokens; hand-written
+        // library files may leave them out (the tape then does not check the request).
         let mut exchanges = exported["exchanges"].as_array().unwrap().clone();
         for (x, o) in exchanges
             .iter_mut()
@@ -477,6 +477,11 @@ fn every_library_fixture_round_trips_through_trace_and_export() {
                 assert_eq!(sha.len(), 64, "{name}: {x}");
                 if o.get("request_sha256").is_none() {
                     x.as_object_mut().unwrap().remove("request_sha256");
+                }
+                // And the max_tokens the request asked for (the replay's own limits here).
+                assert!(x["max_tokens"].as_u64().is_some(), "{name}: {x}");
+                if o.get("max_tokens").is_none() {
+                    x.as_object_mut().unwrap().remove("max_tokens");
                 }
             }
         }
