@@ -13,7 +13,11 @@ use diag::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
 use diag::clock::{FixedClock, Timestamp};
 use diag::graph::RunConfig;
 use diag::model::scripted::ScriptedModel;
-use diag::model::{ChatResponse, FinishReason, ModelError, Role};
+use diag::agent::fit::estimate;
+use diag::config::MaxTokensConfig;
+use diag::model::{
+    ChatResponse, ErrorClass, FinishReason, Fit, ModelError, OutputSchema, Role, ToolChoice, Usage,
+};
 use diag::protocol::InvocationStatus;
 use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
 use serde_json::{json, Value};
@@ -41,6 +45,16 @@ impl ToolRunner for EchoTools {
                 return ToolResult {
                     status: InvocationStatus::Blocked,
                     output: json!({"error": "unknown tool"}),
+                };
+            }
+            // `lines: n` asks for a large output: n matches.
+            if let Some(n) = arguments.get("lines").and_then(Value::as_u64) {
+                let matches: Vec<Value> = (0..n)
+                    .map(|i| json!({"line": format!("14:02:{:02} upstream returned 502 {}", i % 60, "x".repeat(80))}))
+                    .collect();
+                return ToolResult {
+                    status: InvocationStatus::Ok,
+                    output: json!({"matches": matches, "truncated": false}),
                 };
             }
             ToolResult {
@@ -647,4 +661,291 @@ async fn each_agent_uses_its_own_model_when_configured() {
         "planner answer"
     );
     assert_eq!((default.requests().len(), strong.requests().len()), (1, 1));
+}
+
+fn limits(max_turns: u32, max_tool_calls: u32) -> AgentLimits {
+    AgentLimits {
+        max_turns,
+        max_tool_calls,
+        ..AgentLimits::default()
+    }
+}
+
+#[tokio::test]
+async fn agents_ask_for_their_contract_with_tool_choice_and_their_max_tokens() {
+    let r = rig(AgentLimits::default(), None);
+    r.model.text("{}").text("{}");
+    let schema = OutputSchema {
+        name: "planner_plan_v1".into(),
+        schema: json!({"type": "object"}),
+    };
+    let mut planner = request(AgentRole::Planner);
+    planner.output_schema = Some(schema.clone());
+    r.agents.invoke(&planner, &config()).await.unwrap();
+    let mut executor = request(AgentRole::Executor);
+    executor.output_schema = Some(schema.clone());
+    r.agents.invoke(&executor, &config()).await.unwrap();
+    let sent = r.model.requests();
+    assert_eq!(sent[0].response_format.as_ref(), Some(&schema));
+    assert_eq!(sent[0].tool_choice, Some(ToolChoice::None));
+    assert!(sent[0].tools.is_empty());
+    assert_eq!(sent[0].max_tokens, Some(MaxTokensConfig::DEFAULT.planner));
+    assert_eq!(sent[0].fit, None, "no context size is known: nothing to fit to");
+    assert_eq!(sent[1].response_format.as_ref(), Some(&schema));
+    assert_eq!(sent[1].tool_choice, Some(ToolChoice::Auto));
+    assert_eq!(sent[1].tools.len(), 1);
+    assert_eq!(sent[1].max_tokens, Some(MaxTokensConfig::DEFAULT.executor));
+}
+
+/// The tool results the model was shown in its last request, as JSON.
+fn shown_results(request: &diag::model::ChatRequest) -> Vec<Value> {
+    request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| serde_json::from_str(m.content.as_deref().unwrap()).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_repeated_tool_call_is_not_run_again_spends_no_budget_and_names_the_first() {
+    let r = rig(limits(8, 2), None);
+    r.model
+        .tool_calls(&[("a", "search_logs", json!({"query": "502", "limit": 5}))])
+        // The same call (keys in another order), and a new one.
+        .tool_calls(&[
+            ("b", "search_logs", json!({"limit": 5, "query": "502"})),
+            ("c", "search_logs", json!({"query": "pool"})),
+        ])
+        .text("{}");
+    r.agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    let invs = r.log.invocations("run-1");
+    let st: Vec<_> = invs.iter().map(|i| i.status).collect();
+    assert_eq!(
+        st,
+        [
+            InvocationStatus::Ok,
+            InvocationStatus::Blocked,
+            InvocationStatus::Ok
+        ],
+        "the repeat is not run, and the budget of two still serves the new call"
+    );
+    assert_eq!(invs[1].invocation_id, "inv-2");
+    assert_eq!(invs[1].output["duplicate_of"], "inv-1");
+    let seen = shown_results(&r.model.requests()[2]);
+    let said = seen[1]["output"]["error"].as_str().unwrap();
+    assert!(said.starts_with("duplicate of inv-1: "), "{said}");
+    assert_eq!(seen[1]["status"], "blocked");
+}
+
+#[tokio::test]
+async fn three_repeats_in_a_row_stop_the_executor_as_repeating() {
+    let r = rig(limits(8, 12), None);
+    let same = || vec![("x", "search_logs", json!({"query": "502"}))];
+    for _ in 0..4 {
+        r.model.tool_calls(&same());
+    }
+    r.model.text("never asked for");
+    let err = r
+        .agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, InvokeError::Repeating(_)), "{err:?}");
+    assert_eq!(err.kind(), "repeating");
+    assert_eq!(r.model.requests().len(), 4, "stopped after the third repeat");
+    let st: Vec<_> = r.log.invocations("run-1").iter().map(|i| i.status).collect();
+    assert_eq!(
+        st,
+        [
+            InvocationStatus::Ok,
+            InvocationStatus::Blocked,
+            InvocationStatus::Blocked,
+            InvocationStatus::Blocked
+        ]
+    );
+
+    // A new call in between starts the count again.
+    let r = rig(limits(8, 12), None);
+    let a = json!({"query": "502"});
+    for call in [&a, &a, &json!({"query": "pool"}), &a, &a] {
+        r.model.tool_calls(&[("x", "search_logs", call.clone())]);
+    }
+    r.model.text("done");
+    let reply = r
+        .agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, "done");
+}
+
+#[tokio::test]
+async fn tool_outputs_are_shortened_to_fit_the_context_and_recorded_in_full() {
+    let r = rig(AgentLimits::default(), None);
+    r.model
+        .with_context_tokens(4000)
+        .tool_calls(&[("a", "search_logs", json!({"lines": 300}))])
+        .text("{}");
+    r.agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    let sent = r.model.requests();
+    assert_eq!(
+        sent[1].fit,
+        Some(Fit {
+            context_tokens: 4000,
+            max_tokens: MaxTokensConfig::DEFAULT.executor
+        })
+    );
+    let shown = &shown_results(&sent[1])[0];
+    let marker = shown["shortened"].as_str().expect("a marker the model can read");
+    assert!(marker.contains("the full output is recorded"), "{marker}");
+    let kept = shown["output"]["matches"].as_array().unwrap();
+    assert!(!kept.is_empty() && kept.len() < 300, "{}", kept.len());
+    let full = &r.log.invocations("run-1")[0].output;
+    assert_eq!(full["matches"].as_array().unwrap().len(), 300, "recorded in full");
+    assert_eq!(kept[0], full["matches"][0], "a prefix: /matches/0 is the same line");
+    assert!(
+        estimate(&sent[1], 1000) + u64::from(sent[1].max_tokens.unwrap()) <= 4000,
+        "the fitted request fits"
+    );
+}
+
+#[tokio::test]
+async fn a_request_that_cannot_fit_is_not_sent_and_fails_as_context_overflow() {
+    let r = rig(AgentLimits::default(), None);
+    r.model.with_context_tokens(300).text("never asked for");
+    let err = r
+        .agents
+        .invoke(&request(AgentRole::Planner), &config())
+        .await
+        .unwrap_err();
+    let InvokeError::ContextOverflow {
+        message,
+        context_tokens,
+        prompt_tokens,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert!(message.starts_with("not sent: the request needs about "), "{message}");
+    assert_eq!(*context_tokens, Some(300));
+    assert!(prompt_tokens.unwrap() > 300);
+    assert!(r.model.requests().is_empty(), "nothing was sent");
+    let exchanges = r.hooks.exchanges.lock().unwrap();
+    let e = exchanges[0].outcome.as_ref().unwrap_err();
+    assert_eq!(e.class, ErrorClass::ContextOverflow);
+    assert_eq!(
+        r.hooks.steps.lock().unwrap()[0].1.status,
+        StepStatus::ContextOverflow
+    );
+}
+
+fn overflow(limit: u32, prompt: u64) -> ModelError {
+    let mut e = ModelError::from_status(
+        400,
+        format!("HTTP 400 Bad Request: This model's maximum context length is {limit} tokens. However, you requested {prompt} tokens"),
+    );
+    e.class = ErrorClass::ContextOverflow;
+    e.context_tokens = Some(limit);
+    e.usage = Some(Usage {
+        prompt_tokens: prompt,
+        completion_tokens: 0,
+    });
+    e
+}
+
+#[tokio::test]
+async fn a_context_length_error_is_fitted_to_and_sent_once_more() {
+    let r = rig(AgentLimits::default(), None);
+    r.model
+        .tool_calls(&[("a", "search_logs", json!({"lines": 300}))])
+        .push(Err(overflow(5000, 12_000)))
+        .text("answer");
+    let reply = r
+        .agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, "answer");
+    let sent = r.model.requests();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(sent[1].fit, None);
+    assert_eq!(sent[2].fit.map(|f| f.context_tokens), Some(5000));
+    assert!(shown_results(&sent[2])[0]["shortened"].is_string());
+    let turns: Vec<u32> = r.hooks.steps.lock().unwrap().iter().map(|s| s.1.turn).collect();
+    assert_eq!(turns, [1, 2, 3], "the refitted call is a turn of its own");
+    let statuses: Vec<StepStatus> =
+        r.hooks.steps.lock().unwrap().iter().map(|s| s.1.status).collect();
+    assert_eq!(statuses[1], StepStatus::ContextOverflow);
+    assert_eq!(r.hooks.steps.lock().unwrap()[1].1.prompt_tokens, 12_000, "reported tokens kept");
+
+    // A Planner's request has nothing to shorten: the server's error stands, sent once.
+    let r = rig(AgentLimits::default(), None);
+    r.model.push(Err(overflow(600, 1500))).text("never asked for");
+    let err = r
+        .agents
+        .invoke(&request(AgentRole::Planner), &config())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "context_overflow");
+    assert!(err.message().contains("maximum context length is 600"), "{err}");
+    assert_eq!(r.model.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_fitted_and_refitted_run_replays_request_for_request() {
+    use diag::runfile::{RecordedModel, RecordedTools, Recorder as RunRecorder, Tape};
+    // Live: a known context size, a large tool output, a context-length error, a refit.
+    let model = Arc::new(ScriptedModel::new());
+    model
+        .with_context_tokens(6000)
+        .tool_calls(&[("a", "search_logs", json!({"lines": 300}))])
+        .push(Err(overflow(5000, 9000)))
+        .text("answer");
+    let log = Arc::new(MemoryInvocationLog::new());
+    let recorder = RunRecorder::new(log.clone());
+    let tools = Arc::new(EchoTools { barrier: None });
+    let live = ModelAgents {
+        models: AgentModels::single(model.clone()),
+        tools: tools.clone(),
+        log: recorder.clone(),
+        hooks: recorder.clone(),
+        clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
+        limits: AgentLimits::default(),
+    };
+    let mut executor = request(AgentRole::Executor);
+    executor.output_schema = Some(OutputSchema {
+        name: "executor_evidence_v2".into(),
+        schema: json!({"type": "object"}),
+    });
+    live.invoke(&executor, &config()).await.unwrap();
+    let exchanges = recorder.exchanges();
+    assert!(exchanges.iter().all(|x| match x {
+        diag::runfile::Exchange::Model(m) => m.request_sha256.is_some(),
+        _ => true,
+    }));
+
+    // Replay: the runtime learns the recorded fits from the tape and every request hashes
+    // the same, with no configured context size.
+    let tape = Tape::new(exchanges, tools.catalog());
+    let replay = ModelAgents {
+        models: AgentModels::single(Arc::new(RecordedModel {
+            role: AgentRole::Executor,
+            tape: tape.clone(),
+        })),
+        tools: Arc::new(RecordedTools { tape: tape.clone() }),
+        log: Arc::new(MemoryInvocationLog::new()),
+        hooks: Arc::new(Recorder::default()),
+        clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
+        limits: AgentLimits::default(),
+    };
+    let reply = replay.invoke(&executor, &config()).await.unwrap();
+    assert_eq!(reply.content, "answer");
+    assert_eq!(tape.divergence(), None);
 }

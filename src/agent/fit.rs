@@ -191,29 +191,46 @@ pub fn shorten_shown(shown: &Value, cap: usize) -> Value {
 }
 
 /// `v` within `max_bytes` of JSON text (a little more if even the shortest form is longer):
-/// arrays keep a prefix (so JSON Pointers into what is shown still point at the same values
-/// of the full output) and long strings are cut with `…`, both halved until it fits; if even
-/// empty lists and short strings do not fit, the JSON text itself, cut.
+/// lists keep a prefix (so JSON Pointers into what is shown still point at the same values of
+/// the full output), as long a prefix as fits with every text whole; when even one item per
+/// list does not fit, texts are cut (ending in `…`) as little as fits; if even that is not
+/// enough (an object with very many keys), the JSON text itself, cut.
 pub fn shorten_json(v: &Value, max_bytes: usize) -> Value {
-    if v.to_string().len() <= max_bytes {
+    let fits = |items: usize, chars: usize| shrink(v, items, chars).to_string().len() <= max_bytes;
+    let (all_items, all_chars) = (longest_array(v), longest_string(v));
+    if fits(all_items, all_chars) {
         return v.clone();
     }
-    let (mut items, mut chars) = (longest_array(v), longest_string(v).max(1));
-    loop {
-        let s = shrink(v, items, chars);
-        if s.to_string().len() <= max_bytes {
-            return s;
+    // The longest prefix of every list that fits with whole texts.
+    if fits(1, all_chars) || (all_items == 0 && fits(0, all_chars)) {
+        let (mut lo, mut hi) = (1, all_items);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(mid, all_chars) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
         }
-        if items == 0 && chars <= 40 {
-            break;
-        }
-        items = if items > 1 { items.div_ceil(2) } else { 0 };
-        if chars > 40 {
-            chars = (chars * 2 / 3).max(40);
-        }
+        return shrink(v, lo, all_chars);
     }
-    // Even empty lists and short strings do not fit (an object with very many keys): the
-    // JSON text itself, cut.
+    // One item per list, texts cut as little as fits (at least 40 characters kept).
+    let items = all_items.min(1);
+    if fits(items, 40) {
+        let (mut lo, mut hi) = (40, all_chars);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(items, mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        return shrink(v, items, lo);
+    }
+    if fits(0, 40) {
+        return shrink(v, 0, 40);
+    }
     let text = v.to_string();
     let mut n = max_bytes;
     loop {

@@ -12,6 +12,7 @@ use super::{
 pub struct ScriptedModel {
     answers: Mutex<VecDeque<Result<ChatResponse, ModelError>>>,
     requests: Mutex<Vec<ChatRequest>>,
+    context_tokens: Mutex<Option<u32>>,
 }
 
 impl ScriptedModel {
@@ -64,11 +65,23 @@ impl ScriptedModel {
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
+
+    /// Gives the model a known context size, as a configured `context_tokens` does.
+    pub fn with_context_tokens(&self, n: u32) -> &Self {
+        if let Ok(mut c) = self.context_tokens.lock() {
+            *c = Some(n);
+        }
+        self
+    }
 }
 
 impl ChatModel for ScriptedModel {
     fn name(&self) -> &str {
         "scripted"
+    }
+
+    fn context_tokens(&self) -> Option<u32> {
+        self.context_tokens.lock().ok().and_then(|c| *c)
     }
 
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> ChatFuture<'a> {
