@@ -398,7 +398,14 @@ impl OpenAiModel {
                 Ok(response) => return Ok(response),
                 Err(err) => err,
             };
+            // A refused response_format (llama.cpp answers it with a 500) is not retried as
+            // it is: the caller sends the next form instead.
+            let refused_format = form.is_some_and(|f| f != StructuredOutput::Off)
+                && err
+                    .status
+                    .is_some_and(|s| structured::refuses_response_format(s, &err.message));
             let wait = if err.class == ErrorClass::Transient
+                && !refused_format
                 && retries_used < self.max_transport_retries
             {
                 retry_wait(retries_used, err.retry_after)
