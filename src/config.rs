@@ -798,6 +798,52 @@ max_tool_calls = 4
     }
 
     #[test]
+    fn structured_output_context_and_max_tokens_are_read_and_checked_by_key() {
+        let model = "[models.a]\nbase_url = \"http://x\"\nmodel = \"m\"\n";
+        let c = Config::parse(model, "f.toml").unwrap();
+        assert_eq!(
+            c.models["a"].structured_output,
+            StructuredOutputSetting::Auto
+        );
+        assert_eq!(c.models["a"].context_tokens, None);
+        assert_eq!(c.limits.max_tokens, MaxTokensConfig::DEFAULT);
+        let c = Config::parse(
+            &format!(
+                "{model}structured_output = \"json_object\"\ncontext_tokens = 2048\n\
+                 [limits.max_tokens]\nplanner = 300\n"
+            ),
+            "f.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.models["a"].structured_output,
+            StructuredOutputSetting::JsonObject
+        );
+        assert_eq!(c.models["a"].context_tokens, Some(2048));
+        assert_eq!(c.limits.max_tokens.planner, 300);
+        assert_eq!(c.limits.max_tokens.executor, MaxTokensConfig::DEFAULT.executor);
+        for (text, key) in [
+            (
+                format!("{model}structured_output = \"grammar\"\n"),
+                "models.a.structured_output",
+            ),
+            (format!("{model}context_tokens = 100\n"), "models.a.context_tokens"),
+            (format!("{model}max_tokens = 0\n"), "models.a.max_tokens"),
+            (
+                "[limits.max_tokens]\nverifier = 10\n".to_string(),
+                "limits.max_tokens.verifier",
+            ),
+            (
+                "[limits.max_tokens]\nwriter = 100\n".to_string(),
+                "limits.max_tokens.writer",
+            ),
+        ] {
+            let e = Config::parse(&text, "f.toml").unwrap_err().to_string();
+            assert!(e.starts_with(&format!("config f.toml: key `{key}`: ")), "{e}");
+        }
+    }
+
+    #[test]
     fn zero_limits_and_timeouts_are_refused_by_their_key() {
         let model = "[models.a]\nbase_url = \"http://x\"\nmodel = \"m\"\n";
         for (text, want) in [
