@@ -821,13 +821,19 @@ max_tool_calls = 4
         );
         assert_eq!(c.models["a"].context_tokens, Some(2048));
         assert_eq!(c.limits.max_tokens.planner, 300);
-        assert_eq!(c.limits.max_tokens.executor, MaxTokensConfig::DEFAULT.executor);
+        assert_eq!(
+            c.limits.max_tokens.executor,
+            MaxTokensConfig::DEFAULT.executor
+        );
         for (text, key) in [
             (
                 format!("{model}structured_output = \"grammar\"\n"),
                 "models.a.structured_output",
             ),
-            (format!("{model}context_tokens = 100\n"), "models.a.context_tokens"),
+            (
+                format!("{model}context_tokens = 100\n"),
+                "models.a.context_tokens",
+            ),
             (format!("{model}max_tokens = 0\n"), "models.a.max_tokens"),
             (
                 "[limits.max_tokens]\nverifier = 10\n".to_string(),
@@ -839,7 +845,10 @@ max_tool_calls = 4
             ),
         ] {
             let e = Config::parse(&text, "f.toml").unwrap_err().to_string();
-            assert!(e.starts_with(&format!("config f.toml: key `{key}`: ")), "{e}");
+            assert!(
+                e.starts_with(&format!("config f.toml: key `{key}`: ")),
+                "{e}"
+            );
         }
     }
 

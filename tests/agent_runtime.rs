@@ -5,16 +5,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use diag::agent::fit::estimate;
 use diag::agent::runtime::{
     AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, StepStatus,
     ToolResult, ToolResultFuture, ToolRunner,
 };
 use diag::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
 use diag::clock::{FixedClock, Timestamp};
+use diag::config::MaxTokensConfig;
 use diag::graph::RunConfig;
 use diag::model::scripted::ScriptedModel;
-use diag::agent::fit::estimate;
-use diag::config::MaxTokensConfig;
 use diag::model::{
     ChatResponse, ErrorClass, FinishReason, Fit, ModelError, OutputSchema, Role, ToolChoice, Usage,
 };
@@ -317,7 +317,10 @@ async fn a_round_two_call_repeating_a_completed_query_is_blocked_without_spendin
     );
     let said = invs[0].output["error"].as_str().unwrap();
     assert!(said.starts_with("duplicate of "), "{said}");
-    assert!(said.contains("was already made in the previous round"), "{said}");
+    assert!(
+        said.contains("was already made in the previous round"),
+        "{said}"
+    );
 }
 
 #[tokio::test]
@@ -690,7 +693,10 @@ async fn agents_ask_for_their_contract_with_tool_choice_and_their_max_tokens() {
     assert_eq!(sent[0].tool_choice, Some(ToolChoice::None));
     assert!(sent[0].tools.is_empty());
     assert_eq!(sent[0].max_tokens, Some(MaxTokensConfig::DEFAULT.planner));
-    assert_eq!(sent[0].fit, None, "no context size is known: nothing to fit to");
+    assert_eq!(
+        sent[0].fit, None,
+        "no context size is known: nothing to fit to"
+    );
     assert_eq!(sent[1].response_format.as_ref(), Some(&schema));
     assert_eq!(sent[1].tool_choice, Some(ToolChoice::Auto));
     assert_eq!(sent[1].tools.len(), 1);
@@ -756,8 +762,17 @@ async fn three_repeats_in_a_row_stop_the_executor_as_repeating() {
         .unwrap_err();
     assert!(matches!(err, InvokeError::Repeating(_)), "{err:?}");
     assert_eq!(err.kind(), "repeating");
-    assert_eq!(r.model.requests().len(), 4, "stopped after the third repeat");
-    let st: Vec<_> = r.log.invocations("run-1").iter().map(|i| i.status).collect();
+    assert_eq!(
+        r.model.requests().len(),
+        4,
+        "stopped after the third repeat"
+    );
+    let st: Vec<_> = r
+        .log
+        .invocations("run-1")
+        .iter()
+        .map(|i| i.status)
+        .collect();
     assert_eq!(
         st,
         [
@@ -803,13 +818,22 @@ async fn tool_outputs_are_shortened_to_fit_the_context_and_recorded_in_full() {
         })
     );
     let shown = &shown_results(&sent[1])[0];
-    let marker = shown["shortened"].as_str().expect("a marker the model can read");
+    let marker = shown["shortened"]
+        .as_str()
+        .expect("a marker the model can read");
     assert!(marker.contains("the full output is recorded"), "{marker}");
     let kept = shown["output"]["matches"].as_array().unwrap();
     assert!(!kept.is_empty() && kept.len() < 300, "{}", kept.len());
     let full = &r.log.invocations("run-1")[0].output;
-    assert_eq!(full["matches"].as_array().unwrap().len(), 300, "recorded in full");
-    assert_eq!(kept[0], full["matches"][0], "a prefix: /matches/0 is the same line");
+    assert_eq!(
+        full["matches"].as_array().unwrap().len(),
+        300,
+        "recorded in full"
+    );
+    assert_eq!(
+        kept[0], full["matches"][0],
+        "a prefix: /matches/0 is the same line"
+    );
     assert!(
         estimate(&sent[1], 1000) + u64::from(sent[1].max_tokens.unwrap()) <= 4000,
         "the fitted request fits"
@@ -833,7 +857,10 @@ async fn a_request_that_cannot_fit_is_not_sent_and_fails_as_context_overflow() {
     else {
         panic!("{err:?}")
     };
-    assert!(message.starts_with("not sent: the request needs about "), "{message}");
+    assert!(
+        message.starts_with("not sent: the request needs about "),
+        "{message}"
+    );
     assert_eq!(*context_tokens, Some(300));
     assert!(prompt_tokens.unwrap() > 300);
     assert!(r.model.requests().is_empty(), "nothing was sent");
@@ -878,23 +905,45 @@ async fn a_context_length_error_is_fitted_to_and_sent_once_more() {
     assert_eq!(sent[1].fit, None);
     assert_eq!(sent[2].fit.map(|f| f.context_tokens), Some(5000));
     assert!(shown_results(&sent[2])[0]["shortened"].is_string());
-    let turns: Vec<u32> = r.hooks.steps.lock().unwrap().iter().map(|s| s.1.turn).collect();
+    let turns: Vec<u32> = r
+        .hooks
+        .steps
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.1.turn)
+        .collect();
     assert_eq!(turns, [1, 2, 3], "the refitted call is a turn of its own");
-    let statuses: Vec<StepStatus> =
-        r.hooks.steps.lock().unwrap().iter().map(|s| s.1.status).collect();
+    let statuses: Vec<StepStatus> = r
+        .hooks
+        .steps
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.1.status)
+        .collect();
     assert_eq!(statuses[1], StepStatus::ContextOverflow);
-    assert_eq!(r.hooks.steps.lock().unwrap()[1].1.prompt_tokens, 12_000, "reported tokens kept");
+    assert_eq!(
+        r.hooks.steps.lock().unwrap()[1].1.prompt_tokens,
+        12_000,
+        "reported tokens kept"
+    );
 
     // A Planner's request has nothing to shorten: the server's error stands, sent once.
     let r = rig(AgentLimits::default(), None);
-    r.model.push(Err(overflow(600, 1500))).text("never asked for");
+    r.model
+        .push(Err(overflow(600, 1500)))
+        .text("never asked for");
     let err = r
         .agents
         .invoke(&request(AgentRole::Planner), &config())
         .await
         .unwrap_err();
     assert_eq!(err.kind(), "context_overflow");
-    assert!(err.message().contains("maximum context length is 600"), "{err}");
+    assert!(
+        err.message().contains("maximum context length is 600"),
+        "{err}"
+    );
     assert_eq!(r.model.requests().len(), 1);
 }
 

@@ -68,18 +68,26 @@ fn next_steps(answer: &str) -> Vec<&str> {
 #[tokio::test]
 async fn the_planner_is_asked_for_its_contract_with_the_tools_as_enums() {
     let model = Arc::new(ScriptedInvoker::new());
-    model.reply(AgentRole::Planner, "prose").reply(AgentRole::Planner, "prose");
+    model
+        .reply(AgentRole::Planner, "prose")
+        .reply(AgentRole::Planner, "prose");
     run(model.clone()).await;
     let request = &model.requests_for(AgentRole::Planner)[0];
     let contract = request.output_schema.as_ref().unwrap();
     assert_eq!(contract.name, "planner_plan_v1");
     let steps = &contract.schema["properties"]["steps"]["items"]["anyOf"];
-    assert_eq!(steps[0]["properties"]["tool"]["enum"], json!(["search_logs"]));
+    assert_eq!(
+        steps[0]["properties"]["tool"]["enum"],
+        json!(["search_logs"])
+    );
     assert_eq!(
         steps[0]["properties"]["arguments"]["required"],
         json!(["query"])
     );
-    assert_eq!(steps[1]["properties"]["tool"]["enum"], json!(["current_time"]));
+    assert_eq!(
+        steps[1]["properties"]["tool"]["enum"],
+        json!(["current_time"])
+    );
     assert_eq!(
         contract.schema["properties"]["mode"]["enum"],
         json!(["NORMAL"])
@@ -128,7 +136,12 @@ async fn a_context_overflow_gives_its_numbers_and_what_to_raise() {
 
 #[tokio::test]
 async fn each_failure_class_opens_the_next_steps_with_its_own() {
-    let cases: Vec<(Vec<Result<&str, InvokeError>>, &str, &str)> = vec![
+    type Case = (
+        Vec<Result<&'static str, InvokeError>>,
+        &'static str,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
         (
             vec![Err(InvokeError::Authentication(
                 "HTTP 401 Unauthorized: Invalid API key (the key is read from the environment \
@@ -140,14 +153,19 @@ async fn each_failure_class_opens_the_next_steps_with_its_own() {
         ),
         (
             vec![
-                Err(InvokeError::Transient("HTTP 503 Service Unavailable".into())),
+                Err(InvokeError::Transient(
+                    "HTTP 503 Service Unavailable".into(),
+                )),
                 Err(InvokeError::Transient("timed out after 120000 ms".into())),
             ],
             "Ask again",
             "Details: `timed out after 120000 ms`",
         ),
         (
-            vec![Ok("Here is a plan: steps"), Ok("{\"schema\": \"planner_plan_v1\"}")],
+            vec![
+                Ok("Here is a plan: steps"),
+                Ok("{\"schema\": \"planner_plan_v1\"}"),
+            ],
             "The model did not follow the output contract",
             "`structured_output`",
         ),

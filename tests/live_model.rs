@@ -24,10 +24,9 @@ use diag::setup::{builtin_registry, RegistryTools};
 use diag::tools::MemoryInvocationLog;
 use serde_json::Value;
 
-mod bounded;
 mod cli_env;
 mod support;
-use cli_env::{assert_schema, repo_file, TestEnv};
+use cli_env::{assert_schema, bounded, repo_file, TestEnv};
 use support::{demo, LlamaServer, SMOLLM2};
 
 const QUESTION: &str = "why does checkout return 502 since 14:00?";
@@ -94,7 +93,10 @@ async fn with_structured_output_the_planner_meets_its_contract() {
     let mut state = DiagnosisState::new(QUESTION);
     nodes
         .planner
-        .run(&mut state, &RunConfig::new("s-live-model", "run-live-model"))
+        .run(
+            &mut state,
+            &RunConfig::new("s-live-model", "run-live-model"),
+        )
         .await;
 
     let exchanges = exchanges.0.lock().unwrap();
@@ -121,7 +123,11 @@ async fn with_structured_output_the_planner_meets_its_contract() {
         answer.structured_output,
         Some(StructuredOutput::JsonObjectSchema)
     );
-    assert_eq!(exchanges.len(), 1, "one recorded call: the refusal is inside it");
+    assert_eq!(
+        exchanges.len(),
+        1,
+        "one recorded call: the refusal is inside it"
+    );
 }
 
 /// A configuration for `server` over the demo logs and runbooks, with small answers.
@@ -204,8 +210,14 @@ fn a_request_longer_than_the_context_ends_context_overflow_with_the_servers_mess
     let run_id = asked["run_id"].as_str().unwrap();
     let answer = asked["answer"].as_str().unwrap();
     assert!(answer.contains("(`context_overflow`)"), "{answer}");
-    assert!(answer.contains("maximum context length is 512 tokens"), "{answer}");
-    assert!(answer.contains("the model's context is 512 tokens"), "{answer}");
+    assert!(
+        answer.contains("maximum context length is 512 tokens"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("the model's context is 512 tokens"),
+        "{answer}"
+    );
 
     let (code, text, _) = run(&env, &["trace", run_id]);
     assert_eq!(code, Some(0));

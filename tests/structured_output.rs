@@ -86,9 +86,19 @@ async fn auto_sends_the_contract_as_strict_json_schema_and_tool_choice_beside_to
     );
     assert_eq!(sent[0]["body"]["max_tokens"], 300);
     assert_eq!(sent[1]["body"]["tool_choice"], "auto");
-    assert_eq!(sent[1]["body"]["tools"][0]["function"]["name"], "search_logs");
-    assert_eq!(format_of(&sent[1])["type"], "json_schema", "beside tools, json_schema");
-    assert_eq!(format_of(&sent[1])["json_schema"]["name"], "executor_evidence_v2");
+    assert_eq!(
+        sent[1]["body"]["tools"][0]["function"]["name"],
+        "search_logs"
+    );
+    assert_eq!(
+        format_of(&sent[1])["type"],
+        "json_schema",
+        "beside tools, json_schema"
+    );
+    assert_eq!(
+        format_of(&sent[1])["json_schema"]["name"],
+        "executor_evidence_v2"
+    );
 }
 
 #[tokio::test]
@@ -153,7 +163,8 @@ async fn an_explicit_json_schema_setting_is_not_stepped_down() {
     assert_eq!(err.status, Some(400));
     assert_eq!(err.structured_output, Some(StructuredOutput::JsonSchema));
     assert!(
-        err.message.contains("structured_output = \"json_schema\" for this model"),
+        err.message
+            .contains("structured_output = \"json_schema\" for this model"),
         "{}",
         err.message
     );
@@ -182,9 +193,9 @@ async fn a_context_length_error_is_its_own_class_and_teaches_the_context_size() 
     assert_eq!(err.status, Some(400));
     assert_eq!(err.context_tokens, Some(2048));
     assert_eq!(err.usage.map(|u| u.prompt_tokens), Some(2069));
-    assert!(err.message.starts_with(
-        "HTTP 400 Bad Request: This model's maximum context length is 2048 tokens."
-    ));
+    assert!(err
+        .message
+        .starts_with("HTTP 400 Bad Request: This model's maximum context length is 2048 tokens."));
     assert_eq!(server.chat_requests(1).await.len(), 1, "never retried");
     assert_eq!(m.context_tokens(), Some(2048));
     // Learned for the process and the endpoint.

@@ -160,10 +160,7 @@ fn caps_for(sizes: &[usize], excess: usize) -> Vec<Option<usize>> {
         }
         lo
     };
-    sizes
-        .iter()
-        .map(|&s| (s > cap).then_some(cap))
-        .collect()
+    sizes.iter().map(|&s| (s > cap).then_some(cap)).collect()
 }
 
 /// The shown tool result with its `output` shortened so the whole document takes about `cap`
@@ -246,7 +243,12 @@ pub fn shorten_json(v: &Value, max_bytes: usize) -> Value {
 
 fn shrink(v: &Value, items: usize, chars: usize) -> Value {
     match v {
-        Value::Array(a) => Value::Array(a.iter().take(items).map(|x| shrink(x, items, chars)).collect()),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .take(items)
+                .map(|x| shrink(x, items, chars))
+                .collect(),
+        ),
         Value::Object(m) => Value::Object(
             m.iter()
                 .map(|(k, x)| (k.clone(), shrink(x, items, chars)))
@@ -323,9 +325,16 @@ mod tests {
         assert!(estimate(&f.request, 1000) + 1024 <= 3000, "{before}");
         let shown: Value =
             serde_json::from_str(f.request.messages[2].content.as_deref().unwrap()).unwrap();
-        assert!(shown["shortened"].as_str().unwrap().contains("the full output is recorded"));
+        assert!(shown["shortened"]
+            .as_str()
+            .unwrap()
+            .contains("the full output is recorded"));
         let first = &shown["output"]["matches"][0]["line_no"];
-        assert_eq!(first, &json!(0), "a prefix is kept, so /matches/0 is the same line");
+        assert_eq!(
+            first,
+            &json!(0),
+            "a prefix is kept, so /matches/0 is the same line"
+        );
         assert_eq!(shown["invocation_id"], "inv-1");
     }
 
@@ -349,7 +358,11 @@ mod tests {
         for cap in [100, 700, 5000, 20_000] {
             let a = shorten_json(&v, cap);
             assert_eq!(a, shorten_json(&v, cap));
-            assert!(a.to_string().len() <= cap.max(4) + 4, "{cap}: {}", a.to_string().len());
+            assert!(
+                a.to_string().len() <= cap.max(4) + 4,
+                "{cap}: {}",
+                a.to_string().len()
+            );
         }
     }
 }

@@ -15,8 +15,8 @@ use super::fit::{estimate, fit, Draft};
 use super::prompts::{self, PromptAudit};
 use super::{AgentInvoker, AgentReply, AgentRequest, AgentRole, InvokeError, InvokeFuture};
 use crate::clock::Clock;
-use crate::graph::RunConfig;
 use crate::config::MaxTokensConfig;
+use crate::graph::RunConfig;
 use crate::model::{
     ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Fit, Message, ModelError,
     ToolChoice, Usage,
@@ -315,8 +315,9 @@ impl ModelAgents {
                     };
                     let refit = fit(draft, limit, asked, scale);
                     match refit {
-                        Ok(f) if f.request.messages != chat.messages
-                            || f.request.max_tokens != chat.max_tokens =>
+                        Ok(f)
+                            if f.request.messages != chat.messages
+                                || f.request.max_tokens != chat.max_tokens =>
                         {
                             server_limit = Some(limit);
                             scale_permille = scale;

@@ -53,11 +53,7 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
                 None,
                 r.tool_calls.len(),
             ),
-            Err(e) => (
-                None,
-                Some(RecordedError::from_error(e)),
-                0,
-            ),
+            Err(e) => (None, Some(RecordedError::from_error(e)), 0),
         };
         out.push(Exchange::Model(ModelRecord {
             agent: m.agent,

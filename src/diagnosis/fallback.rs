@@ -19,7 +19,12 @@ const CODE_MAX: usize = 64;
 /// Matched text is shown on one line, cut to this many chars.
 const QUOTE_MAX_CHARS: usize = 300;
 /// Failure codes of a failed model call, whose message is worth quoting.
-const MODEL_CALL_FAILURES: [&str; 4] = ["transient", "permanent", "authentication", "context_overflow"];
+const MODEL_CALL_FAILURES: [&str; 4] = [
+    "transient",
+    "permanent",
+    "authentication",
+    "context_overflow",
+];
 /// An endpoint's message is quoted on one line, cut to this many chars.
 const MESSAGE_MAX_CHARS: usize = 300;
 
@@ -94,7 +99,8 @@ pub fn fallback_pre_explained(
     let stage = code(failed_stage);
     let reason = code(reason);
     let (stage_title, stage_failed, stage_step) = describe_stage(stage.unwrap_or(""));
-    let failure = failure.filter(|f| Some(f.agent.as_str()) == stage.map(str::to_ascii_lowercase).as_deref());
+    let failure =
+        failure.filter(|f| Some(f.agent.as_str()) == stage.map(str::to_ascii_lowercase).as_deref());
 
     let mut out = String::new();
     out.push_str("**diag could not establish trusted material for this diagnosis.**\n\n");

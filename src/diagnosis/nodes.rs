@@ -18,10 +18,10 @@ use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use super::topology::DiagnosisNodes;
 use super::verified_input::{build_verified_input, verifier_input_json};
 use crate::agent::{AgentFailure, AgentInvoker, AgentRequest, AgentRole, InvokeError};
-use crate::model::OutputSchema;
-use crate::protocol::schema;
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
+use crate::model::OutputSchema;
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run};
+use crate::protocol::schema;
 use crate::protocol::{
     check_executor_references, effective_verdict, parse_composer, parse_executor, parse_plan,
     parse_verifier, Plan, PlannerMode, RetryContext, Verdict,

@@ -323,10 +323,7 @@ impl OpenAiModel {
     /// One call: sent in the structured-output form the endpoint takes, and sent again at
     /// once in the next form when the server refuses that one (`auto`, learned for the rest of
     /// the process). What was used is recorded on the answer or the error.
-    async fn complete_negotiated(
-        &self,
-        request: &ChatRequest,
-    ) -> Result<ChatResponse, ModelError> {
+    async fn complete_negotiated(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         loop {
             let form = Self::form_for(request, self.structured_form());
             let outcome = self.complete_with_retries(request, form).await;
@@ -338,12 +335,10 @@ impl OpenAiModel {
                 Err(err) => err,
             };
             err.structured_output = form;
-            let refused = form
-                .filter(|f| *f != StructuredOutput::Off)
-                .filter(|_| {
-                    err.status
-                        .is_some_and(|s| structured::refuses_response_format(s, &err.message))
-                });
+            let refused = form.filter(|f| *f != StructuredOutput::Off).filter(|_| {
+                err.status
+                    .is_some_and(|s| structured::refuses_response_format(s, &err.message))
+            });
             if let Some(refused) = refused {
                 match self.structured_output.after_refusal(refused) {
                     Some(next) => {

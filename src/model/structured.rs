@@ -209,13 +209,19 @@ fn nullable(prop: Value) -> Value {
 /// answers a request it cannot validate with 500), whose text names `response_format` or a
 /// form of it.
 pub fn refuses_response_format(status: u16, text: &str) -> bool {
-    let status_fits = matches!(status, 400..=499) && !matches!(status, 401 | 403 | 404 | 408 | 409 | 429)
+    let status_fits = matches!(status, 400..=499)
+        && !matches!(status, 401 | 403 | 404 | 408 | 409 | 429)
         || status == 500;
     let lower = text.to_ascii_lowercase();
     status_fits
-        && ["response_format", "json_schema", "json_object", "response format"]
-            .iter()
-            .any(|w| lower.contains(w))
+        && [
+            "response_format",
+            "json_schema",
+            "json_object",
+            "response format",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
 }
 
 /// A context-length error, read from an error answer: `(context_tokens, prompt_tokens)` as far
@@ -245,7 +251,12 @@ pub fn context_overflow(body: &Value, text: &str) -> Option<(Option<u32>, Option
     }
     let field = |k: &str| error.get(k).and_then(Value::as_u64);
     let limit = field("n_ctx")
-        .or_else(|| number_after(&lower, &["maximum context length is ", "context window of "]))
+        .or_else(|| {
+            number_after(
+                &lower,
+                &["maximum context length is ", "context window of "],
+            )
+        })
         .and_then(|n| u32::try_from(n).ok());
     let prompt = field("n_prompt_tokens").or_else(|| {
         number_after(
@@ -357,13 +368,19 @@ mod tests {
 
     #[test]
     fn refusals_of_response_format_are_told_from_other_errors() {
-        assert!(refuses_response_format(400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported"));
+        assert!(refuses_response_format(
+            400,
+            "Invalid parameter: 'response_format' of type 'json_schema' is not supported"
+        ));
         assert!(refuses_response_format(500, "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}]"));
         assert!(refuses_response_format(422, "json_schema is not supported"));
         assert!(!refuses_response_format(401, "response_format"));
         assert!(!refuses_response_format(429, "response_format"));
         assert!(!refuses_response_format(503, "response_format"));
-        assert!(!refuses_response_format(400, "maximum context length is 2048 tokens"));
+        assert!(!refuses_response_format(
+            400,
+            "maximum context length is 2048 tokens"
+        ));
     }
 
     #[test]
@@ -374,14 +391,23 @@ mod tests {
             Some((Some(2048), Some(2069)))
         );
         let vllm = "This model's maximum context length is 4096 tokens. However, your request has 5000 input tokens. Please reduce the length of the input messages.";
-        assert_eq!(context_overflow(&json!({}), vllm), Some((Some(4096), Some(5000))));
+        assert_eq!(
+            context_overflow(&json!({}), vllm),
+            Some((Some(4096), Some(5000)))
+        );
         let raw = "Requested tokens (3000) exceed context window of 2048";
-        assert_eq!(context_overflow(&json!({}), raw), Some((Some(2048), Some(3000))));
+        assert_eq!(
+            context_overflow(&json!({}), raw),
+            Some((Some(2048), Some(3000)))
+        );
         let cpp = json!({"error": {"code": 400, "type": "exceed_context_size_error",
             "message": "the request exceeds the available context size, try increasing it",
             "n_prompt_tokens": 9000, "n_ctx": 8192}});
         assert_eq!(
-            context_overflow(&cpp, "the request exceeds the available context size, try increasing it"),
+            context_overflow(
+                &cpp,
+                "the request exceeds the available context size, try increasing it"
+            ),
             Some((Some(8192), Some(9000)))
         );
         let coded = json!({"error": {"code": "context_length_exceeded", "message": "too long"}});

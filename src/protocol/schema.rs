@@ -132,7 +132,9 @@ fn without_annotations(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "description" | "title" | "default" | "examples"))
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "description" | "title" | "default" | "examples")
+                })
                 .map(|(k, v)| (k.clone(), without_annotations(v)))
                 .collect(),
         ),
@@ -252,7 +254,10 @@ pub fn executor(tool_names: &[&str]) -> Value {
 pub fn verifier(verified_claim_ids: &[String]) -> Value {
     let known: Vec<&str> = verified_claim_ids.iter().map(String::as_str).collect();
     let check = object(
-        vec![("claim_id", one_of(&known)), ("supported", json!({"type": "boolean"}))],
+        vec![
+            ("claim_id", one_of(&known)),
+            ("supported", json!({"type": "boolean"})),
+        ],
         &["claim_id", "supported"],
     );
     let fact = object(
@@ -261,7 +266,12 @@ pub fn verifier(verified_claim_ids: &[String]) -> Value {
             ("is_critical", json!({"type": "boolean"})),
             (
                 "verification",
-                one_of(&["supported", "indirect_support", "no_evidence", "contradicted"]),
+                one_of(&[
+                    "supported",
+                    "indirect_support",
+                    "no_evidence",
+                    "contradicted",
+                ]),
             ),
             ("claim_ids", ids(&known, MAX_ITEMS)),
         ],
@@ -356,7 +366,11 @@ mod tests {
             json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}}),
             json!({"type": "array"}),
         ] {
-            assert_eq!(tool_arguments(&params), json!({"type": "object"}), "{params}");
+            assert_eq!(
+                tool_arguments(&params),
+                json!({"type": "object"}),
+                "{params}"
+            );
         }
     }
 }

@@ -347,10 +347,7 @@ impl RunHooks for Recorder {
     fn model_exchange(&self, _config: &RunConfig, x: &ModelExchange) {
         let (response, error) = match &x.outcome {
             Ok(r) => (Some(RecordedResponse::from_response(r)), None),
-            Err(e) => (
-                None,
-                Some(RecordedError::from_error(e)),
-            ),
+            Err(e) => (None, Some(RecordedError::from_error(e))),
         };
         self.push(Exchange::Model(ModelRecord {
             agent: x.agent,

@@ -456,7 +456,9 @@ fn model_error(text: &str) -> Decoded<ModelError> {
     e.class = class;
     e.retry_after = retry_after;
     e.status = v["status"].as_u64().and_then(|s| u16::try_from(s).ok());
-    e.context_tokens = v["context_tokens"].as_u64().and_then(|n| u32::try_from(n).ok());
+    e.context_tokens = v["context_tokens"]
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok());
     e.usage = serde_json::from_value(v["usage"].clone()).ok();
     e.structured_output = serde_json::from_value(v["structured_output"].clone()).ok();
     Ok(e)

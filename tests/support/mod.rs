@@ -272,7 +272,14 @@ impl LlamaServer {
             .arg(&model)
             .args(["--model_alias", SMOLLM2, "--host", "127.0.0.1", "--port"])
             .arg(port.to_string())
-            .args(["--n_ctx", &n_ctx.to_string(), "--n_threads", "2", "--seed", "42"])
+            .args([
+                "--n_ctx",
+                &n_ctx.to_string(),
+                "--n_threads",
+                "2",
+                "--seed",
+                "42",
+            ])
             .env("HF_HUB_OFFLINE", "1")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log file"))
