@@ -6,6 +6,7 @@
 pub mod composer;
 pub mod executor;
 pub mod gatekeeper;
+pub mod grounding;
 pub mod invocation;
 pub mod json_pointer;
 pub mod parse;
@@ -19,6 +20,9 @@ pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidenc
 pub use gatekeeper::{
     ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, GateStatus,
     GatekeeperRaw,
+};
+pub use grounding::{
+    context_of_evidence, salient_tokens, EvidenceContext, SalientToken, TokenCheck, TokenKind,
 };
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use parse::{
