@@ -427,6 +427,29 @@ fn recorded_tool_outputs_are_the_demo_environments() {
                     let kind = o["resultType"].as_str().unwrap();
                     assert!(["vector", "matrix"].contains(&kind), "{at}: {kind}");
                     assert!(o["result"].is_array(), "{at}");
+                    // Every sample carries its time as text, exactly as the tool adds it to
+                    // what Prometheus answers.
+                    let mut from_server = o.clone();
+                    for series in from_server["result"].as_array_mut().unwrap() {
+                        let samples: Vec<&mut Value> = match series.get_mut("value") {
+                            Some(v) => vec![v],
+                            None => series["values"]
+                                .as_array_mut()
+                                .unwrap()
+                                .iter_mut()
+                                .collect(),
+                        };
+                        for sample in samples {
+                            let sample = sample.as_array_mut().unwrap();
+                            assert_eq!(sample.len(), 3, "{at}: a sample without its time text");
+                            sample.pop();
+                        }
+                    }
+                    assert_eq!(
+                        &diag::tools::query_metrics::with_sample_times(from_server),
+                        o,
+                        "{at}: the samples' time texts are not the tool's"
+                    );
                 }
                 "current_time" => assert!(o["now"].is_string(), "{at}"),
                 other => panic!("{at}: {other} is not a built-in tool"),

@@ -590,9 +590,17 @@ fn array_index(token: &str) -> Option<usize> {
 }
 
 /// The whole sample a Prometheus-shaped path points into: `/result/N/value/…` or
-/// `/result/N/values/K/…` in an output that has `resultType` and a series with `metric`.
+/// `/result/N/values/K/…` in an output that has `resultType` and a series with `metric`, or
+/// `/result/…` of a scalar or string result.
 fn prometheus_sample<'v>(output: &'v Value, tokens: &[String]) -> Option<&'v Value> {
-    output.get("resultType")?.as_str()?;
+    let result_type = output.get("resultType")?.as_str()?;
+    if matches!(result_type, "scalar" | "string") {
+        // The result is itself one sample.
+        return (tokens.first().map(String::as_str) == Some("result"))
+            .then(|| output.get("result"))
+            .flatten()
+            .filter(|v| v.is_array());
+    }
     let [result, n, field, rest @ ..] = tokens else {
         return None;
     };
