@@ -41,10 +41,12 @@ fn binding(id: &str, tool: &str, path: &str, quote: &str) -> Binding {
     }
 }
 
+/// A claim whose text has no salient token, so only its bindings decide (the content rule
+/// has tests of its own below).
 fn claim(id: &str, bindings: Vec<Binding>) -> Claim {
     Claim {
         claim_id: id.into(),
-        text: format!("claim {id}"),
+        text: "checkout saw an upstream failure".into(),
         bindings,
     }
 }
@@ -153,9 +155,14 @@ fn only_the_current_runs_record_of_a_shared_id_is_consulted() {
         inv("run-B", "inv-1", "search_logs", logs("foreign text only")),
         inv(RUN, "inv-1", "search_logs", logs("own text here")),
     ];
-    let own = binding("inv-1", "search_logs", "/matches/0/line", "own text");
-    let foreign = binding("inv-1", "search_logs", "/matches/0/line", "foreign text");
-    assert_eq!(check(&invs, own), Ok("own text".to_string()));
+    let own = binding("inv-1", "search_logs", "/matches/0/line", "own text here");
+    let foreign = binding(
+        "inv-1",
+        "search_logs",
+        "/matches/0/line",
+        "foreign text only",
+    );
+    assert_eq!(check(&invs, own), Ok("own text here".to_string()));
     assert_eq!(check(&invs, foreign), failed(BindingFailure::QuoteNotFound));
 }
 
@@ -343,7 +350,7 @@ fn whitespace_is_normalised_on_both_sides() {
             "upstream   returned\n\t502",
         ),
         ("returned\r\n502 from", "returned\n\t502  from"),
-        ("payment", "payment"),
+        ("from payment", "from payment"),
     ];
     for (quote, want) in cases {
         assert_eq!(
@@ -419,17 +426,26 @@ fn odd_unicode_is_matched_exactly_and_cut_on_char_boundaries() {
     let invs = vec![inv(RUN, "inv-1", "search_logs", logs(text))];
     let cases = [
         (
-            "Zürich 节点 🚨",
-            Ok("Zürich\u{3000}\u{3000}节点 🚨".to_string()),
+            "Zürich 节点 🚨 e\u{0301}rror",
+            Ok("Zürich\u{3000}\u{3000}节点 🚨 e\u{0301}rror".to_string()),
         ),
-        ("🚨 e\u{0301}rror", Ok("🚨 e\u{0301}rror".to_string())),
-        // Composed é is a different sequence than e + combining accent: no match.
-        ("🚨 \u{00e9}rror", failed(BindingFailure::QuoteNotFound)),
         (
-            "\u{202e}reversed\u{202c}",
-            Ok("\u{202e}reversed\u{202c}".to_string()),
+            "🚨 e\u{0301}rror \u{202e}reversed",
+            Ok("🚨 e\u{0301}rror \u{202e}reversed".to_string()),
         ),
-        ("ZÜRICH", failed(BindingFailure::QuoteNotFound)),
+        // Composed é is a different sequence than e + combining accent: no match.
+        (
+            "🚨 \u{00e9}rror \u{202e}reversed",
+            failed(BindingFailure::QuoteNotFound),
+        ),
+        (
+            "\u{202e}reversed\u{202c} end",
+            Ok("\u{202e}reversed\u{202c} end".to_string()),
+        ),
+        (
+            "ZÜRICH 节点 🚨 ERROR",
+            failed(BindingFailure::QuoteNotFound),
+        ),
     ];
     for (quote, want) in cases {
         assert_eq!(
@@ -500,8 +516,8 @@ fn invalid_pointer_escapes_name_nothing() {
 fn the_empty_pointer_is_the_whole_document() {
     let invs = vec![inv(RUN, "inv-1", "current_time", json!("now is 14:02"))];
     assert_eq!(
-        check(&invs, binding("inv-1", "current_time", "", "14:02")),
-        Ok("14:02".to_string())
+        check(&invs, binding("inv-1", "current_time", "", "now is 14:02")),
+        Ok("now is 14:02".to_string())
     );
 }
 
@@ -562,7 +578,7 @@ fn a_ten_megabyte_string_is_checked_without_blowing_up() {
                 "inv-1",
                 "search_logs",
                 "/matches/0/line",
-                "dolor lorem",
+                "ipsum dolor lorem",
             )],
         ),
     ]);
@@ -573,7 +589,7 @@ fn a_ten_megabyte_string_is_checked_without_blowing_up() {
         Some("FINAL upstream\treturned   502")
     );
     assert_eq!(cb[1].failure.as_deref(), Some("quote_not_found"));
-    assert_eq!(cb[2].matched_text.as_deref(), Some("dolor\nlorem"));
+    assert_eq!(cb[2].matched_text.as_deref(), Some("ipsum  dolor\nlorem"));
 }
 
 #[test]
@@ -605,7 +621,12 @@ fn two_line_invs() -> Vec<ToolInvocation> {
 fn good(n: u32) -> Binding {
     match n {
         1 => binding("inv-1", "search_logs", "/matches/0/line", "returned 502"),
-        _ => binding("inv-2", "query_metrics", "/result/0/value", "latency 30s"),
+        _ => binding(
+            "inv-2",
+            "query_metrics",
+            "/result/0/value",
+            "p99 latency 30s",
+        ),
     }
 }
 
@@ -656,14 +677,6 @@ fn policy_some_passed_some_failed_is_low_confid() {
         }
     );
     assert_eq!(normalize(Some(&raw)), GateStatus::LowConfid);
-}
-
-#[test]
-fn policy_a_failed_binding_beside_a_passed_one_of_the_same_claim_is_low_confid() {
-    let out = output(vec![claim("c1", vec![good(1), bad()])]);
-    let raw = validate_run(RUN, &out, &two_line_invs());
-    assert_eq!(outcome(&raw), (Some("fail"), Some("low-confid")));
-    assert_eq!((raw.audit.passed, raw.audit.failed), (1, 1));
 }
 
 #[test]
@@ -816,7 +829,10 @@ proptest! {
         let _ = normalize(Some(&raw));
         let checked = &raw.checked_bindings[0];
         if path == "/a" || path == "/b/0" {
-            prop_assert_eq!(checked.passed, match_quote(&text, &quote).is_some());
+            // A quote shorter than 12 characters binds only as the whole string.
+            let nq = normalize_whitespace(&quote);
+            let strong = nq.chars().count() >= 12 || nq == normalize_whitespace(&text);
+            prop_assert_eq!(checked.passed, strong && match_quote(&text, &quote).is_some());
         }
         if let Some(m) = &checked.matched_text {
             prop_assert!(checked.passed);

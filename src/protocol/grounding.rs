@@ -39,7 +39,7 @@
 //! `14:02:03`), while a time matches the head of a longer one (`14:02:03` is in
 //! `2026-11-30T14:02:03.363Z`).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -417,10 +417,9 @@ fn push_number(num: &str, out: &mut Vec<SalientToken>) {
 /// A set of strings a text may draw its salient tokens from (normalised once on insert).
 #[derive(Debug, Clone, Default)]
 pub struct EvidenceContext {
-    /// Whitespace-normalised, lowercased; one entry per source string, so a token never
-    /// matches across two strings.
-    texts: Vec<String>,
-    seen: HashSet<String>,
+    /// Whitespace-normalised, lowercased; one entry per distinct source string, so a token
+    /// never matches across two strings.
+    texts: BTreeSet<String>,
 }
 
 impl EvidenceContext {
@@ -439,8 +438,8 @@ impl EvidenceContext {
 
     pub fn push_text(&mut self, s: &str) {
         let n = normalize_whitespace(s).to_lowercase();
-        if !n.is_empty() && self.seen.insert(n.clone()) {
-            self.texts.push(n);
+        if !n.is_empty() {
+            self.texts.insert(n);
         }
     }
 
@@ -503,13 +502,16 @@ impl EvidenceContext {
             chain.push(next);
             cur = next;
         }
-        // The bound value itself.
-        self.push_json(cur);
-        // The deepest object strictly above the bound value.
-        let Some(depth) = (0..chain.len().saturating_sub(1))
+        // The bound value itself: a scalar is part of its record (below), so it is added
+        // here only when it has none or is itself a container.
+        let depth = (0..chain.len().saturating_sub(1))
             .rev()
-            .find(|&d| chain[d].is_object())
-        else {
+            .find(|&d| chain[d].is_object());
+        if depth.is_none() || cur.is_object() || cur.is_array() {
+            self.push_json(cur);
+        }
+        // The deepest object strictly above the bound value.
+        let Some(depth) = depth else {
             return;
         };
         let rest = tokens.get(depth..).unwrap_or(&[]);

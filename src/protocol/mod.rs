@@ -18,8 +18,8 @@ pub mod verifier;
 pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
 pub use gatekeeper::{
-    ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, GateStatus,
-    GatekeeperRaw,
+    ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, ClaimRefusal,
+    GateStatus, GatekeeperRaw, Grounding, RefusedClaim,
 };
 pub use grounding::{
     context_of_evidence, salient_tokens, EvidenceContext, SalientToken, TokenCheck, TokenKind,

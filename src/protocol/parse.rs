@@ -106,6 +106,39 @@ pub enum ContractViolation {
     RepeatsCompletedQuery { field: String, tool: String },
     #[error("the evidence-retry snapshot drops the verified claim {claim_id:?}")]
     MissingPriorClaim { claim_id: String },
+    #[error(
+        "`{field}` is {found:?}, not a claim id (a letter, then at most {} letters, digits, \
+         '_' or '-')",
+        MAX_CLAIM_ID_CHARS - 1
+    )]
+    InvalidClaimId { field: String, found: String },
+    #[error("`{field}` is longer than {MAX_POINTER_BYTES} bytes or holds a control character")]
+    UnboundedPointer { field: String },
+    #[error(
+        "`{field}` is {found:?}, not a plain name (1 to {MAX_NAME_CHARS} letters, digits, '_' \
+         or '-')"
+    )]
+    InvalidName { field: String, found: String },
+}
+
+/// The longest claim id (SPEC §2.9: model-written identifiers have strict formats).
+pub const MAX_CLAIM_ID_CHARS: usize = 32;
+/// The longest `raw_path`, in bytes.
+pub const MAX_POINTER_BYTES: usize = 512;
+/// The longest invocation id or tool name a binding may name (tool names are at most 64).
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// `^[A-Za-z][A-Za-z0-9_-]{0,31}$`.
+pub fn is_claim_id(s: &str) -> bool {
+    super::grounding::is_claim_id(s)
+}
+
+/// `^[A-Za-z0-9_-]{1,64}$`: the shape of invocation ids (`inv-3`) and tool names.
+pub fn is_plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_CHARS
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 impl ContractViolation {
@@ -136,6 +169,9 @@ impl ContractViolation {
             ContractViolation::GapNotListed { .. } => "gap_not_listed",
             ContractViolation::RepeatsCompletedQuery { .. } => "repeats_completed_query",
             ContractViolation::MissingPriorClaim { .. } => "missing_prior_claim",
+            ContractViolation::InvalidClaimId { .. } => "invalid_claim_id",
+            ContractViolation::UnboundedPointer { .. } => "unbounded_pointer",
+            ContractViolation::InvalidName { .. } => "invalid_name",
         }
     }
 }
@@ -411,13 +447,35 @@ pub fn parse_executor(text: &str) -> Result<ExecutorOutput> {
     let mut seen = Seen::default();
     for c in objects(doc.array("claims")?, &doc.field("claims"))? {
         let claim_id = c.text("claim_id")?;
+        if !is_claim_id(claim_id) {
+            return Err(ContractViolation::InvalidClaimId {
+                field: c.field("claim_id"),
+                found: snip(claim_id),
+            });
+        }
         seen.insert(claim_id, || c.field("claim_id"))?;
         let text = c.text("text")?;
         let mut bindings = Vec::new();
         for b in objects(c.array("bindings")?, &c.field("bindings"))? {
             let source_invocation_id = b.text("source_invocation_id")?;
             let tool_name = b.text("tool_name")?;
+            for (key, value) in [
+                ("source_invocation_id", source_invocation_id),
+                ("tool_name", tool_name),
+            ] {
+                if !is_plain_name(value) {
+                    return Err(ContractViolation::InvalidName {
+                        field: b.field(key),
+                        found: snip(value),
+                    });
+                }
+            }
             let raw_path = b.string("raw_path")?;
+            if raw_path.len() > MAX_POINTER_BYTES || raw_path.chars().any(char::is_control) {
+                return Err(ContractViolation::UnboundedPointer {
+                    field: b.field("raw_path"),
+                });
+            }
             json_pointer::validate(raw_path).map_err(|error| {
                 ContractViolation::InvalidPointer {
                     field: b.field("raw_path"),
