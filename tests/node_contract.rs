@@ -96,7 +96,7 @@ const OTHER_RUN_TOOL: &str = "other_run_only_tool";
 
 /// Matched texts the Gatekeeper cuts from this run's outputs (original whitespace kept).
 const MATCHED1: &str = "upstream returned\n502";
-const MATCHED2: &str = "latency 30s";
+const MATCHED2: &str = "latency 30s at the edge";
 const MATCHED_NEW: &str = "pool waiters 42";
 
 /// Text of claims whose bindings fail in the standard fixtures.
@@ -196,7 +196,8 @@ fn round1_invocations() -> Vec<ToolInvocation> {
             "query_metrics",
             json!({"query": "p99"}),
             json!({"resultType": "vector",
-                   "result": [{"metric": {"job": M_METRIC_LABEL}, "value": "p99 latency 30s"}]}),
+                   "result": [{"metric": {"job": M_METRIC_LABEL},
+                               "value": "p99 latency 30s at the edge"}]}),
         ),
         inv(
             RUN,
@@ -312,7 +313,7 @@ fn c2() -> Value {
             "inv-2",
             "query_metrics",
             "/result/0/value",
-            "latency 30s",
+            "latency 30s at the edge",
         )],
     )
 }
@@ -2443,4 +2444,299 @@ async fn events_carry_no_claim_text_quotes_or_tool_output() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Content grounding (SPEC §2.9) through the real graph
+// ---------------------------------------------------------------------------------------------
+
+const M_SHORT_QUOTE: &str = "ZZSHORTQUOTECLAIMZZ";
+const M_HALF_BOUND: &str = "ZZHALFBOUNDCLAIMZZ";
+const M_UNBOUND_TOKEN: &str = "ZZUNBOUNDTOKENCLAIMZZ";
+
+/// Shape 1: an invented claim bound by a one-character quote.
+fn c_short_quote() -> Value {
+    claim(
+        "c3",
+        format!("{M_SHORT_QUOTE} the primary database disk failed at 13:55"),
+        vec![bind("inv-1", "search_logs", "/matches/0/line", "e")],
+    )
+}
+
+/// Shape 2: one real binding and one invented.
+fn c_half_bound() -> Value {
+    claim(
+        "c4",
+        format!(
+            "{M_HALF_BOUND} 502s are caused by settlement-batch holding 50 DB connections \
+             (confirmed by DBA ticket #4411)"
+        ),
+        vec![
+            bind(
+                "inv-1",
+                "search_logs",
+                "/matches/0/line",
+                "upstream returned 502",
+            ),
+            bind(
+                "inv-1",
+                "search_logs",
+                "/matches/0/line",
+                "DBA ticket #4411 confirms",
+            ),
+        ],
+    )
+}
+
+/// Every binding passes, but the text names a ticket no evidence holds.
+fn c_unbound_token() -> Value {
+    claim(
+        "c5",
+        format!("{M_UNBOUND_TOKEN} upstream 502s from payment-service, see ticket #4411"),
+        vec![bind(
+            "inv-1",
+            "search_logs",
+            "/matches/0/line",
+            "upstream returned 502",
+        )],
+    )
+}
+
+#[tokio::test]
+async fn a_claim_bound_only_by_a_short_quote_never_reaches_an_answer() {
+    // Failing: alone, the invented claim leaves nothing to verify.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, executor_doc(vec![c_short_quote()]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, F]);
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Reject));
+    let raw = done.state.gatekeeper_raw.as_ref().unwrap();
+    assert_eq!(
+        raw.checked_bindings[0].failure.as_deref(),
+        Some("quote_too_short")
+    );
+    assert_pre_fallback(&done);
+    assert_absent(
+        done.answer(),
+        &[M_SHORT_QUOTE, "13:55", "disk"],
+        "the answer",
+    );
+    assert!(h.model.requests_for(AgentRole::Verifier).is_empty());
+
+    // Passing: beside a bound claim, only the bound claim is verified and answered.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(
+            AgentRole::Executor,
+            executor_doc(vec![c1(), c_short_quote()]),
+        )
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+    assert_eq!(done.state.effective_verdict, Some(Verdict::LowConfid));
+    let input = &h.inputs(AgentRole::Verifier)[0];
+    assert_absent(input, &[M_SHORT_QUOTE, "13:55"], "the verifier input");
+}
+
+#[tokio::test]
+async fn refused_claims_reach_the_verifier_as_ids_and_codes_only() {
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(
+            AgentRole::Executor,
+            executor_doc(vec![c1(), c2(), c_half_bound(), c_unbound_token()]),
+        )
+        .reply(
+            AgentRole::Verifier,
+            verifier("LOW_CONFID", &["c1"], json!([])),
+        )
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+
+    let text = &h.inputs(AgentRole::Verifier)[0];
+    let input: Value = serde_json::from_str(text).unwrap();
+    let verified: Vec<&str> = input["verified_executor_output"]["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["claim_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(verified, ["c1", "c2"]);
+    assert_eq!(
+        input["refused_claims"],
+        json!([
+            {"claim_id": "c4", "code": "failed_binding", "binding_failures": ["quote_not_found"]},
+            {"claim_id": "c5", "code": "unbound_token", "token_kind": "reference"}])
+    );
+    // Codes, not model text: neither claim's text nor the unbound token is shown, and the
+    // half-bound claim's passed binding brings it no evidence entry.
+    assert_absent(
+        text,
+        &[
+            M_HALF_BOUND,
+            M_UNBOUND_TOKEN,
+            "#4411",
+            "settlement-batch",
+            "DBA",
+        ],
+        "the verifier input",
+    );
+    assert!(input["verified_evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| ["c1", "c2"].contains(&e["claim_id"].as_str().unwrap())));
+    assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
+
+    // Passing: with nothing refused, the Verifier input has no `refused_claims` at all.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Pass));
+    let input: Value = serde_json::from_str(&h.inputs(AgentRole::Verifier)[0]).unwrap();
+    assert!(input.get("refused_claims").is_none(), "{input}");
+}
+
+#[tokio::test]
+async fn the_verifier_may_not_allow_a_refused_claim() {
+    // The Verifier allows c4, which the Gatekeeper refused although one of its bindings
+    // passed: the output references an id outside the verified claims.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(
+            AgentRole::Executor,
+            executor_doc(vec![c1(), c_half_bound()]),
+        )
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c4"], json!([])),
+        )
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c4"], json!([])),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
+    for e in done.events_of(V) {
+        assert_eq!(e.status, Status::InvalidOutput);
+    }
+    assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
+}
+
+/// (claim, binding field, value) that breaks the strict formats, and the reason code.
+fn malformed_identifiers() -> Vec<(Value, &'static str)> {
+    let with_binding = |field: &str, value: Value| {
+        let mut b = bind(
+            "inv-1",
+            "search_logs",
+            "/matches/0/line",
+            "upstream returned 502",
+        );
+        b[field] = value;
+        claim("c9", "checkout saw upstream 502s".into(), vec![b])
+    };
+    vec![
+        (claim("c 1", "x".into(), vec![]), "invalid_claim_id"),
+        (claim("1c", "x".into(), vec![]), "invalid_claim_id"),
+        (claim("c1\u{1b}[2J", "x".into(), vec![]), "invalid_claim_id"),
+        (
+            claim(&format!("c{}", "1".repeat(32)), "x".into(), vec![]),
+            "invalid_claim_id",
+        ),
+        (claim("../c1", "x".into(), vec![]), "invalid_claim_id"),
+        (
+            with_binding("raw_path", json!(format!("/{}", "a".repeat(512)))),
+            "unbounded_pointer",
+        ),
+        (
+            with_binding("raw_path", json!("/matches/0/line\u{7}")),
+            "unbounded_pointer",
+        ),
+        (
+            with_binding("raw_path", json!("matches/0/line")),
+            "invalid_pointer",
+        ),
+        (
+            with_binding("source_invocation_id", json!("run-B/inv-1")),
+            "invalid_name",
+        ),
+        (
+            with_binding("source_invocation_id", json!("inv 1")),
+            "invalid_name",
+        ),
+        (
+            with_binding("tool_name", json!("search logs")),
+            "invalid_name",
+        ),
+        (
+            with_binding("tool_name", json!("x".repeat(65))),
+            "invalid_name",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn model_written_identifiers_must_have_their_strict_formats() {
+    for (bad, reason) in malformed_identifiers() {
+        let h = Harness::new();
+        h.reply(AgentRole::Planner, plan_normal())
+            .reply(AgentRole::Executor, executor_doc(vec![c1(), bad.clone()]));
+        let done = run(&h).await;
+        assert_eq!(done.state.path(), [P, E, F], "{bad}");
+        let e = done.events_of(E)[0];
+        assert_eq!(e.status, Status::InvalidOutput, "{bad}");
+        assert_eq!(detail_text(e, "reason"), reason, "{bad}");
+        assert_pre_fallback(&done);
+        assert!(!done.answer().contains("\u{1b}"));
+    }
+    // Passing: the longest legal forms go through to the Gatekeeper.
+    let longest_id = format!("c{}", "_".repeat(31));
+    let ok = claim(
+        &longest_id,
+        "checkout saw upstream 502s".into(),
+        vec![bind(
+            "inv-1",
+            "search_logs",
+            "/matches/0/line",
+            "upstream returned 502",
+        )],
+    );
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, executor_doc(vec![ok]))
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &[longest_id.as_str()], json!([])),
+        )
+        .reply(
+            AgentRole::Composer,
+            composer(ANSWER, &[longest_id.as_str()]),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+}
+
+#[test]
+fn low_confid_continues_only_with_an_accepted_claim() {
+    use diag::diagnosis::scripted;
+    let mut s = DiagnosisState::new(QUESTION);
+    // A passed binding of a refused claim is not enough.
+    let mut raw = scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 0);
+    raw.refused_claims.push(diag::protocol::RefusedClaim {
+        claim_id: "c1".into(),
+        code: diag::protocol::ClaimRefusal::UnboundToken,
+        token: None,
+    });
+    s.gatekeeper_raw = Some(raw);
+    assert!(!topology::has_accepted_claim(&s));
+    s.gatekeeper_raw = Some(scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 1));
+    assert!(topology::has_accepted_claim(&s));
 }
