@@ -41,6 +41,7 @@ const LIMITATION_MARKER: &str = "ZZLIMITATIONZZ";
 const OTHER_FIELD_MARKER: &str = "ZZUNREFERENCEDTOOLZZ";
 const UNREFERENCED_INV_MARKER: &str = "ZZUNUSEDINVOCATIONZZ";
 const NOT_ALLOWED_MARKER: &str = "ZZNOTALLOWEDZZ";
+const HALF_BOUND_MARKER: &str = "ZZHALFBOUNDZZ";
 
 fn inv(run_id: &str, id: &str, tool: &str, args: Value, output: Value) -> ToolInvocation {
     ToolInvocation {
@@ -96,8 +97,9 @@ fn invocations() -> Vec<ToolInvocation> {
     ]
 }
 
-/// c1 and c3 are bound correctly, c2 only by a wrong quote, c4 by both a good and a bad
-/// binding; plus hypotheses, no-evidence entries and limitations that must never be projected.
+/// c1, c3 and c4 are bound correctly, c2 only by a wrong quote, c5 by both a good and a bad
+/// binding (refused whole); plus hypotheses, no-evidence entries and limitations that must
+/// never be projected.
 fn mixed_output() -> ExecutorOutput {
     ExecutorOutput {
         claims: vec![
@@ -128,12 +130,22 @@ fn mixed_output() -> ExecutorOutput {
                     "inv-2",
                     "query_metrics",
                     "/result/0/value",
-                    "latency 30s",
+                    "p99 latency 30s",
                 )],
             },
             Claim {
                 claim_id: "c4".into(),
                 text: "payment pool exhausted".into(),
+                bindings: vec![binding(
+                    "inv-1",
+                    "search_logs",
+                    "/matches/1/line",
+                    "pool exhausted",
+                )],
+            },
+            Claim {
+                claim_id: "c5".into(),
+                text: format!("{HALF_BOUND_MARKER} payment pool exhausted by a batch job"),
                 bindings: vec![
                     binding("inv-1", "search_logs", "/matches/1/line", "pool exhausted"),
                     binding("inv-9", "search_logs", "/matches/1/line", "pool exhausted"),
@@ -165,8 +177,9 @@ fn assert_absent(text: &str, markers: &[&str]) {
     }
 }
 
-const PROJECTION_MARKERS: [&str; 6] = [
+const PROJECTION_MARKERS: [&str; 7] = [
     FAILED_CLAIM_MARKER,
+    HALF_BOUND_MARKER,
     HYPOTHESIS_MARKER,
     NO_EVIDENCE_MARKER,
     LIMITATION_MARKER,
@@ -176,6 +189,8 @@ const PROJECTION_MARKERS: [&str; 6] = [
 
 // ---- verified projection --------------------------------------------------------------------
 
+/// Only accepted claims cross: c5's passed binding does not carry it, since its other binding
+/// failed (all bindings or nothing, SPEC §2.9).
 #[test]
 fn only_claims_with_passed_bindings_survive_the_projection() {
     let out = mixed_output();
@@ -203,7 +218,7 @@ fn only_claims_with_passed_bindings_survive_the_projection() {
                 source_invocation_id: "inv-2".into(),
                 tool_name: "query_metrics".into(),
                 raw_path: "/result/0/value".into(),
-                matched_text: "latency 30s".into(),
+                matched_text: "p99 latency 30s".into(),
             },
             VerifiedEvidence {
                 claim_id: "c4".into(),
@@ -305,8 +320,8 @@ fn a_repeated_claim_id_fails_the_projection() {
 #[test]
 fn a_full_pass_projects_every_claim() {
     let mut out = mixed_output();
+    out.claims.remove(4);
     out.claims.remove(1);
-    out.claims[2].bindings.truncate(1);
     let (raw, status) = gate(&out);
     assert_eq!(status, GateStatus::Pass);
     let (verified, evidence) = build_verified_input(&out, &raw, status).unwrap();
@@ -343,15 +358,24 @@ fn the_verifier_input_holds_only_its_declared_fields() {
             "ceiling",
             "diagnosis_context",
             "gatekeeper_audit",
+            "refused_claims",
             "verified_evidence",
             "verified_executor_output"
         ]
     );
     assert_eq!(v["ceiling"], "LOW_CONFID");
     assert_eq!(v["gatekeeper_audit"]["failed"], 2);
+    // The refused claims, by id and codes only.
+    assert_eq!(
+        v["refused_claims"],
+        json!([
+            {"claim_id": "c2", "code": "failed_binding", "binding_failures": ["quote_not_found"]},
+            {"claim_id": "c5", "code": "failed_binding",
+             "binding_failures": ["unknown_invocation"]}])
+    );
     assert_absent(&text, &PROJECTION_MARKERS);
-    // The checked-binding list (with its failures) is not part of it either.
-    assert!(!text.contains("checked_bindings") && !text.contains("quote_not_found"));
+    // The checked-binding list (with its paths, sources and cut text) is not part of it.
+    assert!(!text.contains("checked_bindings") && !text.contains("inv-9"));
 }
 
 #[test]
