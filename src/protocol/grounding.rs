@@ -25,7 +25,8 @@
 //!   - a number `502`, `0.95`, with an optional unit or plural suffix of letters (`502s`,
 //!     `5000ms`, `12GB`; `48%` is the number `48` before a `%`): a [`TokenKind::Number`] whose
 //!     text is the number, salient only with two or more digits;
-//!   - an abbreviation (single letters joined by dots: `e.g.`, `i.e.`, `a.m.`): not salient;
+//!   - an abbreviation (single letters joined by dots: `e.g.`, `i.e.`, `a.m.`) or two plain
+//!     words joined by one `/` (`and/or`, `N/A`): not salient;
 //!   - a word holding a digit or an inner connector (`payment-service`, `HikariPool-1`,
 //!     `/v1/charges`, `v2.3.1`, `pg_stat_activity`): a [`TokenKind::Identifier`];
 //!   - anything else (plain words, single digits): not salient.
@@ -357,6 +358,15 @@ fn is_abbreviation(s: &str) -> bool {
             .all(|p| p.chars().count() == 1 && p.chars().all(char::is_alphabetic))
 }
 
+/// Plain words joined by one `/` (`and/or`, `N/A`, `read/write`): English, not a path. A path
+/// starts with `/` or has two or more (`/api/checkout`, `fixtures/demo/logs`); a digit makes
+/// any word salient.
+fn is_slash_pair(s: &str) -> bool {
+    !s.starts_with('/')
+        && s.matches('/').count() == 1
+        && s.chars().all(|c| c.is_alphabetic() || c == '/')
+}
+
 fn classify_word(word: &str, out: &mut Vec<SalientToken>) {
     if word.is_empty() {
         return;
@@ -395,7 +405,7 @@ fn classify_word(word: &str, out: &mut Vec<SalientToken>) {
         }
         // Two dates joined by `-` (`2026-11-29-2026-11-30` is too odd to split; leave it).
     }
-    if is_abbreviation(word) {
+    if is_abbreviation(word) || is_slash_pair(word) {
         return;
     }
     let has_digit = word.bytes().any(|b| b.is_ascii_digit());
@@ -791,6 +801,14 @@ mod tests {
         assert_eq!(
             texts("[HikariPool-1 main]"),
             vec![tok(Identifier, "HikariPool-1")]
+        );
+        // Slash pairs of plain words are English; paths are identifiers.
+        assert_eq!(
+            texts("and/or N/A read/write, /api/checkout and fixtures/demo/logs"),
+            vec![
+                tok(Identifier, "/api/checkout"),
+                tok(Identifier, "fixtures/demo/logs")
+            ]
         );
         // A number that is not a list marker is a number.
         assert_eq!(texts("we saw 10. Then"), vec![tok(Number, "10")]);
