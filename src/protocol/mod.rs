@@ -6,6 +6,7 @@
 pub mod composer;
 pub mod executor;
 pub mod gatekeeper;
+pub mod grounding;
 pub mod invocation;
 pub mod json_pointer;
 pub mod parse;
@@ -22,8 +23,8 @@ pub use gatekeeper::{
 };
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use parse::{
-    check_executor_references, parse_composer, parse_executor, parse_plan, parse_verifier,
-    ContractViolation,
+    check_answer_citations, check_answer_tokens, check_executor_references, parse_composer, parse_executor,
+    parse_plan, parse_verifier, ContractViolation,
 };
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{canonical_json, CriticalGap, QueryRef, RetryContext};
