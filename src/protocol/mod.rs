@@ -21,6 +21,9 @@ pub use gatekeeper::{
     ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, GateStatus,
     GatekeeperRaw,
 };
+pub use grounding::{
+    context_of_evidence, salient_tokens, EvidenceContext, SalientToken, TokenCheck, TokenKind,
+};
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use parse::{
     check_answer_citations, check_answer_tokens, check_executor_references, parse_composer, parse_executor,
