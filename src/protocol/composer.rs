@@ -81,19 +81,6 @@ fn marker_at(text: &str, open: usize) -> Option<(usize, Vec<String>)> {
     }
 }
 
-/// `markdown` with every citation marker replaced by one space.
-pub fn without_citation_markers(markdown: &str) -> String {
-    let mut out = String::with_capacity(markdown.len());
-    let mut at = 0;
-    for m in citation_markers(markdown) {
-        out.push_str(&markdown[at..m.range.start]);
-        out.push(' ');
-        at = m.range.end;
-    }
-    out.push_str(&markdown[at..]);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,13 +100,5 @@ mod tests {
         assert_eq!(ids("[[c1]] [c1](http://x)"), [vec!["c1"], vec!["c1"]]);
         assert!(ids("unclosed [c1").is_empty());
         assert!(ids(&format!("[c{}]", "1".repeat(32))).is_empty());
-    }
-
-    #[test]
-    fn stripping_replaces_each_marker_by_a_space() {
-        assert_eq!(
-            without_citation_markers("502s [c1].\n- x [c2, c3]"),
-            "502s  .\n- x  "
-        );
     }
 }
