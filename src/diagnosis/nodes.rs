@@ -464,7 +464,6 @@ impl ComposerNode {
         }
         let (check, verdict) = check_answer_tokens(&rendered, &material.context);
         let first_unbound_kind = check.unbound.first().map(|t| t.kind);
-        if std::env::var_os("DIAG_DEBUG_TOKENS").is_some() { eprintln!("TMPDEBUG unbound {:?} checked {}", check.unbound, check.checked); }
         state.answer_grounding = Some(AnswerGrounding {
             tokens_checked: check.checked,
             tokens_unbound: u32::try_from(check.unbound.len()).unwrap_or(u32::MAX),
