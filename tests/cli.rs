@@ -1337,7 +1337,10 @@ fn quiet_names_a_verdict_that_is_not_a_verified_pass_on_stderr() {
     out.expect(0);
     assert_eq!(out.stdout, format!("{low_answer}\n"));
     let line = out.one_error_line();
-    assert!(line.starts_with("diag: verdict LOW_CONFID; diag trace "), "{line}");
+    assert!(
+        line.starts_with("diag: verdict LOW_CONFID; diag trace "),
+        "{line}"
+    );
     assert!(line.ends_with(" shows why"), "{line}");
     assert!(!line.contains("degraded"), "{line}");
 
@@ -1365,11 +1368,17 @@ fn quiet_names_a_verdict_that_is_not_a_verified_pass_on_stderr() {
     assert_eq!(out.stdout, format!("{low_answer}\n"));
     let lines = out.stderr_lines();
     assert_eq!(lines.len(), 2, "{}", out.stderr);
-    assert!(lines[0].starts_with("diag: verdict LOW_CONFID;"), "{}", lines[0]);
+    assert!(
+        lines[0].starts_with("diag: verdict LOW_CONFID;"),
+        "{}",
+        lines[0]
+    );
     assert!(lines[1].starts_with("diag: --strict: run "), "{}", lines[1]);
 
     // Without --quiet the header already shows the verdict: no extra line.
-    env.run(&["ask", "--fixture", "low.json"]).expect(0).quiet_stderr();
+    env.run(&["ask", "--fixture", "low.json"])
+        .expect(0)
+        .quiet_stderr();
 }
 
 #[test]

@@ -162,7 +162,10 @@ fn all_hold(text: &str) -> Result<usize, TestCaseError> {
             prop_assert_eq!(unique.len(), v.allowed_claims.len());
             // Self-consistency (SPEC §2.9).
             for id in &v.allowed_claims {
-                prop_assert!(v.claim_checks.iter().any(|c| &c.claim_id == id && c.supported));
+                prop_assert!(v
+                    .claim_checks
+                    .iter()
+                    .any(|c| &c.claim_id == id && c.supported));
                 let contradicted = v.facts.iter().any(|f| {
                     f.verification == Verification::Contradicted && f.claim_ids.contains(id)
                 });

@@ -2499,7 +2499,11 @@ fn assert_composer_refused_twice(done: &Done, reason: &str) {
     let answer = done.answer();
     assert!(answer.contains(M_PASSED1), "{answer}");
     assert_absent(answer, &FORGED, "the post-verification answer");
-    assert_absent(answer, &[M_PASSED2, MATCHED2], "the post-verification answer");
+    assert_absent(
+        answer,
+        &[M_PASSED2, MATCHED2],
+        "the post-verification answer",
+    );
 }
 
 #[tokio::test]
@@ -2671,7 +2675,10 @@ async fn rule_inline_citations_and_cited_claims_agree() {
     let h = Harness::new();
     h.reply(AgentRole::Planner, plan_normal())
         .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1", "c2"], json!([])))
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c2"], json!([])),
+        )
         .reply(
             AgentRole::Composer,
             composer_raw(&cited(ANSWER, &["c1"]), &["c1", "c2"]),
@@ -2712,7 +2719,10 @@ async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
             (C, 2, 1, Status::Completed),
         ])
     );
-    assert_eq!(detail_text(done.events_of(C)[0], "reason"), "cites_no_claim");
+    assert_eq!(
+        detail_text(done.events_of(C)[0], "reason"),
+        "cites_no_claim"
+    );
     assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
     assert!(!done.state.degraded);
 }
@@ -2740,7 +2750,8 @@ async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence(
     // Failing, the fabricated answer seen from real models: an invented version and time,
     // then a number taken from a claim that was verified but not allowed (c2's 99th
     // percentile).
-    let invented = "Root cause: a bad deploy of payment-service v2.3.1 at 13:58. Roll back now. [c1]";
+    let invented =
+        "Root cause: a bad deploy of payment-service v2.3.1 at 13:58. Roll back now. [c1]";
     let borrowed = "checkout 502s come from payment-service; the 99th percentile is slow [c1]";
     let h = Harness::new();
     h.reply(AgentRole::Planner, plan_normal())
@@ -2765,7 +2776,11 @@ async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence(
     // The invented material is nowhere: not in the answer, not in the events.
     let events = serde_json::to_string(&done.state.events).unwrap();
     for text in [done.answer(), events.as_str()] {
-        assert_absent(text, &["v2.3.1", "13:58", "Roll back", "99th", "bad deploy"], "output");
+        assert_absent(
+            text,
+            &["v2.3.1", "13:58", "Roll back", "99th", "bad deploy"],
+            "output",
+        );
     }
     // The evaluation keeps the figures of the last checked answer, its token by kind only.
     let eval = diag::diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
@@ -2821,8 +2836,15 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C, F]);
     let answer = done.answer();
-    assert!(answer.contains(MISSING) && answer.contains(RECOMMENDATION), "{answer}");
-    assert_absent(answer, &["pg_stat_activity", "v2.3.0"], "the fallback answer");
+    assert!(
+        answer.contains(MISSING) && answer.contains(RECOMMENDATION),
+        "{answer}"
+    );
+    assert_absent(
+        answer,
+        &["pg_stat_activity", "v2.3.0"],
+        "the fallback answer",
+    );
     assert_eq!(done.state.dropped_items, 2);
 
     // Passing: items whose tokens are all bound are kept, and nothing is counted.
@@ -2857,7 +2879,10 @@ mod invented_tokens {
     fn invented() -> impl Strategy<Value = (String, SalientToken)> {
         let tok = |kind, text: String| SalientToken { kind, text };
         prop_oneof![
-            ("[1-9][0-9]{1,5}", prop::sample::select(vec!["", "ms", "s", "%", "GB"]))
+            (
+                "[1-9][0-9]{1,5}",
+                prop::sample::select(vec!["", "ms", "s", "%", "GB"])
+            )
                 .prop_map(move |(n, unit)| (format!("{n}{unit}"), tok(TokenKind::Number, n))),
             (0u32..24, 0u32..60, prop::option::of(0u32..60)).prop_map(move |(h, m, s)| {
                 let t = match s {

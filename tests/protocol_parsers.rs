@@ -5,9 +5,8 @@
 use diag::protocol::parse::{json_document, MAX_OUTPUT_BYTES, SNIPPET_CHARS};
 use diag::protocol::{
     check_answer_citations, check_answer_tokens, json_pointer, parse_composer, parse_executor,
-    parse_plan, parse_verifier, ContractViolation, EvidenceContext,
-    CriticalGap, PlannerMode, QueryRef, RetryContext, Verdict, Verification,
-    VerifiedExecutorOutput,
+    parse_plan, parse_verifier, ContractViolation, CriticalGap, EvidenceContext, PlannerMode,
+    QueryRef, RetryContext, Verdict, Verification, VerifiedExecutorOutput,
 };
 use serde_json::{json, Value};
 use std::fmt::Debug;
@@ -1326,7 +1325,12 @@ fn citations(answer: &str, cited: &[&str], allowed: &[&str]) -> Result<(), Contr
 
 #[test]
 fn answer_inline_citations_name_allowed_claims() {
-    check("allowed", citations("pool full [c1]", &["c1"], &["c1", "c2"]), "ok", "");
+    check(
+        "allowed",
+        citations("pool full [c1]", &["c1"], &["c1", "c2"]),
+        "ok",
+        "",
+    );
     check(
         "a refused claim inline",
         citations("pool full [c1] and disk full [c3]", &["c1"], &["c1", "c2"]),
@@ -1373,7 +1377,12 @@ fn answer_inline_citations_agree_with_cited_claims() {
 #[test]
 fn answer_cites_a_claim_when_claims_are_allowed() {
     check("cites", citations("a [c1]", &["c1"], &["c1"]), "ok", "");
-    check("nothing allowed", citations("no finding", &[], &[]), "ok", "");
+    check(
+        "nothing allowed",
+        citations("no finding", &[], &[]),
+        "ok",
+        "",
+    );
     check(
         "cites nothing",
         citations("pool full", &[], &["c1"]),
@@ -1386,7 +1395,8 @@ fn answer_cites_a_claim_when_claims_are_allowed() {
 fn answer_tokens_occur_in_the_question_or_the_evidence() {
     let mut context = EvidenceContext::new();
     context.push_text("why does checkout-service return 502 since 14:00?");
-    context.push_text("payment-service: HikariPool-1 active=50 waiting=154 at 2026-11-30T14:02:07Z");
+    context
+        .push_text("payment-service: HikariPool-1 active=50 waiting=154 at 2026-11-30T14:02:07Z");
     let (check_ok, ok) = check_answer_tokens(
         "checkout-service's 502s since 14:00: HikariPool-1 had 50 of 50 active, 154 waiting \
          at 14:02:07 [c1]",
@@ -1400,10 +1410,18 @@ fn answer_tokens_occur_in_the_question_or_the_evidence() {
         "Root cause: a bad deploy of payment-service v2.3.1 at 13:58. Roll back now.",
         &context,
     );
-    check("invented", refused.clone(), "unbound_answer_token", "identifier");
+    check(
+        "invented",
+        refused.clone(),
+        "unbound_answer_token",
+        "identifier",
+    );
     assert_eq!(bad.checked, 3);
     assert_eq!(
-        bad.unbound.iter().map(|t| t.text.as_str()).collect::<Vec<_>>(),
+        bad.unbound
+            .iter()
+            .map(|t| t.text.as_str())
+            .collect::<Vec<_>>(),
         ["v2.3.1", "13:58"]
     );
     // The message names the kind, never the token.
@@ -1780,7 +1798,10 @@ mod properties {
                 // The Verifier agrees with itself: every allowed claim is checked supported,
                 // no contradicted fact names one, and PASS allows at least one.
                 for id in &v.allowed_claims {
-                    assert!(v.claim_checks.iter().any(|c| &c.claim_id == id && c.supported));
+                    assert!(v
+                        .claim_checks
+                        .iter()
+                        .any(|c| &c.claim_id == id && c.supported));
                     assert!(!v.facts.iter().any(|f| {
                         f.verification == Verification::Contradicted && f.claim_ids.contains(id)
                     }));

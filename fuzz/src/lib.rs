@@ -101,7 +101,10 @@ pub fn contract_parsers(data: &[u8]) -> Option<Contracts> {
             assert!((0.0..=1.0).contains(&v.groundedness));
             assert!(v.allowed_claims.iter().all(|c| ids.contains(c)));
             for id in &v.allowed_claims {
-                assert!(v.claim_checks.iter().any(|c| &c.claim_id == id && c.supported));
+                assert!(v
+                    .claim_checks
+                    .iter()
+                    .any(|c| &c.claim_id == id && c.supported));
                 assert!(!v.facts.iter().any(|f| {
                     f.verification == Verification::Contradicted && f.claim_ids.contains(id)
                 }));

@@ -169,7 +169,10 @@ impl AnswerMaterial {
     }
 }
 
-pub fn build_composer_input(effective_verdict: Verdict, material: &AnswerMaterial) -> ComposerInput {
+pub fn build_composer_input(
+    effective_verdict: Verdict,
+    material: &AnswerMaterial,
+) -> ComposerInput {
     ComposerInput {
         effective_verdict,
         allowed_claims: material.allowed_claims.clone(),

@@ -392,8 +392,7 @@ impl Node<DiagnosisState, Status> for ComposerNode {
         Box::pin(async move {
             // The allowed material and the answer context, over this run's invocations only.
             let invocations = self.deps.log.invocations(config.run_id());
-            let material = match answer_material_from_state(state, config.run_id(), &invocations)
-            {
+            let material = match answer_material_from_state(state, config.run_id(), &invocations) {
                 Ok(material) => material,
                 Err(e) => {
                     state.composer_status = Some(AgentStatus::NonRetryableFailed);
@@ -424,7 +423,10 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                             // Nothing displayable: the topology falls back after verification.
                             state.final_answer = Some(rendered);
                             let s = AgentStatus::Completed;
-                            (s.clone(), agent_step(&s).with("cited_claims", answer.cited_claims.len()))
+                            (
+                                s.clone(),
+                                agent_step(&s).with("cited_claims", answer.cited_claims.len()),
+                            )
                         } else {
                             self.check_answer(state, rendered, &answer.cited_claims, &material)
                         }

@@ -36,10 +36,7 @@ pub fn citation_markers(markdown: &str) -> Vec<CitationMarker> {
     while i < bytes.len() {
         if bytes[i] == b'[' {
             if let Some((end, ids)) = marker_at(markdown, i) {
-                out.push(CitationMarker {
-                    range: i..end,
-                    ids,
-                });
+                out.push(CitationMarker { range: i..end, ids });
                 i = end;
                 continue;
             }
@@ -93,7 +90,12 @@ mod tests {
     fn markers_are_brackets_around_claim_ids() {
         assert_eq!(
             ids("a [c1] b [c2, c3][c4 ; c5] [alpha]"),
-            [vec!["c1"], vec!["c2", "c3"], vec!["c4", "c5"], vec!["alpha"]]
+            [
+                vec!["c1"],
+                vec!["c2", "c3"],
+                vec!["c4", "c5"],
+                vec!["alpha"]
+            ]
         );
         // Numbers, prose, empty brackets and ids out of format are not markers.
         assert!(ids("[14] [see logs] [1c] [] [c1,] [c.1] [c1\n]").is_empty());

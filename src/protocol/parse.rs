@@ -24,8 +24,8 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::composer::{self, ComposerAnswer};
-use super::grounding::{EvidenceContext, TokenCheck, TokenKind};
 use super::executor::{self, Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
+use super::grounding::{EvidenceContext, TokenCheck, TokenKind};
 use super::json_pointer::{self, PointerError};
 use super::planner::{self, Plan, PlanHypothesis, PlanStep, PlannerMode};
 use super::retry::{QueryRef, RetryContext};
@@ -119,7 +119,9 @@ pub enum ContractViolation {
     PassWithoutAllowedClaims,
     #[error("`answer_markdown` cites {claim_id:?} inline, which is not an allowed claim")]
     InlineCitationNotAllowed { claim_id: String },
-    #[error("the inline citations of `answer_markdown` and `cited_claims` disagree on {claim_id:?}")]
+    #[error(
+        "the inline citations of `answer_markdown` and `cited_claims` disagree on {claim_id:?}"
+    )]
     CitationsDisagree { claim_id: String },
     #[error("`answer_markdown` cites no claim although {allowed} are allowed")]
     CitesNoClaim { allowed: usize },
@@ -628,9 +630,10 @@ fn check_verifier_consistency(
                 claim_id: snip(id),
             });
         }
-        if let Some(f) = facts.iter().position(|f| {
-            f.verification == Verification::Contradicted && f.claim_ids.contains(id)
-        }) {
+        if let Some(f) = facts
+            .iter()
+            .position(|f| f.verification == Verification::Contradicted && f.claim_ids.contains(id))
+        {
             return Err(ContractViolation::AllowsContradictedClaim {
                 field: field(),
                 claim_id: snip(id),
