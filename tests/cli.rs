@@ -1335,7 +1335,7 @@ fn quiet_names_a_verdict_that_is_not_a_verified_pass_on_stderr() {
         .to_string();
     let out = env.run(&["-q", "ask", "--fixture", "low.json"]);
     out.expect(0);
-    assert_eq!(out.stdout, format!("{low_answer}\n"));
+    assert_eq!(out.stdout, format!("{}\n", low_answer.trim_end()));
     let line = out.one_error_line();
     assert!(
         line.starts_with("diag: verdict LOW_CONFID; diag trace "),
@@ -1352,7 +1352,7 @@ fn quiet_names_a_verdict_that_is_not_a_verified_pass_on_stderr() {
         .to_string();
     let out = env.run(&["--quiet", "ask", "--fixture", "prose.json"]);
     out.expect(0);
-    assert_eq!(out.stdout, format!("{prose_answer}\n"));
+    assert_eq!(out.stdout, format!("{}\n", prose_answer.trim_end()));
     let line = out.one_error_line();
     assert!(
         line.starts_with(
@@ -1365,7 +1365,7 @@ fn quiet_names_a_verdict_that_is_not_a_verified_pass_on_stderr() {
     // With --strict the verdict line comes first and the strict failure follows it.
     let out = env.run(&["-q", "ask", "--strict", "--fixture", "low.json"]);
     out.expect(4);
-    assert_eq!(out.stdout, format!("{low_answer}\n"));
+    assert_eq!(out.stdout, format!("{}\n", low_answer.trim_end()));
     let lines = out.stderr_lines();
     assert_eq!(lines.len(), 2, "{}", out.stderr);
     assert!(
