@@ -23,8 +23,14 @@ impl Timestamp {
         self.unix_ms
     }
 
-    pub fn parse_rfc3339(s: &str) -> Result<Self, time::error::Parse> {
-        let t = OffsetDateTime::parse(s, &Rfc3339)?;
+    /// Parses an RFC 3339 `date-time` (§5.6) strictly: `YYYY-MM-DD`, then `T` or `t`, then
+    /// `hh:mm:ss`, an optional fraction, and `Z`, `z` or `±hh:mm`. The `time` crate's parser
+    /// takes any character as the separator (RFC 3339's note allows a space "by mutual
+    /// agreement"); diag's run files, stored rows and tool arguments are JSON Schema
+    /// `date-time` values, which allow only `T`/`t`, so the shape is checked here first.
+    pub fn parse_rfc3339(s: &str) -> Result<Self, TimestampError> {
+        check_rfc3339_shape(s.as_bytes()).map_err(TimestampError::Shape)?;
+        let t = OffsetDateTime::parse(s, &Rfc3339).map_err(TimestampError::Value)?;
         let ms = t.unix_timestamp_nanos() / 1_000_000;
         Ok(Timestamp {
             unix_ms: i64::try_from(ms).unwrap_or(i64::MAX),
@@ -36,6 +42,61 @@ impl Timestamp {
         Timestamp {
             unix_ms: self.unix_ms.saturating_add(add),
         }
+    }
+}
+
+/// Why a text is not an RFC 3339 date-time.
+#[derive(Debug, thiserror::Error)]
+pub enum TimestampError {
+    /// The text does not have the shape of RFC 3339 §5.6 (the message names the part).
+    #[error("expected YYYY-MM-DDThh:mm:ss[.frac](Z|±hh:mm): {0}")]
+    Shape(&'static str),
+    /// The shape is right but a field is out of range (a 13th month, a 25th hour, …).
+    #[error("{0}")]
+    Value(time::error::Parse),
+}
+
+/// The grammar of RFC 3339 §5.6 `date-time`, with the lower-case `t` and `z` its note
+/// allows; ranges are left to the `time` crate.
+fn check_rfc3339_shape(b: &[u8]) -> Result<(), &'static str> {
+    let digits = |from: usize, n: usize| {
+        b.get(from..from + n)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    };
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    if !(digits(0, 4) && at(4, b'-') && digits(5, 2) && at(7, b'-') && digits(8, 2)) {
+        return Err("the date is not YYYY-MM-DD");
+    }
+    if !matches!(b.get(10), Some(b'T' | b't')) {
+        return Err("the date and the time are not separated by `T`");
+    }
+    if !(digits(11, 2) && at(13, b':') && digits(14, 2) && at(16, b':') && digits(17, 2)) {
+        return Err("the time is not hh:mm:ss");
+    }
+    let mut i = 19;
+    if at(i, b'.') {
+        let start = i + 1;
+        i = start;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return Err("the fraction has no digits");
+        }
+    }
+    match b.get(i) {
+        Some(b'Z' | b'z') if i + 1 == b.len() => Ok(()),
+        Some(b'+' | b'-')
+            if i + 6 == b.len() && digits(i + 1, 2) && at(i + 3, b':') && digits(i + 4, 2) =>
+        {
+            // time-numoffset is hh:mm with hh ≤ 23 and mm ≤ 59 (the `time` crate allows ±25h).
+            let two = |j: usize| (b[j] - b'0') * 10 + (b[j + 1] - b'0');
+            if two(i + 1) > 23 || two(i + 4) > 59 {
+                return Err("the offset is out of range");
+            }
+            Ok(())
+        }
+        _ => Err("the offset is not `Z` or ±hh:mm at the end"),
     }
 }
 
@@ -155,5 +216,49 @@ mod tests {
     #[test]
     fn malformed_timestamp_is_an_error() {
         assert!(Timestamp::parse_rfc3339("yesterday").is_err());
+    }
+
+    /// RFC 3339 §5.6 with its note: `T` or `t` between date and time, `Z` or `z`; the run-file
+    /// schema (`format: date-time`) draws the same line, so the loader refuses what it refuses.
+    #[test]
+    fn only_rfc3339_date_times_parse() {
+        for ok in [
+            "2026-11-30T14:10:00Z",
+            "2026-11-30t14:10:00z",
+            "2026-11-30T14:10:00.5Z",
+            "2026-11-30T14:10:00.123456789+05:30",
+            "2026-11-30T14:10:00-00:00",
+            "2016-12-31T23:59:60Z",
+        ] {
+            assert!(Timestamp::parse_rfc3339(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "2026-11-30A14:10:00Z",
+            "2026-11-30 14:10:00Z",
+            "2026-11-30_14:10:00Z",
+            "2026-11-30\t14:10:00Z",
+            "2026-11-30TT14:10:00Z",
+            "2026-11-30T14:10:00",
+            "2026-11-30T14:10Z",
+            "2026-11-30T14:10:00.Z",
+            "2026-11-30T14:10:00+0200",
+            "2026-11-30T14:10:00+02",
+            "2026-11-30T14:10:00Z ",
+            " 2026-11-30T14:10:00Z",
+            "2026-11-30T14:10:00ZZ",
+            "26-11-30T14:10:00Z",
+            "2026-1-30T14:10:00Z",
+            "2026-11-30T4:10:00Z",
+            "2026-13-30T14:10:00Z",
+            "2026-11-30T24:10:00Z",
+            "2026-11-30T14:10:00+24:00",
+            "２026-11-30T14:10:00Z",
+            "",
+        ] {
+            let err = Timestamp::parse_rfc3339(bad).expect_err(bad);
+            assert!(!err.to_string().is_empty(), "{bad}");
+        }
+        let shape = Timestamp::parse_rfc3339("2026-11-30A14:10:00Z").unwrap_err();
+        assert!(shape.to_string().contains("`T`"), "{shape}");
     }
 }

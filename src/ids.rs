@@ -17,9 +17,16 @@ pub trait IdSource: Send + Sync {
 /// those B-trees, where SQLite appends to one page, instead of at a random place, where an
 /// insert into a full page rebalances it with its siblings and writes three or four pages:
 /// with time-ordered ids the stored-run benchmark runs about a third faster than with
-/// uniformly random ones. They also list in creation order. Two ids collide only when they
-/// are made in the same millisecond and draw the same 32 bits.
+/// uniformly random ones. They also list in creation order.
+///
+/// Within one process ids are strictly increasing, so never equal: an id made in the same
+/// millisecond as the previous one (or after the wall clock stepped back) continues from it,
+/// its 32 low bits counted up by one, as monotonic ULIDs do. Ids of different processes
+/// collide only when both are made in the same millisecond and draw the same 32 bits.
 pub struct RandomIds;
+
+/// The last id this process made, as `(ms << 32) | random` (80 bits).
+static LAST: std::sync::Mutex<u128> = std::sync::Mutex::new(0);
 
 fn time_ordered_hex() -> String {
     let now = std::time::SystemTime::now()
@@ -32,7 +39,25 @@ fn time_ordered_hex() -> String {
         // nanoseconds and the process id, which still separate runs of one machine.
         bytes = (now.subsec_nanos() ^ std::process::id().rotate_left(16)).to_be_bytes();
     }
-    format!("{ms:012x}{:08x}", u32::from_be_bytes(bytes))
+    let drawn = (u128::from(ms) << 32) | u128::from(u32::from_be_bytes(bytes));
+    // A poisoned lock only means another thread panicked while holding a plain integer.
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let value = next_id(*last, drawn);
+    *last = value;
+    // 48 bits of milliseconds and 32 random bits: 20 hex digits (a saturated value stays 20).
+    format!("{:020x}", value & ((1u128 << 80) - 1))
+}
+
+/// The id after `last` given a freshly drawn `(ms << 32) | random`: the drawn one when it is
+/// later, otherwise `last + 1` (the same millisecond, or a clock that stepped back).
+fn next_id(last: u128, drawn: u128) -> u128 {
+    if drawn > last {
+        drawn
+    } else {
+        last.saturating_add(1)
+    }
 }
 
 impl IdSource for RandomIds {
@@ -87,12 +112,41 @@ mod tests {
         let a_ms = hex(&a, "run-");
         assert!(a_ms >= before && a_ms < before + 60_000, "{a} at {before}");
         hex(&RandomIds.session_id(), "ses-");
-        let ids: std::collections::HashSet<String> =
-            (0..10_000).map(|_| RandomIds.run_id()).collect();
-        assert_eq!(ids.len(), 10_000, "no two of 10,000 ids are the same");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let later = RandomIds.run_id();
-        assert!(later > a, "{later} sorts after {a}");
+        let ids: Vec<String> = (0..10_000).map(|_| RandomIds.run_id()).collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "ids made one after another strictly increase, so no two are the same"
+        );
+        assert!(ids[0] > a, "{} sorts after {a}", ids[0]);
+    }
+
+    #[test]
+    fn an_id_in_the_same_millisecond_or_after_the_clock_stepped_back_counts_up() {
+        let ms = 0x0190_0000_0000u128 << 32;
+        assert_eq!(
+            next_id(ms | 7, ms | 3),
+            ms | 8,
+            "same millisecond, smaller draw"
+        );
+        assert_eq!(
+            next_id(ms | 7, ms | 7),
+            ms | 8,
+            "same millisecond, same draw"
+        );
+        assert_eq!(
+            next_id(ms | 7, ms | 9),
+            ms | 9,
+            "same millisecond, larger draw"
+        );
+        let earlier = (0x018f_ffff_ffffu128 << 32) | 0xffff_ffff;
+        assert_eq!(next_id(ms | 7, earlier), ms | 8, "the clock stepped back");
+        assert_eq!(
+            next_id(ms | 0xffff_ffff, ms),
+            (ms + (1 << 32)),
+            "carries into the ms"
+        );
+        let later = (0x0190_0000_0001u128 << 32) | 2;
+        assert_eq!(next_id(ms | 7, later), later);
     }
 
     #[test]

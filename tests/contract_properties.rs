@@ -21,6 +21,8 @@
 //! `ProptestConfig::with_cases(n)` overrides the variable, so it is read here explicitly, and
 //! each property asserts it really ran that many cases.
 
+mod seeded;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -723,10 +725,10 @@ fn cases() -> u32 {
         .unwrap_or(256)
 }
 
-/// Runs `property` over generated worlds and asserts that at least `cases()` of them ran
+/// Runs `property` over generated worlds drawn from `seed` and asserts that at least `cases()` of them ran
 /// (more only when a persisted regression seed is replayed first).
-fn check_property(property: fn(&World) -> Result<(), TestCaseError>) {
-    let mut config = ProptestConfig::with_cases(cases());
+fn check_property(seed: u64, property: fn(&World) -> Result<(), TestCaseError>) {
+    let mut config = seeded::config_with_cases(seed, cases());
     config.source_file = Some(file!());
     let want = config.cases;
     let mut runner = TestRunner::new(config);
@@ -842,7 +844,7 @@ fn pipeline(w: &World) -> Result<(), TestCaseError> {
 
 #[test]
 fn no_unverified_material_crosses_the_pipeline() {
-    check_property(pipeline);
+    check_property(0xD1A6_0701, pipeline);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1038,7 +1040,7 @@ static COMPOSER_ANSWERS: AtomicU32 = AtomicU32::new(0);
 
 #[test]
 fn no_unverified_material_crosses_the_real_graph() {
-    check_property(graph_run);
+    check_property(0xD1A6_0702, graph_run);
     assert!(
         COMPOSER_ANSWERS.load(Ordering::Relaxed) > 0,
         "no run reached the Composer's answer"

@@ -5,6 +5,8 @@
 //! code and no control characters; every acceptance keeps its contract. CI runs each property
 //! with `PROPTEST_CASES=10000`.
 
+mod seeded;
+
 use std::collections::HashSet;
 
 use diag::protocol::{
@@ -259,6 +261,7 @@ fn arb_node_mutated() -> impl Strategy<Value = Value> {
 
 proptest! {
     // The case count comes from PROPTEST_CASES (10,000 in CI), 256 by default.
+    #![proptest_config(seeded::config(0xD1A6_0401))]
 
     #[test]
     fn character_mutations_of_legal_documents_keep_every_contract(

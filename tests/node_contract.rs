@@ -23,6 +23,8 @@
 //! failed bindings, hypotheses, unreferenced tool output, another run's output) and assert
 //! they are absent.
 
+mod seeded;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -2869,7 +2871,6 @@ mod invented_tokens {
     use diag::diagnosis::composer_input::{answer_context, AllowedClaim, ClaimEvidence};
     use diag::protocol::{salient_tokens, SalientToken, TokenKind, VerifiedEvidence};
     use proptest::prelude::*;
-    use proptest::test_runner::{FileFailurePersistence, RngSeed};
 
     fn word() -> impl Strategy<Value = String> {
         "[a-z]{3,8}"
@@ -2939,14 +2940,8 @@ mod invented_tokens {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: ProptestConfig::default().cases.max(10_000),
-            rng_seed: RngSeed::Fixed(0x5a11_e47_70c3),
-            failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
-                "proptest-regressions",
-            ))),
-            ..ProptestConfig::default()
-        })]
+        // At least 10,000 cases, whatever PROPTEST_CASES says.
+        #![proptest_config(crate::seeded::config_with_min_cases(0xD1A6_0C01, 10_000))]
 
         /// A grounded answer with one invented token inserted between two of its words is
         /// refused by the Composer check on both attempts, and the run's answer (the

@@ -3,6 +3,8 @@
 //! rendering and both Fallback templates. Leak tests plant distinctive marker strings in
 //! material that must not pass and assert they never appear.
 
+mod seeded;
+
 use diag::clock::Timestamp;
 use diag::diagnosis::composer_input::{
     allowed_claims, answer_material_from_state, composer_input_from_state, AnswerMaterial,
@@ -839,6 +841,8 @@ fn render_handles_a_huge_input_quickly() {
 }
 
 proptest! {
+    #![proptest_config(seeded::config(0xD1A6_0201))]
+
     #[test]
     fn rendered_text_is_bounded_and_free_of_controls(s in "\\PC{0,200}|[\u{0}-\u{a0}\u{202a}-\u{202e}\u{2066}-\u{2069}a]{0,200}") {
         let out = render_answer(&s);

@@ -2,6 +2,8 @@
 //! form, every violation kind by its reason code, hostile input, and a property test that no
 //! input panics and every accepted document keeps its contract's invariants.
 
+mod seeded;
+
 use diag::protocol::parse::{json_document, MAX_OUTPUT_BYTES, SNIPPET_CHARS};
 use diag::protocol::{
     check_answer_citations, check_answer_tokens, json_pointer, parse_composer, parse_executor,
@@ -1828,10 +1830,7 @@ mod properties {
 
     proptest! {
         // At least 512 cases, more when PROPTEST_CASES asks (10,000 in CI).
-        #![proptest_config(ProptestConfig {
-            cases: ProptestConfig::default().cases.max(512),
-            ..ProptestConfig::default()
-        })]
+        #![proptest_config(crate::seeded::config_with_min_cases(0xD1A6_0101, 512))]
 
         #[test]
         fn arbitrary_strings_never_panic(text in ".{0,200}") {

@@ -156,15 +156,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_process_is_alive_and_a_reaped_child_is_not() {
+    fn this_process_is_alive_and_no_pid_is_not() {
         let me = Owner::current();
         assert!(is_alive(i64::from(me.pid), me.token.as_deref()));
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        assert!(!is_alive(i64::from(pid), None));
         assert!(!is_alive(0, None));
         assert!(!is_alive(-1, None));
+        assert!(!is_alive(i64::from(u32::MAX) + 1, None));
+    }
+
+    /// A child that has exited but is not yet reaped is a zombie: it no longer runs, and its
+    /// pid cannot be reused while it stays unreaped, so the answer cannot depend on what else
+    /// the machine is starting (a reaped child's pid may already belong to another process).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_exited_child_is_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let token = start_token(pid);
+        // Wait for the exit itself (a condition), bounded so a broken /proc fails the test.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !matches!(platform::stat(pid), Ok(Some(('Z', _)))) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "child {pid} never exited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!is_alive(i64::from(pid), None));
+        assert!(!is_alive(i64::from(pid), token.as_deref()));
+        child.wait().unwrap();
     }
 
     #[cfg(target_os = "linux")]
