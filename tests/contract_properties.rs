@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use diag::agent::{AgentRole, InvokeError, ScriptedInvoker};
 use diag::clock::{FixedClock, Timestamp};
-use diag::diagnosis::composer_input::allowed_claims;
+use diag::diagnosis::composer_input::{allowed_claims, answer_material_from_state};
 use diag::diagnosis::nodes::{real_nodes, NodeDeps};
 use diag::diagnosis::topology::{self, STEP_LIMIT};
 use diag::diagnosis::{
@@ -883,14 +883,15 @@ fn pipeline(w: &World) -> Result<(), TestCaseError> {
     state.effective_verdict = Some(effective);
     state.verifier_result = Some(result.clone());
     let allowance = w.allowance(&allowed);
-    let composer_input = composer_input_json(&mut state).expect("composer input");
+    let material = answer_material_from_state(&state, RUN, &w.invocations).expect("material");
+    let composer_input = composer_input_json(&mut state, &material).expect("composer input");
     w.check(&composer_input, &allowance, "the composer input")?;
 
     let post = fallback_post(
         Some(effective),
         &allowed_claims(&result, &vout, &evidence),
-        &result.missing_information,
-        &result.recommendations,
+        &material.missing_information,
+        &material.recommendations,
     );
     w.check(&post, &allowance, "the post-verification fallback")?;
     // Every allowed claim is shown.
@@ -970,9 +971,18 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
     } else {
         json!([])
     };
+    // The Verifier agrees with itself: it checks every verified claim, supported exactly
+    // when it allows it. A PASS that allows nothing breaks its contract like an allowed
+    // unverified claim does.
+    let checks: Vec<Value> = verified
+        .iter()
+        .map(|id| json!({"claim_id": id, "supported": allowed.contains(id)}))
+        .collect();
+    let invalid =
+        invalid || (w.spec.verdict == Verdict::Pass && allowed.is_empty() && !verified.is_empty());
     let verdict = w.spec.verdict.as_str();
     let reply = json!({"schema": "verifier_verdict_v1", "verdict": verdict,
-                       "groundedness": 0.5, "claim_checks": [], "facts": facts,
+                       "groundedness": 0.5, "claim_checks": checks, "facts": facts,
                        "allowed_claims": allowed, "missing_information": [MISSING],
                        "recommendations": [RECOMMENDATION]})
     .to_string();
@@ -988,8 +998,13 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
         .to_string(),
     );
     model.reply(AgentRole::Executor, doc.to_string());
+    // It cites the first allowed claim inline and in `cited_claims`, as it must.
     let cited: Vec<&String> = allowed.iter().take(1).collect();
-    let answer = json!({"schema": "composer_answer_v1", "answer_markdown": COMPOSED,
+    let composed = match cited.first() {
+        Some(id) => format!("{COMPOSED} [{id}]"),
+        None => COMPOSED.to_string(),
+    };
+    let answer = json!({"schema": "composer_answer_v1", "answer_markdown": composed,
                         "cited_claims": cited})
     .to_string();
     match w.spec.composer {
@@ -1058,7 +1073,8 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
             w.check(answer, &allowed_allowance, "the post-verification answer")?;
         }
         None => {
-            prop_assert_eq!(answer, COMPOSED);
+            COMPOSER_ANSWERS.fetch_add(1, Ordering::Relaxed);
+            prop_assert_eq!(answer, composed.as_str());
             prop_assert_eq!(w.spec.composer, 0);
         }
     }
@@ -1079,7 +1095,14 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Graph runs that ended with the Composer's answer: the property must reach that path.
+static COMPOSER_ANSWERS: AtomicU32 = AtomicU32::new(0);
+
 #[test]
 fn no_unverified_material_crosses_the_real_graph() {
     check_property(0xD1A6_0702, graph_run);
+    assert!(
+        COMPOSER_ANSWERS.load(Ordering::Relaxed) > 0,
+        "no run reached the Composer's answer"
+    );
 }

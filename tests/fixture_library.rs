@@ -333,6 +333,7 @@ fn the_routing_classes_are_all_present() {
         "verifier_non_retryable",
         "verifier_reject",
         "verifier_invalid_allowed_claims",
+        "verifier_allows_unsupported",
         "evidence_retry",
         "evidence_retry_second_low_confid",
         "evidence_retry_round2_executor_fails",
@@ -342,6 +343,8 @@ fn the_routing_classes_are_all_present() {
         "composer_retry_exhausted",
         "composer_non_retryable",
         "composer_prose",
+        "composer_cites_refused_inline",
+        "composer_unbound_token",
         "longest_path",
     ] {
         assert!(
@@ -510,6 +513,11 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
     let answer = r.actual.answer.unwrap();
     assert!(answer.starts_with("## "), "a Markdown answer: {answer}");
     assert!(answer.contains("settlement-batch"));
+    // Every salient token of the answer was checked and bound, and the Verifier's free text
+    // reached it whole.
+    let g = s.answer_grounding.expect("the answer was checked");
+    assert_eq!((g.tokens_checked, g.tokens_unbound), (31, 0), "{g:?}");
+    assert_eq!(s.dropped_items, 0);
 }
 
 /// Replays a corrupted copy of `file` and returns the replay.

@@ -26,8 +26,8 @@ pub use grounding::{
 };
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use parse::{
-    check_executor_references, parse_composer, parse_executor, parse_plan, parse_verifier,
-    ContractViolation,
+    check_answer_citations, check_answer_tokens, check_executor_references, parse_composer,
+    parse_executor, parse_plan, parse_verifier, ContractViolation,
 };
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{canonical_json, CriticalGap, QueryRef, RetryContext};
