@@ -2569,6 +2569,199 @@ async fn refused_claims_reach_the_verifier_as_ids_and_codes_only() {
             AgentRole::Executor,
             executor_doc(vec![c1(), c2(), c_half_bound(), c_unbound_token()]),
         )
+        .reply(
+            AgentRole::Verifier,
+            verifier("LOW_CONFID", &["c1"], json!([])),
+        )
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+
+    let text = &h.inputs(AgentRole::Verifier)[0];
+    let input: Value = serde_json::from_str(text).unwrap();
+    let verified: Vec<&str> = input["verified_executor_output"]["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["claim_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(verified, ["c1", "c2"]);
+    assert_eq!(
+        input["refused_claims"],
+        json!([
+            {"claim_id": "c4", "code": "failed_binding", "binding_failures": ["quote_not_found"]},
+            {"claim_id": "c5", "code": "unbound_token", "token_kind": "reference"}])
+    );
+    // Codes, not model text: neither claim's text nor the unbound token is shown, and the
+    // half-bound claim's passed binding brings it no evidence entry.
+    assert_absent(
+        text,
+        &[
+            M_HALF_BOUND,
+            M_UNBOUND_TOKEN,
+            "#4411",
+            "settlement-batch",
+            "DBA",
+        ],
+        "the verifier input",
+    );
+    assert!(input["verified_evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| ["c1", "c2"].contains(&e["claim_id"].as_str().unwrap())));
+    assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
+
+    // Passing: with nothing refused, the Verifier input has no `refused_claims` at all.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Pass));
+    let input: Value = serde_json::from_str(&h.inputs(AgentRole::Verifier)[0]).unwrap();
+    assert!(input.get("refused_claims").is_none(), "{input}");
+}
+
+#[tokio::test]
+async fn the_verifier_may_not_allow_a_refused_claim() {
+    // The Verifier allows c4, which the Gatekeeper refused although one of its bindings
+    // passed: the output references an id outside the verified claims.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(
+            AgentRole::Executor,
+            executor_doc(vec![c1(), c_half_bound()]),
+        )
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c4"], json!([])),
+        )
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c4"], json!([])),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
+    for e in done.events_of(V) {
+        assert_eq!(e.status, Status::InvalidOutput);
+    }
+    assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
+}
+
+/// (claim, binding field, value) that breaks the strict formats, and the reason code.
+fn malformed_identifiers() -> Vec<(Value, &'static str)> {
+    let with_binding = |field: &str, value: Value| {
+        let mut b = bind(
+            "inv-1",
+            "search_logs",
+            "/matches/0/line",
+            "upstream returned 502",
+        );
+        b[field] = value;
+        claim("c9", "checkout saw upstream 502s".into(), vec![b])
+    };
+    vec![
+        (claim("c 1", "x".into(), vec![]), "invalid_claim_id"),
+        (claim("1c", "x".into(), vec![]), "invalid_claim_id"),
+        (claim("c1\u{1b}[2J", "x".into(), vec![]), "invalid_claim_id"),
+        (
+            claim(&format!("c{}", "1".repeat(32)), "x".into(), vec![]),
+            "invalid_claim_id",
+        ),
+        (claim("../c1", "x".into(), vec![]), "invalid_claim_id"),
+        (
+            with_binding("raw_path", json!(format!("/{}", "a".repeat(512)))),
+            "unbounded_pointer",
+        ),
+        (
+            with_binding("raw_path", json!("/matches/0/line\u{7}")),
+            "unbounded_pointer",
+        ),
+        (
+            with_binding("raw_path", json!("matches/0/line")),
+            "invalid_pointer",
+        ),
+        (
+            with_binding("source_invocation_id", json!("run-B/inv-1")),
+            "invalid_name",
+        ),
+        (
+            with_binding("source_invocation_id", json!("inv 1")),
+            "invalid_name",
+        ),
+        (
+            with_binding("tool_name", json!("search logs")),
+            "invalid_name",
+        ),
+        (
+            with_binding("tool_name", json!("x".repeat(65))),
+            "invalid_name",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn model_written_identifiers_must_have_their_strict_formats() {
+    for (bad, reason) in malformed_identifiers() {
+        let h = Harness::new();
+        h.reply(AgentRole::Planner, plan_normal())
+            .reply(AgentRole::Executor, executor_doc(vec![c1(), bad.clone()]));
+        let done = run(&h).await;
+        assert_eq!(done.state.path(), [P, E, F], "{bad}");
+        let e = done.events_of(E)[0];
+        assert_eq!(e.status, Status::InvalidOutput, "{bad}");
+        assert_eq!(detail_text(e, "reason"), reason, "{bad}");
+        assert_pre_fallback(&done);
+        assert!(!done.answer().contains("\u{1b}"));
+    }
+    // Passing: the longest legal forms go through to the Gatekeeper.
+    let longest_id = format!("c{}", "_".repeat(31));
+    let ok = claim(
+        &longest_id,
+        "checkout saw upstream 502s".into(),
+        vec![bind(
+            "inv-1",
+            "search_logs",
+            "/matches/0/line",
+            "upstream returned 502",
+        )],
+    );
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, executor_doc(vec![ok]))
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &[longest_id.as_str()], json!([])),
+        )
+        .reply(
+            AgentRole::Composer,
+            composer(ANSWER, &[longest_id.as_str()]),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+}
+
+#[test]
+fn low_confid_continues_only_with_an_accepted_claim() {
+    use diag::diagnosis::scripted;
+    let mut s = DiagnosisState::new(QUESTION);
+    // A passed binding of a refused claim is not enough.
+    let mut raw = scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 0);
+    raw.refused_claims.push(diag::protocol::RefusedClaim {
+        claim_id: "c1".into(),
+        code: diag::protocol::ClaimRefusal::UnboundToken,
+        token: None,
+    });
+    s.gatekeeper_raw = Some(raw);
+    assert!(!topology::has_accepted_claim(&s));
+    s.gatekeeper_raw = Some(scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 1));
+    assert!(topology::has_accepted_claim(&s));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Content grounding (SPEC §2.9): the Verifier agrees with itself, and an answer says only what
 // the question and the allowed claims' evidence say. One test per rule, each with a passing
 // and a failing case.
@@ -2735,44 +2928,6 @@ async fn rule_inline_citations_name_only_allowed_claims() {
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
-
-    let text = &h.inputs(AgentRole::Verifier)[0];
-    let input: Value = serde_json::from_str(text).unwrap();
-    let verified: Vec<&str> = input["verified_executor_output"]["claims"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["claim_id"].as_str().unwrap())
-        .collect();
-    assert_eq!(verified, ["c1", "c2"]);
-    assert_eq!(
-        input["refused_claims"],
-        json!([
-            {"claim_id": "c4", "code": "failed_binding", "binding_failures": ["quote_not_found"]},
-            {"claim_id": "c5", "code": "unbound_token", "token_kind": "reference"}])
-    );
-    // Codes, not model text: neither claim's text nor the unbound token is shown, and the
-    // half-bound claim's passed binding brings it no evidence entry.
-    assert_absent(
-        text,
-        &[
-            M_HALF_BOUND,
-            M_UNBOUND_TOKEN,
-            "#4411",
-            "settlement-batch",
-            "DBA",
-        ],
-        "the verifier input",
-    );
-    assert!(input["verified_evidence"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|e| ["c1", "c2"].contains(&e["claim_id"].as_str().unwrap())));
-    assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
-
-    // Passing: with nothing refused, the Verifier input has no `refused_claims` at all.
 
     // Failing: an inline `[c3]` naming a claim the Gatekeeper refused, then `[c2]` naming a
     // claim that was verified but not allowed; `cited_claims` lists only c1 both times.
@@ -2997,145 +3152,6 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
         .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Pass));
-    let input: Value = serde_json::from_str(&h.inputs(AgentRole::Verifier)[0]).unwrap();
-    assert!(input.get("refused_claims").is_none(), "{input}");
-}
-
-#[tokio::test]
-async fn the_verifier_may_not_allow_a_refused_claim() {
-    // The Verifier allows c4, which the Gatekeeper refused although one of its bindings
-    // passed: the output references an id outside the verified claims.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(
-            AgentRole::Executor,
-            executor_doc(vec![c1(), c_half_bound()]),
-        )
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &["c1", "c4"], json!([])),
-        )
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &["c1", "c4"], json!([])),
-        );
-    let done = run(&h).await;
-    assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
-    for e in done.events_of(V) {
-        assert_eq!(e.status, Status::InvalidOutput);
-    }
-    assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
-}
-
-/// (claim, binding field, value) that breaks the strict formats, and the reason code.
-fn malformed_identifiers() -> Vec<(Value, &'static str)> {
-    let with_binding = |field: &str, value: Value| {
-        let mut b = bind(
-            "inv-1",
-            "search_logs",
-            "/matches/0/line",
-            "upstream returned 502",
-        );
-        b[field] = value;
-        claim("c9", "checkout saw upstream 502s".into(), vec![b])
-    };
-    vec![
-        (claim("c 1", "x".into(), vec![]), "invalid_claim_id"),
-        (claim("1c", "x".into(), vec![]), "invalid_claim_id"),
-        (claim("c1\u{1b}[2J", "x".into(), vec![]), "invalid_claim_id"),
-        (
-            claim(&format!("c{}", "1".repeat(32)), "x".into(), vec![]),
-            "invalid_claim_id",
-        ),
-        (claim("../c1", "x".into(), vec![]), "invalid_claim_id"),
-        (
-            with_binding("raw_path", json!(format!("/{}", "a".repeat(512)))),
-            "unbounded_pointer",
-        ),
-        (
-            with_binding("raw_path", json!("/matches/0/line\u{7}")),
-            "unbounded_pointer",
-        ),
-        (
-            with_binding("raw_path", json!("matches/0/line")),
-            "invalid_pointer",
-        ),
-        (
-            with_binding("source_invocation_id", json!("run-B/inv-1")),
-            "invalid_name",
-        ),
-        (
-            with_binding("source_invocation_id", json!("inv 1")),
-            "invalid_name",
-        ),
-        (
-            with_binding("tool_name", json!("search logs")),
-            "invalid_name",
-        ),
-        (
-            with_binding("tool_name", json!("x".repeat(65))),
-            "invalid_name",
-        ),
-    ]
-}
-
-#[tokio::test]
-async fn model_written_identifiers_must_have_their_strict_formats() {
-    for (bad, reason) in malformed_identifiers() {
-        let h = Harness::new();
-        h.reply(AgentRole::Planner, plan_normal())
-            .reply(AgentRole::Executor, executor_doc(vec![c1(), bad.clone()]));
-        let done = run(&h).await;
-        assert_eq!(done.state.path(), [P, E, F], "{bad}");
-        let e = done.events_of(E)[0];
-        assert_eq!(e.status, Status::InvalidOutput, "{bad}");
-        assert_eq!(detail_text(e, "reason"), reason, "{bad}");
-        assert_pre_fallback(&done);
-        assert!(!done.answer().contains("\u{1b}"));
-    }
-    // Passing: the longest legal forms go through to the Gatekeeper.
-    let longest_id = format!("c{}", "_".repeat(31));
-    let ok = claim(
-        &longest_id,
-        "checkout saw upstream 502s".into(),
-        vec![bind(
-            "inv-1",
-            "search_logs",
-            "/matches/0/line",
-            "upstream returned 502",
-        )],
-    );
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, executor_doc(vec![ok]))
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &[longest_id.as_str()], json!([])),
-        )
-        .reply(
-            AgentRole::Composer,
-            composer(ANSWER, &[longest_id.as_str()]),
-        );
-    let done = run(&h).await;
-    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
-}
-
-#[test]
-fn low_confid_continues_only_with_an_accepted_claim() {
-    use diag::diagnosis::scripted;
-    let mut s = DiagnosisState::new(QUESTION);
-    // A passed binding of a refused claim is not enough.
-    let mut raw = scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 0);
-    raw.refused_claims.push(diag::protocol::RefusedClaim {
-        claim_id: "c1".into(),
-        code: diag::protocol::ClaimRefusal::UnboundToken,
-        token: None,
-    });
-    s.gatekeeper_raw = Some(raw);
-    assert!(!topology::has_accepted_claim(&s));
-    s.gatekeeper_raw = Some(scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 1));
-    assert!(topology::has_accepted_claim(&s));
     let input = &h.json_inputs(AgentRole::Composer)[0];
     assert_eq!(input["missing_information"], json!([MISSING]));
     assert_eq!(input["recommendations"], json!([RECOMMENDATION]));
