@@ -132,6 +132,18 @@ async fn auto_steps_down_once_per_process_when_the_server_refuses_json_schema() 
     let sent = server.chat_requests(3).await;
     assert_eq!(sent.len(), 3);
     assert_eq!(format_of(&sent[2])["type"], "json_object");
+
+    // An explicit setting is not moved by what `auto` learned.
+    let explicit = model(&server, StructuredOutputSetting::JsonSchema)
+        .complete(&ask("refuses json_schema once"))
+        .await
+        .unwrap();
+    assert_eq!(
+        explicit.structured_output,
+        Some(StructuredOutput::JsonSchema)
+    );
+    let sent = server.chat_requests(4).await;
+    assert_eq!(format_of(&sent[3])["type"], "json_schema");
 }
 
 #[tokio::test]

@@ -255,11 +255,18 @@ impl OpenAiModel {
     /// The structured-output form the next request with an output contract uses: the
     /// setting's first form, or what this process learned from the endpoint's refusals.
     pub fn structured_form(&self) -> StructuredOutput {
+        let learned = structured::learned(&self.learned_key).form;
         match self.structured_output {
+            StructuredOutputSetting::Auto => learned.unwrap_or(StructuredOutput::JsonSchema),
+            StructuredOutputSetting::JsonSchema => StructuredOutput::JsonSchema,
+            // Only the one step down this setting allows: the schema dropped.
+            StructuredOutputSetting::JsonObject => match learned {
+                Some(StructuredOutput::JsonObject | StructuredOutput::Off) => {
+                    StructuredOutput::JsonObject
+                }
+                _ => StructuredOutput::JsonObjectSchema,
+            },
             StructuredOutputSetting::Off => StructuredOutput::Off,
-            setting => structured::learned(&self.learned_key)
-                .form
-                .unwrap_or_else(|| setting.first()),
         }
     }
 
