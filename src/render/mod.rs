@@ -275,6 +275,47 @@ mod tests {
     }
 
     #[test]
+    fn failed_model_calls_show_class_numbers_and_the_message_on_bounded_lines() {
+        use crate::agent::AgentRole;
+        use crate::model::{ChatRequest, ErrorClass, ModelError, StructuredOutput, Usage};
+        assert_eq!(model_failures(&[]), "");
+        let mut e = ModelError::from_status(
+            400,
+            format!(
+                "HTTP 400 Bad Request: maximum context length is 512 tokens\n{}",
+                "x".repeat(400)
+            ),
+        );
+        e.class = ErrorClass::ContextOverflow;
+        e.context_tokens = Some(512);
+        e.usage = Some(Usage {
+            prompt_tokens: 1300,
+            completion_tokens: 0,
+        });
+        e.structured_output = Some(StructuredOutput::JsonObjectSchema);
+        let x = ModelExchange {
+            agent: AgentRole::Planner,
+            round: 1,
+            attempt: 1,
+            turn: 1,
+            request: ChatRequest::new(Vec::new()),
+            outcome: Err(e.clone()),
+        };
+        let text = model_failures(&[(&x, &e)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "failed model calls");
+        assert_eq!(
+            lines[1],
+            "  planner   r1 a1 t1  context_overflow (prompt 1300 tokens, context 512 tokens, \
+             response_format json_object_schema)"
+        );
+        assert!(lines[2]
+            .starts_with("    HTTP 400 Bad Request: maximum context length is 512 tokens x"));
+        assert_eq!(lines.len(), 3, "the message stays on one line");
+        assert!(lines[2].chars().count() <= 4 + 301);
+    }
+
+    #[test]
     fn timeline_lines_are_fixed_and_bounded() {
         let mut detail = Detail::default();
         detail.insert("reason", "prose_around_json");
