@@ -11,8 +11,8 @@
 //! The schemas are written in the common subset that grammar-based servers (llama.cpp) and
 //! strict structured-output servers (OpenAI, vLLM) understand: `type`, `properties`,
 //! `required`, `additionalProperties: false` on every object diag defines, `items`, `enum`,
-//! `anyOf`, plus `minItems`/`maxItems` and `minimum`/`maximum`, which a strict server does not
-//! take and which the adapter removes for it. Optional fields are left out of `required`; the
+//! `anyOf`, plus `minItems`/`maxItems`, `minLength` and `minimum`/`maximum`, which a strict
+//! server does not take and which the adapter removes for it. Optional fields are left out of `required`; the
 //! adapter's strict form makes them required and nullable, which every parser reads as absent.
 //!
 //! List bounds (`maxItems`) keep a constrained small model from generating without end; they
@@ -33,7 +33,14 @@ pub const MAX_ITEMS: usize = 12;
 /// Most bindings of one claim.
 pub const MAX_BINDINGS: usize = 4;
 
+/// A string the parser requires to be non-blank (`minLength` keeps a grammar from producing
+/// `""`; blank text of spaces is still the parser's to refuse).
 fn text() -> Value {
+    json!({"type": "string", "minLength": 1})
+}
+
+/// A string the parser takes as it is, empty included.
+fn any_text() -> Value {
     json!({"type": "string"})
 }
 
@@ -45,7 +52,7 @@ fn texts(max: usize) -> Value {
 /// refuses any value there, and an empty `enum` is not valid JSON Schema).
 fn one_of(values: &[&str]) -> Value {
     if values.is_empty() {
-        text()
+        any_text()
     } else {
         json!({"type": "string", "enum": values})
     }
@@ -54,7 +61,7 @@ fn one_of(values: &[&str]) -> Value {
 /// A list of ids taken from `ids`; with none to take, an empty list.
 fn ids(ids: &[&str], max: usize) -> Value {
     if ids.is_empty() {
-        json!({"type": "array", "items": text(), "maxItems": 0})
+        json!({"type": "array", "items": any_text(), "maxItems": 0})
     } else {
         json!({"type": "array", "items": one_of(ids), "maxItems": max.min(ids.len())})
     }
@@ -154,7 +161,7 @@ pub fn planner(tools: &[(&str, &Value)], mode: PlannerMode, retry: Option<&Retry
     let step = |tool: Option<(&str, &Value)>| {
         let (tool_type, arguments) = match tool {
             Some((name, params)) => (one_of(&[name]), tool_arguments(params)),
-            None => (text(), json!({"type": "object"})),
+            None => (any_text(), json!({"type": "object"})),
         };
         let mut properties = vec![
             ("id", text()),
@@ -202,7 +209,7 @@ pub fn executor(tool_names: &[&str]) -> Value {
         vec![
             ("source_invocation_id", text()),
             ("tool_name", one_of(tool_names)),
-            ("raw_path", text()),
+            ("raw_path", any_text()),
             ("quote", text()),
         ],
         &["source_invocation_id", "tool_name", "raw_path", "quote"],
@@ -230,7 +237,7 @@ pub fn executor(tool_names: &[&str]) -> Value {
                 json!({
                     "type": "array",
                     "items": object(
-                        vec![("id", text()), ("text", text()), ("status", text())],
+                        vec![("id", text()), ("text", text()), ("status", any_text())],
                         &["id", "text", "status"],
                     ),
                     "maxItems": MAX_HYPOTHESES,
@@ -296,7 +303,7 @@ pub fn verifier(verified_claim_ids: &[String]) -> Value {
             ("allowed_claims", ids(&known, MAX_ITEMS)),
             ("missing_information", texts(MAX_ITEMS)),
             ("recommendations", texts(MAX_ITEMS)),
-            ("rationale", text()),
+            ("rationale", any_text()),
         ],
         &[
             "schema",
