@@ -51,12 +51,15 @@ pub struct PageReport {
 /// Content-Security-Policy): in-page links and whether their targets exist, scripts,
 /// images, event-handler attributes, `javascript:` URLs, and a flag a hostile script would
 /// have set.
-pub const CHECKS: &str = r#"JSON.stringify((() => {
+pub const CHECKS: &str = r##"JSON.stringify((() => {
   const links = [...document.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href'));
   const all = [...document.querySelectorAll('*')];
   const urls = all.flatMap(e => [...e.attributes]
       .filter(a => ['href', 'src', 'action', 'formaction', 'xlink:href', 'srcset', 'poster', 'data'].includes(a.name))
       .map(a => a.value));
+  const fetched = all.filter(e => e.tagName.toLowerCase() !== 'a').flatMap(e => [...e.attributes]
+      .filter(a => ['href', 'src', 'xlink:href', 'srcset', 'poster', 'data'].includes(a.name))
+      .map(a => e.tagName.toLowerCase() + ' ' + a.value));
   return {
     cites: [...document.querySelectorAll('a.cite')].map(a => a.getAttribute('href')),
     links: links,
@@ -66,13 +69,14 @@ pub const CHECKS: &str = r#"JSON.stringify((() => {
     iframes: document.querySelectorAll('iframe, object, embed, form, input:not([type=checkbox]), base').length,
     handlers: all.flatMap(e => [...e.attributes].filter(a => a.name.toLowerCase().startsWith('on')).map(a => e.tagName + ' ' + a.name)),
     javascript_urls: urls.filter(u => u.replace(/[\s\u0000-\u001f]/g, '').toLowerCase().startsWith('javascript:')),
-    remote_urls: urls.filter(u => /^(https?:)?\/\//i.test(u.trim()) && !document.querySelector('a[href="' + CSS.escape(u) + '"]')),
+    fetched: fetched,
+    remote_links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')).filter(h => !h.startsWith('#')),
     pwned: window.__pwned === true || document.title.includes('pwned'),
     text_chars: document.body ? document.body.innerText.length : 0,
     title: document.title,
     ids: all.filter(e => e.id).map(e => e.id),
   };
-})())"#;
+})())"##;
 
 struct Browser {
     child: Child,
