@@ -41,7 +41,12 @@ fn check_page(path: &PathBuf) -> serde_json::Value {
         page.errors
     );
     let dom = &page.dom;
-    assert_eq!(dom["dangling"], serde_json::json!([]), "{}: links to nothing", path.display());
+    assert_eq!(
+        dom["dangling"],
+        serde_json::json!([]),
+        "{}: links to nothing",
+        path.display()
+    );
     assert_eq!(dom["scripts"], 0);
     assert_eq!(dom["images"], 0);
     assert_eq!(dom["iframes"], 0);
@@ -132,7 +137,9 @@ fn the_browser_harness_sees_requests_scripts_errors_and_dangling_links() {
     .unwrap();
     let page = browser::load(&path);
     assert!(
-        page.requests.iter().any(|r| r == "https://evil.example/pixel.png"),
+        page.requests
+            .iter()
+            .any(|r| r == "https://evil.example/pixel.png"),
         "{:?}",
         page.requests
     );

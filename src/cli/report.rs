@@ -10,7 +10,7 @@ use super::common::{require_existing_store, store_error, write_text};
 use super::{CommandError, Exit, GlobalArgs};
 use crate::diagnosis::topology;
 use crate::render::one_line;
-use crate::report::{self, Format, ModelCall, RunData};
+use crate::report::{self, Format, RunData};
 use crate::store::Store;
 
 /// Write a report of a stored run: one self-contained HTML file (no script, no request) or
@@ -80,33 +80,14 @@ pub fn check_output_path(path: &Path, what: &str) -> Result<(), CommandError> {
 
 /// Everything the report of `run_id` shows, read from the store.
 pub fn load(store: &Store, run_id: &str) -> Result<RunData, CommandError> {
-    let run = store.get_run(run_id).map_err(store_error)?.ok_or_else(|| {
-        CommandError::usage(format!(
-            "unknown run `{}` (diag runs lists the stored runs)",
-            one_line(run_id, 80)
-        ))
-    })?;
-    let events = store.events(&run.run_id).map_err(store_error)?;
-    let steps = store.agent_steps(&run.run_id).map_err(store_error)?;
-    let exchanges = store.exchanges(&run.run_id).map_err(store_error)?;
-    let invocations = store.invocations(&run.run_id).map_err(store_error)?;
-    let model_calls = steps
-        .into_iter()
-        .map(|s| ModelCall {
-            tool_calls: exchanges
-                .iter()
-                .find(|x| x.seq == s.seq)
-                .and_then(|x| x.exchange.outcome.as_ref().ok())
-                .map_or(0, |r| r.tool_calls.len()),
-            step: s.step,
+    report::from_store(store, run_id)
+        .map_err(store_error)?
+        .ok_or_else(|| {
+            CommandError::usage(format!(
+                "unknown run `{}` (diag runs lists the stored runs)",
+                one_line(run_id, 80)
+            ))
         })
-        .collect();
-    Ok(RunData {
-        run,
-        events,
-        model_calls,
-        invocations,
-    })
 }
 
 /// The report of a stored run as text.

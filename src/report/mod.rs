@@ -40,6 +40,38 @@ pub struct RunData {
     pub invocations: Vec<ToolInvocation>,
 }
 
+/// Reads everything a report of `run_id` shows from the store; `None` for an unknown run.
+/// (The one function here that does I/O: rendering stays a pure function of what it reads.)
+pub fn from_store(
+    store: &crate::store::Store,
+    run_id: &str,
+) -> Result<Option<RunData>, crate::store::StoreError> {
+    let Some(run) = store.get_run(run_id)? else {
+        return Ok(None);
+    };
+    let events = store.events(&run.run_id)?;
+    let steps = store.agent_steps(&run.run_id)?;
+    let exchanges = store.exchanges(&run.run_id)?;
+    let invocations = store.invocations(&run.run_id)?;
+    let model_calls = steps
+        .into_iter()
+        .map(|s| ModelCall {
+            tool_calls: exchanges
+                .iter()
+                .find(|x| x.seq == s.seq)
+                .and_then(|x| x.exchange.outcome.as_ref().ok())
+                .map_or(0, |r| r.tool_calls.len()),
+            step: s.step,
+        })
+        .collect();
+    Ok(Some(RunData {
+        run,
+        events,
+        model_calls,
+        invocations,
+    }))
+}
+
 /// A report format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {

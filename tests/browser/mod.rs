@@ -147,9 +147,8 @@ fn launch() -> (Browser, String) {
     }
 }
 
-type Ws = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 struct Cdp {
     ws: Ws,
@@ -247,9 +246,17 @@ pub fn load(file: &Path) -> PageReport {
                 json!({"targetId": target_id, "flatten": true}),
             )
             .await;
-        let session = attached["sessionId"].as_str().expect("sessionId").to_string();
+        let session = attached["sessionId"]
+            .as_str()
+            .expect("sessionId")
+            .to_string();
         let s = Some(session.as_str());
-        for domain in ["Page.enable", "Network.enable", "Runtime.enable", "Log.enable"] {
+        for domain in [
+            "Page.enable",
+            "Network.enable",
+            "Runtime.enable",
+            "Log.enable",
+        ] {
             cdp.call(s, domain, json!({})).await;
         }
         cdp.call(
