@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::timeline::{self, RowKind};
 use super::view::{self, bounded, citations, ClaimView, View};
@@ -327,6 +327,10 @@ pub fn markdown_to_html(text: &str, anchors: &[&str]) -> String {
             Event::End(TagEnd::Heading(level)) => {
                 events.push(Event::End(TagEnd::Heading(lower(level))))
             }
+            // A fence's info string would become a class name: untrusted, and of no use here.
+            Event::Start(Tag::CodeBlock(_)) => events.push(Event::Start(Tag::CodeBlock(
+                CodeBlockKind::Fenced(CowStr::from("")),
+            ))),
             Event::FootnoteReference(_) | Event::InlineMath(_) | Event::DisplayMath(_) => {}
             other => events.push(other),
         }
