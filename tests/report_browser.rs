@@ -10,7 +10,7 @@ mod browser;
 mod cli_env;
 mod report_fixtures;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use cli_env::TestEnv;
 use report_fixtures::{hostile_run_file, replay, replay_repo, DEMO, EVIDENCE_RETRY, FALLBACK};
@@ -25,7 +25,7 @@ fn write_report(env: &TestEnv, run_id: &str, name: &str) -> PathBuf {
 
 /// Loads a report and checks what every report must satisfy; returns the DOM findings.
 #[track_caller]
-fn check_page(path: &PathBuf) -> serde_json::Value {
+fn check_page(path: &Path) -> serde_json::Value {
     let page = browser::load(path);
     let own = format!("file://{}", path.canonicalize().unwrap().display());
     assert_eq!(

@@ -106,14 +106,15 @@ proptest! {
     fn the_answer_as_html_holds_only_diags_tags(s in text()) {
         let html = markdown_to_html(&s, &["c1"]);
         let tag = regex::Regex::new(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)([^>]*)>").unwrap();
+        let handler = regex::Regex::new(r"\son[a-z]+\s*=").unwrap();
+        let href = regex::Regex::new("href=\"([^\"]*)\"").unwrap();
         for m in tag.captures_iter(&html) {
             let name = m[2].to_ascii_lowercase();
             prop_assert!(allowed_tag(&name), "<{}> in {:?}", name, html);
             let attrs = m[3].to_ascii_lowercase();
             prop_assert!(!attrs.contains("javascript:"), "{}", &m[0]);
-            prop_assert!(!regex::Regex::new(r"\son[a-z]+\s*=").unwrap().is_match(&attrs), "{}", &m[0]);
+            prop_assert!(!handler.is_match(&attrs), "{}", &m[0]);
             if name == "a" && m[1].is_empty() {
-                let href = regex::Regex::new("href=\"([^\"]*)\"").unwrap();
                 let target = href.captures(&m[3]).map(|c| c[1].to_string()).unwrap_or_default();
                 prop_assert!(target.starts_with("#claim-c1") || target.starts_with("https://") || target.starts_with("http://") || target.starts_with("mailto:") || target.starts_with('#'), "{}", &m[0]);
             }

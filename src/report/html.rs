@@ -602,7 +602,7 @@ fn tools(o: &mut String, data: &RunData, tl: &timeline::Timeline) {
         let _ = write!(
             o,
             "<details class=\"tool\"{id_attr}><summary><span class=\"mono\">{}</span> \
-             <code>{}</code> {} <span class=\"muted\">round {}, {} ms{}</span></summary>\n",
+             <code>{}</code> {} <span class=\"muted\">round {}, {} ms{}</span></summary>",
             esc(&bounded(&inv.invocation_id, 40)),
             esc(&bounded(&inv.tool_name, 80)),
             badge(
@@ -621,6 +621,7 @@ fn tools(o: &mut String, data: &RunData, tl: &timeline::Timeline) {
                 ""
             }
         );
+        o.push('\n');
         let args = serde_json::to_string_pretty(&inv.arguments).unwrap_or_default();
         let (args, args_note) = cut_note(&args, ARGS_MAX);
         let _ = write!(o, "<p>arguments</p><pre>{}</pre>", esc(&args));

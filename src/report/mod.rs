@@ -131,8 +131,8 @@ pub fn escape_html(s: &str) -> String {
 /// page. Everything else (`javascript:`, `data:`, `file:`, relative paths) is shown as text.
 pub fn safe_link(url: &str) -> bool {
     let lower = url.trim().to_ascii_lowercase();
-    if lower.starts_with('#') {
-        return lower[1..]
+    if let Some(fragment) = lower.strip_prefix('#') {
+        return fragment
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     }

@@ -162,10 +162,7 @@ pub fn graph(shape: &GraphShape, data: &RunData) -> String {
     }
     let end = names.len() - 1;
     for e in &shape.edges {
-        let (Some(f), Some(t)) = (
-            index(&e.from),
-            e.to.as_deref().map_or(Some(end), |t| index(t)),
-        ) else {
+        let (Some(f), Some(t)) = (index(&e.from), e.to.as_deref().map_or(Some(end), &index)) else {
             continue;
         };
         edges.push((f, t, e.label.clone(), e.counted));
