@@ -41,7 +41,7 @@ const T0: Timestamp = Timestamp::from_unix_ms(1_790_000_000_000);
 const LOG_LINE: &str = "2026-11-30T14:02:11Z ERROR checkout-service: upstream returned 502 \
                         from payment-service (timeout after 3000 ms)";
 const QUOTE: &str = "upstream returned 502";
-const ANSWER: &str = "Checkout 502s since 14:02 come from payment-service timeouts (c1).";
+const ANSWER: &str = "Checkout 502s since 14:02 come from payment-service timeouts [c1].";
 
 // Marker strings that must never reach the stored self-evaluation: raw Executor text that
 // the Gatekeeper did not verify, the Planner's private output, and tool output no verified

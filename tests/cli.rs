@@ -1324,6 +1324,64 @@ fn quiet_prints_only_the_answer() {
 }
 
 #[test]
+fn quiet_names_a_verdict_that_is_not_a_verified_pass_on_stderr() {
+    let env = TestEnv::new();
+    // A verified PASS: stdout is the answer, stderr empty (see quiet_prints_only_the_answer).
+    // LOW_CONFID, not degraded: the answer alone on stdout, one verdict line on stderr.
+    env.copy_fixture(LOW_CONFID, "low.json");
+    let low_answer = read_json(&repo_file(LOW_CONFID))["expected"]["answer"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = env.run(&["-q", "ask", "--fixture", "low.json"]);
+    out.expect(0);
+    assert_eq!(out.stdout, format!("{}\n", low_answer.trim_end()));
+    let line = out.one_error_line();
+    assert!(
+        line.starts_with("diag: verdict LOW_CONFID; diag trace "),
+        "{line}"
+    );
+    assert!(line.ends_with(" shows why"), "{line}");
+    assert!(!line.contains("degraded"), "{line}");
+
+    // A degraded run (the Planner never produced a plan): no verdict, and which Fallback.
+    env.copy_fixture(PLANNER_PROSE, "prose.json");
+    let prose_answer = read_json(&repo_file(PLANNER_PROSE))["expected"]["answer"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = env.run(&["--quiet", "ask", "--fixture", "prose.json"]);
+    out.expect(0);
+    assert_eq!(out.stdout, format!("{}\n", prose_answer.trim_end()));
+    let line = out.one_error_line();
+    assert!(
+        line.starts_with(
+            "diag: verdict none (not verified), degraded (pre_verification fallback answered); \
+             diag trace "
+        ),
+        "{line}"
+    );
+
+    // With --strict the verdict line comes first and the strict failure follows it.
+    let out = env.run(&["-q", "ask", "--strict", "--fixture", "low.json"]);
+    out.expect(4);
+    assert_eq!(out.stdout, format!("{}\n", low_answer.trim_end()));
+    let lines = out.stderr_lines();
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert!(
+        lines[0].starts_with("diag: verdict LOW_CONFID;"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].starts_with("diag: --strict: run "), "{}", lines[1]);
+
+    // Without --quiet the header already shows the verdict: no extra line.
+    env.run(&["ask", "--fixture", "low.json"])
+        .expect(0)
+        .quiet_stderr();
+}
+
+#[test]
 fn progress_never_shows_when_stdout_is_not_a_terminal() {
     let env = TestEnv::new();
     env.copy_fixture(PASS, "pass.json");

@@ -10,9 +10,11 @@
 //!   compiled graph and real nodes, with a `ScriptedInvoker` answering as the agents.
 //!
 //! Both first check the Gatekeeper against an independent oracle (the generator knows which
-//! bindings are genuine and what text they must cut), then check every produced text:
-//! - the text of a claim without a passed binding never appears (nor, past the Verifier, the
-//!   text of a claim it did not allow);
+//! bindings are genuine, what text they must cut, and which claims name a token no evidence
+//! holds), then check every produced text:
+//! - the text of a claim the Gatekeeper must refuse (no binding, any failed binding, a
+//!   foreign token) never appears (nor, past the Verifier, the text of a claim it did not
+//!   allow), and a foreign token never appears at all;
 //! - a tool-output token appears only inside a passed binding's `matched_text` (past the
 //!   Verifier: of an allowed claim); tokens of another run never appear;
 //! - hypotheses, no-evidence reasons, limitations and forged quotes never appear.
@@ -29,7 +31,7 @@ use std::sync::Arc;
 
 use diag::agent::{AgentRole, InvokeError, ScriptedInvoker};
 use diag::clock::{FixedClock, Timestamp};
-use diag::diagnosis::composer_input::allowed_claims;
+use diag::diagnosis::composer_input::{allowed_claims, answer_material_from_state};
 use diag::diagnosis::nodes::{real_nodes, NodeDeps};
 use diag::diagnosis::topology::{self, STEP_LIMIT};
 use diag::diagnosis::{
@@ -67,8 +69,16 @@ const COMPOSED: &str = "composed answer over the allowed claims";
 fn tool_token(n: u32) -> String {
     format!("tok{n:05}x")
 }
+/// Letters only, so a claim's text has no salient token of its own (SPEC §2.9): whether it is
+/// grounded is decided by its bindings and, where the world says so, one foreign token.
 fn claim_text(i: usize) -> String {
-    format!("clm{i:03}q")
+    let letter = |d: usize| char::from(b'a' + (d % 26) as u8);
+    format!("clm{}{}{}q", letter(i / 676), letter(i / 26), letter(i))
+}
+/// A `#` reference that no tool output of any world holds (outputs hold only `tok…x`
+/// strings, numbers, booleans and the fixed keys).
+fn foreign_token(i: usize) -> String {
+    format!("#44{i:02}")
 }
 fn hypothesis_text(i: usize) -> String {
     format!("hyp{i:03}q")
@@ -168,9 +178,12 @@ enum Kind {
     QuoteAbsent,
     /// The right path, and a quote that occurs only in another field.
     QuoteInAnotherField,
+    /// The right path and a genuine quote of one word from a string of several: shorter than
+    /// 12 characters and not the whole string (`quote_too_short`).
+    ShortQuote,
 }
 
-const KINDS: [Kind; 9] = [
+const KINDS: [Kind; 10] = [
     Kind::Genuine,
     Kind::UnknownId,
     Kind::OtherRunId,
@@ -180,6 +193,7 @@ const KINDS: [Kind; 9] = [
     Kind::NotAString,
     Kind::QuoteAbsent,
     Kind::QuoteInAnotherField,
+    Kind::ShortQuote,
 ];
 
 #[derive(Debug, Clone)]
@@ -205,6 +219,8 @@ struct Spec {
     claims: Vec<Vec<BindingSpec>>,
     /// Per claim: it has no binding at all (ignored when `honest`).
     unbound: Vec<bool>,
+    /// Per claim: its text names a token no evidence holds (ignored when `honest`).
+    foreign: Vec<bool>,
     /// Every claim is bound, every binding made genuine and every invocation of the run ok,
     /// so Gatekeeper PASS and evidence retries happen often.
     honest: bool,
@@ -231,6 +247,7 @@ fn spec() -> impl Strategy<Value = Spec> {
         (
             prop::collection::vec(prop::bool::weighted(0.15), 6),
             prop::bool::weighted(0.3),
+            prop::collection::vec(prop::bool::weighted(0.15), 6),
         ),
         (0..3usize, 0..3usize, 0..3usize),
         prop::sample::select(vec![Verdict::Pass, Verdict::LowConfid, Verdict::Reject]),
@@ -243,7 +260,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 other,
                 other_reuses_id,
                 claims,
-                (unbound, honest),
+                (unbound, honest, foreign),
                 (hypotheses, no_evidence, limitations),
                 verdict,
                 allow,
@@ -254,6 +271,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 other_reuses_id,
                 claims,
                 unbound,
+                foreign,
                 honest,
                 hypotheses,
                 no_evidence,
@@ -402,11 +420,14 @@ struct World {
     expect: Vec<Vec<Expect>>,
     /// Quotes of forged bindings that are in no tool output at all.
     forged_quotes: Vec<String>,
+    /// Tokens claims name that no evidence holds: such a claim is refused.
+    foreign_tokens: Vec<String>,
     /// Every token of the other run's outputs.
     other_tokens: HashSet<String>,
 }
 
-/// A genuine (path, quote, matched_text) in `inv`, if it has a string.
+/// A genuine (path, quote, matched_text) in `inv`, if it has a string. The quote is strong
+/// (SPEC §2.9): the whole string, or at least two tokens (19 characters).
 fn genuine(inv: &Inv, picks: &[Index]) -> Option<(String, String, String)> {
     if inv.leaves.is_empty() {
         return None;
@@ -415,6 +436,12 @@ fn genuine(inv: &Inv, picks: &[Index]) -> Option<(String, String, String)> {
     let n = leaf.words.len();
     let from = picks[1].index(n);
     let len = 1 + picks[2].index(n - from);
+    let (from, len) = match (n, len) {
+        (1, _) => (0, 1),
+        (_, 1) if from + 1 < n => (from, 2),
+        (_, 1) => (from - 1, 2),
+        _ => (from, len),
+    };
     let words = &leaf.words[from..from + len];
     let quote = words
         .iter()
@@ -464,6 +491,7 @@ fn build(spec: Spec) -> World {
     let mut claims = Vec::new();
     let mut expect = Vec::new();
     let mut forged_quotes = Vec::new();
+    let mut foreign_tokens = Vec::new();
     for (ci, bindings) in spec.claims.iter().enumerate() {
         let mut bs = Vec::new();
         let mut es = Vec::new();
@@ -537,6 +565,22 @@ fn build(spec: Spec) -> World {
                     };
                     (binding(id, tool, &path, &quote), None)
                 }
+                (Kind::ShortQuote, g) => {
+                    let several: Vec<&Leaf> =
+                        inv.leaves.iter().filter(|l| l.words.len() > 1).collect();
+                    match several.is_empty() {
+                        false => {
+                            let l = p[1].get(&several);
+                            let word = p[2].get(&l.words).0.clone();
+                            (binding(id, tool, &l.pointer, &word), None)
+                        }
+                        true => {
+                            let (path, _, _) =
+                                g.unwrap_or(("/k0".into(), absent.clone(), "".into()));
+                            (binding(id, tool, &path, &absent), None)
+                        }
+                    }
+                }
                 (Kind::QuoteInAnotherField, g) => {
                     let (path, _, _) = g.unwrap_or(("/k0".into(), absent.clone(), "".into()));
                     // A quote from another string of this run (another field or invocation).
@@ -561,9 +605,15 @@ fn build(spec: Spec) -> World {
             bs.push(made);
             es.push(Expect { pass });
         }
+        let text = if spec.foreign[ci] && !spec.honest {
+            foreign_tokens.push(foreign_token(ci));
+            format!("{} {}", claim_text(ci), foreign_token(ci))
+        } else {
+            claim_text(ci)
+        };
         claims.push(Claim {
             claim_id: format!("c{}", ci + 1),
-            text: claim_text(ci),
+            text,
             bindings: bs,
         });
         expect.push(es);
@@ -600,6 +650,7 @@ fn build(spec: Spec) -> World {
         output,
         expect,
         forged_quotes,
+        foreign_tokens,
     }
 }
 
@@ -615,13 +666,21 @@ struct Allowance {
 }
 
 impl World {
-    /// Claim ids with at least one binding that must pass.
+    /// Claim ids the Gatekeeper must accept: bound, every binding passing, and no foreign
+    /// token in the text (SPEC §2.9).
     fn verified_ids(&self) -> Vec<String> {
         self.output
             .claims
             .iter()
             .zip(&self.expect)
-            .filter(|(_, e)| e.iter().any(|e| e.pass.is_some()))
+            .filter(|(c, e)| {
+                !e.is_empty()
+                    && e.iter().all(|e| e.pass.is_some())
+                    && !self
+                        .foreign_tokens
+                        .iter()
+                        .any(|t| c.text.contains(t.as_str()))
+            })
             .map(|(c, _)| c.claim_id.clone())
             .collect()
     }
@@ -671,7 +730,8 @@ impl World {
             .map(|h| h.text.as_str())
             .chain(self.output.no_evidence.iter().map(|n| n.reason.as_str()))
             .chain(self.output.limitations.iter().map(String::as_str))
-            .chain(self.forged_quotes.iter().map(String::as_str));
+            .chain(self.forged_quotes.iter().map(String::as_str))
+            .chain(self.foreign_tokens.iter().map(String::as_str));
         for marker in never {
             prop_assert!(!text.contains(marker), "{what} shows {marker}:\n{text}");
         }
@@ -773,10 +833,10 @@ fn pipeline(w: &World) -> Result<(), TestCaseError> {
     let (vout, evidence) = match projection {
         Ok(p) => p,
         Err(_) => {
-            // Only a PASS or a LOW_CONFID with a passed binding may be projected.
+            // Only a PASS or a LOW_CONFID with an accepted claim may be projected.
             prop_assert!(
                 !matches!(status, GateStatus::Pass | GateStatus::LowConfid)
-                    || raw.passed_bindings() == 0
+                    || raw.accepted_claims().is_empty()
             );
             prop_assert!(verified.is_empty());
             return Ok(());
@@ -823,14 +883,15 @@ fn pipeline(w: &World) -> Result<(), TestCaseError> {
     state.effective_verdict = Some(effective);
     state.verifier_result = Some(result.clone());
     let allowance = w.allowance(&allowed);
-    let composer_input = composer_input_json(&mut state).expect("composer input");
+    let material = answer_material_from_state(&state, RUN, &w.invocations).expect("material");
+    let composer_input = composer_input_json(&mut state, &material).expect("composer input");
     w.check(&composer_input, &allowance, "the composer input")?;
 
     let post = fallback_post(
         Some(effective),
         &allowed_claims(&result, &vout, &evidence),
-        &result.missing_information,
-        &result.recommendations,
+        &material.missing_information,
+        &material.recommendations,
     );
     w.check(&post, &allowance, "the post-verification fallback")?;
     // Every allowed claim is shown.
@@ -910,9 +971,18 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
     } else {
         json!([])
     };
+    // The Verifier agrees with itself: it checks every verified claim, supported exactly
+    // when it allows it. A PASS that allows nothing breaks its contract like an allowed
+    // unverified claim does.
+    let checks: Vec<Value> = verified
+        .iter()
+        .map(|id| json!({"claim_id": id, "supported": allowed.contains(id)}))
+        .collect();
+    let invalid =
+        invalid || (w.spec.verdict == Verdict::Pass && allowed.is_empty() && !verified.is_empty());
     let verdict = w.spec.verdict.as_str();
     let reply = json!({"schema": "verifier_verdict_v1", "verdict": verdict,
-                       "groundedness": 0.5, "claim_checks": [], "facts": facts,
+                       "groundedness": 0.5, "claim_checks": checks, "facts": facts,
                        "allowed_claims": allowed, "missing_information": [MISSING],
                        "recommendations": [RECOMMENDATION]})
     .to_string();
@@ -928,8 +998,13 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
         .to_string(),
     );
     model.reply(AgentRole::Executor, doc.to_string());
+    // It cites the first allowed claim inline and in `cited_claims`, as it must.
     let cited: Vec<&String> = allowed.iter().take(1).collect();
-    let answer = json!({"schema": "composer_answer_v1", "answer_markdown": COMPOSED,
+    let composed = match cited.first() {
+        Some(id) => format!("{COMPOSED} [{id}]"),
+        None => COMPOSED.to_string(),
+    };
+    let answer = json!({"schema": "composer_answer_v1", "answer_markdown": composed,
                         "cited_claims": cited})
     .to_string();
     match w.spec.composer {
@@ -998,7 +1073,8 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
             w.check(answer, &allowed_allowance, "the post-verification answer")?;
         }
         None => {
-            prop_assert_eq!(answer, COMPOSED);
+            COMPOSER_ANSWERS.fetch_add(1, Ordering::Relaxed);
+            prop_assert_eq!(answer, composed.as_str());
             prop_assert_eq!(w.spec.composer, 0);
         }
     }
@@ -1019,7 +1095,14 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Graph runs that ended with the Composer's answer: the property must reach that path.
+static COMPOSER_ANSWERS: AtomicU32 = AtomicU32::new(0);
+
 #[test]
 fn no_unverified_material_crosses_the_real_graph() {
     check_property(0xD1A6_0702, graph_run);
+    assert!(
+        COMPOSER_ANSWERS.load(Ordering::Relaxed) > 0,
+        "no run reached the Composer's answer"
+    );
 }

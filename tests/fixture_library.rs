@@ -325,11 +325,15 @@ fn the_routing_classes_are_all_present() {
         "gatekeeper_low_confid_zero_passed",
         "gatekeeper_reject",
         "gatekeeper_unknown_invocation",
+        "gatekeeper_short_quote",
+        "gatekeeper_half_bound_claim",
+        "gatekeeper_unbound_token",
         "verifier_retry_then_ok",
         "verifier_retry_exhausted",
         "verifier_non_retryable",
         "verifier_reject",
         "verifier_invalid_allowed_claims",
+        "verifier_allows_unsupported",
         "evidence_retry",
         "evidence_retry_second_low_confid",
         "evidence_retry_round2_executor_fails",
@@ -339,6 +343,8 @@ fn the_routing_classes_are_all_present() {
         "composer_retry_exhausted",
         "composer_non_retryable",
         "composer_prose",
+        "composer_cites_refused_inline",
+        "composer_unbound_token",
         "longest_path",
     ] {
         assert!(
@@ -427,6 +433,29 @@ fn recorded_tool_outputs_are_the_demo_environments() {
                     let kind = o["resultType"].as_str().unwrap();
                     assert!(["vector", "matrix"].contains(&kind), "{at}: {kind}");
                     assert!(o["result"].is_array(), "{at}");
+                    // Every sample carries its time as text, exactly as the tool adds it to
+                    // what Prometheus answers.
+                    let mut from_server = o.clone();
+                    for series in from_server["result"].as_array_mut().unwrap() {
+                        let samples: Vec<&mut Value> = match series.get_mut("value") {
+                            Some(v) => vec![v],
+                            None => series["values"]
+                                .as_array_mut()
+                                .unwrap()
+                                .iter_mut()
+                                .collect(),
+                        };
+                        for sample in samples {
+                            let sample = sample.as_array_mut().unwrap();
+                            assert_eq!(sample.len(), 3, "{at}: a sample without its time text");
+                            sample.pop();
+                        }
+                    }
+                    assert_eq!(
+                        &diag::tools::query_metrics::with_sample_times(from_server),
+                        o,
+                        "{at}: the samples' time texts are not the tool's"
+                    );
                 }
                 "current_time" => assert!(o["now"].is_string(), "{at}"),
                 other => panic!("{at}: {other} is not a built-in tool"),
@@ -455,8 +484,21 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
     let r = replay_into(&run, &store, &Arc::new(SequentialIds::default())).await;
     assert_eq!(r.divergence, None);
     let s = &r.outcome.state;
-    let audit = s.gatekeeper_raw.as_ref().unwrap().audit;
+    let raw = s.gatekeeper_raw.as_ref().unwrap();
+    let audit = raw.audit;
     assert_eq!((audit.failed, audit.unbound_claims), (0, 0), "{audit:?}");
+    // Good evidence is not refused: every claim of the demo is bound by what it says, its
+    // 37 salient tokens (times, numbers, services, routes) all found in its evidence.
+    assert_eq!(raw.refused_claims, []);
+    assert_eq!(
+        raw.grounding,
+        diag::protocol::Grounding {
+            claims_bound: 7,
+            claims_refused: 0,
+            tokens_checked: 37,
+            tokens_unbound: 0,
+        }
+    );
     let tools: BTreeSet<&str> = s
         .verified_evidence
         .iter()
@@ -471,6 +513,11 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
     let answer = r.actual.answer.unwrap();
     assert!(answer.starts_with("## "), "a Markdown answer: {answer}");
     assert!(answer.contains("settlement-batch"));
+    // Every salient token of the answer was checked and bound, and the Verifier's free text
+    // reached it whole.
+    let g = s.answer_grounding.expect("the answer was checked");
+    assert_eq!((g.tokens_checked, g.tokens_unbound), (31, 0), "{g:?}");
+    assert_eq!(s.dropped_items, 0);
 }
 
 /// Replays a corrupted copy of `file` and returns the replay.
@@ -624,4 +671,82 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
     .unwrap();
     assert!(raw.checked_bindings.iter().all(|b| b.passed));
     assert_eq!(diag::render::refused_bindings(Some(&raw)), "");
+}
+
+/// The grounding fixtures: what the Executor invented is refused with its code, never shown to
+/// the Verifier, and never reaches the answer, while the claims bound by what they say do.
+#[tokio::test]
+async fn the_grounding_fixtures_refuse_what_they_invent() {
+    for (file, refusal, token, invented) in [
+        (
+            "gatekeeper_short_quote.json",
+            "failed_binding",
+            None,
+            &["13:55", "disk"][..],
+        ),
+        (
+            "gatekeeper_half_bound_claim.json",
+            "failed_binding",
+            None,
+            &["#4411", "DBA", "settlement-batch holding"][..],
+        ),
+        (
+            "gatekeeper_unbound_token.json",
+            "unbound_token",
+            Some("v2.3.1"),
+            &["v2.3.1", "13:58", "deploy"][..],
+        ),
+    ] {
+        let run = load(&root().join("fixtures/runs").join(file));
+        let (_dir, store) = temp_store();
+        let r = replay_into(&run, &store, &Arc::new(SequentialIds::default())).await;
+        assert_eq!(r.divergence, None, "{file}");
+        let raw = r.outcome.state.gatekeeper_raw.as_ref().unwrap();
+        let refused: Vec<(&str, &str, Option<&str>)> = raw
+            .refused_claims
+            .iter()
+            .map(|c| {
+                (
+                    c.claim_id.as_str(),
+                    c.code.as_str(),
+                    c.token.as_ref().map(|t| t.text.as_str()),
+                )
+            })
+            .collect();
+        let id = if file == "gatekeeper_short_quote.json" {
+            "c1"
+        } else {
+            "c3"
+        };
+        assert_eq!(refused, [(id, refusal, token)], "{file}");
+        let answer = r.actual.answer.as_deref().unwrap();
+        for m in invented {
+            assert!(
+                !answer.contains(m),
+                "{file}: {m} reached the answer:\n{answer}"
+            );
+        }
+        // The stored self-evaluation keeps the refusals and figures for the trace.
+        let stored = store.get_run(&r.outcome.run_id).unwrap().unwrap();
+        let evaluation = stored.self_evaluation.expect("a self-evaluation");
+        let kept = &evaluation["verifier_evaluation"]["gatekeeper_raw"];
+        assert_eq!(kept["refused_claims"][0]["code"], refusal, "{file}");
+        assert_eq!(kept["grounding"]["claims_refused"], 1, "{file}");
+        if file != "gatekeeper_short_quote.json" {
+            // The Verifier was told which claim was refused and why, in codes only.
+            let verifier_input = r
+                .outcome
+                .state
+                .verifier_input
+                .as_deref()
+                .expect("the Verifier ran");
+            assert!(verifier_input.contains("\"refused_claims\""), "{file}");
+            for m in invented {
+                assert!(
+                    !verifier_input.contains(m),
+                    "{file}: {m} shown to the Verifier"
+                );
+            }
+        }
+    }
 }

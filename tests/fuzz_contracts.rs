@@ -11,7 +11,8 @@ use std::collections::HashSet;
 
 use diag::protocol::{
     json_pointer, parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation,
-    CriticalGap, PlannerMode, QueryRef, RetryContext, Verification, VerifiedExecutorOutput,
+    CriticalGap, PlannerMode, QueryRef, RetryContext, Verdict, Verification,
+    VerifiedExecutorOutput,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -161,6 +162,18 @@ fn all_hold(text: &str) -> Result<usize, TestCaseError> {
                 .all(|c| ids.contains(c)));
             let unique: HashSet<_> = v.allowed_claims.iter().collect();
             prop_assert_eq!(unique.len(), v.allowed_claims.len());
+            // Self-consistency (SPEC §2.9).
+            for id in &v.allowed_claims {
+                prop_assert!(v
+                    .claim_checks
+                    .iter()
+                    .any(|c| &c.claim_id == id && c.supported));
+                let contradicted = v.facts.iter().any(|f| {
+                    f.verification == Verification::Contradicted && f.claim_ids.contains(id)
+                });
+                prop_assert!(!contradicted);
+            }
+            prop_assert!(v.verdict != Verdict::Pass || !v.allowed_claims.is_empty());
         }
         Err(e) => bounded(&e)?,
     }

@@ -1,13 +1,16 @@
 //! Gatekeeper component tests: every binding failure by name, the whitespace and case rules,
-//! text cut from the tool output, the policy outcomes with their audit counts, and inputs
-//! that must not make it panic or go quadratic.
+//! text cut from the tool output, the policy outcomes with their audit counts, inputs that
+//! must not make it panic or go quadratic, and the content-grounding rules (SPEC §2.9): quote
+//! strength, all bindings or nothing, salient tokens bound to their evidence context.
 
 mod seeded;
 
+use diag::diagnosis::verified_input::build_verified_input;
 use diag::protocol::gatekeeper::{normalize, normalize_whitespace};
 use diag::protocol::{
-    ceiling, match_quote, validate_run, Audit, Binding, BindingFailure, Claim, ExecutorOutput,
-    GateStatus, GatekeeperRaw, InvocationStatus, NoEvidence, ToolInvocation, Verdict,
+    ceiling, match_quote, validate_run, Audit, Binding, BindingFailure, Claim, ClaimRefusal,
+    ExecutorOutput, GateStatus, GatekeeperRaw, Grounding, InvocationStatus, NoEvidence,
+    ToolInvocation, Verdict,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -43,10 +46,12 @@ fn binding(id: &str, tool: &str, path: &str, quote: &str) -> Binding {
     }
 }
 
+/// A claim whose text has no salient token, so only its bindings decide (the content rule
+/// has tests of its own below).
 fn claim(id: &str, bindings: Vec<Binding>) -> Claim {
     Claim {
         claim_id: id.into(),
-        text: format!("claim {id}"),
+        text: "checkout saw an upstream failure".into(),
         bindings,
     }
 }
@@ -155,9 +160,14 @@ fn only_the_current_runs_record_of_a_shared_id_is_consulted() {
         inv("run-B", "inv-1", "search_logs", logs("foreign text only")),
         inv(RUN, "inv-1", "search_logs", logs("own text here")),
     ];
-    let own = binding("inv-1", "search_logs", "/matches/0/line", "own text");
-    let foreign = binding("inv-1", "search_logs", "/matches/0/line", "foreign text");
-    assert_eq!(check(&invs, own), Ok("own text".to_string()));
+    let own = binding("inv-1", "search_logs", "/matches/0/line", "own text here");
+    let foreign = binding(
+        "inv-1",
+        "search_logs",
+        "/matches/0/line",
+        "foreign text only",
+    );
+    assert_eq!(check(&invs, own), Ok("own text here".to_string()));
     assert_eq!(check(&invs, foreign), failed(BindingFailure::QuoteNotFound));
 }
 
@@ -345,7 +355,7 @@ fn whitespace_is_normalised_on_both_sides() {
             "upstream   returned\n\t502",
         ),
         ("returned\r\n502 from", "returned\n\t502  from"),
-        ("payment", "payment"),
+        ("from payment", "from payment"),
     ];
     for (quote, want) in cases {
         assert_eq!(
@@ -421,17 +431,26 @@ fn odd_unicode_is_matched_exactly_and_cut_on_char_boundaries() {
     let invs = vec![inv(RUN, "inv-1", "search_logs", logs(text))];
     let cases = [
         (
-            "Zürich 节点 🚨",
-            Ok("Zürich\u{3000}\u{3000}节点 🚨".to_string()),
+            "Zürich 节点 🚨 e\u{0301}rror",
+            Ok("Zürich\u{3000}\u{3000}节点 🚨 e\u{0301}rror".to_string()),
         ),
-        ("🚨 e\u{0301}rror", Ok("🚨 e\u{0301}rror".to_string())),
-        // Composed é is a different sequence than e + combining accent: no match.
-        ("🚨 \u{00e9}rror", failed(BindingFailure::QuoteNotFound)),
         (
-            "\u{202e}reversed\u{202c}",
-            Ok("\u{202e}reversed\u{202c}".to_string()),
+            "🚨 e\u{0301}rror \u{202e}reversed",
+            Ok("🚨 e\u{0301}rror \u{202e}reversed".to_string()),
         ),
-        ("ZÜRICH", failed(BindingFailure::QuoteNotFound)),
+        // Composed é is a different sequence than e + combining accent: no match.
+        (
+            "🚨 \u{00e9}rror \u{202e}reversed",
+            failed(BindingFailure::QuoteNotFound),
+        ),
+        (
+            "\u{202e}reversed\u{202c} end",
+            Ok("\u{202e}reversed\u{202c} end".to_string()),
+        ),
+        (
+            "ZÜRICH 节点 🚨 ERROR",
+            failed(BindingFailure::QuoteNotFound),
+        ),
     ];
     for (quote, want) in cases {
         assert_eq!(
@@ -502,8 +521,8 @@ fn invalid_pointer_escapes_name_nothing() {
 fn the_empty_pointer_is_the_whole_document() {
     let invs = vec![inv(RUN, "inv-1", "current_time", json!("now is 14:02"))];
     assert_eq!(
-        check(&invs, binding("inv-1", "current_time", "", "14:02")),
-        Ok("14:02".to_string())
+        check(&invs, binding("inv-1", "current_time", "", "now is 14:02")),
+        Ok("now is 14:02".to_string())
     );
 }
 
@@ -564,7 +583,7 @@ fn a_ten_megabyte_string_is_checked_without_blowing_up() {
                 "inv-1",
                 "search_logs",
                 "/matches/0/line",
-                "dolor lorem",
+                "ipsum dolor lorem",
             )],
         ),
     ]);
@@ -575,7 +594,7 @@ fn a_ten_megabyte_string_is_checked_without_blowing_up() {
         Some("FINAL upstream\treturned   502")
     );
     assert_eq!(cb[1].failure.as_deref(), Some("quote_not_found"));
-    assert_eq!(cb[2].matched_text.as_deref(), Some("dolor\nlorem"));
+    assert_eq!(cb[2].matched_text.as_deref(), Some("ipsum  dolor\nlorem"));
 }
 
 #[test]
@@ -607,7 +626,12 @@ fn two_line_invs() -> Vec<ToolInvocation> {
 fn good(n: u32) -> Binding {
     match n {
         1 => binding("inv-1", "search_logs", "/matches/0/line", "returned 502"),
-        _ => binding("inv-2", "query_metrics", "/result/0/value", "latency 30s"),
+        _ => binding(
+            "inv-2",
+            "query_metrics",
+            "/result/0/value",
+            "p99 latency 30s",
+        ),
     }
 }
 
@@ -658,14 +682,6 @@ fn policy_some_passed_some_failed_is_low_confid() {
         }
     );
     assert_eq!(normalize(Some(&raw)), GateStatus::LowConfid);
-}
-
-#[test]
-fn policy_a_failed_binding_beside_a_passed_one_of_the_same_claim_is_low_confid() {
-    let out = output(vec![claim("c1", vec![good(1), bad()])]);
-    let raw = validate_run(RUN, &out, &two_line_invs());
-    assert_eq!(outcome(&raw), (Some("fail"), Some("low-confid")));
-    assert_eq!((raw.audit.passed, raw.audit.failed), (1, 1));
 }
 
 #[test]
@@ -819,7 +835,10 @@ proptest! {
         let _ = normalize(Some(&raw));
         let checked = &raw.checked_bindings[0];
         if path == "/a" || path == "/b/0" {
-            prop_assert_eq!(checked.passed, match_quote(&text, &quote).is_some());
+            // A quote shorter than 12 characters binds only as the whole string.
+            let nq = normalize_whitespace(&quote);
+            let strong = nq.chars().count() >= 12 || nq == normalize_whitespace(&text);
+            prop_assert_eq!(checked.passed, strong && match_quote(&text, &quote).is_some());
         }
         if let Some(m) = &checked.matched_text {
             prop_assert!(checked.passed);
@@ -840,5 +859,530 @@ proptest! {
         if let Some(m) = got {
             prop_assert_eq!(normalize_whitespace(m), nq);
         }
+    }
+}
+
+// ---- content grounding (SPEC §2.9): one test per rule, each passing and failing ------------
+
+/// The demo's checkout log match, a pool-timeout line and a metric sample, as the real tools
+/// record them (the metric sample with its time text).
+fn grounding_invs() -> Vec<ToolInvocation> {
+    let mut logs = inv(
+        RUN,
+        "inv-2",
+        "search_logs",
+        json!({"matches": [
+            {"file": "fixtures/demo/logs/checkout-service.log", "line_no": 43,
+             "timestamp": "2026-11-30T14:02:03.363Z",
+             "line": "2026-11-30T14:02:03.363Z ERROR checkout-service POST /api/checkout 502 in \
+                      5002ms: upstream returned 502 from payment-service (POST /v1/charges \
+                      timed out after 5000ms)"},
+            {"file": "fixtures/demo/logs/payment-service.jsonl", "line_no": 16,
+             "timestamp": "2026-11-30T14:02:07.250Z",
+             "line": "HikariPool-1 - Connection is not available, request timed out after \
+                      5000ms (total=50, active=50, idle=0, waiting=154)"}],
+            "truncated": false}),
+    );
+    logs.arguments = json!({"query": "502", "since": "2026-11-30T14:00:00Z"});
+    let mut metrics = inv(
+        RUN,
+        "inv-3",
+        "query_metrics",
+        json!({"resultType": "matrix", "result": [
+            {"metric": {"code": "502", "service": "checkout-service"},
+             "values": [[1796047440, "96", "2026-11-30T14:04:00Z"],
+                        [1796047500, "120", "2026-11-30T14:05:00Z"]]}]}),
+    );
+    metrics.arguments = json!({"query": "sum by (code) (increase(http_requests_total[5m]))"});
+    vec![logs, metrics]
+}
+
+fn line_binding(n: usize, quote: &str) -> Binding {
+    binding("inv-2", "search_logs", &format!("/matches/{n}/line"), quote)
+}
+
+fn text_claim(id: &str, text: &str, bindings: Vec<Binding>) -> Claim {
+    Claim {
+        claim_id: id.into(),
+        text: text.into(),
+        bindings,
+    }
+}
+
+/// (claim id, code, token text) of every refused claim.
+fn refusals(raw: &GatekeeperRaw) -> Vec<(String, ClaimRefusal, Option<String>)> {
+    raw.refused_claims
+        .iter()
+        .map(|r| {
+            (
+                r.claim_id.clone(),
+                r.code,
+                r.token.as_ref().map(|t| t.text.clone()),
+            )
+        })
+        .collect()
+}
+
+fn refused(
+    id: &str,
+    code: ClaimRefusal,
+    token: Option<&str>,
+) -> (String, ClaimRefusal, Option<String>) {
+    (id.to_string(), code, token.map(str::to_string))
+}
+
+#[test]
+fn rule_quote_strength_a_quote_is_the_whole_string_or_at_least_12_characters() {
+    let invs = grounding_invs();
+    // Passing: 12 characters exactly, a long quote, and a short quote that is the whole string.
+    for (path, quote) in [
+        ("/matches/0/line", "returned 502"),
+        (
+            "/matches/0/line",
+            "upstream returned 502 from payment-service",
+        ),
+        ("/result/0/metric/code", "502"),
+        ("/result/0/values/1/1", "120"),
+    ] {
+        let tool = if path.starts_with("/matches") {
+            "search_logs"
+        } else {
+            "query_metrics"
+        };
+        let id = if tool == "search_logs" {
+            "inv-2"
+        } else {
+            "inv-3"
+        };
+        assert!(
+            check(&invs, binding(id, tool, path, quote)).is_ok(),
+            "{quote:?} at {path}"
+        );
+    }
+    // Failing: 11 characters of a longer string (whitespace runs count as one), and shape 1
+    // of the issue: `e` binding an invented disk failure.
+    for quote in ["eturned 502", "returned   50", "e"] {
+        assert_eq!(
+            check(&invs, line_binding(0, quote)),
+            failed(BindingFailure::QuoteTooShort),
+            "{quote:?}"
+        );
+    }
+    let out = output(vec![text_claim(
+        "c1",
+        "the primary database disk failed at 13:55",
+        vec![line_binding(0, "e")],
+    )]);
+    let raw = validate_run(RUN, &out, &invs);
+    assert_eq!(outcome(&raw), (Some("fail"), Some("reject")));
+    assert_eq!(normalize(Some(&raw)), GateStatus::Reject);
+    assert_eq!(
+        refusals(&raw),
+        [refused("c1", ClaimRefusal::FailedBinding, None)]
+    );
+    assert_eq!(raw.accepted_claims(), Vec::<&str>::new());
+}
+
+#[test]
+fn rule_all_bindings_or_nothing_a_claim_with_any_failed_binding_is_refused_whole() {
+    let invs = grounding_invs();
+    let good = line_binding(0, "upstream returned 502 from payment-service");
+    let pool = line_binding(1, "Connection is not available");
+    // Passing: every binding of the claim passes.
+    let ok = text_claim(
+        "c1",
+        "checkout-service answered 502 because payment-service had no connection available",
+        vec![good.clone(), pool.clone()],
+    );
+    let raw = validate_run(RUN, &output(vec![ok.clone()]), &invs);
+    assert_eq!(outcome(&raw), (Some("pass"), None));
+    assert_eq!(raw.accepted_claims(), ["c1"]);
+    // Failing: shape 2 of the issue, one real binding and one invented one. The whole claim
+    // is refused, its passed binding stays on record, and beside an accepted claim the
+    // result is LOW_CONFID with only the accepted claim in it.
+    let invented = text_claim(
+        "c2",
+        "502s are caused by settlement-batch holding 50 DB connections (confirmed by DBA ticket \
+         #4411)",
+        vec![
+            good.clone(),
+            binding(
+                "inv-2",
+                "search_logs",
+                "/matches/1/line",
+                "DBA ticket #4411 confirms",
+            ),
+        ],
+    );
+    let raw = validate_run(RUN, &output(vec![invented.clone()]), &invs);
+    assert_eq!(outcome(&raw), (Some("fail"), Some("reject")));
+    assert_eq!(
+        refusals(&raw),
+        [refused("c2", ClaimRefusal::FailedBinding, None)]
+    );
+    let passed: Vec<bool> = raw.checked_bindings.iter().map(|b| b.passed).collect();
+    assert_eq!(
+        passed,
+        [true, false],
+        "binding results are kept per binding"
+    );
+
+    let raw = validate_run(RUN, &output(vec![ok, invented]), &invs);
+    assert_eq!(outcome(&raw), (Some("fail"), Some("low-confid")));
+    assert_eq!(normalize(Some(&raw)), GateStatus::LowConfid);
+    assert_eq!(raw.accepted_claims(), ["c1"]);
+    assert_eq!(
+        (raw.grounding.claims_bound, raw.grounding.claims_refused),
+        (1, 1)
+    );
+}
+
+#[test]
+fn rule_content_binding_every_salient_token_occurs_in_the_evidence_context() {
+    let invs = grounding_invs();
+    let b = line_binding(0, "upstream returned 502 from payment-service");
+    // Passing: natural wording over the bound match, its record and the call's arguments
+    // (14:00 is in `since`, 14:02:03 in the match's timestamp, 5002 in `in 5002ms`).
+    for text in [
+        "the 502s since 14:00",
+        "at 14:02:03 checkout-service answered POST /api/checkout with 502 after 5002 ms",
+        "payment-service timed out on POST /v1/charges after 5000ms, see checkout-service.log",
+        "On 2026-11-30 at 14:02 checkout-service logged `upstream returned 502`",
+    ] {
+        let raw = validate_run(
+            RUN,
+            &output(vec![text_claim("c1", text, vec![b.clone()])]),
+            &invs,
+        );
+        assert_eq!(outcome(&raw), (Some("pass"), None), "{text}");
+        assert!(raw.grounding.tokens_checked > 0, "{text}");
+    }
+    let pool = line_binding(1, "HikariPool-1 - Connection is not available");
+    let raw = validate_run(
+        RUN,
+        &output(vec![text_claim(
+            "c1",
+            "50 of 50 connections, 154 waiting",
+            vec![pool],
+        )]),
+        &invs,
+    );
+    assert_eq!(outcome(&raw), (Some("pass"), None));
+
+    // Failing: a token the evidence does not hold, named first in order; numbers match on
+    // digit boundaries (50 is not in 5002 or 1500), and another match is not this claim's.
+    for (text, token) in [
+        ("502s are confirmed by DBA ticket #4411", "#4411"),
+        ("checkout-service held 50 connections", "50"),
+        ("the primary database disk failed at 13:55", "13:55"),
+        ("payment-service's HikariPool-1 was full", "HikariPool-1"),
+        ("a bad deploy of payment-service v2.3.1", "v2.3.1"),
+        ("it ran `UPDATE ledger`", "UPDATE ledger"),
+    ] {
+        let raw = validate_run(
+            RUN,
+            &output(vec![text_claim("c1", text, vec![b.clone()])]),
+            &invs,
+        );
+        assert_eq!(outcome(&raw), (Some("fail"), Some("reject")), "{text}");
+        assert_eq!(
+            refusals(&raw),
+            [refused("c1", ClaimRefusal::UnboundToken, Some(token))],
+            "{text}"
+        );
+        assert!(raw.grounding.tokens_unbound >= 1, "{text}");
+    }
+}
+
+#[test]
+fn rule_evidence_context_of_a_metric_is_its_labels_and_the_bound_sample_only() {
+    let invs = grounding_invs();
+    let sample = binding("inv-3", "query_metrics", "/result/0/values/1/1", "120");
+    // Passing: the value, the sample's time text and the series' labels.
+    let raw = validate_run(
+        RUN,
+        &output(vec![text_claim(
+            "c1",
+            "checkout-service answered 120 responses with code 502 at 14:05",
+            vec![sample.clone()],
+        )]),
+        &invs,
+    );
+    assert_eq!(outcome(&raw), (Some("pass"), None));
+    // Failing: the other sample's value and time are not this binding's evidence.
+    for (text, token) in [
+        ("96 responses with code 502", "96"),
+        ("120 responses with code 502 at 14:04", "14:04"),
+    ] {
+        let raw = validate_run(
+            RUN,
+            &output(vec![text_claim("c1", text, vec![sample.clone()])]),
+            &invs,
+        );
+        assert_eq!(
+            refusals(&raw),
+            [refused("c1", ClaimRefusal::UnboundToken, Some(token))],
+            "{text}"
+        );
+    }
+    // A claim's context is the union over its bindings: binding both samples binds both.
+    let both = text_claim(
+        "c1",
+        "96 at 14:04, then 120 at 14:05",
+        vec![
+            binding("inv-3", "query_metrics", "/result/0/values/0/1", "96"),
+            sample,
+        ],
+    );
+    let raw = validate_run(RUN, &output(vec![both]), &invs);
+    assert_eq!(outcome(&raw), (Some("pass"), None));
+}
+
+#[test]
+fn rule_refusals_and_grounding_figures_are_recorded_per_claim() {
+    let invs = grounding_invs();
+    let b = line_binding(0, "upstream returned 502 from payment-service");
+    let out = output(vec![
+        text_claim(
+            "c1",
+            "checkout-service answered 502 at 14:02:03",
+            vec![b.clone()],
+        ),
+        text_claim("c2", "ticket #4411 and 9999 requests", vec![b.clone()]),
+        text_claim("c3", "disk failed", vec![line_binding(0, "e")]),
+        text_claim("c4", "nothing bound", vec![]),
+    ]);
+    let raw = validate_run(RUN, &out, &invs);
+    assert_eq!(
+        refusals(&raw),
+        [
+            refused("c2", ClaimRefusal::UnboundToken, Some("#4411")),
+            refused("c3", ClaimRefusal::FailedBinding, None),
+            refused("c4", ClaimRefusal::NoBinding, None),
+        ]
+    );
+    // c1: checkout-service, 502, 14:02:03 checked and bound; c2: #4411 and 9999 unbound; c3
+    // is not checked for content (its binding failed), c4 has no evidence at all.
+    assert_eq!(
+        raw.grounding,
+        Grounding {
+            claims_bound: 1,
+            claims_refused: 3,
+            tokens_checked: 5,
+            tokens_unbound: 2,
+        }
+    );
+    assert_eq!(raw.accepted_claims(), ["c1"]);
+    assert_eq!(outcome(&raw), (Some("fail"), Some("low-confid")));
+    let json = serde_json::to_value(&raw).unwrap();
+    assert_eq!(
+        json["refused_claims"][0],
+        json!({"claim_id": "c2", "code": "unbound_token",
+               "token": {"kind": "reference", "text": "#4411"}})
+    );
+    assert_eq!(
+        json["refused_claims"][1],
+        json!({"claim_id": "c3", "code": "failed_binding"})
+    );
+    // A long unbound token is recorded bounded and without control characters.
+    let long = format!("`{}\u{1b}[31m`", "x".repeat(500));
+    let raw = validate_run(RUN, &output(vec![text_claim("c1", &long, vec![b])]), &invs);
+    let token = raw.refused_claims[0].token.as_ref().unwrap();
+    assert_eq!(token.text.chars().count(), 80);
+    assert!(!token.text.chars().any(char::is_control));
+}
+
+#[test]
+fn a_raw_result_stored_before_content_grounding_still_reads() {
+    let stored = json!({
+        "result": "fail", "severity": "low-confid",
+        "checked_bindings": [{"claim_id": "c1", "source_invocation_id": "inv-1",
+            "tool_name": "search_logs", "raw_path": "/matches/0/line", "passed": true,
+            "matched_text": "upstream returned 502", "failure": null}],
+        "audit": {"claims": 2, "bindings": 1, "passed": 1, "failed": 0, "unbound_claims": 1}
+    });
+    let raw: GatekeeperRaw = serde_json::from_value(stored).unwrap();
+    assert!(raw.refused_claims.is_empty());
+    assert_eq!(raw.grounding, Grounding::default());
+    assert_eq!(raw.accepted_claims(), ["c1"]);
+    // A `pass` without grounding figures is not believed.
+    let mut pass = raw.clone();
+    pass.result = Some("pass".into());
+    pass.severity = None;
+    pass.audit.claims = 1;
+    pass.audit.unbound_claims = 0;
+    assert_eq!(normalize(Some(&pass)), GateStatus::Reject);
+    pass.grounding.claims_bound = 1;
+    assert_eq!(normalize(Some(&pass)), GateStatus::Pass);
+}
+
+#[test]
+fn refusal_codes_are_snake_case_and_distinct() {
+    let names: Vec<String> = ClaimRefusal::ALL
+        .iter()
+        .map(|c| {
+            serde_json::to_value(c)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(names, ["no_binding", "failed_binding", "unbound_token"]);
+    for c in ClaimRefusal::ALL {
+        assert_eq!(c.as_str(), c.to_string());
+    }
+}
+
+// ---- content grounding properties ----------------------------------------------------------
+
+/// One piece of a generated log line: a salient token or a plain word.
+fn arb_piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (10u32..100_000).prop_map(|n| n.to_string()),
+        (0u32..24, 0u32..60, 0u32..60).prop_map(|(h, m, s)| format!("{h:02}:{m:02}:{s:02}")),
+        "[a-z]{3,8}-[a-z]{3,8}",
+        "[a-z]{2,6}[0-9]{1,3}",
+        "[a-z]{2,5}_[a-z]{2,6}",
+        "/v[1-3]/[a-z]{3,8}",
+        "#[0-9]{3,5}",
+        "[a-z]{3,9}",
+    ]
+}
+
+/// A log line of pieces and the claim's pieces drawn from it (indices, repeats allowed).
+fn arb_line_and_claim() -> impl Strategy<Value = (Vec<String>, Vec<usize>, Vec<u8>)> {
+    prop::collection::vec(arb_piece(), 3..10).prop_flat_map(|pieces| {
+        let n = pieces.len();
+        (
+            Just(pieces),
+            prop::collection::vec(0..n, 1..6),
+            prop::collection::vec(any::<u8>(), 6),
+        )
+    })
+}
+
+/// The claim's wording around a piece: plain filler words, case changes and unit suffixes
+/// that must not change what is checked.
+fn dress(piece: &str, style: u8) -> String {
+    let numeric = piece.bytes().all(|b| b.is_ascii_digit());
+    match style % 5 {
+        0 => piece.to_string(),
+        1 => piece.to_uppercase(),
+        2 if numeric => format!("{piece}ms"),
+        3 => format!("({piece})"),
+        _ => format!("{piece},"),
+    }
+}
+
+const FILLERS: [&str; 6] = ["the", "saw", "then", "at", "and", "of"];
+
+fn claim_text(pieces: &[String], picks: &[usize], styles: &[u8]) -> String {
+    let mut words = Vec::new();
+    for (i, p) in picks.iter().enumerate() {
+        let style = styles[i % styles.len()];
+        words.push(FILLERS[usize::from(style) % FILLERS.len()].to_string());
+        words.push(dress(&pieces[*p], style));
+    }
+    words.join(" ")
+}
+
+/// A quote of at least 12 characters (after whitespace normalisation) cut from `line`, or
+/// the whole line when no such cut is found at `start`. Lines are ASCII with single spaces.
+fn strong_quote(line: &str, start: usize, len: usize) -> String {
+    if line.len() <= 12 {
+        return line.to_string();
+    }
+    let start = start % (line.len() - 11);
+    let end = (start + 12 + len).min(line.len());
+    let cut = line[start..end].trim();
+    if cut.len() >= 12 {
+        cut.to_string()
+    } else {
+        line.to_string()
+    }
+}
+
+/// A salient token for insertion, as written and as the Gatekeeper names it.
+fn arb_foreign_token() -> impl Strategy<Value = (String, String)> {
+    prop_oneof![
+        (10u32..10_000_000).prop_map(|n| (n.to_string(), n.to_string())),
+        (0u32..24, 0u32..60).prop_map(|(h, m)| {
+            let t = format!("{h:02}:{m:02}");
+            (t.clone(), t)
+        }),
+        "[a-z]{2,6}-[a-z0-9]{2,6}".prop_map(|s| (s.clone(), s)),
+        "[a-z]{1,4}[0-9]{1,4}\\.[0-9]".prop_map(|s| (s.clone(), s)),
+        "#[0-9]{2,6}".prop_map(|s| (s.clone(), s)),
+        "[a-z]{3,6} [a-z]{3,6}".prop_map(|s| (format!("`{s}`"), s)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(seeded::config(0xD1A6_0C12))]
+
+    /// (b) A claim built only from tokens of its evidence, with a quote of at least 12
+    /// characters copied from the target, always passes.
+    #[test]
+    fn a_claim_built_from_its_evidence_with_a_strong_quote_always_passes(
+        (pieces, picks, styles) in arb_line_and_claim(),
+        cut in (any::<usize>(), 0usize..30),
+    ) {
+        let line = pieces.join(" ");
+        let invs = vec![inv(RUN, "inv-1", "search_logs", logs(&line))];
+        let quote = strong_quote(&line, cut.0, cut.1);
+        let text = claim_text(&pieces, &picks, &styles);
+        let out = output(vec![text_claim(
+            "c1",
+            &text,
+            vec![binding("inv-1", "search_logs", "/matches/0/line", &quote)],
+        )]);
+        let raw = validate_run(RUN, &out, &invs);
+        prop_assert_eq!(outcome(&raw), (Some("pass"), None), "{:?} / {:?}: {:?}", text, line, raw.refused_claims);
+        prop_assert_eq!(normalize(Some(&raw)), GateStatus::Pass);
+        prop_assert_eq!(raw.accepted_claims(), vec!["c1"]);
+    }
+
+    /// (a) A claim into which a salient token absent from the evidence is inserted is always
+    /// refused, naming that token, and never reaches the verified projection, while a good
+    /// claim beside it does.
+    #[test]
+    fn a_claim_with_an_inserted_foreign_token_is_always_refused(
+        (pieces, picks, styles) in arb_line_and_claim(),
+        cut in (any::<usize>(), 0usize..30),
+        (written, checked) in arb_foreign_token(),
+        at in any::<usize>(),
+    ) {
+        let line = pieces.join(" ");
+        let invs = vec![inv(RUN, "inv-1", "search_logs", logs(&line))];
+        // Absent by plain substring search over everything recorded: a stronger absence
+        // than the Gatekeeper's own rule, so the property does not lean on the code it tests.
+        let recorded = format!("{} {}", invs[0].output, invs[0].arguments).to_lowercase();
+        prop_assume!(!recorded.contains(&checked.to_lowercase()));
+        let quote = strong_quote(&line, cut.0, cut.1);
+        let good_text = claim_text(&pieces, &picks, &styles);
+        let mut words: Vec<String> = good_text.split(' ').map(str::to_string).collect();
+        // Inserted between words, so it stays a token of its own.
+        let at = at % (words.len() + 1);
+        words.insert(at, written.clone());
+        let poisoned = words.join(" ");
+        let b = binding("inv-1", "search_logs", "/matches/0/line", &quote);
+        let out = output(vec![
+            text_claim("c1", &good_text, vec![b.clone()]),
+            text_claim("c2", &poisoned, vec![b]),
+        ]);
+        let raw = validate_run(RUN, &out, &invs);
+        prop_assert_eq!(
+            refusals(&raw),
+            vec![refused("c2", ClaimRefusal::UnboundToken, Some(&checked))],
+            "{:?}", poisoned
+        );
+        prop_assert_eq!(normalize(Some(&raw)), GateStatus::LowConfid);
+        let (verified, evidence) =
+            build_verified_input(&out, &raw, GateStatus::LowConfid).unwrap();
+        prop_assert_eq!(verified.claims.len(), 1);
+        prop_assert_eq!(verified.claims[0].claim_id.as_str(), "c1");
+        prop_assert!(!verified.claims[0].text.to_lowercase().contains(&checked.to_lowercase()));
+        prop_assert!(evidence.iter().all(|e| e.claim_id == "c1"));
     }
 }

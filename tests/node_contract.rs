@@ -23,6 +23,8 @@
 //! failed bindings, hypotheses, unreferenced tool output, another run's output) and assert
 //! they are absent.
 
+mod seeded;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -96,7 +98,7 @@ const OTHER_RUN_TOOL: &str = "other_run_only_tool";
 
 /// Matched texts the Gatekeeper cuts from this run's outputs (original whitespace kept).
 const MATCHED1: &str = "upstream returned\n502";
-const MATCHED2: &str = "latency 30s";
+const MATCHED2: &str = "latency 30s at the edge";
 const MATCHED_NEW: &str = "pool waiters 42";
 
 /// Text of claims whose bindings fail in the standard fixtures.
@@ -196,7 +198,8 @@ fn round1_invocations() -> Vec<ToolInvocation> {
             "query_metrics",
             json!({"query": "p99"}),
             json!({"resultType": "vector",
-                   "result": [{"metric": {"job": M_METRIC_LABEL}, "value": "p99 latency 30s"}]}),
+                   "result": [{"metric": {"job": M_METRIC_LABEL},
+                               "value": "p99 latency 30s at the edge"}]}),
         ),
         inv(
             RUN,
@@ -312,7 +315,7 @@ fn c2() -> Value {
             "inv-2",
             "query_metrics",
             "/result/0/value",
-            "latency 30s",
+            "latency 30s at the edge",
         )],
     )
 }
@@ -437,7 +440,9 @@ fn c_new_forged() -> Value {
     )
 }
 
-const MISSING: &str = "payment-service connection-pool metrics";
+/// Verifier free text whose salient tokens (`payment-service`) are all in the allowed claims'
+/// evidence: it reaches the answer's material.
+const MISSING: &str = "payment-service connection pool metrics";
 const RECOMMENDATION: &str = "raise the payment-service pool size";
 
 fn critical_gap() -> Value {
@@ -459,7 +464,20 @@ fn verifier(verdict: &str, allowed: &[&str], facts: Value) -> String {
 
 const ANSWER: &str = "checkout 502s come from payment-service timeouts";
 
-fn composer(answer: &str, cited: &[&str]) -> String {
+/// `answer` followed by one inline citation marker per cited claim, as a Composer must write
+/// it (the markers and `cited_claims` agree).
+fn cited(answer: &str, ids: &[&str]) -> String {
+    let markers: Vec<String> = ids.iter().map(|id| format!("[{id}]")).collect();
+    format!("{answer} {}", markers.join(" "))
+}
+
+/// A `composer_answer_v1` document whose answer cites `cited` inline (see [`cited`]).
+fn composer(answer: &str, cited_ids: &[&str]) -> String {
+    composer_raw(&cited(answer, cited_ids), cited_ids)
+}
+
+/// A `composer_answer_v1` document with exactly this answer text.
+fn composer_raw(answer: &str, cited: &[&str]) -> String {
     json!({"schema": "composer_answer_v1", "answer_markdown": answer, "cited_claims": cited})
         .to_string()
 }
@@ -819,7 +837,7 @@ async fn every_agent_call_receives_the_exact_run_config() {
             (C, 1, 1, Status::Completed),
         ])
     );
-    assert_eq!(done.answer(), ANSWER);
+    assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
     let requests = h.model.requests();
     let roles: Vec<AgentRole> = requests.iter().map(|(r, _)| r.role).collect();
     assert_eq!(
@@ -890,7 +908,9 @@ async fn the_gatekeeper_validates_the_current_run_once_per_executor_round() {
     //   calls it made for its event detail;
     // - Gatekeeper: once per round, the lookup `validate_run` checks against;
     // - Retry Prepare: once, for the completed queries;
-    // - Planner, Verified Input, Verifier, Composer: never.
+    // - Composer: once, for the evidence context of the allowed claims (the answer's tokens
+    //   and the Verifier's free text are checked against it);
+    // - Planner, Verified Input, Verifier: never.
     let per_node: Vec<(&str, u32, Vec<&str>)> = done
         .lookups
         .iter()
@@ -910,10 +930,10 @@ async fn the_gatekeeper_validates_the_current_run_once_per_executor_round() {
             (G, 2, vec![RUN]),
             (VI, 2, vec![]),
             (V, 2, vec![]),
-            (C, 2, vec![]),
+            (C, 2, vec![RUN]),
         ]
     );
-    assert_eq!(h.log.lookups(), vec![RUN; 7]);
+    assert_eq!(h.log.lookups(), vec![RUN; 8]);
 
     // Round 1's calls were pre-recorded; round 2's one call was recorded during the Executor
     // attempt, under the run's own identity.
@@ -1743,7 +1763,8 @@ async fn the_verifier_retry_sends_byte_identical_input_and_reruns_nothing_before
         .map(|(_, _, l)| l.len())
         .sum();
     assert_eq!(verifier_lookups, 0);
-    assert_eq!(h.log.lookups().len(), 3);
+    // Executor twice, Gatekeeper once, Composer once (its evidence context).
+    assert_eq!(h.log.lookups().len(), 4);
     // Ceiling LOW_CONFID caps the model PASS.
     assert_eq!(done.state.effective_verdict, Some(Verdict::LowConfid));
 }
@@ -1780,7 +1801,7 @@ async fn the_composer_retry_sends_byte_identical_input() {
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].input, requests[1].input, "byte-identical");
     assert_eq!(h.model.requests_for(AgentRole::Verifier).len(), 1);
-    assert_eq!(done.answer(), ANSWER);
+    assert_eq!(done.answer(), cited(ANSWER, &["c1", "c2"]));
     assert!(!done.state.degraded);
 }
 
@@ -2285,17 +2306,17 @@ async fn the_first_verdict_is_never_reused() {
 #[tokio::test]
 async fn the_composer_answer_is_rendered_without_terminal_escapes() {
     let hostile = "\u{1b}]0;pwned\u{7}Root cause: \u{1b}[31mpayment-service\u{1b}[0m \
-                   timeouts\u{1b}[2J\r\nsee\u{202e} runbook\u{9b}1m";
+                   timeouts\u{1b}[2J\r\nsee\u{202e} [c1]\u{9b}1m";
     let h = Harness::new();
     h.reply(AgentRole::Planner, plan_normal())
         .reply(AgentRole::Executor, exec_pass())
         .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
-        .reply(AgentRole::Composer, composer(hostile, &["c1"]));
+        .reply(AgentRole::Composer, composer_raw(hostile, &["c1"]));
     let done = run(&h).await;
 
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
     let answer = done.answer();
-    assert_eq!(answer, "Root cause: payment-service timeouts\nsee runbook");
+    assert_eq!(answer, "Root cause: payment-service timeouts\nsee [c1]");
     assert_eq!(answer, render_answer(hostile));
     assert!(!answer.chars().any(|c| c.is_control() && c != '\n'));
     assert!(!answer.contains('\u{202e}'));
@@ -2309,7 +2330,7 @@ async fn an_answer_that_renders_blank_falls_back_after_verification() {
         .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(
             AgentRole::Composer,
-            composer("\u{1b}[2J\u{1b}[H \u{7}", &["c1"]),
+            composer_raw("\u{1b}[2J\u{1b}[H \u{7}", &["c1"]),
         );
     let done = run(&h).await;
 
@@ -2441,6 +2462,814 @@ async fn events_carry_no_claim_text_quotes_or_tool_output() {
                     );
                 }
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Content grounding (SPEC §2.9) through the real graph
+// ---------------------------------------------------------------------------------------------
+
+const M_SHORT_QUOTE: &str = "ZZSHORTQUOTECLAIMZZ";
+const M_HALF_BOUND: &str = "ZZHALFBOUNDCLAIMZZ";
+const M_UNBOUND_TOKEN: &str = "ZZUNBOUNDTOKENCLAIMZZ";
+
+/// Shape 1: an invented claim bound by a one-character quote.
+fn c_short_quote() -> Value {
+    claim(
+        "c3",
+        format!("{M_SHORT_QUOTE} the primary database disk failed at 13:55"),
+        vec![bind("inv-1", "search_logs", "/matches/0/line", "e")],
+    )
+}
+
+/// Shape 2: one real binding and one invented.
+fn c_half_bound() -> Value {
+    claim(
+        "c4",
+        format!(
+            "{M_HALF_BOUND} 502s are caused by settlement-batch holding 50 DB connections \
+             (confirmed by DBA ticket #4411)"
+        ),
+        vec![
+            bind(
+                "inv-1",
+                "search_logs",
+                "/matches/0/line",
+                "upstream returned 502",
+            ),
+            bind(
+                "inv-1",
+                "search_logs",
+                "/matches/0/line",
+                "DBA ticket #4411 confirms",
+            ),
+        ],
+    )
+}
+
+/// Every binding passes, but the text names a ticket no evidence holds.
+fn c_unbound_token() -> Value {
+    claim(
+        "c5",
+        format!("{M_UNBOUND_TOKEN} upstream 502s from payment-service, see ticket #4411"),
+        vec![bind(
+            "inv-1",
+            "search_logs",
+            "/matches/0/line",
+            "upstream returned 502",
+        )],
+    )
+}
+
+#[tokio::test]
+async fn a_claim_bound_only_by_a_short_quote_never_reaches_an_answer() {
+    // Failing: alone, the invented claim leaves nothing to verify.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, executor_doc(vec![c_short_quote()]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, F]);
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Reject));
+    let raw = done.state.gatekeeper_raw.as_ref().unwrap();
+    assert_eq!(
+        raw.checked_bindings[0].failure.as_deref(),
+        Some("quote_too_short")
+    );
+    assert_pre_fallback(&done);
+    assert_absent(
+        done.answer(),
+        &[M_SHORT_QUOTE, "13:55", "disk"],
+        "the answer",
+    );
+    assert!(h.model.requests_for(AgentRole::Verifier).is_empty());
+
+    // Passing: beside a bound claim, only the bound claim is verified and answered.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(
+            AgentRole::Executor,
+            executor_doc(vec![c1(), c_short_quote()]),
+        )
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+    assert_eq!(done.state.effective_verdict, Some(Verdict::LowConfid));
+    let input = &h.inputs(AgentRole::Verifier)[0];
+    assert_absent(input, &[M_SHORT_QUOTE, "13:55"], "the verifier input");
+}
+
+#[tokio::test]
+async fn refused_claims_reach_the_verifier_as_ids_and_codes_only() {
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(
+            AgentRole::Executor,
+            executor_doc(vec![c1(), c2(), c_half_bound(), c_unbound_token()]),
+        )
+        .reply(
+            AgentRole::Verifier,
+            verifier("LOW_CONFID", &["c1"], json!([])),
+        )
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+
+    let text = &h.inputs(AgentRole::Verifier)[0];
+    let input: Value = serde_json::from_str(text).unwrap();
+    let verified: Vec<&str> = input["verified_executor_output"]["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["claim_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(verified, ["c1", "c2"]);
+    assert_eq!(
+        input["refused_claims"],
+        json!([
+            {"claim_id": "c4", "code": "failed_binding", "binding_failures": ["quote_not_found"]},
+            {"claim_id": "c5", "code": "unbound_token", "token_kind": "reference"}])
+    );
+    // Codes, not model text: neither claim's text nor the unbound token is shown, and the
+    // half-bound claim's passed binding brings it no evidence entry.
+    assert_absent(
+        text,
+        &[
+            M_HALF_BOUND,
+            M_UNBOUND_TOKEN,
+            "#4411",
+            "settlement-batch",
+            "DBA",
+        ],
+        "the verifier input",
+    );
+    assert!(input["verified_evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| ["c1", "c2"].contains(&e["claim_id"].as_str().unwrap())));
+    assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
+
+    // Passing: with nothing refused, the Verifier input has no `refused_claims` at all.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Pass));
+    let input: Value = serde_json::from_str(&h.inputs(AgentRole::Verifier)[0]).unwrap();
+    assert!(input.get("refused_claims").is_none(), "{input}");
+}
+
+#[tokio::test]
+async fn the_verifier_may_not_allow_a_refused_claim() {
+    // The Verifier allows c4, which the Gatekeeper refused although one of its bindings
+    // passed: the output references an id outside the verified claims.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(
+            AgentRole::Executor,
+            executor_doc(vec![c1(), c_half_bound()]),
+        )
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c4"], json!([])),
+        )
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c4"], json!([])),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
+    for e in done.events_of(V) {
+        assert_eq!(e.status, Status::InvalidOutput);
+    }
+    assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
+}
+
+/// (claim, binding field, value) that breaks the strict formats, and the reason code.
+fn malformed_identifiers() -> Vec<(Value, &'static str)> {
+    let with_binding = |field: &str, value: Value| {
+        let mut b = bind(
+            "inv-1",
+            "search_logs",
+            "/matches/0/line",
+            "upstream returned 502",
+        );
+        b[field] = value;
+        claim("c9", "checkout saw upstream 502s".into(), vec![b])
+    };
+    vec![
+        (claim("c 1", "x".into(), vec![]), "invalid_claim_id"),
+        (claim("1c", "x".into(), vec![]), "invalid_claim_id"),
+        (claim("c1\u{1b}[2J", "x".into(), vec![]), "invalid_claim_id"),
+        (
+            claim(&format!("c{}", "1".repeat(32)), "x".into(), vec![]),
+            "invalid_claim_id",
+        ),
+        (claim("../c1", "x".into(), vec![]), "invalid_claim_id"),
+        (
+            with_binding("raw_path", json!(format!("/{}", "a".repeat(512)))),
+            "unbounded_pointer",
+        ),
+        (
+            with_binding("raw_path", json!("/matches/0/line\u{7}")),
+            "unbounded_pointer",
+        ),
+        (
+            with_binding("raw_path", json!("matches/0/line")),
+            "invalid_pointer",
+        ),
+        (
+            with_binding("source_invocation_id", json!("run-B/inv-1")),
+            "invalid_name",
+        ),
+        (
+            with_binding("source_invocation_id", json!("inv 1")),
+            "invalid_name",
+        ),
+        (
+            with_binding("tool_name", json!("search logs")),
+            "invalid_name",
+        ),
+        (
+            with_binding("tool_name", json!("x".repeat(65))),
+            "invalid_name",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn model_written_identifiers_must_have_their_strict_formats() {
+    for (bad, reason) in malformed_identifiers() {
+        let h = Harness::new();
+        h.reply(AgentRole::Planner, plan_normal())
+            .reply(AgentRole::Executor, executor_doc(vec![c1(), bad.clone()]));
+        let done = run(&h).await;
+        assert_eq!(done.state.path(), [P, E, F], "{bad}");
+        let e = done.events_of(E)[0];
+        assert_eq!(e.status, Status::InvalidOutput, "{bad}");
+        assert_eq!(detail_text(e, "reason"), reason, "{bad}");
+        assert_pre_fallback(&done);
+        assert!(!done.answer().contains("\u{1b}"));
+    }
+    // Passing: the longest legal forms go through to the Gatekeeper.
+    let longest_id = format!("c{}", "_".repeat(31));
+    let ok = claim(
+        &longest_id,
+        "checkout saw upstream 502s".into(),
+        vec![bind(
+            "inv-1",
+            "search_logs",
+            "/matches/0/line",
+            "upstream returned 502",
+        )],
+    );
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, executor_doc(vec![ok]))
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &[longest_id.as_str()], json!([])),
+        )
+        .reply(
+            AgentRole::Composer,
+            composer(ANSWER, &[longest_id.as_str()]),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+}
+
+#[test]
+fn low_confid_continues_only_with_an_accepted_claim() {
+    use diag::diagnosis::scripted;
+    let mut s = DiagnosisState::new(QUESTION);
+    // A passed binding of a refused claim is not enough.
+    let mut raw = scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 0);
+    raw.refused_claims.push(diag::protocol::RefusedClaim {
+        claim_id: "c1".into(),
+        code: diag::protocol::ClaimRefusal::UnboundToken,
+        token: None,
+    });
+    s.gatekeeper_raw = Some(raw);
+    assert!(!topology::has_accepted_claim(&s));
+    s.gatekeeper_raw = Some(scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 1));
+    assert!(topology::has_accepted_claim(&s));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Content grounding (SPEC §2.9): the Verifier agrees with itself, and an answer says only what
+// the question and the allowed claims' evidence say. One test per rule, each with a passing
+// and a failing case.
+// ---------------------------------------------------------------------------------------------
+
+/// A `verifier_verdict_v1` document with explicit checks and facts.
+fn verifier_doc(verdict: &str, checks: Value, facts: Value, allowed: &[&str]) -> String {
+    json!({"schema": "verifier_verdict_v1", "verdict": verdict, "groundedness": 0.8,
+           "claim_checks": checks, "facts": facts, "allowed_claims": allowed,
+           "missing_information": [MISSING], "recommendations": [RECOMMENDATION],
+           "rationale": "checked"})
+    .to_string()
+}
+
+fn reasons(done: &Done, node: &str) -> Vec<String> {
+    done.events_of(node)
+        .iter()
+        .map(|e| detail_text(e, "reason"))
+        .collect()
+}
+
+/// The run ended at the post-verification Fallback after the Composer's retry.
+fn assert_composer_refused_twice(done: &Done, reason: &str) {
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C, C, F]);
+    assert_eq!(reasons(done, C), [reason, reason]);
+    assert_eq!(done.state.composer_status, Some(AgentStatus::InvalidOutput));
+    assert_eq!(
+        done.state.fallback_kind,
+        Some(FallbackKind::PostVerification)
+    );
+    assert!(done.state.degraded);
+    // Only verified material: the allowed claim, never a refused or unallowed one.
+    let answer = done.answer();
+    assert!(answer.contains(M_PASSED1), "{answer}");
+    assert_absent(answer, &FORGED, "the post-verification answer");
+    assert_absent(
+        answer,
+        &[M_PASSED2, MATCHED2],
+        "the post-verification answer",
+    );
+}
+
+#[tokio::test]
+async fn rule_verifier_allows_only_claims_its_own_checks_support() {
+    // Passing: c2 is checked unsupported and not allowed; c1 is supported and allowed.
+    let checks = json!([{"claim_id": "c1", "supported": true},
+                        {"claim_id": "c2", "supported": false}]);
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(
+            AgentRole::Verifier,
+            verifier_doc("PASS", checks.clone(), json!([]), &["c1"]),
+        )
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
+
+    // Failing: c2 allowed although checked unsupported, then c1 allowed without any check.
+    let unchecked = json!([{"claim_id": "c2", "supported": false}]);
+    let (h, done) = verifier_failure_run(vec![
+        Ok(verifier_doc("PASS", checks, json!([]), &["c1", "c2"])),
+        Ok(verifier_doc("PASS", unchecked, json!([]), &["c1"])),
+    ])
+    .await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
+    assert_eq!(
+        reasons(&done, V),
+        ["allows_unsupported_claim", "allows_unsupported_claim"]
+    );
+    assert_no_verdict(&done);
+    assert_pre_fallback(&done);
+    assert!(h.model.requests_for(AgentRole::Composer).is_empty());
+}
+
+#[tokio::test]
+async fn rule_verifier_allows_no_claim_its_own_facts_contradict() {
+    // Passing: the contradicted fact names c2, which is not allowed.
+    let checks = json!([{"claim_id": "c1", "supported": true},
+                        {"claim_id": "c2", "supported": true}]);
+    let contradicts_c2 = json!([{"fact": "latency explains the 502s", "is_critical": true,
+                                 "verification": "contradicted", "claim_ids": ["c2"]}]);
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(
+            AgentRole::Verifier,
+            verifier_doc("PASS", checks.clone(), contradicts_c2.clone(), &["c1"]),
+        )
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+
+    // Failing, the shape seen from real models: c2 marked unsupported AND named by a
+    // contradicted fact, yet allowed; then marked supported but still contradicted.
+    let shape3 = verifier_doc(
+        "PASS",
+        json!([{"claim_id": "c1", "supported": true},
+               {"claim_id": "c2", "supported": false}]),
+        contradicts_c2.clone(),
+        &["c1", "c2"],
+    );
+    let (h, done) = verifier_failure_run(vec![
+        Ok(shape3),
+        Ok(verifier_doc("PASS", checks, contradicts_c2, &["c1", "c2"])),
+    ])
+    .await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
+    assert_eq!(
+        reasons(&done, V),
+        ["allows_unsupported_claim", "allows_contradicted_claim"]
+    );
+    assert_no_verdict(&done);
+    assert_pre_fallback(&done);
+    // The contradicted claim reaches no answer.
+    assert!(h.model.requests_for(AgentRole::Composer).is_empty());
+    assert_absent(done.answer(), &[M_PASSED2, MATCHED2], "the answer");
+}
+
+#[tokio::test]
+async fn rule_a_pass_verdict_needs_an_allowed_claim() {
+    // Passing: LOW_CONFID may allow nothing; the Composer then cites nothing and says only
+    // what the question says.
+    let nothing = "No verified finding explains the 502s since 14:00.";
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(
+            AgentRole::Verifier,
+            verifier_doc("LOW_CONFID", json!([]), json!([]), &[]),
+        )
+        .reply(AgentRole::Composer, composer_raw(nothing, &[]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.answer(), nothing);
+
+    // Failing: PASS with nothing allowed, twice. The invented answer a Composer would have
+    // written over it is never asked for.
+    let (h, done) = verifier_failure_run(vec![
+        Ok(verifier_doc("PASS", json!([]), json!([]), &[])),
+        Ok(verifier_doc("PASS", json!([]), json!([]), &[])),
+    ])
+    .await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
+    assert_eq!(
+        reasons(&done, V),
+        ["pass_without_allowed_claims", "pass_without_allowed_claims"]
+    );
+    assert_pre_fallback(&done);
+    assert!(h.model.requests_for(AgentRole::Composer).is_empty());
+}
+
+#[tokio::test]
+async fn rule_inline_citations_name_only_allowed_claims() {
+    // Passing: the one allowed claim, cited inline and in `cited_claims`.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_mixed())
+        .reply(
+            AgentRole::Verifier,
+            verifier("LOW_CONFID", &["c1"], json!([])),
+        )
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+
+    // Failing: an inline `[c3]` naming a claim the Gatekeeper refused, then `[c2]` naming a
+    // claim that was verified but not allowed; `cited_claims` lists only c1 both times.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_mixed())
+        .reply(
+            AgentRole::Verifier,
+            verifier("LOW_CONFID", &["c1"], json!([])),
+        )
+        .reply(
+            AgentRole::Composer,
+            composer_raw(&format!("{} [c3]", cited(ANSWER, &["c1"])), &["c1"]),
+        )
+        .reply(
+            AgentRole::Composer,
+            composer_raw(&format!("{} [c1, c2]", ANSWER), &["c1"]),
+        );
+    let done = run(&h).await;
+    assert_composer_refused_twice(&done, "inline_citation_not_allowed");
+    assert_absent(done.answer(), &["[c3]", "[c2]", ANSWER], "the answer");
+}
+
+#[tokio::test]
+async fn rule_inline_citations_and_cited_claims_agree() {
+    // Passing: the same set, in another order.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c2"], json!([])),
+        )
+        .reply(
+            AgentRole::Composer,
+            composer_raw(&cited(ANSWER, &["c1", "c2"]), &["c2", "c1"]),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+
+    // Failing: `cited_claims` lists a claim no marker cites, then a marker cites a claim
+    // `cited_claims` leaves out.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(
+            AgentRole::Verifier,
+            verifier("PASS", &["c1", "c2"], json!([])),
+        )
+        .reply(
+            AgentRole::Composer,
+            composer_raw(&cited(ANSWER, &["c1"]), &["c1", "c2"]),
+        )
+        .reply(
+            AgentRole::Composer,
+            composer_raw(&cited(ANSWER, &["c1", "c2"]), &["c1"]),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C, C, F]);
+    assert_eq!(
+        reasons(&done, C),
+        ["citations_disagree", "citations_disagree"]
+    );
+    assert!(!done.answer().contains(ANSWER));
+}
+
+#[tokio::test]
+async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
+    // Failing, then passing on the technical retry: no citation at all although c1 is
+    // allowed, then the same answer citing c1.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_raw(ANSWER, &[]))
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(
+        done.trail(),
+        trail(&[
+            (P, 1, 1, Status::Completed),
+            (E, 1, 1, Status::Completed),
+            (G, 1, 1, Status::Pass),
+            (VI, 1, 1, Status::Built),
+            (V, 1, 1, Status::Completed),
+            (C, 1, 1, Status::InvalidOutput),
+            (C, 2, 1, Status::Completed),
+        ])
+    );
+    assert_eq!(
+        detail_text(done.events_of(C)[0], "reason"),
+        "cites_no_claim"
+    );
+    assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
+    assert!(!done.state.degraded);
+}
+
+#[tokio::test]
+async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence() {
+    // Passing: `14:00` from the question, `14:02:03` from the log match's timestamp (the
+    // enclosing record, not the matched text), the matched text as a quoted span,
+    // `payment-service` from the claim, and a single-digit number that is not salient.
+    let grounded = "Since 14:00 checkout logged `upstream returned 502` from payment-service \
+                    at 14:02:03, 1 line [c1]";
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_raw(grounded, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.answer(), grounded);
+    let c = done.events_of(C)[0];
+    assert_eq!(detail_int(c, "answer_tokens"), 4);
+    let g = done.state.answer_grounding.expect("the answer was checked");
+    assert_eq!((g.tokens_checked, g.tokens_unbound), (4, 0));
+
+    // Failing, the fabricated answer seen from real models: an invented version and time,
+    // then a number taken from a claim that was verified but not allowed (c2's 99th
+    // percentile).
+    let invented =
+        "Root cause: a bad deploy of payment-service v2.3.1 at 13:58. Roll back now. [c1]";
+    let borrowed = "checkout 502s come from payment-service; the 99th percentile is slow [c1]";
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_raw(invented, &["c1"]))
+        .reply(AgentRole::Composer, composer_raw(borrowed, &["c1"]));
+    let done = run(&h).await;
+    assert_composer_refused_twice(&done, "unbound_answer_token");
+    let kinds: Vec<String> = done
+        .events_of(C)
+        .iter()
+        .map(|e| detail_text(e, "token_kind"))
+        .collect();
+    assert_eq!(kinds, ["identifier", "number"]);
+    let unbound: Vec<i64> = done
+        .events_of(C)
+        .iter()
+        .map(|e| detail_int(e, "unbound_tokens"))
+        .collect();
+    assert_eq!(unbound, [2, 1]);
+    // The invented material is nowhere: not in the answer, not in the events.
+    let events = serde_json::to_string(&done.state.events).unwrap();
+    for text in [done.answer(), events.as_str()] {
+        assert_absent(
+            text,
+            &["v2.3.1", "13:58", "Roll back", "99th", "bad deploy"],
+            "output",
+        );
+    }
+    // The evaluation keeps the figures of the last checked answer, its token by kind only.
+    let eval = diag::diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
+    assert_eq!(eval.composer_audit.answer_tokens_unbound, 1);
+    assert_eq!(
+        eval.composer_audit.unbound_token_kind,
+        Some(diag::protocol::TokenKind::Number)
+    );
+    assert_eq!(eval.composer_audit.answer_chars, 0);
+}
+
+#[tokio::test]
+async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() {
+    let unbound_missing = "the pg_stat_activity rows of the ledger database";
+    let unbound_rec = "roll payment-service back to v2.3.0";
+    let doc = json!({"schema": "verifier_verdict_v1", "verdict": "PASS", "groundedness": 0.9,
+                     "claim_checks": [{"claim_id": "c1", "supported": true}], "facts": [],
+                     "allowed_claims": ["c1"],
+                     "missing_information": [MISSING, unbound_missing],
+                     "recommendations": [unbound_rec, RECOMMENDATION]})
+    .to_string();
+
+    // Through the Composer: only the bound items are in its input, and two are counted.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, doc.clone())
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    let input = &h.json_inputs(AgentRole::Composer)[0];
+    assert_eq!(input["missing_information"], json!([MISSING]));
+    assert_eq!(input["recommendations"], json!([RECOMMENDATION]));
+    assert_absent(
+        &h.inputs(AgentRole::Composer)[0],
+        &["pg_stat_activity", "v2.3.0"],
+        "the composer input",
+    );
+    assert_eq!(done.state.dropped_items, 2);
+    let eval = diag::diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
+    assert_eq!(eval.dropped_items, 2);
+    assert!(eval.composer_audit.answer_tokens_checked > 0);
+
+    // Through the post-verification Fallback: the same items, the same count.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, doc)
+        .fail(
+            AgentRole::Composer,
+            InvokeError::Permanent("HTTP 422".into()),
+        );
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C, F]);
+    let answer = done.answer();
+    assert!(
+        answer.contains(MISSING) && answer.contains(RECOMMENDATION),
+        "{answer}"
+    );
+    assert_absent(
+        answer,
+        &["pg_stat_activity", "v2.3.0"],
+        "the fallback answer",
+    );
+    assert_eq!(done.state.dropped_items, 2);
+
+    // Passing: items whose tokens are all bound are kept, and nothing is counted.
+    let h = Harness::new();
+    h.reply(AgentRole::Planner, plan_normal())
+        .reply(AgentRole::Executor, exec_pass())
+        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    let input = &h.json_inputs(AgentRole::Composer)[0];
+    assert_eq!(input["missing_information"], json!([MISSING]));
+    assert_eq!(input["recommendations"], json!([RECOMMENDATION]));
+    assert_eq!(done.state.dropped_items, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property: an invented salient token never reaches a Composer answer
+// ---------------------------------------------------------------------------------------------
+
+mod invented_tokens {
+    use super::*;
+    use diag::diagnosis::composer_input::{answer_context, AllowedClaim, ClaimEvidence};
+    use diag::protocol::{salient_tokens, SalientToken, TokenKind, VerifiedEvidence};
+    use proptest::prelude::*;
+
+    fn word() -> impl Strategy<Value = String> {
+        "[a-z]{3,8}"
+    }
+
+    /// A salient token as an answer would write it, and the token the scanner reads from it.
+    fn invented() -> impl Strategy<Value = (String, SalientToken)> {
+        let tok = |kind, text: String| SalientToken { kind, text };
+        prop_oneof![
+            (
+                "[1-9][0-9]{1,5}",
+                prop::sample::select(vec!["", "ms", "s", "%", "GB"])
+            )
+                .prop_map(move |(n, unit)| (format!("{n}{unit}"), tok(TokenKind::Number, n))),
+            (0u32..24, 0u32..60, prop::option::of(0u32..60)).prop_map(move |(h, m, s)| {
+                let t = match s {
+                    Some(s) => format!("{h:02}:{m:02}:{s:02}"),
+                    None => format!("{h:02}:{m:02}"),
+                };
+                (t.clone(), tok(TokenKind::Time, t))
+            }),
+            (2000u32..2100, 1u32..13, 1u32..29).prop_map(move |(y, m, d)| {
+                let t = format!("{y}-{m:02}-{d:02}");
+                (t.clone(), tok(TokenKind::Date, t))
+            }),
+            (word(), word(), 0usize..5, 1u32..100).prop_map(move |(a, b, form, n)| {
+                let t = match form {
+                    0 => format!("{a}-{b}"),
+                    1 => format!("{a}{n}"),
+                    2 => format!("/{a}/{b}"),
+                    3 => format!("v{n}.{}.{}", n % 7, n % 3),
+                    _ => format!("{a}_{b}"),
+                };
+                (t.clone(), tok(TokenKind::Identifier, t))
+            }),
+            (1u32..100_000).prop_map(move |n| {
+                let t = format!("#{n}");
+                (t.clone(), tok(TokenKind::Reference, t))
+            }),
+            (word(), word()).prop_map(move |(a, b)| {
+                let inner = format!("{a} {b}");
+                (format!("`{inner}`"), tok(TokenKind::Quoted, inner))
+            }),
+        ]
+    }
+
+    /// The context the Composer check uses for an answer over c1 alone, built the same way.
+    fn c1_context() -> diag::protocol::EvidenceContext {
+        let claim = AllowedClaim {
+            claim_id: "c1".into(),
+            text: c1()["text"].as_str().unwrap().to_string(),
+            evidence: vec![ClaimEvidence {
+                source_invocation_id: "inv-1".into(),
+                tool_name: "search_logs".into(),
+                raw_path: "/matches/0/line".into(),
+                matched_text: MATCHED1.into(),
+            }],
+        };
+        let evidence = VerifiedEvidence {
+            claim_id: "c1".into(),
+            source_invocation_id: "inv-1".into(),
+            tool_name: "search_logs".into(),
+            raw_path: "/matches/0/line".into(),
+            matched_text: MATCHED1.into(),
+        };
+        answer_context(QUESTION, &[claim], &[evidence], RUN, &round1_invocations())
+    }
+
+    proptest! {
+        // At least 10,000 cases, whatever PROPTEST_CASES says.
+        #![proptest_config(crate::seeded::config_with_min_cases(0xD1A6_0C01, 10_000))]
+
+        /// A grounded answer with one invented token inserted between two of its words is
+        /// refused by the Composer check on both attempts, and the run's answer (the
+        /// post-verification Fallback) never holds the token.
+        #[test]
+        fn an_invented_token_never_reaches_a_composer_answer(
+            (text, token) in invented(),
+            at in any::<prop::sample::Index>(),
+        ) {
+            // The token is read as itself, and it is not in the question or c1's evidence.
+            prop_assume!(salient_tokens(&text) == vec![token.clone()]);
+            prop_assume!(!c1_context().contains(&token));
+
+            let mut words: Vec<&str> = ANSWER.split(' ').collect();
+            words.insert(at.index(words.len() + 1), &text);
+            let answer = format!("{} [c1]", words.join(" "));
+
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let h = Harness::new();
+            h.reply(AgentRole::Planner, plan_normal())
+                .reply(AgentRole::Executor, exec_pass())
+                .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+                .reply(AgentRole::Composer, composer_raw(&answer, &["c1"]))
+                .reply(AgentRole::Composer, composer_raw(&answer, &["c1"]));
+            let done = rt.block_on(run(&h));
+
+            prop_assert_eq!(done.state.path(), [P, E, G, VI, V, C, C, F]);
+            prop_assert_eq!(reasons(&done, C), ["unbound_answer_token", "unbound_answer_token"]);
+            prop_assert_eq!(done.state.composer_status.clone(), Some(AgentStatus::InvalidOutput));
+            prop_assert!(done.state.degraded);
+            let final_answer = done.answer();
+            prop_assert!(!salient_tokens(final_answer).contains(&token), "{}", final_answer);
         }
     }
 }

@@ -7,7 +7,8 @@ mod seeded;
 
 use diag::clock::Timestamp;
 use diag::diagnosis::composer_input::{
-    allowed_claims, composer_input_from_state, ComposerInputError,
+    allowed_claims, answer_material_from_state, composer_input_from_state, AnswerMaterial,
+    ComposerInputError,
 };
 use diag::diagnosis::fallback::pre_verification_failure;
 use diag::diagnosis::render::{MAX_ANSWER_BYTES, TRUNCATION_MARKER};
@@ -41,6 +42,7 @@ const LIMITATION_MARKER: &str = "ZZLIMITATIONZZ";
 const OTHER_FIELD_MARKER: &str = "ZZUNREFERENCEDTOOLZZ";
 const UNREFERENCED_INV_MARKER: &str = "ZZUNUSEDINVOCATIONZZ";
 const NOT_ALLOWED_MARKER: &str = "ZZNOTALLOWEDZZ";
+const HALF_BOUND_MARKER: &str = "ZZHALFBOUNDZZ";
 
 fn inv(run_id: &str, id: &str, tool: &str, args: Value, output: Value) -> ToolInvocation {
     ToolInvocation {
@@ -96,8 +98,9 @@ fn invocations() -> Vec<ToolInvocation> {
     ]
 }
 
-/// c1 and c3 are bound correctly, c2 only by a wrong quote, c4 by both a good and a bad
-/// binding; plus hypotheses, no-evidence entries and limitations that must never be projected.
+/// c1, c3 and c4 are bound correctly, c2 only by a wrong quote, c5 by both a good and a bad
+/// binding (refused whole); plus hypotheses, no-evidence entries and limitations that must
+/// never be projected.
 fn mixed_output() -> ExecutorOutput {
     ExecutorOutput {
         claims: vec![
@@ -128,12 +131,22 @@ fn mixed_output() -> ExecutorOutput {
                     "inv-2",
                     "query_metrics",
                     "/result/0/value",
-                    "latency 30s",
+                    "p99 latency 30s",
                 )],
             },
             Claim {
                 claim_id: "c4".into(),
                 text: "payment pool exhausted".into(),
+                bindings: vec![binding(
+                    "inv-1",
+                    "search_logs",
+                    "/matches/1/line",
+                    "pool exhausted",
+                )],
+            },
+            Claim {
+                claim_id: "c5".into(),
+                text: format!("{HALF_BOUND_MARKER} payment pool exhausted by a batch job"),
                 bindings: vec![
                     binding("inv-1", "search_logs", "/matches/1/line", "pool exhausted"),
                     binding("inv-9", "search_logs", "/matches/1/line", "pool exhausted"),
@@ -165,8 +178,9 @@ fn assert_absent(text: &str, markers: &[&str]) {
     }
 }
 
-const PROJECTION_MARKERS: [&str; 6] = [
+const PROJECTION_MARKERS: [&str; 7] = [
     FAILED_CLAIM_MARKER,
+    HALF_BOUND_MARKER,
     HYPOTHESIS_MARKER,
     NO_EVIDENCE_MARKER,
     LIMITATION_MARKER,
@@ -176,6 +190,8 @@ const PROJECTION_MARKERS: [&str; 6] = [
 
 // ---- verified projection --------------------------------------------------------------------
 
+/// Only accepted claims cross: c5's passed binding does not carry it, since its other binding
+/// failed (all bindings or nothing, SPEC §2.9).
 #[test]
 fn only_claims_with_passed_bindings_survive_the_projection() {
     let out = mixed_output();
@@ -203,7 +219,7 @@ fn only_claims_with_passed_bindings_survive_the_projection() {
                 source_invocation_id: "inv-2".into(),
                 tool_name: "query_metrics".into(),
                 raw_path: "/result/0/value".into(),
-                matched_text: "latency 30s".into(),
+                matched_text: "p99 latency 30s".into(),
             },
             VerifiedEvidence {
                 claim_id: "c4".into(),
@@ -305,8 +321,8 @@ fn a_repeated_claim_id_fails_the_projection() {
 #[test]
 fn a_full_pass_projects_every_claim() {
     let mut out = mixed_output();
+    out.claims.remove(4);
     out.claims.remove(1);
-    out.claims[2].bindings.truncate(1);
     let (raw, status) = gate(&out);
     assert_eq!(status, GateStatus::Pass);
     let (verified, evidence) = build_verified_input(&out, &raw, status).unwrap();
@@ -343,15 +359,24 @@ fn the_verifier_input_holds_only_its_declared_fields() {
             "ceiling",
             "diagnosis_context",
             "gatekeeper_audit",
+            "refused_claims",
             "verified_evidence",
             "verified_executor_output"
         ]
     );
     assert_eq!(v["ceiling"], "LOW_CONFID");
     assert_eq!(v["gatekeeper_audit"]["failed"], 2);
+    // The refused claims, by id and codes only.
+    assert_eq!(
+        v["refused_claims"],
+        json!([
+            {"claim_id": "c2", "code": "failed_binding", "binding_failures": ["quote_not_found"]},
+            {"claim_id": "c5", "code": "failed_binding",
+             "binding_failures": ["unknown_invocation"]}])
+    );
     assert_absent(&text, &PROJECTION_MARKERS);
-    // The checked-binding list (with its failures) is not part of it either.
-    assert!(!text.contains("checked_bindings") && !text.contains("quote_not_found"));
+    // The checked-binding list (with its paths, sources and cut text) is not part of it.
+    assert!(!text.contains("checked_bindings") && !text.contains("inv-9"));
 }
 
 #[test]
@@ -600,6 +625,17 @@ fn retry_prepare_from_state_needs_a_verdict_and_a_critical_gap() {
 
 // ---- composer input -------------------------------------------------------------------------
 
+/// The answer material of a state over this run's invocations.
+fn material(s: &DiagnosisState) -> AnswerMaterial {
+    answer_material_from_state(s, RUN, &invocations()).expect("a verifier result and projection")
+}
+
+/// The serialized Composer input of a state, from its material.
+fn input_json(s: &mut DiagnosisState) -> Result<String, ComposerInputError> {
+    let m = material(s);
+    composer_input_json(s, &m)
+}
+
 fn allowed_state(allowed: &[&str]) -> DiagnosisState {
     let mut s = verified_state();
     // Plant a marker in a verified claim the Verifier will not allow.
@@ -618,7 +654,7 @@ fn allowed_state(allowed: &[&str]) -> DiagnosisState {
 #[test]
 fn the_composer_sees_only_verifier_allowed_claims_with_their_evidence() {
     let mut s = allowed_state(&["c4", "c1"]);
-    let text = composer_input_json(&mut s).unwrap();
+    let text = input_json(&mut s).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort();
@@ -652,7 +688,7 @@ fn the_composer_sees_only_verifier_allowed_claims_with_their_evidence() {
 #[test]
 fn allowed_ids_outside_the_projection_are_dropped() {
     let s = allowed_state(&["c1", "c2", "c99", "c1"]);
-    let input = composer_input_from_state(&s).unwrap();
+    let input = composer_input_from_state(&s, RUN, &invocations()).unwrap();
     let ids: Vec<&str> = input
         .allowed_claims
         .iter()
@@ -664,13 +700,47 @@ fn allowed_ids_outside_the_projection_are_dropped() {
 #[test]
 fn a_composer_retry_gets_byte_identical_input() {
     let mut s = allowed_state(&["c1"]);
-    let first = composer_input_json(&mut s).unwrap();
+    let first = input_json(&mut s).unwrap();
     s.effective_verdict = Some(Verdict::Pass);
     s.verifier_result = Some(verifier_result(vec![], &["c1", "c3", "c4"]));
+    assert_eq!(input_json(&mut s).unwrap().as_bytes(), first.as_bytes());
+}
+
+#[test]
+fn verifier_free_text_reaches_the_material_item_by_item_under_the_token_rule() {
+    let mut s = allowed_state(&["c1", "c4"]);
+    if let Some(r) = s.verifier_result.as_mut() {
+        r.missing_information = vec![
+            "payment-service pool metrics".into(),
+            // `pg_stat_activity` is in no allowed claim's evidence, nor in the question.
+            "the pg_stat_activity rows".into(),
+        ];
+        r.recommendations = vec![
+            "raise the pool size above 42".into(),
+            // 30s is the evidence of c3, which is verified but not allowed.
+            "expect p99 under 30s".into(),
+            "page the owner of checkout".into(),
+        ];
+    }
+    let m = material(&s);
+    assert_eq!(m.missing_information, ["payment-service pool metrics"]);
     assert_eq!(
-        composer_input_json(&mut s).unwrap().as_bytes(),
-        first.as_bytes()
+        m.recommendations,
+        ["raise the pool size above 42", "page the owner of checkout"]
     );
+    assert_eq!(m.dropped_items, 2);
+    let text = composer_input_json(&mut s, &m).unwrap();
+    assert_absent(&text, &["pg_stat_activity", "30s"]);
+    assert_eq!(s.dropped_items, 2);
+    // The answer context is the question, the allowed claims and their evidence.
+    for (token, bound) in [
+        ("502", true),
+        ("42", true),
+        ("pool exhausted", true),
+        ("30", false),
+    ] {
+        assert_eq!(m.context.first_unbound(token).is_none(), bound, "{token}");
+    }
 }
 
 #[test]
@@ -678,7 +748,7 @@ fn the_composer_input_needs_an_effective_verdict() {
     let mut s = allowed_state(&["c1"]);
     s.effective_verdict = None;
     assert_eq!(
-        composer_input_json(&mut s),
+        input_json(&mut s),
         Err(ComposerInputError::MissingEffectiveVerdict)
     );
 }
@@ -971,7 +1041,15 @@ fn post_material() -> (Vec<AllowedClaim>, Vec<String>, Vec<String>) {
         text: NOT_ALLOWED_MARKER.into(),
     });
     let r = verifier_result(vec![], &["c1", "c4"]);
-    let input = build_composer_input(Verdict::LowConfid, &r, &verified, &evidence);
+    let material = AnswerMaterial::new(
+        "why does checkout return 502?",
+        &r,
+        &verified,
+        &evidence,
+        RUN,
+        &invocations(),
+    );
+    let input = build_composer_input(Verdict::LowConfid, &material);
     (
         input.allowed_claims,
         input.missing_information,

@@ -6,9 +6,9 @@ mod seeded;
 
 use diag::protocol::parse::{json_document, MAX_OUTPUT_BYTES, SNIPPET_CHARS};
 use diag::protocol::{
-    json_pointer, parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation,
-    CriticalGap, PlannerMode, QueryRef, RetryContext, Verdict, Verification,
-    VerifiedExecutorOutput,
+    check_answer_citations, check_answer_tokens, json_pointer, parse_composer, parse_executor,
+    parse_plan, parse_verifier, ContractViolation, CriticalGap, EvidenceContext, PlannerMode,
+    QueryRef, RetryContext, Verdict, Verification, VerifiedExecutorOutput,
 };
 use serde_json::{json, Value};
 use std::fmt::Debug;
@@ -1151,18 +1151,19 @@ fn verifier_verification_values_are_exact() {
         "no_evidence",
         "contradicted",
     ] {
+        // facts[1] names no claim, so any verification keeps the verdict consistent.
         let t = edited(
             verifier_doc(),
-            &[Op::Set("/facts/0/verification", json!(s))],
+            &[Op::Set("/facts/1/verification", json!(s))],
         );
         check(s, verifier(&t), "ok", "");
     }
     for s in ["Supported", "indirect", "unknown", ""] {
         let t = edited(
             verifier_doc(),
-            &[Op::Set("/facts/0/verification", json!(s))],
+            &[Op::Set("/facts/1/verification", json!(s))],
         );
-        check(s, verifier(&t), "invalid_value", "facts[0].verification");
+        check(s, verifier(&t), "invalid_value", "facts[1].verification");
     }
 }
 
@@ -1174,8 +1175,10 @@ fn verifier_references_must_name_verified_claims() {
         "allowed duplicate" => [set("/allowed_claims", json!(["c1", "c1"]))],
             "duplicate_id", "allowed_claims[1]";
         "allowed number" => [set("/allowed_claims", json!([1]))], "wrong_type", "allowed_claims[0]";
-        "allowed empty" => [set("/allowed_claims", json!([]))], "ok", "";
-        "allowed all" => [set("/allowed_claims", json!(["c2", "c1"]))], "ok", "";
+        "allowed empty, LOW_CONFID" => [set("/allowed_claims", json!([])),
+                                         set("/verdict", json!("LOW_CONFID"))], "ok", "";
+        "allowed all supported" => [set("/allowed_claims", json!(["c2", "c1"])),
+                                    set("/claim_checks/1/supported", json!(true))], "ok", "";
         "allowed missing" => [rm("/allowed_claims")], "missing_field", "allowed_claims";
         "allowed null" => [set("/allowed_claims", json!(null))], "wrong_type", "allowed_claims";
         "check unverified" => [set("/claim_checks/1/claim_id", json!("c3"))],
@@ -1227,6 +1230,56 @@ fn verifier_structure_violations() {
     run_table(verifier_doc, verifier, cases);
 }
 
+#[test]
+fn verifier_allowed_claims_are_ones_its_own_checks_support() {
+    let cases: Vec<Case> = table![
+        "c1 supported, c2 unsupported and not allowed" => [], "ok", "";
+        "c2 allowed though unsupported" => [set("/allowed_claims", json!(["c1", "c2"]))],
+            "allows_unsupported_claim", "allowed_claims[1]";
+        "c1 allowed without a check" => [rm("/claim_checks/0")],
+            "allows_unsupported_claim", "allowed_claims[0]";
+        "c1 allowed, checked unsupported" => [set("/claim_checks/0/supported", json!(false))],
+            "allows_unsupported_claim", "\"c1\"";
+    ];
+    run_table(verifier_doc, verifier, cases);
+}
+
+#[test]
+fn verifier_allowed_claims_are_not_contradicted_by_its_own_facts() {
+    let cases: Vec<Case> = table![
+        "a contradicted fact names only a claim not allowed" => [
+            set("/facts/1/verification", json!("contradicted")),
+            set("/facts/1/claim_ids", json!(["c2"]))], "ok", "";
+        "a contradicted fact names the allowed claim" => [
+            set("/facts/1/verification", json!("contradicted")),
+            set("/facts/1/claim_ids", json!(["c2", "c1"]))],
+            "allows_contradicted_claim", "facts[1]";
+        // The shape seen from real models: unsupported, contradicted, and allowed anyway.
+        "unsupported, contradicted and allowed" => [
+            set("/claim_checks/0/supported", json!(false)),
+            set("/facts/0/verification", json!("contradicted"))],
+            "allows_unsupported_claim", "allowed_claims[0]";
+        "supported but contradicted and allowed" => [
+            set("/facts/0/verification", json!("contradicted"))],
+            "allows_contradicted_claim", "allowed_claims[0]";
+    ];
+    run_table(verifier_doc, verifier, cases);
+}
+
+#[test]
+fn verifier_pass_needs_an_allowed_claim() {
+    let cases: Vec<Case> = table![
+        "PASS allowing c1" => [], "ok", "";
+        "PASS allowing nothing" => [set("/allowed_claims", json!([]))],
+            "pass_without_allowed_claims", "PASS";
+        "LOW_CONFID allowing nothing" => [set("/allowed_claims", json!([])),
+                                          set("/verdict", json!("LOW_CONFID"))], "ok", "";
+        "REJECT allowing nothing" => [set("/allowed_claims", json!([])),
+                                      set("/verdict", json!("REJECT"))], "ok", "";
+    ];
+    run_table(verifier_doc, verifier, cases);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Composer.
 
@@ -1262,6 +1315,119 @@ fn composer_violations() {
         "cites null" => [set("/cited_claims", json!([null]))], "wrong_type", "cited_claims[0]";
     ];
     run_table(composer_doc, composer, cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The answer as rendered: citations and salient tokens (SPEC §2.9).
+
+fn citations(answer: &str, cited: &[&str], allowed: &[&str]) -> Result<(), ContractViolation> {
+    let own = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    check_answer_citations(answer, &own(cited), &own(allowed))
+}
+
+#[test]
+fn answer_inline_citations_name_allowed_claims() {
+    check(
+        "allowed",
+        citations("pool full [c1]", &["c1"], &["c1", "c2"]),
+        "ok",
+        "",
+    );
+    check(
+        "a refused claim inline",
+        citations("pool full [c1] and disk full [c3]", &["c1"], &["c1", "c2"]),
+        "inline_citation_not_allowed",
+        "\"c3\"",
+    );
+    check(
+        "in a list marker",
+        citations("pool full [c1; c9]", &["c1"], &["c1"]),
+        "inline_citation_not_allowed",
+        "\"c9\"",
+    );
+    // Brackets that are not markers are text: a number, prose, a link target.
+    check(
+        "not markers",
+        citations("[14] [see logs] [c1](#x)", &["c1"], &["c1"]),
+        "ok",
+        "",
+    );
+}
+
+#[test]
+fn answer_inline_citations_agree_with_cited_claims() {
+    check(
+        "same set, other order",
+        citations("a [c2] b [c1, c2]", &["c1", "c2"], &["c1", "c2"]),
+        "ok",
+        "",
+    );
+    check(
+        "cited but not inline",
+        citations("a [c1]", &["c1", "c2"], &["c1", "c2"]),
+        "citations_disagree",
+        "\"c2\"",
+    );
+    check(
+        "inline but not cited",
+        citations("a [c1] [c2]", &["c1"], &["c1", "c2"]),
+        "citations_disagree",
+        "\"c2\"",
+    );
+}
+
+#[test]
+fn answer_cites_a_claim_when_claims_are_allowed() {
+    check("cites", citations("a [c1]", &["c1"], &["c1"]), "ok", "");
+    check(
+        "nothing allowed",
+        citations("no finding", &[], &[]),
+        "ok",
+        "",
+    );
+    check(
+        "cites nothing",
+        citations("pool full", &[], &["c1"]),
+        "cites_no_claim",
+        "1 are allowed",
+    );
+}
+
+#[test]
+fn answer_tokens_occur_in_the_question_or_the_evidence() {
+    let mut context = EvidenceContext::new();
+    context.push_text("why does checkout-service return 502 since 14:00?");
+    context
+        .push_text("payment-service: HikariPool-1 active=50 waiting=154 at 2026-11-30T14:02:07Z");
+    let (check_ok, ok) = check_answer_tokens(
+        "checkout-service's 502s since 14:00: HikariPool-1 had 50 of 50 active, 154 waiting \
+         at 14:02:07 [c1]",
+        &context,
+    );
+    assert_eq!(ok, Ok(()));
+    assert_eq!(check_ok.checked, 7);
+    assert!(check_ok.unbound.is_empty());
+
+    let (bad, refused) = check_answer_tokens(
+        "Root cause: a bad deploy of payment-service v2.3.1 at 13:58. Roll back now.",
+        &context,
+    );
+    check(
+        "invented",
+        refused.clone(),
+        "unbound_answer_token",
+        "identifier",
+    );
+    assert_eq!(bad.checked, 3);
+    assert_eq!(
+        bad.unbound
+            .iter()
+            .map(|t| t.text.as_str())
+            .collect::<Vec<_>>(),
+        ["v2.3.1", "13:58"]
+    );
+    // The message names the kind, never the token.
+    assert!(!refused.unwrap_err().to_string().contains("v2.3.1"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1631,6 +1797,18 @@ mod properties {
                     .all(|c| ids.contains(c)));
                 let unique: HashSet<_> = v.allowed_claims.iter().collect();
                 assert_eq!(unique.len(), v.allowed_claims.len());
+                // The Verifier agrees with itself: every allowed claim is checked supported,
+                // no contradicted fact names one, and PASS allows at least one.
+                for id in &v.allowed_claims {
+                    assert!(v
+                        .claim_checks
+                        .iter()
+                        .any(|c| &c.claim_id == id && c.supported));
+                    assert!(!v.facts.iter().any(|f| {
+                        f.verification == Verification::Contradicted && f.claim_ids.contains(id)
+                    }));
+                }
+                assert!(v.verdict != Verdict::Pass || !v.allowed_claims.is_empty());
             }
             Err(e) => assert_bounded(&e),
         }

@@ -181,7 +181,7 @@ async fn instant_queries_at_a_fixed_time_are_exact() {
             "resultType": "vector",
             "result": [{
                 "metric": {"__name__": "http_requests_total", "code": "502", "service": "checkout"},
-                "value": [1796049000, "3600"]
+                "value": [1796049000, "3600", "2026-11-30T14:30:00Z"]
             }]
         })
     );
@@ -223,7 +223,10 @@ async fn instant_queries_at_a_fixed_time_are_exact() {
     )
     .await
     .unwrap();
-    assert_eq!(data["result"][0]["value"], json!([1796047200, "1"]));
+    assert_eq!(
+        data["result"][0]["value"],
+        json!([1796047200, "1", "2026-11-30T14:00:00Z"])
+    );
 }
 
 #[tokio::test]
@@ -243,22 +246,31 @@ async fn range_queries_return_the_matrix() {
     .await
     .unwrap();
     assert_eq!(data["resultType"], "matrix");
-    let values: Vec<(i64, String)> = data["result"][0]["values"]
+    let values: Vec<(i64, String, String)> = data["result"][0]["values"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p[0].as_i64().unwrap(), p[1].as_str().unwrap().to_string()))
+        .map(|p| {
+            assert_eq!(p.as_array().unwrap().len(), 3, "{p}");
+            (
+                p[0].as_i64().unwrap(),
+                p[1].as_str().unwrap().to_string(),
+                p[2].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     let t0 = 1796046960;
+    let row = |dt: i64, v: &str, t: &str| (t0 + dt, v.to_string(), t.to_string());
+    // Each sample carries its time as text, so a claim about 13:58 can quote it.
     assert_eq!(
         values,
         [
-            (t0, "11".to_string()),
-            (t0 + 60, "40".into()),
-            (t0 + 120, "43".into()),
-            (t0 + 180, "46".into()),
-            (t0 + 240, "50".into()),
-            (t0 + 300, "50".into()),
+            row(0, "11", "2026-11-30T13:56:00Z"),
+            row(60, "40", "2026-11-30T13:57:00Z"),
+            row(120, "43", "2026-11-30T13:58:00Z"),
+            row(180, "46", "2026-11-30T13:59:00Z"),
+            row(240, "50", "2026-11-30T14:00:00Z"),
+            row(300, "50", "2026-11-30T14:01:00Z"),
         ]
     );
 }

@@ -10,6 +10,7 @@ use diag::model::{ChatResponse, ModelError};
 use diag::protocol::json_pointer::{self, PointerError};
 use diag::protocol::{
     parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation, PlannerMode,
+    Verdict, Verification,
 };
 use diag::runfile::{RunFile, RunFileError};
 use serde_json::Value;
@@ -99,6 +100,16 @@ pub fn contract_parsers(data: &[u8]) -> Option<Contracts> {
         Ok(v) => {
             assert!((0.0..=1.0).contains(&v.groundedness));
             assert!(v.allowed_claims.iter().all(|c| ids.contains(c)));
+            for id in &v.allowed_claims {
+                assert!(v
+                    .claim_checks
+                    .iter()
+                    .any(|c| &c.claim_id == id && c.supported));
+                assert!(!v.facts.iter().any(|f| {
+                    f.verification == Verification::Contradicted && f.claim_ids.contains(id)
+                }));
+            }
+            assert!(v.verdict != Verdict::Pass || !v.allowed_claims.is_empty());
             ok.verdict = true;
         }
         Err(e) => bounded(&e),

@@ -90,6 +90,21 @@ mod tests {
             assert_eq!(a.sha256.len(), 64);
             assert_eq!(a.prompt_id, role.as_str());
         }
+        // The content-grounding rules the deterministic checks enforce are stated to the
+        // agents that must follow them (SPEC §2.9).
+        let composer = prompt(AgentRole::Composer).text;
+        for rule in ["`[c1]`", "exactly", "is refused", "cite at least one"] {
+            assert!(composer.contains(rule), "the composer prompt says {rule}");
+        }
+        let verifier = prompt(AgentRole::Verifier).text;
+        for rule in [
+            "`supported: true`",
+            "`contradicted`",
+            "A PASS allows at least one",
+            "dropped",
+        ] {
+            assert!(verifier.contains(rule), "the verifier prompt says {rule}");
+        }
         assert_eq!(
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

@@ -287,6 +287,11 @@ fn finish(
         if let Some(answer) = outcome.answer.as_deref() {
             let text = crate::diagnosis::render_answer(answer);
             write_text(out, &format!("{}\n", text.trim_end()))?;
+            // Quiet never hides trust: an answer that is not a verified PASS says so on
+            // stderr, so stdout stays the answer alone.
+            if let Some(line) = quiet_verdict_line(outcome, verdict) {
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
         }
     } else {
         let text = [
@@ -375,6 +380,28 @@ fn finish(
         let _ = writeln!(std::io::stderr(), "diag: {}", e.message);
     }
     Err(first)
+}
+
+/// The one stderr line `--quiet` prints beside an answer that is degraded or whose effective
+/// verdict is not PASS; `None` for a verified PASS.
+pub fn quiet_verdict_line(outcome: &AskOutcome, verdict: Option<Verdict>) -> Option<String> {
+    let degraded = outcome.state.degraded;
+    if !degraded && verdict == Some(Verdict::Pass) {
+        return None;
+    }
+    let mut line = format!(
+        "diag: verdict {}",
+        verdict.map_or("none (not verified)", |v| v.as_str())
+    );
+    if degraded {
+        let kind = outcome
+            .state
+            .fallback_kind
+            .map_or("fallback", |k| k.as_str());
+        line.push_str(&format!(", degraded ({kind} fallback answered)"));
+    }
+    line.push_str(&format!("; diag trace {} shows why", outcome.run_id));
+    Some(line)
 }
 
 /// The exit a finished run calls for, most specific first: divergence from a fixture,

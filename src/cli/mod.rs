@@ -66,7 +66,8 @@ pub struct GlobalArgs {
     /// The configuration file [default: DIAG_CONFIG, then ~/.config/diag/config.toml]
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Print only the result: no progress, no timeline
+    /// Print only the result: no progress, no timeline (an answer that is degraded or not a
+    /// verified PASS adds one `diag: verdict …` line on stderr)
     #[arg(long, short, global = true)]
     pub quiet: bool,
     /// No live progress indicator

@@ -1,13 +1,23 @@
 //! Composer input (SPEC §2.7): the effective verdict and the Verifier-allowed claims with the
 //! text the Gatekeeper cut for them, the missing information and the recommendations —
 //! nothing else. The post-verification Fallback renders the same material.
+//!
+//! Content grounding (SPEC §2.9): an answer may hold a salient token (number, time, date,
+//! identifier, `#` reference, back-quoted span) only if it occurs in the *answer context*:
+//! the operator's question, the allowed claims' text and matched text, and the evidence
+//! context of their verified evidence among the run's own invocations. The Verifier's free
+//! text reaches an answer item by item under that rule: an item of `missing_information` or
+//! `recommendations` with a token outside the context is dropped, and counted.
 
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
 use super::state::DiagnosisState;
-use crate::protocol::{Verdict, VerifiedEvidence, VerifiedExecutorOutput, VerifierResult};
+use crate::protocol::grounding::{context_of_evidence, EvidenceContext};
+use crate::protocol::{
+    ToolInvocation, Verdict, VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComposerInput {
@@ -67,17 +77,107 @@ pub fn allowed_claims(
         .collect()
 }
 
+/// The context an answer's salient tokens must occur in: the question, the allowed claims'
+/// text and matched text, and the evidence context
+/// ([`context_of_evidence`]) of their verified evidence, looked up among `invocations` of
+/// `run_id` only.
+pub fn answer_context(
+    question: &str,
+    allowed: &[AllowedClaim],
+    verified_evidence: &[VerifiedEvidence],
+    run_id: &str,
+    invocations: &[ToolInvocation],
+) -> EvidenceContext {
+    let ids: HashSet<&str> = allowed.iter().map(|c| c.claim_id.as_str()).collect();
+    let evidence: Vec<VerifiedEvidence> = verified_evidence
+        .iter()
+        .filter(|e| ids.contains(e.claim_id.as_str()))
+        .cloned()
+        .collect();
+    let mut context = context_of_evidence(run_id, &evidence, invocations);
+    context.push_text(question);
+    for claim in allowed {
+        context.push_text(&claim.text);
+        for e in &claim.evidence {
+            context.push_text(&e.matched_text);
+        }
+    }
+    context
+}
+
+/// The items whose salient tokens all occur in `context`, in order, and how many were
+/// dropped.
+pub fn grounded_items(items: &[String], context: &EvidenceContext) -> (Vec<String>, u32) {
+    let mut dropped = 0u32;
+    let kept = items
+        .iter()
+        .filter(|item| {
+            let bound = context.first_unbound(item).is_none();
+            if !bound {
+                dropped = dropped.saturating_add(1);
+            }
+            bound
+        })
+        .cloned()
+        .collect();
+    (kept, dropped)
+}
+
+/// What an answer after the Verifier is written from, by the Composer or the
+/// post-verification Fallback: the allowed claims with their evidence, the Verifier's free
+/// text that passed the token rule, how many items it dropped, and the answer context the
+/// Composer's own answer is checked against.
+#[derive(Debug, Clone)]
+pub struct AnswerMaterial {
+    pub allowed_claims: Vec<AllowedClaim>,
+    pub missing_information: Vec<String>,
+    pub recommendations: Vec<String>,
+    pub dropped_items: u32,
+    pub context: EvidenceContext,
+}
+
+impl AnswerMaterial {
+    /// The material of a verifier result over the verified projection of this run.
+    pub fn new(
+        question: &str,
+        result: &VerifierResult,
+        verified_output: &VerifiedExecutorOutput,
+        verified_evidence: &[VerifiedEvidence],
+        run_id: &str,
+        invocations: &[ToolInvocation],
+    ) -> Self {
+        let allowed = allowed_claims(result, verified_output, verified_evidence);
+        let context = answer_context(question, &allowed, verified_evidence, run_id, invocations);
+        let (missing_information, dropped_missing) =
+            grounded_items(&result.missing_information, &context);
+        let (recommendations, dropped_recs) = grounded_items(&result.recommendations, &context);
+        AnswerMaterial {
+            allowed_claims: allowed,
+            missing_information,
+            recommendations,
+            dropped_items: dropped_missing.saturating_add(dropped_recs),
+            context,
+        }
+    }
+
+    /// The ids of the allowed claims, in projection order.
+    pub fn allowed_ids(&self) -> Vec<String> {
+        self.allowed_claims
+            .iter()
+            .map(|c| c.claim_id.clone())
+            .collect()
+    }
+}
+
 pub fn build_composer_input(
     effective_verdict: Verdict,
-    result: &VerifierResult,
-    verified_output: &VerifiedExecutorOutput,
-    verified_evidence: &[VerifiedEvidence],
+    material: &AnswerMaterial,
 ) -> ComposerInput {
     ComposerInput {
         effective_verdict,
-        allowed_claims: allowed_claims(result, verified_output, verified_evidence),
-        missing_information: result.missing_information.clone(),
-        recommendations: result.recommendations.clone(),
+        allowed_claims: material.allowed_claims.clone(),
+        missing_information: material.missing_information.clone(),
+        recommendations: material.recommendations.clone(),
     }
 }
 
@@ -105,13 +205,13 @@ impl ComposerInputError {
     }
 }
 
-/// [`build_composer_input`] over the declared state fields.
-pub fn composer_input_from_state(
+/// The [`AnswerMaterial`] of the declared state fields (question, verifier result, verified
+/// projection) over this run's invocations.
+pub fn answer_material_from_state(
     state: &DiagnosisState,
-) -> Result<ComposerInput, ComposerInputError> {
-    let verdict = state
-        .effective_verdict
-        .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
+    run_id: &str,
+    invocations: &[ToolInvocation],
+) -> Result<AnswerMaterial, ComposerInputError> {
     let result = state
         .verifier_result
         .as_ref()
@@ -120,23 +220,46 @@ pub fn composer_input_from_state(
         .verified_executor_output
         .as_ref()
         .ok_or(ComposerInputError::MissingVerifiedOutput)?;
-    Ok(build_composer_input(
-        verdict,
+    Ok(AnswerMaterial::new(
+        &state.context.question,
         result,
         verified,
         &state.verified_evidence,
+        run_id,
+        invocations,
     ))
 }
 
-/// The serialized Composer input. The first call builds and stores it in
-/// `state.composer_input`; a technical retry gets the stored text back unchanged, so it
+/// [`build_composer_input`] over the declared state fields.
+pub fn composer_input_from_state(
+    state: &DiagnosisState,
+    run_id: &str,
+    invocations: &[ToolInvocation],
+) -> Result<ComposerInput, ComposerInputError> {
+    let verdict = state
+        .effective_verdict
+        .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
+    let material = answer_material_from_state(state, run_id, invocations)?;
+    Ok(build_composer_input(verdict, &material))
+}
+
+/// The serialized Composer input built from `material`. The first call builds and stores
+/// it in `state.composer_input` (and the material's dropped-item count in
+/// `state.dropped_items`); a technical retry gets the stored text back unchanged, so it
 /// sends byte-identical input. `begin_evidence_round` clears it.
-pub fn composer_input_json(state: &mut DiagnosisState) -> Result<String, ComposerInputError> {
+pub fn composer_input_json(
+    state: &mut DiagnosisState,
+    material: &AnswerMaterial,
+) -> Result<String, ComposerInputError> {
     if let Some(stored) = &state.composer_input {
         return Ok(stored.clone());
     }
-    let input = composer_input_from_state(state)?;
+    let verdict = state
+        .effective_verdict
+        .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
+    let input = build_composer_input(verdict, material);
     let text = serde_json::to_string(&input).map_err(|_| ComposerInputError::Serialize)?;
     state.composer_input = Some(text.clone());
+    state.dropped_items = material.dropped_items;
     Ok(text)
 }

@@ -8,6 +8,7 @@ use super::state::DiagnosisState;
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind};
 use crate::agent::prompts::PromptAudit;
 use crate::agent::runtime::AgentStepRecord;
+use crate::protocol::grounding::TokenKind;
 use crate::protocol::{
     Audit, ClaimCheck, Fact, GateStatus, GatekeeperRaw, InvocationStatus, ToolInvocation, Verdict,
     VerifiedEvidence, VerifiedExecutorOutput,
@@ -65,6 +66,17 @@ pub struct ComposerAudit {
     /// Characters of the Composer's rendered answer when it is the run's answer; 0 when the
     /// Composer did not complete or a Fallback answered instead.
     pub answer_chars: usize,
+    /// Salient tokens of the Composer's last checked answer (SPEC §2.9); 0 when no answer
+    /// reached the token check.
+    #[serde(default)]
+    pub answer_tokens_checked: u32,
+    /// Of those, the tokens in neither the question nor the allowed claims and their
+    /// evidence: non-zero only for an answer that was refused.
+    #[serde(default)]
+    pub answer_tokens_unbound: u32,
+    /// The kind of the first unbound token of the last checked answer (never its text).
+    #[serde(default)]
+    pub unbound_token_kind: Option<TokenKind>,
 }
 
 /// `self_evaluation.verifier_evaluation`. Verdict fields are `None` unless the Verifier
@@ -94,6 +106,10 @@ pub struct VerifierEvaluation {
     pub verified_evidence: Vec<VerifiedEvidence>,
     pub prompt_audit: Vec<PromptAuditEntry>,
     pub composer_audit: ComposerAudit,
+    /// Verifier free-text items (missing information, recommendations) dropped from the
+    /// answer's material because they hold an unbound salient token (SPEC §2.9).
+    #[serde(default)]
+    pub dropped_items: u32,
     pub degraded: bool,
     pub fallback_kind: Option<FallbackKind>,
     /// For a Fallback: the stage whose outcome led there and that outcome.
@@ -174,7 +190,11 @@ pub fn verifier_evaluation(
             } else {
                 0
             },
+            answer_tokens_checked: state.answer_grounding.map_or(0, |g| g.tokens_checked),
+            answer_tokens_unbound: state.answer_grounding.map_or(0, |g| g.tokens_unbound),
+            unbound_token_kind: state.answer_grounding.and_then(|g| g.first_unbound_kind),
         },
+        dropped_items: state.dropped_items,
         degraded: state.degraded,
         fallback_kind: state.fallback_kind,
         fallback_context,

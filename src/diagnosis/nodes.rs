@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::composer_input::{allowed_claims, composer_input_json};
+use super::composer_input::{answer_material_from_state, composer_input_json, AnswerMaterial};
 use super::fallback::{consulted_tools, fallback_post, fallback_pre, pre_verification_failure};
 use super::render::render_answer;
 use super::retry_prepare::prepare_retry_from_state;
-use super::state::{DiagnosisContext, DiagnosisState};
+use super::state::{AnswerGrounding, DiagnosisContext, DiagnosisState};
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use super::topology::DiagnosisNodes;
 use super::verified_input::{build_verified_input, verifier_input_json};
@@ -19,8 +19,9 @@ use crate::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run};
 use crate::protocol::{
-    check_executor_references, effective_verdict, parse_composer, parse_executor, parse_plan,
-    parse_verifier, Plan, PlannerMode, RetryContext, Verdict,
+    check_answer_citations, check_answer_tokens, check_executor_references, effective_verdict,
+    parse_composer, parse_executor, parse_plan, parse_verifier, Plan, PlannerMode, RetryContext,
+    Verdict,
 };
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -389,8 +390,17 @@ impl Node<DiagnosisState, Status> for ComposerNode {
         config: &'a RunConfig,
     ) -> NodeFuture<'a, Status> {
         Box::pin(async move {
+            // The allowed material and the answer context, over this run's invocations only.
+            let invocations = self.deps.log.invocations(config.run_id());
+            let material = match answer_material_from_state(state, config.run_id(), &invocations) {
+                Ok(material) => material,
+                Err(e) => {
+                    state.composer_status = Some(AgentStatus::NonRetryableFailed);
+                    return Step::new(Status::NonRetryableFailed).with("reason", e.as_str());
+                }
+            };
             // Serialized once; a technical retry sends the same bytes.
-            let input = match composer_input_json(state) {
+            let input = match composer_input_json(state, &material) {
                 Ok(input) => input,
                 Err(e) => {
                     state.composer_status = Some(AgentStatus::NonRetryableFailed);
@@ -404,18 +414,22 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                 input,
                 completed_queries: Vec::new(),
             };
-            let allowed: Vec<String> = state
-                .verifier_result
-                .iter()
-                .flat_map(|r| r.allowed_claims.iter().cloned())
-                .collect();
+            let allowed = material.allowed_ids();
             let (status, step) = match self.deps.invoker.invoke(&request, config).await {
                 Ok(reply) => match parse_composer(&reply.content, &allowed) {
                     Ok(answer) => {
-                        let cited = answer.cited_claims.len();
-                        state.final_answer = Some(render_answer(&answer.answer_markdown));
-                        let s = AgentStatus::Completed;
-                        (s.clone(), agent_step(&s).with("cited_claims", cited))
+                        let rendered = render_answer(&answer.answer_markdown);
+                        if rendered.trim().is_empty() {
+                            // Nothing displayable: the topology falls back after verification.
+                            state.final_answer = Some(rendered);
+                            let s = AgentStatus::Completed;
+                            (
+                                s.clone(),
+                                agent_step(&s).with("cited_claims", answer.cited_claims.len()),
+                            )
+                        } else {
+                            self.check_answer(state, rendered, &answer.cited_claims, &material)
+                        }
                     }
                     Err(v) => {
                         let s = AgentStatus::InvalidOutput;
@@ -431,6 +445,53 @@ impl Node<DiagnosisState, Status> for ComposerNode {
             state.composer_status = Some(status);
             step
         })
+    }
+}
+
+impl ComposerNode {
+    /// The content rules of an answer as the operator would see it (SPEC §2.9): its citations,
+    /// then its salient tokens against the question and the allowed claims with their
+    /// evidence. A violation is INVALID_OUTPUT, and the answer is not kept.
+    fn check_answer(
+        &self,
+        state: &mut DiagnosisState,
+        rendered: String,
+        cited_claims: &[String],
+        material: &AnswerMaterial,
+    ) -> (AgentStatus, Step<Status>) {
+        let allowed = material.allowed_ids();
+        if let Err(v) = check_answer_citations(&rendered, cited_claims, &allowed) {
+            let s = AgentStatus::InvalidOutput;
+            return (s.clone(), agent_step(&s).with("reason", v.reason()));
+        }
+        let (check, verdict) = check_answer_tokens(&rendered, &material.context);
+        let first_unbound_kind = check.unbound.first().map(|t| t.kind);
+        state.answer_grounding = Some(AnswerGrounding {
+            tokens_checked: check.checked,
+            tokens_unbound: u32::try_from(check.unbound.len()).unwrap_or(u32::MAX),
+            first_unbound_kind,
+        });
+        match verdict {
+            Ok(()) => {
+                state.final_answer = Some(rendered);
+                let s = AgentStatus::Completed;
+                let step = agent_step(&s)
+                    .with("cited_claims", cited_claims.len())
+                    .with("answer_tokens", check.checked);
+                (s, step)
+            }
+            Err(v) => {
+                let s = AgentStatus::InvalidOutput;
+                let mut step = agent_step(&s)
+                    .with("reason", v.reason())
+                    .with("answer_tokens", check.checked)
+                    .with("unbound_tokens", check.unbound.len());
+                if let Some(kind) = first_unbound_kind {
+                    step = step.with("token_kind", kind.as_str());
+                }
+                (s, step)
+            }
+        }
     }
 }
 
@@ -456,18 +517,21 @@ impl Node<DiagnosisState, Status> for FallbackNode {
                 )
             }
             FallbackKind::PostVerification => {
-                let claims = match (&state.verifier_result, &state.verified_executor_output) {
-                    (Some(result), Some(verified)) => {
-                        allowed_claims(result, verified, &state.verified_evidence)
+                // Only verified material, and only the Verifier's free text that passes the
+                // token rule; without a verifier result or projection there is none.
+                let invocations = self.deps.log.invocations(config.run_id());
+                match answer_material_from_state(state, config.run_id(), &invocations) {
+                    Ok(material) => {
+                        state.dropped_items = material.dropped_items;
+                        fallback_post(
+                            state.effective_verdict,
+                            &material.allowed_claims,
+                            &material.missing_information,
+                            &material.recommendations,
+                        )
                     }
-                    _ => Vec::new(),
-                };
-                let (missing, recs) = state
-                    .verifier_result
-                    .as_ref()
-                    .map(|r| (r.missing_information.clone(), r.recommendations.clone()))
-                    .unwrap_or_default();
-                fallback_post(state.effective_verdict, &claims, &missing, &recs)
+                    Err(_) => fallback_post(state.effective_verdict, &[], &[], &[]),
+                }
             }
         };
         state.final_answer = Some(answer);

@@ -9,9 +9,10 @@ use super::status::{AgentStatus, ExecutorStatus, Status};
 use super::topology::DiagnosisNodes;
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::protocol::{
-    effective_verdict, Audit, Binding, CheckedBinding, Claim, ComposerAnswer, ExecutorOutput, Fact,
-    GateStatus, GatekeeperRaw, NoEvidence, Plan, PlanStep, RetryContext, Verdict, Verification,
-    VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
+    effective_verdict, Audit, Binding, CheckedBinding, Claim, ClaimRefusal, ComposerAnswer,
+    ExecutorOutput, Fact, GateStatus, GatekeeperRaw, Grounding, NoEvidence, Plan, PlanStep,
+    RefusedClaim, RetryContext, Verdict, Verification, VerifiedClaim, VerifiedEvidence,
+    VerifiedExecutorOutput, VerifierResult,
 };
 
 /// One scripted attempt: mutate the state, return the outcome.
@@ -269,6 +270,20 @@ pub mod steps {
                 passed: passed as u32,
                 failed: failed as u32,
                 unbound_claims: 0,
+            },
+            // Each binding is its own claim: the failed ones are refused whole.
+            refused_claims: (0..failed)
+                .map(|i| RefusedClaim {
+                    claim_id: format!("c{}", passed + i + 1),
+                    code: ClaimRefusal::FailedBinding,
+                    token: None,
+                })
+                .collect(),
+            grounding: Grounding {
+                claims_bound: passed as u32,
+                claims_refused: failed as u32,
+                tokens_checked: 0,
+                tokens_unbound: 0,
             },
             checked_bindings: checked,
         }

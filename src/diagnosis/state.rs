@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use crate::graph::{Event, GraphState};
+use crate::protocol::grounding::TokenKind;
 use crate::protocol::{
     ExecutorOutput, GateStatus, GatekeeperRaw, Plan, PlannerMode, RetryContext, Verdict,
     VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
@@ -15,6 +16,16 @@ use crate::protocol::{
 pub struct DiagnosisContext {
     pub question: String,
     pub original_question: String,
+}
+
+/// What the token check found in one Composer answer: how many salient tokens it checked,
+/// how many were in neither the question nor the allowed claims and their evidence, and the
+/// kind of the first such token (its kind only: the token is model text).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnswerGrounding {
+    pub tokens_checked: u32,
+    pub tokens_unbound: u32,
+    pub first_unbound_kind: Option<TokenKind>,
 }
 
 /// Technical retries used in the current evidence round, per stage.
@@ -62,6 +73,14 @@ pub struct DiagnosisState {
     pub composer_input: Option<String>,
     pub final_answer: Option<String>,
     pub composer_status: Option<AgentStatus>,
+    /// The token check of the Composer's last parsed answer (SPEC §2.9).
+    #[serde(default)]
+    pub answer_grounding: Option<AnswerGrounding>,
+    /// Verifier free-text items (missing information, recommendations) left out of the
+    /// material an answer is written from because they hold a salient token that is in
+    /// neither the question nor the allowed claims and their evidence.
+    #[serde(default)]
+    pub dropped_items: u32,
     pub degraded: bool,
     pub fallback_kind: Option<FallbackKind>,
 
@@ -99,6 +118,8 @@ impl DiagnosisState {
             composer_input: None,
             final_answer: None,
             composer_status: None,
+            answer_grounding: None,
+            dropped_items: 0,
             degraded: false,
             fallback_kind: None,
             retries: RetryCounters::default(),
@@ -128,6 +149,8 @@ impl DiagnosisState {
         self.effective_verdict = None;
         self.verifier_result = None;
         self.composer_input = None;
+        self.answer_grounding = None;
+        self.dropped_items = 0;
     }
 
     /// The executed node sequence, from the events.

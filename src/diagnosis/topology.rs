@@ -125,11 +125,12 @@ fn technical_retry(node: &'static str, counter: Counter<DiagnosisState>) -> Bran
     )
 }
 
-/// LOW_CONFID continues only with at least one passed binding.
-pub fn has_passed_binding(s: &DiagnosisState) -> bool {
+/// LOW_CONFID continues only with at least one accepted claim (all its bindings passed and
+/// its content bound, SPEC §2.9); a passed binding of a refused claim does not count.
+pub fn has_accepted_claim(s: &DiagnosisState) -> bool {
     s.gatekeeper_raw
         .as_ref()
-        .is_some_and(|raw| raw.passed_bindings() > 0)
+        .is_some_and(|raw| !raw.accepted_claims().is_empty())
 }
 
 /// A completed Verifier whose effective verdict is REJECT, or missing (fail closed).
@@ -214,11 +215,11 @@ pub fn builder(nodes: DiagnosisNodes) -> GraphBuilder<DiagnosisState, Status> {
             &[Status::LowConfid],
             vec![
                 Branch::when(
-                    "at least one passed binding",
-                    has_passed_binding,
+                    "at least one accepted claim",
+                    has_accepted_claim,
                     Target::Node(VERIFIED_INPUT),
                 ),
-                pre_fallback().labelled("zero passed bindings"),
+                pre_fallback().labelled("zero accepted claims"),
             ],
         )
         .route(GATEKEEPER, &[Status::Reject], vec![pre_fallback()]);

@@ -11,10 +11,10 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::state::{DiagnosisContext, DiagnosisState};
-use crate::protocol::gatekeeper::normalize;
+use crate::protocol::gatekeeper::{binding_trusted, normalize};
 use crate::protocol::{
-    Audit, CheckedBinding, CriticalGap, ExecutorOutput, GateStatus, GatekeeperRaw, Verdict,
-    VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput,
+    Audit, BindingFailure, CheckedBinding, ClaimRefusal, CriticalGap, ExecutorOutput, GateStatus,
+    GatekeeperRaw, TokenKind, Verdict, VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput,
 };
 
 /// Why no projection could be built; each routes to the pre-verification Fallback.
@@ -50,11 +50,13 @@ impl ProjectionError {
     }
 }
 
-/// Projects `output` onto the bindings `raw` passed. A claim survives when at least one
-/// passed checked binding carries its `claim_id` and the (source_invocation_id, tool_name,
-/// raw_path) of one of its own bindings; each such binding becomes one evidence entry with
-/// the `matched_text` the Gatekeeper cut. Claims keep the Executor's order; evidence follows
-/// its claim, in the order the Gatekeeper checked it, without repeats.
+/// Projects `output` onto the claims `raw` accepted (SPEC §2.4 as amended by §2.9). A claim
+/// survives when the raw result accepts it (every checked binding of it passed, none refused
+/// it) and at least one passed checked binding carries its `claim_id` and the
+/// (source_invocation_id, tool_name, raw_path) of one of its own bindings; each such binding
+/// becomes one evidence entry with the `matched_text` the Gatekeeper cut. A refused claim
+/// never crosses, whatever its passed bindings. Claims keep the Executor's order; evidence
+/// follows its claim, in the order the Gatekeeper checked it, without repeats.
 pub fn build_verified_input(
     output: &ExecutorOutput,
     raw: &GatekeeperRaw,
@@ -78,13 +80,12 @@ pub fn build_verified_input(
         return Err(ProjectionError::DuplicateClaimId);
     }
 
-    // Only a binding that passed, says so consistently and carries cut text is trusted.
+    // Only a binding of an accepted claim that passed, says so consistently and carries
+    // cut text is trusted.
+    let accepted: HashSet<&str> = raw.accepted_claims().into_iter().collect();
     let mut passed: HashMap<&str, Vec<&CheckedBinding>> = HashMap::new();
     for cb in &raw.checked_bindings {
-        let trusted = cb.passed
-            && cb.failure.is_none()
-            && cb.matched_text.as_deref().is_some_and(|t| !t.is_empty());
-        if trusted {
+        if accepted.contains(cb.claim_id.as_str()) && binding_trusted(cb) {
             passed.entry(cb.claim_id.as_str()).or_default().push(cb);
         }
     }
@@ -152,6 +153,47 @@ pub struct VerifierRetryContext {
     pub critical_gaps: Vec<CriticalGap>,
 }
 
+/// A claim the Gatekeeper refused, as the Verifier sees it: codes only, never model text
+/// (SPEC §2.9). The claim id passed the Executor contract's strict format; the refusal is
+/// its code, the failure codes of its failed bindings, and for an unbound token only the
+/// token's kind: the token itself is model text that no evidence holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedClaimView {
+    pub claim_id: String,
+    pub code: ClaimRefusal,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding_failures: Vec<BindingFailure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_kind: Option<TokenKind>,
+}
+
+/// The Verifier's view of the Gatekeeper's refusals: one entry per refused claim, in order.
+/// A failure text the Gatekeeper does not know is left out rather than shown.
+pub fn refused_claims_view(raw: &GatekeeperRaw) -> Vec<RefusedClaimView> {
+    raw.refused_claims
+        .iter()
+        .map(|r| {
+            let mut binding_failures: Vec<BindingFailure> = Vec::new();
+            for f in raw
+                .checked_bindings
+                .iter()
+                .filter(|b| b.claim_id == r.claim_id)
+                .filter_map(|b| b.failure.as_deref().and_then(BindingFailure::parse))
+            {
+                if !binding_failures.contains(&f) {
+                    binding_failures.push(f);
+                }
+            }
+            RefusedClaimView {
+                claim_id: r.claim_id.clone(),
+                code: r.code,
+                binding_failures,
+                token_kind: r.token.as_ref().map(|t| t.kind),
+            }
+        })
+        .collect()
+}
+
 /// Exactly what the Verifier is shown, and nothing else.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VerifierInput {
@@ -159,6 +201,9 @@ pub struct VerifierInput {
     pub verified_executor_output: VerifiedExecutorOutput,
     pub verified_evidence: Vec<VerifiedEvidence>,
     pub gatekeeper_audit: Audit,
+    /// The claims the Gatekeeper refused, by id and code (absent when none was refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_claims: Vec<RefusedClaimView>,
     pub ceiling: Verdict,
     /// Present in the evidence-retry round only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -213,6 +258,7 @@ pub fn build_verifier_input(state: &DiagnosisState) -> Result<VerifierInput, Ver
         verified_executor_output: verified.clone(),
         verified_evidence: state.verified_evidence.clone(),
         gatekeeper_audit: raw.audit,
+        refused_claims: refused_claims_view(raw),
         ceiling,
         retry_context,
     })

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::executor::{Binding, ExecutorOutput};
+use super::grounding::{EvidenceContext, SalientToken};
 use super::invocation::{InvocationStatus, ToolInvocation};
 use super::verifier::Verdict;
 
@@ -37,12 +38,20 @@ impl GateStatus {
 
 /// The raw result as `validate_run` produced it. `result` and `severity` are kept as text so
 /// that a missing or unknown value is representable and can be normalized to REJECT.
+///
+/// `refused_claims` and `grounding` were added with content grounding (SPEC §2.9); a raw
+/// result stored before them reads with both empty.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct GatekeeperRaw {
     pub result: Option<String>,
     pub severity: Option<String>,
     pub checked_bindings: Vec<CheckedBinding>,
     pub audit: Audit,
+    /// Every claim that was not accepted, in the Executor's order, with why.
+    #[serde(default)]
+    pub refused_claims: Vec<RefusedClaim>,
+    #[serde(default)]
+    pub grounding: Grounding,
 }
 
 impl GatekeeperRaw {
@@ -50,6 +59,94 @@ impl GatekeeperRaw {
     pub fn passed_bindings(&self) -> usize {
         self.checked_bindings.iter().filter(|b| b.passed).count()
     }
+
+    /// The claims the record accepts, in the order of their first checked binding: a claim
+    /// with at least one checked binding, every one of them passed with cut text, and no
+    /// entry in `refused_claims`. Derived from the record itself, so a record whose figures
+    /// say otherwise cannot smuggle a claim through.
+    pub fn accepted_claims(&self) -> Vec<&str> {
+        let refused: HashSet<&str> = self
+            .refused_claims
+            .iter()
+            .map(|r| r.claim_id.as_str())
+            .collect();
+        let failed: HashSet<&str> = self
+            .checked_bindings
+            .iter()
+            .filter(|b| !binding_trusted(b))
+            .map(|b| b.claim_id.as_str())
+            .collect();
+        let mut seen = HashSet::new();
+        self.checked_bindings
+            .iter()
+            .map(|b| b.claim_id.as_str())
+            .filter(|id| !refused.contains(id) && !failed.contains(id) && seen.insert(*id))
+            .collect()
+    }
+}
+
+/// A binding is trusted only when it passed, says so consistently and carries cut text.
+pub fn binding_trusted(b: &CheckedBinding) -> bool {
+    b.passed && b.failure.is_none() && b.matched_text.as_deref().is_some_and(|t| !t.is_empty())
+}
+
+/// Why a claim was refused as a whole (SPEC §2.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimRefusal {
+    /// The claim has no binding at all.
+    NoBinding,
+    /// At least one of its bindings failed: a claim passes only if all its bindings pass.
+    FailedBinding,
+    /// Its bindings passed, but a salient token of its text occurs nowhere in their
+    /// evidence context.
+    UnboundToken,
+}
+
+impl ClaimRefusal {
+    pub const ALL: [ClaimRefusal; 3] = [
+        ClaimRefusal::NoBinding,
+        ClaimRefusal::FailedBinding,
+        ClaimRefusal::UnboundToken,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimRefusal::NoBinding => "no_binding",
+            ClaimRefusal::FailedBinding => "failed_binding",
+            ClaimRefusal::UnboundToken => "unbound_token",
+        }
+    }
+}
+
+impl std::fmt::Display for ClaimRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One refused claim. `token` (for `unbound_token`) is the first salient token of the claim
+/// that no evidence holds: model text that was *not* observed, kept for the operator's trace
+/// (bounded to [`MAX_TOKEN_CHARS`], control characters dropped) and never shown to an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedClaim {
+    pub claim_id: String,
+    pub code: ClaimRefusal,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<SalientToken>,
+}
+
+/// The longest token text a refusal records.
+pub const MAX_TOKEN_CHARS: usize = 80;
+
+/// The run's grounding figures: claims accepted and refused, and the salient tokens of the
+/// claims whose bindings all passed (checked, and of those unbound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Grounding {
+    pub claims_bound: u32,
+    pub claims_refused: u32,
+    pub tokens_checked: u32,
+    pub tokens_unbound: u32,
 }
 
 /// One binding as checked against the run's recorded tool output.
@@ -92,13 +189,22 @@ pub fn normalize(raw: Option<&GatekeeperRaw>) -> GateStatus {
 /// A `pass` is believed only when its own bindings and audit say the same (SPEC §2.3: every
 /// claim has a passed binding and none failed): at least one binding, all passed, none
 /// failed or unbound in the audit, and the audit's passed count is the bindings'.
+///
+/// With content grounding a `pass` must also accept every claim: no refused claim, the
+/// accepted claims as many as the audit's claims, and grounding figures that agree.
 fn consistent_pass(raw: &GatekeeperRaw) -> bool {
     let passed = raw.passed_bindings();
+    let accepted = raw.accepted_claims().len();
     passed > 0
         && passed == raw.checked_bindings.len()
         && raw.audit.failed == 0
         && raw.audit.unbound_claims == 0
         && u32::try_from(passed).is_ok_and(|p| p == raw.audit.passed)
+        && raw.refused_claims.is_empty()
+        && u32::try_from(accepted).is_ok_and(|a| a == raw.audit.claims)
+        && raw.grounding.claims_bound == raw.audit.claims
+        && raw.grounding.claims_refused == 0
+        && raw.grounding.tokens_unbound == 0
 }
 
 /// The verdict ceiling a normalized Gatekeeper status imposes on the Verifier:
@@ -143,12 +249,19 @@ pub enum BindingFailure {
     PathNotFound,
     /// The value at `raw_path` is not a string (number, bool, null, array, object).
     NotAString,
+    /// The quote is shorter than [`MIN_QUOTE_CHARS`] characters (after whitespace
+    /// normalisation) and not the whole string at `raw_path`: a short quote such as `e`
+    /// occurs almost anywhere and proves nothing.
+    QuoteTooShort,
     /// The quote does not occur in the string at `raw_path`.
     QuoteNotFound,
 }
 
+/// The shortest quote accepted when it is not the whole target string (SPEC §2.9).
+pub const MIN_QUOTE_CHARS: usize = 12;
+
 impl BindingFailure {
-    pub const ALL: [BindingFailure; 9] = [
+    pub const ALL: [BindingFailure; 10] = [
         BindingFailure::DuplicateClaimId,
         BindingFailure::UnknownInvocation,
         BindingFailure::AmbiguousInvocation,
@@ -157,6 +270,7 @@ impl BindingFailure {
         BindingFailure::EmptyQuote,
         BindingFailure::PathNotFound,
         BindingFailure::NotAString,
+        BindingFailure::QuoteTooShort,
         BindingFailure::QuoteNotFound,
     ];
 
@@ -170,6 +284,7 @@ impl BindingFailure {
             BindingFailure::EmptyQuote => "empty_quote",
             BindingFailure::PathNotFound => "path_not_found",
             BindingFailure::NotAString => "not_a_string",
+            BindingFailure::QuoteTooShort => "quote_too_short",
             BindingFailure::QuoteNotFound => "quote_not_found",
         }
     }
@@ -186,13 +301,17 @@ impl std::fmt::Display for BindingFailure {
     }
 }
 
-/// Checks every binding of `output` against the invocations recorded for `run_id` and
-/// applies the policy of SPEC §2.3:
+/// Checks every binding of `output` against the invocations recorded for `run_id`, then
+/// every claim as a whole (SPEC §2.3 as amended by §2.9), and applies the policy by
+/// *accepted* claims:
 ///
-/// - every claim has a passed binding and none failed → `pass`, no severity;
-/// - claims exist but none passed → `fail` / `reject`;
-/// - zero claims (a legal no-evidence result) → `fail` / `low-confid` with zero passed;
-/// - otherwise (some passed, some failed or unbound) → `fail` / `low-confid`.
+/// - a claim is accepted when it has bindings, all of them pass, and every salient token of
+///   its text occurs in the evidence context of its bindings; any other claim is refused
+///   whole (`no_binding`, `failed_binding`, `unbound_token` naming the first such token);
+/// - every claim accepted → `pass`, no severity;
+/// - claims exist but none is accepted → `fail` / `reject`;
+/// - zero claims (a legal no-evidence result) → `fail` / `low-confid` with nothing accepted;
+/// - otherwise (some accepted, some refused) → `fail` / `low-confid`.
 ///
 /// `invocations` may hold records of any run; only those whose `run_id` equals `run_id` are
 /// visible, so an id recorded only by another run fails as `unknown_invocation`.
@@ -223,14 +342,21 @@ pub fn validate_run(
 
     let mut checked = Vec::new();
     let mut audit = Audit::default();
-    let mut claims_fully_passed = 0usize;
+    let mut refused = Vec::new();
+    let mut grounding = Grounding::default();
     for claim in &output.claims {
         audit.claims = audit.claims.saturating_add(1);
         if claim.bindings.is_empty() {
             audit.unbound_claims = audit.unbound_claims.saturating_add(1);
+            refused.push(RefusedClaim {
+                claim_id: claim.claim_id.clone(),
+                code: ClaimRefusal::NoBinding,
+                token: None,
+            });
             continue;
         }
-        let mut any_passed = false;
+        let mut context = EvidenceContext::new();
+        let mut all_passed = true;
         for binding in &claim.bindings {
             audit.bindings = audit.bindings.saturating_add(1);
             let outcome = if duplicated.contains(claim.claim_id.as_str()) {
@@ -239,14 +365,19 @@ pub fn validate_run(
                 check_binding(binding, &by_id, &mut haystacks)
             };
             let (passed, matched_text, failure) = match outcome {
-                Ok(text) => (true, Some(text), None),
+                Ok((text, inv)) => {
+                    if all_passed {
+                        context.push_binding(&inv.output, &binding.raw_path, &inv.arguments);
+                    }
+                    (true, Some(text), None)
+                }
                 Err(f) => (false, None, Some(f.as_str().to_string())),
             };
             if passed {
                 audit.passed = audit.passed.saturating_add(1);
-                any_passed = true;
             } else {
                 audit.failed = audit.failed.saturating_add(1);
+                all_passed = false;
             }
             checked.push(CheckedBinding {
                 claim_id: claim.claim_id.clone(),
@@ -258,16 +389,35 @@ pub fn validate_run(
                 failure,
             });
         }
-        if any_passed {
-            claims_fully_passed += 1;
+        if !all_passed {
+            refused.push(RefusedClaim {
+                claim_id: claim.claim_id.clone(),
+                code: ClaimRefusal::FailedBinding,
+                token: None,
+            });
+            continue;
         }
+        let check = context.check(&claim.text);
+        grounding.tokens_checked = grounding.tokens_checked.saturating_add(check.checked);
+        let unbound = u32::try_from(check.unbound.len()).unwrap_or(u32::MAX);
+        grounding.tokens_unbound = grounding.tokens_unbound.saturating_add(unbound);
+        if let Some(first) = check.unbound.into_iter().next() {
+            refused.push(RefusedClaim {
+                claim_id: claim.claim_id.clone(),
+                code: ClaimRefusal::UnboundToken,
+                token: Some(bounded_token(first)),
+            });
+            continue;
+        }
+        grounding.claims_bound = grounding.claims_bound.saturating_add(1);
     }
+    grounding.claims_refused = u32::try_from(refused.len()).unwrap_or(u32::MAX);
 
     let (result, severity) = if output.claims.is_empty() {
         (RESULT_FAIL, Some(SEVERITY_LOW_CONFID))
-    } else if audit.failed == 0 && claims_fully_passed == output.claims.len() {
+    } else if refused.is_empty() {
         (RESULT_PASS, None)
-    } else if audit.passed == 0 {
+    } else if grounding.claims_bound == 0 {
         (RESULT_FAIL, Some(SEVERITY_REJECT))
     } else {
         (RESULT_FAIL, Some(SEVERITY_LOW_CONFID))
@@ -278,16 +428,30 @@ pub fn validate_run(
         severity: severity.map(str::to_string),
         checked_bindings: checked,
         audit,
+        refused_claims: refused,
+        grounding,
     }
 }
 
+/// A refusal's token as it may be recorded: control characters dropped, at most
+/// [`MAX_TOKEN_CHARS`] characters.
+fn bounded_token(t: SalientToken) -> SalientToken {
+    let text: String = t
+        .text
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_TOKEN_CHARS)
+        .collect();
+    SalientToken { kind: t.kind, text }
+}
+
 /// Runs the checks of one binding in the order of [`BindingFailure`]; on success returns the
-/// text cut from the tool output.
+/// text cut from the tool output and the invocation it was cut from.
 fn check_binding<'a>(
     binding: &'a Binding,
     by_id: &HashMap<&str, Vec<&'a ToolInvocation>>,
     haystacks: &mut HashMap<(&'a str, &'a str), String>,
-) -> Result<String, BindingFailure> {
+) -> Result<(String, &'a ToolInvocation), BindingFailure> {
     let inv = match by_id
         .get(binding.source_invocation_id.as_str())
         .map(Vec::as_slice)
@@ -315,13 +479,16 @@ fn check_binding<'a>(
     let normalized = haystacks
         .entry(key)
         .or_insert_with(|| normalize_whitespace(text));
+    if quote.chars().count() < MIN_QUOTE_CHARS && quote != *normalized {
+        return Err(BindingFailure::QuoteTooShort);
+    }
     let start = normalized
         .find(&quote)
         .ok_or(BindingFailure::QuoteNotFound)?;
     let (from, to) =
         original_span(text, start, start + quote.len()).ok_or(BindingFailure::QuoteNotFound)?;
     text.get(from..to)
-        .map(str::to_string)
+        .map(|t| (t.to_string(), inv))
         .ok_or(BindingFailure::QuoteNotFound)
 }
 
@@ -451,6 +618,8 @@ mod tests {
                 failure: None,
             });
             raw.audit.passed = 1;
+            raw.audit.claims = 1;
+            raw.grounding.claims_bound = 1;
             assert_eq!(normalize(Some(&raw)), want, "{r:?} {s:?}");
         }
         assert_eq!(normalize(None), GateStatus::Reject);
@@ -477,6 +646,7 @@ mod tests {
                 failed: 0,
                 unbound_claims: 0,
             };
+            r.grounding.claims_bound = 1;
             r
         };
         assert_eq!(normalize(Some(&consistent())), GateStatus::Pass);
@@ -502,11 +672,43 @@ mod tests {
             r.audit.failed = 1;
             r
         };
+        let refused = {
+            let mut r = consistent();
+            r.refused_claims.push(RefusedClaim {
+                claim_id: "c1".into(),
+                code: ClaimRefusal::UnboundToken,
+                token: None,
+            });
+            r
+        };
+        let more_claims_than_accepted = {
+            let mut r = consistent();
+            r.audit.claims = 2;
+            r.grounding.claims_bound = 2;
+            r
+        };
+        let figures_disagree = {
+            let mut r = consistent();
+            r.grounding.claims_bound = 0;
+            r
+        };
+        let tokens_unbound = {
+            let mut r = consistent();
+            r.grounding.tokens_unbound = 1;
+            r
+        };
         for (what, r) in [
             ("no binding at all", no_bindings),
             ("an unbound claim", unbound),
             ("audit counts another number passed", audit_disagrees),
             ("audit counts a failure", audit_failed),
+            ("a refused claim", refused),
+            (
+                "fewer accepted claims than claims",
+                more_claims_than_accepted,
+            ),
+            ("grounding counts no bound claim", figures_disagree),
+            ("grounding counts an unbound token", tokens_unbound),
         ] {
             assert_eq!(normalize(Some(&r)), GateStatus::Reject, "{what}");
         }

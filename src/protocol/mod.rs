@@ -6,6 +6,7 @@
 pub mod composer;
 pub mod executor;
 pub mod gatekeeper;
+pub mod grounding;
 pub mod invocation;
 pub mod json_pointer;
 pub mod parse;
@@ -17,13 +18,16 @@ pub mod verifier;
 pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
 pub use gatekeeper::{
-    ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, GateStatus,
-    GatekeeperRaw,
+    ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, ClaimRefusal,
+    GateStatus, GatekeeperRaw, Grounding, RefusedClaim,
+};
+pub use grounding::{
+    context_of_evidence, salient_tokens, EvidenceContext, SalientToken, TokenCheck, TokenKind,
 };
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use parse::{
-    check_executor_references, parse_composer, parse_executor, parse_plan, parse_verifier,
-    ContractViolation,
+    check_answer_citations, check_answer_tokens, check_executor_references, parse_composer,
+    parse_executor, parse_plan, parse_verifier, ContractViolation,
 };
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{canonical_json, CriticalGap, QueryRef, RetryContext};

@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 
 use super::composer::{self, ComposerAnswer};
 use super::executor::{self, Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
+use super::grounding::{EvidenceContext, TokenCheck, TokenKind};
 use super::json_pointer::{self, PointerError};
 use super::planner::{self, Plan, PlanHypothesis, PlanStep, PlannerMode};
 use super::retry::{QueryRef, RetryContext};
@@ -106,6 +107,62 @@ pub enum ContractViolation {
     RepeatsCompletedQuery { field: String, tool: String },
     #[error("the evidence-retry snapshot drops the verified claim {claim_id:?}")]
     MissingPriorClaim { claim_id: String },
+    #[error("`{field}` allows {claim_id:?}, which `claim_checks` does not mark supported")]
+    AllowsUnsupportedClaim { field: String, claim_id: String },
+    #[error("`{field}` allows {claim_id:?}, which the fact `{fact}` marks contradicted")]
+    AllowsContradictedClaim {
+        field: String,
+        claim_id: String,
+        fact: String,
+    },
+    #[error("the verdict is PASS but `allowed_claims` is empty")]
+    PassWithoutAllowedClaims,
+    #[error("`answer_markdown` cites {claim_id:?} inline, which is not an allowed claim")]
+    InlineCitationNotAllowed { claim_id: String },
+    #[error(
+        "the inline citations of `answer_markdown` and `cited_claims` disagree on {claim_id:?}"
+    )]
+    CitationsDisagree { claim_id: String },
+    #[error("`answer_markdown` cites no claim although {allowed} are allowed")]
+    CitesNoClaim { allowed: usize },
+    #[error(
+        "`answer_markdown` holds a {kind} token found in neither the question nor the allowed \
+         claims and their evidence"
+    )]
+    UnboundAnswerToken { kind: TokenKind },
+    #[error(
+        "`{field}` is {found:?}, not a claim id (a letter, then at most {} letters, digits, \
+         '_' or '-')",
+        MAX_CLAIM_ID_CHARS - 1
+    )]
+    InvalidClaimId { field: String, found: String },
+    #[error("`{field}` is longer than {MAX_POINTER_BYTES} bytes or holds a control character")]
+    UnboundedPointer { field: String },
+    #[error(
+        "`{field}` is {found:?}, not a plain name (1 to {MAX_NAME_CHARS} letters, digits, '_' \
+         or '-')"
+    )]
+    InvalidName { field: String, found: String },
+}
+
+/// The longest claim id (SPEC §2.9: model-written identifiers have strict formats).
+pub const MAX_CLAIM_ID_CHARS: usize = 32;
+/// The longest `raw_path`, in bytes.
+pub const MAX_POINTER_BYTES: usize = 512;
+/// The longest invocation id or tool name a binding may name (tool names are at most 64).
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// `^[A-Za-z][A-Za-z0-9_-]{0,31}$`.
+pub fn is_claim_id(s: &str) -> bool {
+    super::grounding::is_claim_id(s)
+}
+
+/// `^[A-Za-z0-9_-]{1,64}$`: the shape of invocation ids (`inv-3`) and tool names.
+pub fn is_plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_CHARS
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 impl ContractViolation {
@@ -136,6 +193,16 @@ impl ContractViolation {
             ContractViolation::GapNotListed { .. } => "gap_not_listed",
             ContractViolation::RepeatsCompletedQuery { .. } => "repeats_completed_query",
             ContractViolation::MissingPriorClaim { .. } => "missing_prior_claim",
+            ContractViolation::InvalidClaimId { .. } => "invalid_claim_id",
+            ContractViolation::UnboundedPointer { .. } => "unbounded_pointer",
+            ContractViolation::InvalidName { .. } => "invalid_name",
+            ContractViolation::AllowsUnsupportedClaim { .. } => "allows_unsupported_claim",
+            ContractViolation::AllowsContradictedClaim { .. } => "allows_contradicted_claim",
+            ContractViolation::PassWithoutAllowedClaims => "pass_without_allowed_claims",
+            ContractViolation::InlineCitationNotAllowed { .. } => "inline_citation_not_allowed",
+            ContractViolation::CitationsDisagree { .. } => "citations_disagree",
+            ContractViolation::CitesNoClaim { .. } => "cites_no_claim",
+            ContractViolation::UnboundAnswerToken { .. } => "unbound_answer_token",
         }
     }
 }
@@ -411,13 +478,35 @@ pub fn parse_executor(text: &str) -> Result<ExecutorOutput> {
     let mut seen = Seen::default();
     for c in objects(doc.array("claims")?, &doc.field("claims"))? {
         let claim_id = c.text("claim_id")?;
+        if !is_claim_id(claim_id) {
+            return Err(ContractViolation::InvalidClaimId {
+                field: c.field("claim_id"),
+                found: snip(claim_id),
+            });
+        }
         seen.insert(claim_id, || c.field("claim_id"))?;
         let text = c.text("text")?;
         let mut bindings = Vec::new();
         for b in objects(c.array("bindings")?, &c.field("bindings"))? {
             let source_invocation_id = b.text("source_invocation_id")?;
             let tool_name = b.text("tool_name")?;
+            for (key, value) in [
+                ("source_invocation_id", source_invocation_id),
+                ("tool_name", tool_name),
+            ] {
+                if !is_plain_name(value) {
+                    return Err(ContractViolation::InvalidName {
+                        field: b.field(key),
+                        found: snip(value),
+                    });
+                }
+            }
             let raw_path = b.string("raw_path")?;
+            if raw_path.len() > MAX_POINTER_BYTES || raw_path.chars().any(char::is_control) {
+                return Err(ContractViolation::UnboundedPointer {
+                    field: b.field("raw_path"),
+                });
+            }
             json_pointer::validate(raw_path).map_err(|error| {
                 ContractViolation::InvalidPointer {
                     field: b.field("raw_path"),
@@ -564,6 +653,7 @@ pub fn parse_verifier(text: &str, verified_claim_ids: &[String]) -> Result<Verif
         &doc.field("recommendations"),
     )?;
     let rationale = doc.optional_string("rationale")?.unwrap_or("").to_string();
+    check_verifier_consistency(verdict, &claim_checks, &facts, &allowed_claims)?;
 
     Ok(VerifierResult {
         verdict,
@@ -577,11 +667,52 @@ pub fn parse_verifier(text: &str, verified_claim_ids: &[String]) -> Result<Verif
     })
 }
 
+/// The Verifier agrees with itself (SPEC §2.9): every allowed claim is one its own
+/// `claim_checks` mark `supported: true` (a claim without a check is not supported), no fact
+/// of its own with verification `contradicted` names an allowed claim, and a PASS verdict
+/// allows at least one claim. The first violation in `allowed_claims` order is reported.
+fn check_verifier_consistency(
+    verdict: Verdict,
+    claim_checks: &[ClaimCheck],
+    facts: &[Fact],
+    allowed_claims: &[String],
+) -> Result<()> {
+    for (i, id) in allowed_claims.iter().enumerate() {
+        let field = || format!("allowed_claims[{i}]");
+        let supported = claim_checks
+            .iter()
+            .any(|c| c.claim_id == *id && c.supported);
+        if !supported {
+            return Err(ContractViolation::AllowsUnsupportedClaim {
+                field: field(),
+                claim_id: snip(id),
+            });
+        }
+        if let Some(f) = facts
+            .iter()
+            .position(|f| f.verification == Verification::Contradicted && f.claim_ids.contains(id))
+        {
+            return Err(ContractViolation::AllowsContradictedClaim {
+                field: field(),
+                claim_id: snip(id),
+                fact: format!("facts[{f}]"),
+            });
+        }
+    }
+    if verdict == Verdict::Pass && allowed_claims.is_empty() {
+        return Err(ContractViolation::PassWithoutAllowedClaims);
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Composer.
 
 /// Parses a `composer_answer_v1` document. `answer_markdown` must be non-blank;
 /// `cited_claims` is required (possibly empty), unique, and a subset of `allowed_claims`.
+///
+/// What the answer says is checked after it is rendered (the text an operator sees), by
+/// [`check_answer_citations`] and [`check_answer_tokens`].
 pub fn parse_composer(text: &str, allowed_claims: &[String]) -> Result<ComposerAnswer> {
     let map = json_document(text)?;
     let doc = Obj::root(&map);
@@ -597,6 +728,61 @@ pub fn parse_composer(text: &str, allowed_claims: &[String]) -> Result<ComposerA
         answer_markdown,
         cited_claims,
     })
+}
+
+/// The citation rules of an answer (SPEC §2.9), over the answer as rendered: every inline
+/// citation marker ([`composer::citation_markers`]) names an allowed claim, the set of ids the
+/// markers name equals `cited_claims`, and when any claim is allowed the answer cites at
+/// least one.
+pub fn check_answer_citations(
+    answer: &str,
+    cited_claims: &[String],
+    allowed_claims: &[String],
+) -> Result<()> {
+    let markers = composer::citation_markers(answer);
+    let inline: Vec<&str> = markers
+        .iter()
+        .flat_map(|m| m.ids.iter().map(String::as_str))
+        .collect();
+    if let Some(id) = inline
+        .iter()
+        .find(|id| !allowed_claims.iter().any(|a| a == **id))
+    {
+        return Err(ContractViolation::InlineCitationNotAllowed { claim_id: snip(id) });
+    }
+    let disagreeing = inline
+        .iter()
+        .copied()
+        .find(|id| !cited_claims.iter().any(|c| c == id))
+        .or_else(|| {
+            cited_claims
+                .iter()
+                .map(String::as_str)
+                .find(|id| !inline.contains(id))
+        });
+    if let Some(id) = disagreeing {
+        return Err(ContractViolation::CitationsDisagree { claim_id: snip(id) });
+    }
+    if !allowed_claims.is_empty() && cited_claims.is_empty() {
+        return Err(ContractViolation::CitesNoClaim {
+            allowed: allowed_claims.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The token rule of an answer (SPEC §2.9), over the answer as rendered: every salient token
+/// ([`salient_tokens`](super::grounding::salient_tokens); citation markers and Markdown are
+/// not tokens) occurs in `context`, the question and the allowed claims with their evidence.
+/// Returns what was checked beside the verdict, so a refused answer's figures are kept too;
+/// the violation names the first unbound token by its kind only.
+pub fn check_answer_tokens(answer: &str, context: &EvidenceContext) -> (TokenCheck, Result<()>) {
+    let check = context.check(answer);
+    let verdict = match check.unbound.first() {
+        Some(token) => Err(ContractViolation::UnboundAnswerToken { kind: token.kind }),
+        None => Ok(()),
+    };
+    (check, verdict)
 }
 
 // ---------------------------------------------------------------------------------------------

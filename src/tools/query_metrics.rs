@@ -1,5 +1,8 @@
 //! `query_metrics`: PromQL against a Prometheus-compatible HTTP API (`/api/v1/query` and
-//! `/api/v1/query_range`), returning the API's `data` object unchanged.
+//! `/api/v1/query_range`), returning the API's `data` object with one addition: every sample
+//! carries its time as an RFC 3339 UTC string as a third element (`[1796047500, "120",
+//! "2026-11-30T14:05:00Z"]`), so a claim about "14:05" can be bound to and checked against
+//! the sample it speaks of (SPEC §2.9).
 //!
 //! Decisions:
 //! - An instant query without `time` is evaluated at the run clock's "now", not the server's,
@@ -216,7 +219,7 @@ impl QueryMetrics {
         }
         match serde_json::from_slice::<ApiResponse>(body) {
             Ok(r) if r.status == "success" => match r.data {
-                Some(data) if status.is_success() => Ok(data),
+                Some(data) if status.is_success() => Ok(with_sample_times(data)),
                 _ => Err(ToolError::Failed(format!(
                     "{} answered HTTP {} with status success but no data",
                     self.server,
@@ -281,7 +284,8 @@ impl Tool for QueryMetrics {
             description: "Run a PromQL query against the metrics server. An instant query \
                           takes 'time' (default: the run's current time); a range query takes \
                           'start', 'end' and 'step'. Returns Prometheus's data object \
-                          (resultType and result)."
+                          (resultType and result); each sample is [unix time, value, RFC 3339 \
+                          UTC time]."
                 .into(),
             parameters: json!({
                 "type": "object",
@@ -321,6 +325,73 @@ impl Tool for QueryMetrics {
     }
 }
 
+/// Adds each sample's time as an RFC 3339 UTC string, the third element of the sample
+/// (`[1796047500, "120", "2026-11-30T14:05:00Z"]`), in the `value` of a vector series, the
+/// `values` of a matrix series, and the `result` of a scalar or string result, so a claim can
+/// quote the time it speaks of and the Gatekeeper can check it. A whole-second time has no
+/// fraction; a fractional one has milliseconds (`2026-11-30T14:05:00.781Z`). A sample that is
+/// not `[number, value]` is left as it is.
+pub fn with_sample_times(mut data: Value) -> Value {
+    let scalar = matches!(
+        data.get("resultType").and_then(Value::as_str),
+        Some("scalar" | "string")
+    );
+    match data.get_mut("result") {
+        Some(sample) if scalar => add_time(sample),
+        Some(Value::Array(series)) => {
+            for s in series {
+                if let Some(v) = s.get_mut("value") {
+                    add_time(v);
+                }
+                if let Some(Value::Array(values)) = s.get_mut("values") {
+                    values.iter_mut().for_each(add_time);
+                }
+            }
+        }
+        _ => {}
+    }
+    data
+}
+
+fn add_time(sample: &mut Value) {
+    let Value::Array(items) = sample else {
+        return;
+    };
+    if items.len() != 2 {
+        return;
+    }
+    if let Some(text) = items[0].as_f64().and_then(rfc3339_utc) {
+        items.push(Value::String(text));
+    }
+}
+
+/// Unix seconds (possibly fractional) as RFC 3339 UTC, milliseconds only when not zero.
+fn rfc3339_utc(seconds: f64) -> Option<String> {
+    if !seconds.is_finite() {
+        return None;
+    }
+    let ms = (seconds * 1000.0).round();
+    if ms.abs() > 1e17 {
+        return None;
+    }
+    // In range by the check above, so the cast is exact.
+    let ms = ms as i64;
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()?;
+    let base = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+    Some(match t.millisecond() {
+        0 => format!("{base}Z"),
+        frac => format!("{base}.{frac:03}Z"),
+    })
+}
+
 fn server_label(url: &Url) -> String {
     match (url.host_str(), url.port()) {
         (Some(h), Some(p)) => format!("{}://{h}:{p}", url.scheme()),
@@ -345,6 +416,29 @@ fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn samples_carry_their_time_as_text() {
+        let data = json!({"resultType": "matrix", "result": [
+            {"metric": {}, "values": [[1796047500, "120"], [1796047500.781, "1"], ["x", "2"]]},
+            {"metric": {}, "value": [1796047500, "3"]}]});
+        assert_eq!(
+            with_sample_times(data),
+            json!({"resultType": "matrix", "result": [
+                {"metric": {}, "values": [[1796047500, "120", "2026-11-30T14:05:00Z"],
+                                          [1796047500.781, "1", "2026-11-30T14:05:00.781Z"],
+                                          ["x", "2"]]},
+                {"metric": {}, "value": [1796047500, "3", "2026-11-30T14:05:00Z"]}]})
+        );
+        assert_eq!(
+            with_sample_times(json!({"resultType": "scalar", "result": [0, "1"]})),
+            json!({"resultType": "scalar", "result": [0, "1", "1970-01-01T00:00:00Z"]})
+        );
+        // Already annotated samples are left alone.
+        let done = json!({"resultType": "vector", "result": [
+            {"metric": {}, "value": [1796047500, "3", "2026-11-30T14:05:00Z"]}]});
+        assert_eq!(with_sample_times(done.clone()), done);
+    }
 
     #[test]
     fn base_urls_keep_their_prefix_and_lose_credentials() {
