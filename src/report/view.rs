@@ -57,9 +57,29 @@ struct GatekeeperRaw {
     severity: Option<String>,
     checked_bindings: Vec<CheckedBinding>,
     audit: BTreeMap<String, Value>,
-    /// Anything else the Gatekeeper recorded (per-claim refusals, grounding figures).
+    /// Claims refused as a whole, with their code (content grounding, SPEC §2.9); empty in
+    /// runs stored before it.
+    refused_claims: Vec<RefusedClaim>,
+    /// The grounding figures (claims bound and refused, salient tokens checked and unbound).
+    grounding: BTreeMap<String, Value>,
+    /// Anything else the Gatekeeper recorded.
     #[serde(flatten)]
     extra: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct RefusedClaim {
+    claim_id: String,
+    code: String,
+    token: Option<Token>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct Token {
+    kind: String,
+    text: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -336,6 +356,9 @@ pub fn build(data: &RunData) -> View {
     for b in &raw.checked_bindings {
         push(&b.claim_id);
     }
+    for r in &raw.refused_claims {
+        push(&r.claim_id);
+    }
     for c in &verified {
         push(&c.claim_id);
     }
@@ -395,7 +418,22 @@ pub fn build(data: &RunData) -> View {
                     })
                     .collect();
             }
-            let mut refusals: Vec<String> = Vec::new();
+            // The claim's own refusal code first (with the token no evidence holds), then the
+            // failures of its bindings.
+            let mut refusals: Vec<String> = raw
+                .refused_claims
+                .iter()
+                .filter(|r| &r.claim_id == id)
+                .map(|r| match &r.token {
+                    Some(t) => format!(
+                        "{}: {} ({})",
+                        bounded(&r.code, IDENT_MAX),
+                        bounded(&t.text, IDENT_MAX),
+                        bounded(&t.kind, IDENT_MAX)
+                    ),
+                    None => bounded(&r.code, IDENT_MAX),
+                })
+                .collect();
             for f in bindings.iter().filter_map(|b| b.failure.clone()) {
                 if !refusals.contains(&f) {
                     refusals.push(f);
@@ -461,6 +499,12 @@ pub fn build(data: &RunData) -> View {
         ));
         for (k, v) in &raw.audit {
             grounding.push((format!("audit: {}", bounded(k, IDENT_MAX)), value_text(v)));
+        }
+        for (k, v) in &raw.grounding {
+            grounding.push((
+                format!("grounding: {}", bounded(k, IDENT_MAX).replace('_', " ")),
+                value_text(v),
+            ));
         }
         for (k, v) in extras(&raw.extra) {
             grounding.push((format!("gatekeeper: {k}"), v));
