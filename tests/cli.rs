@@ -248,7 +248,10 @@ fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
 #[test]
 fn ask_and_trace_name_a_claim_refused_for_an_unobserved_token() {
     let env = TestEnv::new();
-    let file = env.copy_fixture("fixtures/runs/gatekeeper_unbound_token.json", "unbound.json");
+    let file = env.copy_fixture(
+        "fixtures/runs/gatekeeper_unbound_token.json",
+        "unbound.json",
+    );
     let out = env.run(&["ask", "--fixture", file.to_str().unwrap()]);
     out.expect(0).quiet_stderr();
     assert!(
@@ -278,7 +281,11 @@ fn ask_and_trace_name_a_claim_refused_for_an_unobserved_token() {
     assert_eq!(c3["code"], "unbound_token");
     assert_eq!(c3["token"], "v2.3.1");
     assert_eq!(c3["token_kind"], "identifier");
-    assert_eq!(c3["text"], Value::Null, "a refused claim's text is not shown");
+    assert_eq!(
+        c3["text"],
+        Value::Null,
+        "a refused claim's text is not shown"
+    );
     // `v2.3.1` and `13:58`: the claim names a deploy and a time no evidence shows.
     assert_eq!(doc["grounding"]["figures"]["claim_tokens_unbound"], 2);
     assert!(!doc["run"]["answer"].as_str().unwrap().contains("v2.3.1"));

@@ -11,7 +11,9 @@ use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 mod cli_env;
 mod report_fixtures;
 use cli_env::{repo_file, TestEnv};
-use report_fixtures::{hostile_run_file, replay, replay_repo, DEMO, EVIDENCE_RETRY, FALLBACK};
+use report_fixtures::{
+    hostile_answer, hostile_run_file, replay, replay_repo, DEMO, EVIDENCE_RETRY, FALLBACK,
+};
 
 #[track_caller]
 fn snapshot(env: &TestEnv, name: &str, text: &str) {
@@ -254,6 +256,100 @@ fn fallback_reports_match_their_snapshots_and_show_refusal_codes() {
     assert_html_is_diags_own(&html);
 }
 
+/// The grounding table of a Markdown report as (label, value) pairs.
+fn grounding_rows(md: &str) -> Vec<(String, String)> {
+    tables(md)
+        .into_iter()
+        .find(|t| t.first().is_some_and(|h| h == &["figure", "value"]))
+        .map(|t| {
+            t.into_iter()
+                .skip(1)
+                .map(|r| (r[0].clone(), r[1].clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn grounding_figures_agree_with_trace_and_refusals_name_their_code() {
+    let env = TestEnv::new();
+    // The figure of the run's evaluation (as `trace --json` reads it) under each label.
+    let labels = [
+        ("claims_bound", "grounding: claims bound"),
+        ("claims_refused", "grounding: claims refused"),
+        ("claim_tokens_checked", "grounding: claim tokens checked"),
+        ("claim_tokens_unbound", "grounding: claim tokens unbound"),
+        ("answer_tokens_checked", "grounding: answer tokens checked"),
+        ("answer_tokens_unbound", "grounding: answer tokens unbound"),
+        ("items_dropped", "grounding: verifier items dropped"),
+    ];
+    for file in [
+        DEMO,
+        "fixtures/runs/gatekeeper_unbound_token.json",
+        "fixtures/runs/composer_unbound_token.json",
+        "fixtures/runs/gatekeeper_half_bound_claim.json",
+    ] {
+        let run = replay_repo(&env, file);
+        let trace = env.run(&["trace", &run, "--json"]);
+        trace.expect(0);
+        let figures = trace.json()["evaluation"]["grounding"].clone();
+        let md = report(&env, &run, "md");
+        let html = report(&env, &run, "html");
+        let rows = grounding_rows(&md);
+        for (key, label) in labels {
+            let want = figures[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{file}: no {key} in {figures}"));
+            let got: Vec<&str> = rows
+                .iter()
+                .filter(|(l, _)| l == label)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(got, [want.to_string()], "{file}: {label}");
+            assert!(
+                html.contains(&format!("<tr><th>{label}</th><td>{want}</td></tr>")),
+                "{file}: {label} in HTML"
+            );
+        }
+        assert_markdown_is_inert(&md);
+        assert_html_is_diags_own(&html);
+    }
+
+    // A claim refused for a token no evidence holds (c3 adds a `v2.3.1` deploy at 13:58):
+    // its code, the token and its kind; never the claim's text.
+    let run = replay_repo(&env, "fixtures/runs/gatekeeper_unbound_token.json");
+    let md = report(&env, &run, "md");
+    let html = report(&env, &run, "html");
+    let trace = env.run(&["trace", &run, "--json"]).json();
+    let refused: Vec<&serde_json::Value> = trace["grounding"]["claims"]
+        .as_array()
+        .expect("claims")
+        .iter()
+        .filter(|c| c["code"] == "unbound_token")
+        .collect();
+    assert!(!refused.is_empty(), "{trace}");
+    for c in refused {
+        let id = c["claim_id"].as_str().unwrap();
+        let token = c["token"].as_str().unwrap();
+        let kind = c["token_kind"].as_str().unwrap();
+        assert!(
+            html.contains(&format!(
+                "<code>unbound_token: {} ({kind})</code>",
+                diag::report::escape_html(token)
+            )),
+            "{id}: {html}"
+        );
+        let item = md
+            .lines()
+            .find(|l| l.starts_with(&format!("- **{id}** · ❌ refused")))
+            .unwrap_or_else(|| panic!("{id}: no claim item in {md}"));
+        assert!(item.contains("unbound\\_token"), "{item}");
+    }
+    for report in [&md, &html] {
+        assert!(!report.contains("exhausted after the v2.3.1 deploy"), "{report}");
+    }
+}
+
 #[test]
 fn markdown_tables_round_trip_through_a_commonmark_parser() {
     let env = TestEnv::new();
@@ -352,6 +448,13 @@ fn hostile_model_and_tool_text_stays_text_in_both_formats() {
     assert_eq!(
         doc["effective_verdict"], "PASS",
         "the hostile run still passes: {doc}"
+    );
+    // The Composer's hostile answer was accepted as it was written, not replaced by a Fallback.
+    assert_eq!(doc["fallback_kind"], serde_json::Value::Null, "{doc}");
+    assert_eq!(
+        doc["answer"].as_str(),
+        Some(hostile_answer().as_str()),
+        "the stored answer is the hostile one: {doc}"
     );
     let run = doc["run_id"].as_str().unwrap().to_string();
     let html = report(&env, &run, "html");

@@ -46,6 +46,8 @@ struct VerifierEvaluation {
     verified_executor_output: Option<VerifiedOutput>,
     verified_evidence: Vec<VerifiedEvidence>,
     composer_audit: Option<Value>,
+    /// The Verifier's free-text items the answer grounding rule dropped (SPEC §2.9).
+    dropped_items: Option<Value>,
     fallback_kind: Option<String>,
     fallback_context: Option<FallbackContext>,
 }
@@ -198,8 +200,10 @@ pub struct ClaimView {
     pub supported: Option<bool>,
     /// Whether the answer cites it (`[c1]`).
     pub cited: bool,
-    /// Refusal codes: the failures of its bindings, in order, without repeats; `unbound`
-    /// for a claim without bindings.
+    /// Refusal codes: the Gatekeeper's code for the claim (`failed_binding`, `no_binding`,
+    /// or `unbound_token: TOKEN (kind)`), then the failures of its bindings, in order,
+    /// without repeats; for a claim not verified that has neither, `unbound` (no bindings)
+    /// or `not_verified`.
     pub refusals: Vec<String>,
     pub bindings: Vec<BindingView>,
     /// The Verifier's facts that name this claim: (fact, verification, critical).
@@ -313,6 +317,16 @@ fn excerpt(inv: &ToolInvocation, raw_path: &str, matched: &str) -> Option<Excerp
         cut_before,
         cut_after,
     })
+}
+
+/// The label of one of the Gatekeeper's grounding figures: its salient tokens are the claims'
+/// tokens (the answer's are the Composer's figures); an unknown key is shown as it is.
+fn claim_figure_label(key: &str) -> String {
+    match key {
+        "tokens_checked" => "claim tokens checked".to_string(),
+        "tokens_unbound" => "claim tokens unbound".to_string(),
+        other => bounded(other, IDENT_MAX).replace('_', " "),
+    }
 }
 
 fn extras(map: &BTreeMap<String, Value>) -> Vec<(String, String)> {
@@ -502,7 +516,7 @@ pub fn build(data: &RunData) -> View {
         }
         for (k, v) in &raw.grounding {
             grounding.push((
-                format!("grounding: {}", bounded(k, IDENT_MAX).replace('_', " ")),
+                format!("grounding: {}", claim_figure_label(k)),
                 value_text(v),
             ));
         }
@@ -533,6 +547,20 @@ pub fn build(data: &RunData) -> View {
         if let Some(status) = audit.get("status") {
             grounding.push(("composer".into(), value_text(status)));
         }
+        // The answer grounding check of the last answer the Composer wrote.
+        for (key, label) in [
+            ("answer_tokens_checked", "answer tokens checked"),
+            ("answer_tokens_unbound", "answer tokens unbound"),
+            ("unbound_token_kind", "first unbound answer token"),
+        ] {
+            match audit.get(key) {
+                None | Some(Value::Null) => {}
+                Some(v) => grounding.push((format!("grounding: {label}"), value_text(v))),
+            }
+        }
+    }
+    if let Some(v) = &ve.dropped_items {
+        grounding.push(("grounding: verifier items dropped".into(), value_text(v)));
     }
     if let Some(kind) = &ve.fallback_kind {
         grounding.push(("fallback".into(), bounded(kind, IDENT_MAX)));

@@ -24,6 +24,20 @@ pub const HOSTILE: &str = "<script>window.__pwned = true; document.title = 'pwne
 <iframe src=\"https://evil.example/frame\"></iframe> <style>body{display:none}</style> \
 <link rel=stylesheet href=https://evil.example/x.css> <svg onload=\"window.__pwned=true\"></svg>";
 
+/// More hostile Markdown, for the answer only: raw HTML around an image, a reference link to
+/// `javascript:` and a remote autolink.
+pub const HOSTILE_ANSWER_TAIL: &str =
+    "<div>\n\n![an inner image](https://evil.example/inner.png)\n\n</div>\n\n\
+[a link]: javascript:window.__pwned=true\n\nSee [a link] and <https://evil.example/auto>.\n";
+
+/// The hostile answer: a grounded sentence citing c1, then [`HOSTILE`] and
+/// [`HOSTILE_ANSWER_TAIL`].
+pub fn hostile_answer() -> String {
+    format!(
+        "checkout-service answers 502 because of payment-service [c1].\n\n{HOSTILE}\n\n{HOSTILE_ANSWER_TAIL}"
+    )
+}
+
 /// Replays `file` with `ask --fixture` and returns the run id.
 pub fn replay(env: &TestEnv, file: &Path) -> String {
     let doc = env.ask_fixture_json(file, &[]);
@@ -46,8 +60,11 @@ fn edit_content(exchange: &mut Value, edit: impl FnOnce(&mut Value)) {
 }
 
 /// `tests/fixtures/runs/pass.json` with [`HOSTILE`] in the log line the claim quotes, in the
-/// claim's text and in the answer (a Markdown answer that also cites the claim). The quote
-/// itself is unchanged, so the Gatekeeper still passes the claim.
+/// claim's text and in the answer ([`hostile_answer`], which also cites the claim). The quote
+/// itself is unchanged, so the Gatekeeper still passes the claim. The log line also holds
+/// [`HOSTILE_ANSWER_TAIL`] (on one line), so every salient token of the answer (its URLs,
+/// hosts and identifiers) occurs in the evidence of the allowed claim: the answer grounding
+/// check accepts the answer, and the report shows hostile but accepted content.
 pub fn hostile_run_file(env: &TestEnv) -> PathBuf {
     let mut run: Value = serde_json::from_str(
         &std::fs::read_to_string(repo_file("tests/fixtures/runs/pass.json")).expect("pass.json"),
@@ -60,8 +77,9 @@ pub fn hostile_run_file(env: &TestEnv) -> PathBuf {
                     .as_str()
                     .expect("log line")
                     .to_string();
+                let tail = HOSTILE_ANSWER_TAIL.split_whitespace().collect::<Vec<_>>();
                 x["output"]["matches"][0]["line"] =
-                    Value::String(format!("{HOSTILE} {line} {HOSTILE}"));
+                    Value::String(format!("{HOSTILE} {line} {HOSTILE} {}", tail.join(" ")));
             }
             (Some("model"), Some("executor"))
                 if x["response"]["content"]
@@ -75,11 +93,7 @@ pub fn hostile_run_file(env: &TestEnv) -> PathBuf {
             }
             (Some("model"), Some("composer")) => {
                 edit_content(x, |doc| {
-                    doc["answer_markdown"] = Value::String(format!(
-                        "checkout-service answers 502 because of payment-service [c1].\n\n{HOSTILE}\n\n\
-                         <div>\n\n![an inner image](https://evil.example/inner.png)\n\n</div>\n\n\
-                         [a link]: javascript:window.__pwned=true\n\nSee [a link] and <https://evil.example/auto>.\n"
-                    ));
+                    doc["answer_markdown"] = Value::String(hostile_answer());
                 });
             }
             _ => {}
