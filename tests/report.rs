@@ -346,7 +346,10 @@ fn grounding_figures_agree_with_trace_and_refusals_name_their_code() {
         assert!(item.contains("unbound\\_token"), "{item}");
     }
     for report in [&md, &html] {
-        assert!(!report.contains("exhausted after the v2.3.1 deploy"), "{report}");
+        assert!(
+            !report.contains("exhausted after the v2.3.1 deploy"),
+            "{report}"
+        );
     }
 }
 

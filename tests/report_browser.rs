@@ -109,7 +109,27 @@ fn hostile_content_runs_nothing_and_fetches_nothing_in_the_browser() {
     let run = replay(&env, &file);
     let path = write_report(&env, &run, "hostile.html");
     let dom = check_page(&path);
-    // The hostile text is on the page, as text.
+    // The hostile text is on the page, as text: in the answer (as the Composer wrote it and
+    // the answer grounding check accepted it), the claim's text and the tool output.
+    let text = |section: &str| {
+        dom["section_text"][section]
+            .as_str()
+            .unwrap_or_else(|| panic!("no section {section}"))
+            .to_string()
+    };
+    let script = "<script>window.__pwned = true; document.title = 'pwned'</script>";
+    let answer = text("sec-answer");
+    for needle in [
+        script,
+        "<img src=x onerror=\"window.__pwned = true\">",
+        "<svg onload=\"window.__pwned=true\"></svg>",
+        "[image not loaded: https://evil.example/inner.png]",
+        "javascript:window.__pwned=true",
+    ] {
+        assert!(answer.contains(needle), "{needle} in the answer: {answer}");
+    }
+    assert!(text("sec-claims").contains(script), "the claim's text");
+    assert!(text("sec-tools").contains(script), "the tool output");
     assert_eq!(
         dom["remote_links"],
         serde_json::json!(["https://evil.example/auto"]),

@@ -74,6 +74,8 @@ pub const CHECKS: &str = r##"JSON.stringify((() => {
     pwned: window.__pwned === true || document.title.includes('pwned'),
     text_chars: document.body ? document.body.innerText.length : 0,
     title: document.title,
+    section_text: Object.fromEntries([...document.querySelectorAll('section[id]')]
+        .map(e => [e.id, e.textContent])),
     ids: all.filter(e => e.id).map(e => e.id),
   };
 })())"##;
