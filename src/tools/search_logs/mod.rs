@@ -1,19 +1,30 @@
 //! `search_logs`: finds lines in the log files named in the config (files, directories walked
-//! recursively, glob patterns), plain text or JSON lines, optionally gzip-compressed.
+//! recursively, glob patterns), plain text or JSON lines, optionally gzip-compressed, in the
+//! timestamp formats services write ([`timefmt`]).
 //!
-//! What a diagnosis needs from logs is a small, exact, reproducible excerpt, so the search is
-//! built around bounds rather than features:
+//! What a diagnosis needs from logs is a small, exact, reproducible excerpt of files that may
+//! be gigabytes long, so the search is built around bounds and around not reading what it
+//! does not need:
 //!
-//! - **Order.** Files are searched in sorted path order and lines in file order; the search
-//!   stops at `limit + 1` matches. The output is therefore the *first* `limit` matches in
-//!   (path, line number) order, and `"truncated": true` says more exist.
-//! - **Memory.** Files are streamed through a `BufReader`; a physical line is read into memory
-//!   only up to `max_scan_line_bytes` (the rest of it is neither kept nor searched), so a huge
-//!   file or a file without newlines never loads whole.
+//! - **Order.** Files are listed in sorted path order and lines kept in file order: the output
+//!   is the *first* `limit` matches in (path, line) order. Several files are searched at once
+//!   (one thread per core); their results are put back in path order, so the output does not
+//!   depend on which thread finished first.
+//! - **Counts.** Every matching line is counted, not only the ones shown: `matches_found`
+//!   says how many lines matched (every filter applied) and `more_matches` whether more
+//!   matched than `limit` let through. Counting stops at `count_cap` lines, and
+//!   `"matches_found_is_lower_bound": true` then says the count is a floor. When the tool
+//!   registry later cuts the output to fit `max_output_bytes`, it says so separately
+//!   (`"output_truncated": true`, `"matches_shown": N`), so "more lines matched" and "the
+//!   answer was cut" are never the same flag.
+//! - **Speed.** The query is searched over large buffers and lines are looked at only around
+//!   a hit ([`scan`]); a time window in a large time-ordered file is found by binary search
+//!   on byte offsets and only the window is read ([`window`]).
+//! - **Memory.** Files are read in buffers of about 2 MiB; a physical line is searched only up
+//!   to `max_scan_line_bytes` (the rest of it is neither kept nor searched), so a huge file
+//!   or a file without newlines never loads whole.
 //! - **Long lines.** A matching line longer than `max_line_bytes` is cut at a character
 //!   boundary and its match carries `"line_truncated": true` (the key is absent otherwise).
-//!   The top-level `truncated` speaks only about matches left out, so a model can tell "there
-//!   is more" from "this line is longer".
 //! - **Bad bytes.** Invalid UTF-8 is converted lossily (U+FFFD), never an error. A file with a
 //!   NUL byte in its first 8 KiB (after decompression) is binary and skipped.
 //! - **Files that go away.** A file that vanishes between listing and reading, a broken
@@ -21,39 +32,49 @@
 //!   file is listed under `"skipped": [{"file", "reason"}]` (at most 100 entries; the key is
 //!   absent when nothing was skipped) and the matches found before a mid-file error are kept.
 //!
-//! Output: `{"matches": [{"file", "line_no", "timestamp", "line"}], "truncated": bool}` plus
-//! the optional keys above. `timestamp` is the line's own time normalized to RFC 3339 UTC, or
-//! `null`: for JSON lines the `ts`, `time`, `timestamp` or `@timestamp` field (an RFC 3339 /
-//! ISO-8601 string, or epoch seconds, milliseconds, microseconds or nanoseconds by magnitude);
-//! for plain text a leading ISO-8601 timestamp (optionally after `[`; `T` or space separator;
-//! `.` or `,` fraction; `Z`, `±HH:MM`, `±HHMM` or no offset, which is read as UTC).
+//! Output: `{"matches": [{"file", "line_no", "timestamp", "line"}], "matches_found": N,
+//! "more_matches": bool}` plus the optional keys above and `"untimed_lines": N` under a time
+//! window. `timestamp` is the line's own time normalized to RFC 3339 UTC with milliseconds,
+//! or `null`. `line_no` is the 1-based line number, or `null` for a match found after the
+//! window search skipped the start of a file without counting its lines; such a match
+//! carries `"byte_offset"` (the line's offset in the file) instead.
 //!
 //! Filters: `query` is a case-insensitive substring, or with `regex: true` a case-insensitive
-//! regular expression (`(?-i)` turns case sensitivity back on) compiled with a size limit.
-//! `since`/`until` (RFC 3339, both inclusive) keep lines whose time is in the window; a line
-//! without its own timestamp (a stack trace under a log record) takes the time of the nearest
-//! timestamped line above it in the same file, and a line with neither is left out when a
-//! window is given. `service` keeps a JSON line whose `service` (or `service.name`) field names
-//! the service; a line without that field is kept when the file name, or a directory between
-//! the configured source and the file, names it. "Names" means equal, or followed by `-`, `_`
-//! or `.`, ignoring case: service `checkout` matches `checkout.log.gz`, `checkout-2026.log`,
+//! regular expression (`(?-i)` turns case sensitivity back on; `^` and `$` match at line
+//! ends) compiled with a size limit. `since`/`until` (RFC 3339, both inclusive) keep lines
+//! whose time is in the window; a line without its own timestamp (a stack trace under a log
+//! record) takes the time of the nearest timestamped line above it in the same file. A
+//! matching line with neither is left out of a window and counted in `untimed_lines`, so a
+//! window over a file whose times cannot be read says so instead of returning nothing
+//! silently. `service` keeps a JSON line whose `service` (or `service.name`) field names the
+//! service; a line without that field is kept when the file name, or a directory between the
+//! configured source and the file, names it. "Names" means equal, or followed by `-`, `_` or
+//! `.`, ignoring case: service `checkout` matches `checkout.log.gz`, `checkout-2026.log`,
 //! `checkout/app.log` and `{"service": "checkout-service"}`, not `payment-checkout.log`.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, Cursor, Read};
+use std::io::{self, Cursor, Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
-use regex::bytes::{Regex, RegexBuilder};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
-use time::{Date, Month, PrimitiveDateTime, Time, UtcOffset};
 
-use super::args::{bounded, invalid, prefix_at_boundary, Args};
+use super::args::{bounded, invalid, Args};
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
 use crate::clock::Timestamp;
+
+pub mod scan;
+pub mod timefmt;
+pub mod window;
+
+use scan::{Found, Matcher, Origin, Outside, ScanSpec, ServiceFilter, Stop};
+pub use timefmt::LogZone;
+use timefmt::TimeReader;
+use window::{NoPlan, WindowLimits};
 
 /// The bytes sniffed for NUL to call a file binary (as git and ripgrep do).
 const BINARY_SNIFF_BYTES: usize = 8 * 1024;
@@ -61,8 +82,6 @@ const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 const MAX_SKIPPED_NOTES: usize = 100;
 /// Directory depth walked below a configured directory; guards against pathological trees.
 const MAX_DEPTH: usize = 32;
-/// How often (in lines) a running search checks whether its caller gave up.
-const CANCEL_CHECK_LINES: u64 = 4096;
 
 /// Bounds of one search. The defaults suit a model's context window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,12 +94,25 @@ pub struct LogSearchLimits {
     pub max_line_bytes: usize,
     /// How much of one physical line is read and searched; the rest is skipped unread.
     pub max_scan_line_bytes: usize,
-    /// Files searched at most per call; the rest are left out and `truncated` is set.
+    /// Files searched at most per call; the rest are left out and noted.
     pub max_files: usize,
     /// Size limit of the compiled query (the `regex` crate's `size_limit`).
     pub max_regex_bytes: usize,
     /// Longest accepted `query`, in characters.
     pub max_query_chars: usize,
+    /// Matching lines counted at most; `matches_found` is then a lower bound.
+    pub count_cap: u64,
+    /// Files at least this large are searched for a time window by binary search; smaller
+    /// ones are read whole (which is as fast).
+    pub window_search_min_bytes: u64,
+    /// The binary search reads linearly once its bounds are this close.
+    pub window_granularity_bytes: u64,
+    /// Probes that check a file's time order before a binary search.
+    pub order_probes: u64,
+    /// The furthest a probe reads to find a timestamped line.
+    pub max_probe_bytes: usize,
+    /// Files searched at once; 0 means one per core.
+    pub threads: usize,
 }
 
 impl Default for LogSearchLimits {
@@ -93,6 +125,30 @@ impl Default for LogSearchLimits {
             max_files: 10_000,
             max_regex_bytes: 1024 * 1024,
             max_query_chars: 1024,
+            count_cap: 1_000_000,
+            window_search_min_bytes: 4 * 1024 * 1024,
+            window_granularity_bytes: 64 * 1024,
+            order_probes: 32,
+            max_probe_bytes: 4 * 1024 * 1024,
+            threads: 0,
+        }
+    }
+}
+
+/// A configured log source: a file, a directory or a glob pattern, and the zone of the times
+/// its lines write without an offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSource {
+    pub path: PathBuf,
+    pub zone: LogZone,
+}
+
+impl LogSource {
+    /// A source whose local times are UTC.
+    pub fn utc(path: impl Into<PathBuf>) -> Self {
+        LogSource {
+            path: path.into(),
+            zone: LogZone::UTC,
         }
     }
 }
@@ -176,14 +232,21 @@ impl LogQuery {
             limit,
         })
     }
+
+    fn window(&self) -> bool {
+        self.since.is_some() || self.until.is_some()
+    }
 }
 
 /// One matching line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogMatch {
     pub file: String,
-    /// 1-based physical line number in the (decompressed) file.
-    pub line_no: u64,
+    /// 1-based physical line number in the (decompressed) file, when it was counted.
+    pub line_no: Option<u64>,
+    /// The line's byte offset in the file, given when `line_no` is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub byte_offset: Option<u64>,
     pub timestamp: Option<Timestamp>,
     pub line: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -201,7 +264,17 @@ pub struct SkippedFile {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogSearchOutput {
     pub matches: Vec<LogMatch>,
-    pub truncated: bool,
+    /// Lines that matched every filter, in every file searched.
+    pub matches_found: u64,
+    /// More lines matched than `limit` let through.
+    pub more_matches: bool,
+    /// Counting stopped at the count cap: `matches_found` is a floor.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub matches_found_is_lower_bound: bool,
+    /// Under a time window: lines that matched but have no readable time, neither their own
+    /// nor one above them in their file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untimed_lines: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedFile>,
 }
@@ -213,15 +286,20 @@ pub struct SearchLogs {
 }
 
 struct Inner {
-    sources: Vec<PathBuf>,
+    sources: Vec<LogSource>,
     limits: LogSearchLimits,
 }
 
 impl SearchLogs {
-    /// `sources` are files, directories (searched recursively) or glob patterns; a source that
-    /// does not exist is reported under `skipped` at search time, so a log directory that
-    /// appears later is picked up without a restart.
+    /// `sources` are files, directories (searched recursively) or glob patterns whose local
+    /// times are UTC; a source that does not exist is reported under `skipped` at search
+    /// time, so a log directory that appears later is picked up without a restart.
     pub fn new(sources: Vec<PathBuf>, limits: LogSearchLimits) -> Self {
+        Self::with_sources(sources.into_iter().map(LogSource::utc).collect(), limits)
+    }
+
+    /// Sources with their own time zones.
+    pub fn with_sources(sources: Vec<LogSource>, limits: LogSearchLimits) -> Self {
         SearchLogs {
             inner: Arc::new(Inner { sources, limits }),
         }
@@ -231,9 +309,10 @@ impl SearchLogs {
         &self.inner.limits
     }
 
-    /// Runs a search on the calling thread (it blocks on file I/O).
-    pub fn search(&self, query: &LogQuery) -> Result<LogSearchOutput, ToolError> {
-        self.inner.search(query, &AtomicBool::new(false))
+    /// Runs a search on the calling thread (it blocks on file I/O). `now` places times
+    /// written without a year when a file's modification time cannot be read.
+    pub fn search(&self, query: &LogQuery, now: Timestamp) -> Result<LogSearchOutput, ToolError> {
+        self.inner.search(query, &AtomicBool::new(false), now)
     }
 }
 
@@ -243,10 +322,16 @@ impl Tool for SearchLogs {
         ToolSpec {
             name: "search_logs".into(),
             description: format!(
-                "Search the configured log files (plain text and JSON lines, gzip included) for \
-                 lines containing a text. Returns the first matches in file and line order with \
-                 each line's timestamp; 'truncated' is true when more lines matched. Lines \
-                 longer than {} bytes are cut and marked line_truncated.",
+                "Search the configured log files (plain text and JSON lines, gzip included; \
+                 ISO 8601, syslog, nginx/Apache, log4j, klog, logcat and epoch timestamps are \
+                 read) for lines containing a text. Returns the first matches in file and line \
+                 order with each line's timestamp (UTC). 'matches_found' counts every line that \
+                 matched; 'more_matches' is true when more lines matched than 'limit' returned \
+                 (narrow the query or the time window to see them). If the answer was too big \
+                 for the output limit, 'output_truncated' is true and 'matches_shown' says how \
+                 many matches were kept. With since/until, 'untimed_lines' counts matching \
+                 lines left out because no time could be read for them. Lines longer than {} \
+                 bytes are cut and marked line_truncated.",
                 l.max_line_bytes
             ),
             parameters: json!({
@@ -293,16 +378,18 @@ impl Tool for SearchLogs {
         }
     }
 
-    fn call<'a>(&'a self, arguments: &'a Value, _cx: &'a ToolContext) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, arguments: &'a Value, cx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let query = LogQuery::from_arguments(arguments, &self.inner.limits)?;
             let inner = Arc::clone(&self.inner);
+            let now = cx.clock.now();
             // File I/O blocks, so it runs off the async workers. If the caller gives up (the
             // registry's timeout drops this future), the guard raises the flag and the search
             // stops at its next check instead of reading on for nobody.
             let cancel = Arc::new(AtomicBool::new(false));
             let guard = CancelOnDrop(Arc::clone(&cancel));
-            let result = tokio::task::spawn_blocking(move || inner.search(&query, &cancel)).await;
+            let result =
+                tokio::task::spawn_blocking(move || inner.search(&query, &cancel, now)).await;
             drop(guard);
             let output =
                 result.map_err(|e| ToolError::Failed(format!("log search stopped: {e}")))??;
@@ -320,23 +407,20 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// A file to search and the configured source it was found under (for service names).
+/// A file to search: the configured source it was found under (for service names and its
+/// zone).
 struct Listed {
     root: PathBuf,
+    source: usize,
 }
 
-struct Search<'q> {
-    limits: &'q LogSearchLimits,
-    query: &'q LogQuery,
-    pattern: Regex,
-    /// Lowercased service filter.
-    service: Option<String>,
-    matches: Vec<LogMatch>,
+/// Skip notes, bounded.
+#[derive(Default)]
+struct Notes {
     skipped: Vec<SkippedFile>,
-    truncated: bool,
 }
 
-impl Search<'_> {
+impl Notes {
     fn skip(&mut self, file: &Path, reason: impl Into<String>) {
         if self.skipped.len() < MAX_SKIPPED_NOTES {
             self.skipped.push(SkippedFile {
@@ -345,63 +429,419 @@ impl Search<'_> {
             });
         }
     }
+}
 
-    fn full(&self) -> bool {
-        self.matches.len() > self.query.limit
-    }
+/// What one file gave.
+#[derive(Default)]
+struct FileOutcome {
+    matches: Vec<LogMatch>,
+    found: Found,
+    notes: Notes,
+}
+
+/// Everything a file search needs besides the file.
+struct Ctx<'a> {
+    query: &'a LogQuery,
+    matcher: &'a Matcher,
+    /// Lowercased service filter.
+    service: Option<String>,
+    cancel: &'a AtomicBool,
+    now: Timestamp,
+}
+
+/// The merge of file results in path order, as they arrive.
+struct Merge {
+    results: Vec<Option<FileOutcome>>,
+    frontier: usize,
+    kept: usize,
+    found: u64,
 }
 
 impl Inner {
-    fn search(&self, query: &LogQuery, cancel: &AtomicBool) -> Result<LogSearchOutput, ToolError> {
-        let pattern_text = if query.regex {
-            query.query.clone()
-        } else {
-            regex::escape(&query.query)
-        };
-        let pattern = RegexBuilder::new(&pattern_text)
-            .case_insensitive(true)
-            .size_limit(self.limits.max_regex_bytes)
-            .dfa_size_limit(self.limits.max_regex_bytes)
-            .build()
+    fn search(
+        &self,
+        query: &LogQuery,
+        cancel: &AtomicBool,
+        now: Timestamp,
+    ) -> Result<LogSearchOutput, ToolError> {
+        let matcher = Matcher::new(&query.query, query.regex, self.limits.max_regex_bytes)
             .map_err(|e| invalid(format!("invalid regex: {}", bounded(&e.to_string(), 300))))?;
-        let mut s = Search {
-            limits: &self.limits,
+        let mut notes = Notes::default();
+        let files: Vec<(PathBuf, Listed)> = self.list_files(&mut notes).into_iter().collect();
+        let cx = Ctx {
             query,
-            pattern,
+            matcher: &matcher,
             service: query.service.as_ref().map(|s| s.to_lowercase()),
-            matches: Vec::new(),
-            skipped: Vec::new(),
-            truncated: false,
+            cancel,
+            now,
         };
-
-        let files = self.list_files(&mut s);
-        for (path, listed) in &files {
-            if cancel.load(Ordering::Relaxed) || s.full() {
+        let n = files.len();
+        let merge = Mutex::new(Merge {
+            results: (0..n).map(|_| None).collect(),
+            frontier: 0,
+            kept: 0,
+            found: 0,
+        });
+        // Files after `filled` need not keep matches (the ones before fill `limit`); files
+        // after `stopped` need not be searched (the ones before reach the count cap).
+        let filled = AtomicUsize::new(usize::MAX);
+        let stopped = AtomicUsize::new(usize::MAX);
+        let next = AtomicUsize::new(0);
+        let worker = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n || cancel.load(Ordering::Relaxed) {
                 break;
             }
-            search_file(&mut s, path, listed, cancel);
+            if i > stopped.load(Ordering::Acquire) {
+                continue;
+            }
+            let keep = if i > filled.load(Ordering::Acquire) {
+                0
+            } else {
+                query.limit
+            };
+            let (path, listed) = &files[i];
+            let outcome = self.search_file(&cx, path, listed, keep);
+            let mut m = merge.lock().unwrap_or_else(|e| e.into_inner());
+            m.results[i] = Some(outcome);
+            while m.frontier < n {
+                let Some(r) = m.results[m.frontier].as_ref() else {
+                    break;
+                };
+                let (kept, found) = (r.matches.len(), r.found.count);
+                m.kept += kept;
+                m.found = m.found.saturating_add(found);
+                if m.kept >= query.limit && filled.load(Ordering::Relaxed) == usize::MAX {
+                    filled.store(m.frontier, Ordering::Release);
+                }
+                if m.found >= self.limits.count_cap && stopped.load(Ordering::Relaxed) == usize::MAX
+                {
+                    stopped.store(m.frontier, Ordering::Release);
+                }
+                m.frontier += 1;
+            }
+        };
+        let threads = match self.limits.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            t => t,
         }
-        if s.full() {
-            s.matches.truncate(query.limit);
-            s.truncated = true;
+        .min(n)
+        .max(1);
+        if threads == 1 {
+            worker();
+        } else {
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(worker);
+                }
+            });
         }
-        Ok(LogSearchOutput {
-            matches: s.matches,
-            truncated: s.truncated,
-            skipped: s.skipped,
-        })
+        let merge = merge.into_inner().unwrap_or_else(|e| e.into_inner());
+        let last = stopped.load(Ordering::Acquire);
+        let mut out = LogSearchOutput {
+            matches: Vec::new(),
+            matches_found: 0,
+            more_matches: false,
+            matches_found_is_lower_bound: false,
+            untimed_lines: None,
+            skipped: notes.skipped,
+        };
+        let mut untimed: u64 = 0;
+        for (i, r) in merge.results.into_iter().enumerate() {
+            if i > last {
+                break;
+            }
+            let Some(r) = r else { continue };
+            let room = query.limit.saturating_sub(out.matches.len());
+            out.matches.extend(r.matches.into_iter().take(room));
+            out.matches_found = out.matches_found.saturating_add(r.found.count);
+            untimed = untimed.saturating_add(r.found.untimed);
+            for note in r.notes.skipped {
+                if out.skipped.len() < MAX_SKIPPED_NOTES {
+                    out.skipped.push(note);
+                }
+            }
+        }
+        if out.matches_found >= self.limits.count_cap {
+            out.matches_found = self.limits.count_cap;
+            out.matches_found_is_lower_bound = true;
+        }
+        out.more_matches = out.matches_found > out.matches.len() as u64;
+        if query.window() {
+            out.untimed_lines = Some(untimed);
+        }
+        Ok(out)
     }
 
+    fn search_file(&self, cx: &Ctx, path: &Path, listed: &Listed, keep: usize) -> FileOutcome {
+        let mut out = FileOutcome::default();
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                out.notes.skip(path, describe_io(&e));
+                return out;
+            }
+        };
+        let meta = file.metadata().ok();
+        let size = meta.as_ref().map_or(0, |m| m.len());
+        // Times without a year are placed by the file's modification time (else the window's
+        // end, else the run clock).
+        let reference = meta
+            .and_then(|m| m.modified().ok())
+            .and_then(system_time_ms)
+            .map(Timestamp::from_unix_ms)
+            .or(cx.query.until)
+            .or(cx.query.since)
+            .unwrap_or(cx.now);
+        let mut raw_head = Vec::new();
+        if let Err(e) = (&file)
+            .take(timefmt::DETECT_BYTES as u64)
+            .read_to_end(&mut raw_head)
+        {
+            out.notes.skip(path, describe_io(&e));
+            return out;
+        }
+        let is_gzip = raw_head.starts_with(&[0x1f, 0x8b]);
+        let zone = self
+            .sources
+            .get(listed.source)
+            .map_or(LogZone::UTC, |s| s.zone.clone());
+        let service = cx.service.as_deref().map(|svc| ServiceFilter {
+            service: svc,
+            path_names_it: path_names_service(path, &listed.root, svc),
+            field_names_it: name_names_service,
+        });
+        if is_gzip {
+            // Multi-member: `cat a.gz b.gz` and some rotators produce concatenated members.
+            let mut decoder = flate2::read::MultiGzDecoder::new(Cursor::new(raw_head).chain(&file));
+            let mut head = Vec::new();
+            if let Err(e) = (&mut decoder)
+                .take(timefmt::DETECT_BYTES as u64)
+                .read_to_end(&mut head)
+            {
+                out.notes.skip(
+                    path,
+                    format!("read error before line 1: {}", describe_io(&e)),
+                );
+                return out;
+            }
+            if is_binary(&head) {
+                out.notes.skip(path, "binary file");
+                return out;
+            }
+            let times = TimeReader::detect(&head, zone, reference);
+            let spec = self.spec(cx, &times, service, keep, Outside::Exclude);
+            let r = scan::scan(&spec, &head, &mut decoder, origin(0, keep), &mut out.found);
+            self.finish(&mut out, path, r);
+        } else {
+            if is_binary(&raw_head) {
+                out.notes.skip(path, "binary file");
+                return out;
+            }
+            let times = TimeReader::detect(&raw_head, zone, reference);
+            self.search_plain(
+                cx, &mut out, path, &file, size, &raw_head, &times, service, keep,
+            );
+        }
+        let label = display(path);
+        out.matches = std::mem::take(&mut out.found.hits)
+            .into_iter()
+            .map(|h| LogMatch {
+                file: label.clone(),
+                line_no: h.line_no,
+                byte_offset: if h.line_no.is_none() {
+                    Some(h.offset)
+                } else {
+                    None
+                },
+                timestamp: h.timestamp,
+                line: h.line,
+                line_truncated: h.line_truncated,
+            })
+            .collect();
+        out
+    }
+
+    /// A plain file: the window by binary search when it pays and the file is in order,
+    /// else the whole file.
+    #[allow(clippy::too_many_arguments)]
+    fn search_plain(
+        &self,
+        cx: &Ctx,
+        out: &mut FileOutcome,
+        path: &Path,
+        file: &File,
+        size: u64,
+        head: &[u8],
+        times: &TimeReader,
+        service: Option<ServiceFilter>,
+        keep: usize,
+    ) {
+        let q = cx.query;
+        if q.window() && size >= self.limits.window_search_min_bytes {
+            let limits = WindowLimits {
+                granularity: self.limits.window_granularity_bytes,
+                order_probes: self.limits.order_probes,
+                max_probe_bytes: self.limits.max_probe_bytes,
+                max_scan_line_bytes: self.limits.max_scan_line_bytes,
+            };
+            match window::plan(file, size, times, q.since, q.until, &limits) {
+                Ok(plan) => {
+                    let spec = self.spec(cx, times, service, keep, Outside::Abort);
+                    let r = if plan.start == plan.head_end {
+                        // The window starts at the first timestamped line: read from the
+                        // top, counting lines.
+                        range_scan(
+                            &spec,
+                            file,
+                            head,
+                            0,
+                            plan.end,
+                            origin(0, keep),
+                            &mut out.found,
+                        )
+                    } else {
+                        // The lines before the first timestamped one have no time: count
+                        // the matches among them, then read the window alone.
+                        let head_spec = ScanSpec { keep: 0, ..spec };
+                        range_scan(
+                            &head_spec,
+                            file,
+                            head,
+                            0,
+                            plan.head_end,
+                            origin(0, 0),
+                            &mut out.found,
+                        )
+                        .and_then(|()| {
+                            let o = Origin {
+                                offset: plan.start,
+                                lines_before: None,
+                            };
+                            range_scan(&spec, file, &[], plan.start, plan.end, o, &mut out.found)
+                        })
+                    };
+                    match r {
+                        Err(Stop::Disorder) => {
+                            // The window held a line out of order: read everything.
+                            out.found = Found::default();
+                        }
+                        r => return self.finish(out, path, r),
+                    }
+                }
+                Err(NoPlan::Io(e)) => {
+                    out.notes
+                        .skip(path, format!("read error: {}", describe_io(&e)));
+                    return;
+                }
+                Err(NoPlan::Unordered | NoPlan::NoTimes) => {}
+            }
+        }
+        let spec = self.spec(cx, times, service, keep, Outside::Exclude);
+        let r = range_scan(
+            &spec,
+            file,
+            head,
+            0,
+            u64::MAX,
+            origin(0, keep),
+            &mut out.found,
+        );
+        self.finish(out, path, r);
+    }
+
+    fn spec<'a>(
+        &'a self,
+        cx: &'a Ctx,
+        times: &'a TimeReader,
+        service: Option<ServiceFilter<'a>>,
+        keep: usize,
+        outside: Outside,
+    ) -> ScanSpec<'a> {
+        ScanSpec {
+            matcher: cx.matcher,
+            times,
+            since: cx.query.since,
+            until: cx.query.until,
+            outside,
+            service,
+            keep,
+            count_cap: self.limits.count_cap,
+            max_scan_line_bytes: self.limits.max_scan_line_bytes,
+            max_line_bytes: self.limits.max_line_bytes,
+            cancel: cx.cancel,
+        }
+    }
+
+    fn finish(&self, out: &mut FileOutcome, path: &Path, r: Result<(), Stop>) {
+        if let Err(Stop::Read { after, error }) = r {
+            out.notes.skip(
+                path,
+                format!("read error after {after}: {}", describe_io(&error)),
+            );
+        }
+    }
+}
+
+/// Scans bytes `[from, to)` of a plain file; `head` holds its first bytes, already read.
+fn range_scan(
+    spec: &ScanSpec,
+    file: &File,
+    head: &[u8],
+    from: u64,
+    to: u64,
+    origin: Origin,
+    found: &mut Found,
+) -> Result<(), Stop> {
+    let (pre, read_from) = if from == 0 {
+        let n = usize::try_from(to).map_or(head.len(), |t| t.min(head.len()));
+        (&head[..n], n as u64)
+    } else {
+        (&[][..], from)
+    };
+    let mut f = file;
+    if let Err(error) = f.seek(SeekFrom::Start(read_from)) {
+        return Err(Stop::Read {
+            after: format!("byte {read_from}"),
+            error,
+        });
+    }
+    let mut input = f.take(to.saturating_sub(read_from));
+    scan::scan(spec, pre, &mut input, origin, found)
+}
+
+/// Where a scan from the top of a file starts; lines are counted only when matches are kept.
+fn origin(offset: u64, keep: usize) -> Origin {
+    Origin {
+        offset,
+        lines_before: (keep > 0).then_some(0),
+    }
+}
+
+fn is_binary(head: &[u8]) -> bool {
+    memchr::memchr(0, &head[..head.len().min(BINARY_SNIFF_BYTES)]).is_some()
+}
+
+fn system_time_ms(t: SystemTime) -> Option<i64> {
+    let ms = match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).ok()?,
+        Err(e) => -i64::try_from(e.duration().as_millis()).ok()?,
+    };
+    Some(ms)
+}
+
+impl Inner {
     /// Every file under every source, deduplicated and sorted by path (a `BTreeMap`), so the
     /// search order does not depend on the order a directory happens to list its entries.
-    fn list_files(&self, s: &mut Search) -> BTreeMap<PathBuf, Listed> {
+    fn list_files(&self, s: &mut Notes) -> BTreeMap<PathBuf, Listed> {
         let mut files = BTreeMap::new();
-        for source in &self.sources {
+        for (index, source) in self.sources.iter().enumerate() {
+            let source = &source.path;
             let text = source.to_string_lossy();
             let is_pattern =
                 text.contains(['*', '?', '[']) && fs::symlink_metadata(source).is_err();
             if !is_pattern {
-                add_path(s, &mut files, source, source, 0);
+                add_path(s, &mut files, source, source, index, 0);
                 continue;
             }
             match glob::glob(&text) {
@@ -412,7 +852,7 @@ impl Inner {
                     for entry in paths {
                         any = true;
                         match entry {
-                            Ok(p) => add_path(s, &mut files, &p, &root, 0),
+                            Ok(p) => add_path(s, &mut files, &p, &root, index, 0),
                             Err(e) => s.skip(e.path(), describe_io(e.error())),
                         }
                     }
@@ -425,7 +865,6 @@ impl Inner {
         if files.len() > self.limits.max_files {
             let first_left_out = nth_key(&files, self.limits.max_files);
             let rest = files.split_off(&first_left_out);
-            s.truncated = true;
             s.skip(
                 &first_left_out,
                 format!(
@@ -453,10 +892,11 @@ fn glob_root(pattern: &Path) -> PathBuf {
 }
 
 fn add_path(
-    s: &mut Search,
+    s: &mut Notes,
     files: &mut BTreeMap<PathBuf, Listed>,
     path: &Path,
     root: &Path,
+    source: usize,
     depth: usize,
 ) {
     // `metadata` follows symlinks: a link to a log file is searched, a broken link is noted.
@@ -467,9 +907,10 @@ fn add_path(
     if meta.is_file() {
         files.entry(path.to_path_buf()).or_insert(Listed {
             root: root.to_path_buf(),
+            source,
         });
     } else if meta.is_dir() {
-        walk(s, files, path, root, depth);
+        walk(s, files, path, root, source, depth);
     } else {
         // FIFOs, sockets and devices could block a read forever.
         s.skip(path, "not a regular file");
@@ -477,10 +918,11 @@ fn add_path(
 }
 
 fn walk(
-    s: &mut Search,
+    s: &mut Notes,
     files: &mut BTreeMap<PathBuf, Listed>,
     dir: &Path,
     root: &Path,
+    source: usize,
     depth: usize,
 ) {
     if depth >= MAX_DEPTH {
@@ -509,7 +951,7 @@ fn walk(
             s.skip(&path, "symlinked directory not followed");
             continue;
         }
-        add_path(s, files, &path, root, depth + 1);
+        add_path(s, files, &path, root, source, depth + 1);
     }
 }
 
@@ -524,147 +966,6 @@ fn describe_io(e: &io::Error) -> String {
 
 fn display(path: &Path) -> String {
     path.to_string_lossy().into_owned()
-}
-
-fn search_file(s: &mut Search, path: &Path, listed: &Listed, cancel: &AtomicBool) {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) => return s.skip(path, describe_io(&e)),
-    };
-    let mut raw = BufReader::with_capacity(64 * 1024, file);
-    let is_gzip = match raw.fill_buf() {
-        Ok(head) => head.starts_with(&[0x1f, 0x8b]),
-        Err(e) => return s.skip(path, describe_io(&e)),
-    };
-    let mut reader: Box<dyn Read> = if is_gzip {
-        // Multi-member: `cat a.gz b.gz` and some rotators produce concatenated members.
-        Box::new(flate2::bufread::MultiGzDecoder::new(raw))
-    } else {
-        Box::new(raw)
-    };
-    let mut head = Vec::with_capacity(BINARY_SNIFF_BYTES);
-    if let Err(e) = reader
-        .by_ref()
-        .take(BINARY_SNIFF_BYTES as u64)
-        .read_to_end(&mut head)
-    {
-        return s.skip(
-            path,
-            format!("read error before line 1: {}", describe_io(&e)),
-        );
-    }
-    if memchr::memchr(0, &head).is_some() {
-        return s.skip(path, "binary file");
-    }
-    let mut lines = BufReader::with_capacity(64 * 1024, Cursor::new(head).chain(reader));
-
-    let file_names_service = s
-        .service
-        .as_deref()
-        .is_some_and(|svc| path_names_service(path, &listed.root, svc));
-    let window = s.query.since.is_some() || s.query.until.is_some();
-    let file_label = display(path);
-    let mut buf = Vec::new();
-    let mut line_no: u64 = 0;
-    // The time of the nearest timestamped line so far: continuation lines inherit it.
-    let mut last_ts: Option<Timestamp> = None;
-
-    loop {
-        if line_no.is_multiple_of(CANCEL_CHECK_LINES) && cancel.load(Ordering::Relaxed) {
-            return;
-        }
-        let dropped = match read_line_bounded(&mut lines, &mut buf, s.limits.max_scan_line_bytes) {
-            Ok(Some(d)) => d,
-            Ok(None) => return,
-            Err(e) => {
-                let reason = format!("read error after line {line_no}: {}", describe_io(&e));
-                return s.skip(path, reason);
-            }
-        };
-        line_no += 1;
-        let line = trim_newline(&buf);
-        let is_match = s.pattern.is_match(line);
-        // Without a window, non-matching lines need no parsing at all: the common fast path.
-        if !is_match && !window {
-            continue;
-        }
-        let meta = line_meta(line);
-        if meta.timestamp.is_some() {
-            last_ts = meta.timestamp;
-        }
-        if !is_match {
-            continue;
-        }
-        if window {
-            let Some(t) = meta.timestamp.or(last_ts) else {
-                continue;
-            };
-            if s.query.since.is_some_and(|since| t < since)
-                || s.query.until.is_some_and(|until| t > until)
-            {
-                continue;
-            }
-        }
-        if let Some(svc) = s.service.as_deref() {
-            let keep = match &meta.service {
-                Some(field) => name_names_service(field, svc),
-                None => file_names_service,
-            };
-            if !keep {
-                continue;
-            }
-        }
-        let text = String::from_utf8_lossy(line);
-        let shown = prefix_at_boundary(&text, s.limits.max_line_bytes);
-        s.matches.push(LogMatch {
-            file: file_label.clone(),
-            line_no,
-            timestamp: meta.timestamp,
-            line: shown.to_string(),
-            line_truncated: dropped > 0 || shown.len() < text.len(),
-        });
-        if s.full() {
-            return;
-        }
-    }
-}
-
-fn trim_newline(line: &[u8]) -> &[u8] {
-    line.strip_suffix(b"\r").unwrap_or(line)
-}
-
-/// Reads one line (without its `\n`) into `buf`, keeping at most `max` bytes of it and
-/// consuming the rest unread. Returns the number of bytes dropped, or `None` at end of input.
-fn read_line_bounded<R: BufRead>(
-    r: &mut R,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> io::Result<Option<u64>> {
-    buf.clear();
-    let mut dropped: u64 = 0;
-    let mut any = false;
-    loop {
-        let available = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if available.is_empty() {
-            return Ok(any.then_some(dropped));
-        }
-        any = true;
-        let (chunk, used, done) = match memchr::memchr(b'\n', available) {
-            Some(i) => (&available[..i], i + 1, true),
-            None => (available, available.len(), false),
-        };
-        let take = max.saturating_sub(buf.len()).min(chunk.len());
-        buf.extend_from_slice(&chunk[..take]);
-        dropped += (chunk.len() - take) as u64;
-        r.consume(used);
-        if done {
-            return Ok(Some(dropped));
-        }
-    }
 }
 
 /// Whether a name (a file or directory name, or a JSON `service` value) names `service`
@@ -696,241 +997,9 @@ fn path_names_service(path: &Path, root: &Path, service: &str) -> bool {
     names.iter().any(|n| name_names_service(n, service))
 }
 
-/// What a line says about itself: its time and, for JSON lines, its service.
-#[derive(Debug, Default, PartialEq)]
-struct LineMeta {
-    timestamp: Option<Timestamp>,
-    service: Option<String>,
-}
-
-/// Only the fields the filters need; serde skips the rest of the object without building it.
-#[derive(Deserialize)]
-struct JsonFields {
-    ts: Option<Value>,
-    time: Option<Value>,
-    timestamp: Option<Value>,
-    #[serde(rename = "@timestamp")]
-    at_timestamp: Option<Value>,
-    service: Option<Value>,
-}
-
-fn line_meta(line: &[u8]) -> LineMeta {
-    let first = line.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'{') {
-        if let Ok(fields) = serde_json::from_slice::<JsonFields>(line) {
-            let timestamp = [
-                fields.ts,
-                fields.time,
-                fields.timestamp,
-                fields.at_timestamp,
-            ]
-            .into_iter()
-            .flatten()
-            .find_map(|v| json_time(&v));
-            let service = match fields.service {
-                Some(Value::String(s)) => Some(s),
-                Some(Value::Object(o)) => o.get("name").and_then(Value::as_str).map(str::to_string),
-                _ => None,
-            };
-            return LineMeta { timestamp, service };
-        }
-    }
-    LineMeta {
-        timestamp: leading_timestamp(line),
-        service: None,
-    }
-}
-
-fn json_time(v: &Value) -> Option<Timestamp> {
-    match v {
-        Value::String(s) => {
-            let (t, rest) = parse_iso(s.as_bytes())?;
-            rest.is_empty().then_some(t)
-        }
-        Value::Number(n) => {
-            let x = n.as_f64()?;
-            // Epoch numbers carry their unit only in their size; these ranges do not overlap
-            // for any date between 1973 and 5138.
-            let ms = match x.abs() {
-                a if a < 1e11 => x * 1e3,
-                a if a < 1e14 => x,
-                a if a < 1e17 => x / 1e3,
-                _ => x / 1e6,
-            };
-            ms.is_finite()
-                .then(|| Timestamp::from_unix_ms(ms.floor() as i64))
-        }
-        _ => None,
-    }
-}
-
-/// A timestamp at the start of a plain-text line, optionally after whitespace and one `[`.
-fn leading_timestamp(line: &[u8]) -> Option<Timestamp> {
-    let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
-    let rest = &line[start..];
-    let rest = rest.strip_prefix(b"[").unwrap_or(rest);
-    let (t, after) = parse_iso(rest)?;
-    // `2026-11-30T14:00:00Z123` is not a timestamp followed by text.
-    match after.first() {
-        Some(b) if b.is_ascii_alphanumeric() => None,
-        _ => Some(t),
-    }
-}
-
-/// Parses `YYYY-MM-DD[T ]HH:MM:SS[(.|,)fraction][Z|±HH:MM|±HHMM|±HH]` at the start of `s`;
-/// returns the time and what follows it. No offset means UTC.
-fn parse_iso(s: &[u8]) -> Option<(Timestamp, &[u8])> {
-    let mut p = Cursor0 { s, i: 0 };
-    let year = p.digits(4)? as i32;
-    p.byte(b'-')?;
-    let month = p.digits(2)? as u8;
-    p.byte(b'-')?;
-    let day = p.digits(2)? as u8;
-    match p.peek()? {
-        b'T' | b't' | b' ' => p.i += 1,
-        _ => return None,
-    }
-    let hour = p.digits(2)? as u8;
-    p.byte(b':')?;
-    let minute = p.digits(2)? as u8;
-    p.byte(b':')?;
-    let second = p.digits(2)? as u8;
-    let mut milli: u16 = 0;
-    if matches!(p.peek(), Some(b'.' | b',')) && p.s.get(p.i + 1).is_some_and(u8::is_ascii_digit) {
-        p.i += 1;
-        let mut scale = 100u16;
-        while let Some(d) = p.peek().filter(u8::is_ascii_digit) {
-            milli += u16::from(d - b'0') * scale;
-            scale /= 10;
-            p.i += 1;
-        }
-    }
-    let offset = match p.peek() {
-        Some(b'Z' | b'z') => {
-            p.i += 1;
-            UtcOffset::UTC
-        }
-        Some(sign @ (b'+' | b'-')) => {
-            let save = p.i;
-            p.i += 1;
-            let parsed = (|| {
-                let h = p.digits(2)? as i8;
-                let m = if p.peek() == Some(b':') {
-                    p.i += 1;
-                    p.digits(2)? as i8
-                } else {
-                    p.digits(2).map_or(0, |m| m as i8)
-                };
-                let (h, m) = if sign == b'-' { (-h, -m) } else { (h, m) };
-                UtcOffset::from_hms(h, m, 0).ok()
-            })();
-            match parsed {
-                Some(o) => o,
-                None => {
-                    p.i = save;
-                    UtcOffset::UTC
-                }
-            }
-        }
-        _ => UtcOffset::UTC,
-    };
-    let date = Date::from_calendar_date(year, Month::try_from(month).ok()?, day).ok()?;
-    // A leap second (`:60`) is read as the last millisecond of its minute.
-    let (second, milli) = if second == 60 {
-        (59, 999)
-    } else {
-        (second, milli)
-    };
-    let time = Time::from_hms_milli(hour, minute, second, milli).ok()?;
-    let t = PrimitiveDateTime::new(date, time).assume_offset(offset);
-    let ms = t.unix_timestamp_nanos() / 1_000_000;
-    Some((Timestamp::from_unix_ms(i64::try_from(ms).ok()?), &s[p.i..]))
-}
-
-struct Cursor0<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl Cursor0<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.s.get(self.i).copied()
-    }
-
-    fn byte(&mut self, b: u8) -> Option<()> {
-        (self.peek()? == b).then(|| self.i += 1)
-    }
-
-    fn digits(&mut self, n: usize) -> Option<u32> {
-        let d = self.s.get(self.i..self.i + n)?;
-        if !d.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        self.i += n;
-        Some(d.iter().fold(0, |acc, b| acc * 10 + u32::from(b - b'0')))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ts(s: &str) -> Option<String> {
-        leading_timestamp(s.as_bytes()).map(|t| t.to_string())
-    }
-
-    #[test]
-    fn leading_timestamps_in_common_shapes() {
-        let cases = [
-            (
-                "2026-11-30T14:02:03Z error",
-                Some("2026-11-30T14:02:03.000Z"),
-            ),
-            (
-                "2026-11-30T14:02:03.456789Z x",
-                Some("2026-11-30T14:02:03.456Z"),
-            ),
-            (
-                "2026-11-30 14:02:03,120 ERROR",
-                Some("2026-11-30T14:02:03.120Z"),
-            ),
-            (
-                "[2026-11-30T16:02:03+02:00] x",
-                Some("2026-11-30T14:02:03.000Z"),
-            ),
-            (
-                "2026-11-30T16:02:03+0200 x",
-                Some("2026-11-30T14:02:03.000Z"),
-            ),
-            ("2026-11-30T14:02:03", Some("2026-11-30T14:02:03.000Z")),
-            (
-                "  2026-11-30T14:02:03-01:00",
-                Some("2026-11-30T15:02:03.000Z"),
-            ),
-            ("2026-11-30T14:02:03Zabc", None),
-            ("2026-13-30T14:02:03Z", None),
-            ("Nov 30 14:02:03 host x", None),
-            ("error at 2026-11-30T14:02:03Z", None),
-            ("", None),
-        ];
-        for (line, want) in cases {
-            assert_eq!(ts(line).as_deref(), want, "{line}");
-        }
-    }
-
-    #[test]
-    fn json_line_metadata() {
-        let m = line_meta(br#"{"ts":"2026-11-30T14:00:00Z","service":"checkout","msg":"x"}"#);
-        assert_eq!(m.timestamp.unwrap().to_string(), "2026-11-30T14:00:00.000Z");
-        assert_eq!(m.service.as_deref(), Some("checkout"));
-        let m = line_meta(br#"{"time":1796047200,"service":{"name":"pay"}}"#);
-        assert_eq!(m.timestamp.unwrap().to_string(), "2026-11-30T14:00:00.000Z");
-        assert_eq!(m.service.as_deref(), Some("pay"));
-        let m = line_meta(br#"{"timestamp":1796047200123}"#);
-        assert_eq!(m.timestamp.unwrap().to_string(), "2026-11-30T14:00:00.123Z");
-        // Not JSON after all: falls back to plain text.
-        assert_eq!(line_meta(b"{ broken").timestamp, None);
-    }
 
     #[test]
     fn service_names() {
@@ -960,20 +1029,5 @@ mod tests {
             Path::new("/x/checkout.log"),
             "checkout"
         ));
-    }
-
-    #[test]
-    fn bounded_line_reader() {
-        let mut r = BufReader::with_capacity(4, &b"abcdefgh\r\nij\n\nk"[..]);
-        let mut buf = Vec::new();
-        assert_eq!(read_line_bounded(&mut r, &mut buf, 3).unwrap(), Some(6));
-        assert_eq!(buf, b"abc");
-        assert_eq!(read_line_bounded(&mut r, &mut buf, 3).unwrap(), Some(0));
-        assert_eq!(buf, b"ij");
-        assert_eq!(read_line_bounded(&mut r, &mut buf, 3).unwrap(), Some(0));
-        assert_eq!(buf, b"");
-        assert_eq!(read_line_bounded(&mut r, &mut buf, 3).unwrap(), Some(0));
-        assert_eq!(buf, b"k");
-        assert_eq!(read_line_bounded(&mut r, &mut buf, 3).unwrap(), None);
     }
 }
