@@ -54,7 +54,8 @@ fn hits(out: &Value) -> Vec<(String, u64, String)> {
                 .into_owned();
             (
                 file,
-                m["line_no"].as_u64().unwrap(),
+                // 0 for a line whose number was not counted (checked where it matters).
+                m["line_no"].as_u64().unwrap_or(0),
                 m["line"].as_str().unwrap().to_string(),
             )
         })
@@ -79,8 +80,9 @@ fn plain_text_substring_is_case_insensitive_with_timestamps() {
     let out = search(&[&f], json!({"query": "error"}));
     // Exactly the spec's shape when nothing was skipped.
     let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["matches", "truncated"]);
-    assert_eq!(out["truncated"], false);
+    assert_eq!(keys, ["matches", "matches_found", "more_matches"]);
+    assert_eq!(out["more_matches"], false);
+    assert_eq!(out["matches_found"], 2);
     assert_eq!(
         out["matches"][0],
         json!({
@@ -232,6 +234,10 @@ fn time_window_is_inclusive_and_continuation_lines_inherit_time() {
     );
     // The continuation line keeps its own (absent) timestamp in the output.
     assert_eq!(out["matches"][1]["timestamp"], Value::Null);
+    // The first line has no time, neither its own nor one above: counted, not dropped
+    // silently.
+    assert_eq!(out["untimed_lines"], 1);
+    assert_eq!(out["matches_found"], 3);
 
     // Offsets are honoured: 15:00+01:00 is 14:00Z.
     let out = search(
@@ -308,9 +314,11 @@ fn result_cap_sets_truncated_and_keeps_the_first_matches() {
     let f = write(dir.path(), "app.log", body);
     let out = search(&[&f], json!({"query": "error", "limit": 3}));
     assert_eq!(lines(&out), ["error 1", "error 2", "error 3"]);
-    assert_eq!(out["truncated"], true);
+    assert_eq!(out["more_matches"], true);
+    assert_eq!(out["matches_found"], 20, "every matching line is counted");
     let out = search(&[&f], json!({"query": "error", "limit": 20}));
-    assert_eq!(out["truncated"], false);
+    assert_eq!(out["more_matches"], false);
+    assert_eq!(out["matches_found"], 20);
     assert_eq!(lines(&out).len(), 20);
 
     let limits = LogSearchLimits {
@@ -323,7 +331,8 @@ fn result_cap_sets_truncated_and_keeps_the_first_matches() {
     assert_eq!(lines(&out).len(), 2);
     let out = run(&tool, json!({"query": "error", "limit": 1000})).unwrap();
     assert_eq!(lines(&out).len(), 5, "a limit above the maximum is capped");
-    assert_eq!(out["truncated"], true);
+    assert_eq!(out["more_matches"], true);
+    assert_eq!(out["matches_found"], 20);
 }
 
 #[test]
@@ -368,12 +377,15 @@ fn binary_files_are_skipped_and_noted() {
             )
         })
         .collect();
-    assert_eq!(skipped, [("a.bin".to_string(), "binary file".to_string())]);
-
-    // c.log.gz comes after b.log and is reached only once b.log's matches do not fill the limit.
-    let out = search(&[dir.path().to_path_buf()], json!({"query": "compressed"}));
-    assert_eq!(out["skipped"].as_array().unwrap().len(), 2);
-    assert_eq!(out["skipped"][1]["reason"], "binary file");
+    // Every file is searched (to count its matches), even once the limit is filled.
+    assert_eq!(
+        skipped,
+        [
+            ("a.bin".to_string(), "binary file".to_string()),
+            ("c.log.gz".to_string(), "binary file".to_string())
+        ]
+    );
+    assert_eq!(out["matches_found"], 1001);
 }
 
 #[test]
@@ -389,7 +401,7 @@ fn vanished_files_and_broken_symlinks_do_not_fail_the_search() {
     fs::remove_file(&gone).unwrap();
     let out = search(&[d.join("logs"), gone.clone()], json!({"query": "error"}));
     assert_eq!(lines(&out), ["error a", "error c"]);
-    assert_eq!(out["truncated"], false);
+    assert_eq!(out["more_matches"], false);
     let skipped = out["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 2, "{skipped:?}");
     assert!(skipped[0]["file"].as_str().unwrap().ends_with("b2.log"));
@@ -442,8 +454,8 @@ fn very_long_lines_are_cut_and_marked() {
     assert_eq!(out["matches"][2]["line_no"], 3);
     assert_eq!(out["matches"][2]["line_truncated"], true);
     assert_eq!(
-        out["truncated"], false,
-        "truncated speaks about matches only"
+        out["more_matches"], false,
+        "more_matches speaks about matches only"
     );
     let out = search(&[f], json!({"query": "needle-in-tail"}));
     assert!(lines(&out).is_empty());
@@ -465,12 +477,16 @@ fn a_large_file_is_streamed() {
     assert!(fs::metadata(&path).unwrap().len() > 10 * 1024 * 1024);
     let out = search(&[&path], json!({"query": "the one we want"}));
     assert_eq!(out["matches"][0]["line_no"], n as u64 + 1);
-    // With a time window every line is parsed, still streaming.
+    // A time window in a large ordered file is found by binary search: the lines before it
+    // are not read, so the match carries its byte offset instead of a line number.
     let out = search(
         &[path],
         json!({"query": "error", "since": "2026-11-30T14:30:00Z"}),
     );
     assert_eq!(lines(&out), ["2026-11-30T14:59:59Z ERROR the one we want"]);
+    assert_eq!(out["matches"][0]["line_no"], Value::Null);
+    assert_eq!(out["matches"][0]["byte_offset"], (n * filler.len()) as u64);
+    assert_eq!(out["untimed_lines"], 0);
 }
 
 #[test]
@@ -509,12 +525,10 @@ fn bad_arguments_are_errors_naming_the_parameter() {
 fn no_sources_means_no_matches() {
     let dir = TempDir::new().unwrap();
     let out = search(&[dir.path().to_path_buf()], json!({"query": "x"}));
-    assert_eq!(out, json!({"matches": [], "truncated": false}));
+    let empty = json!({"matches": [], "matches_found": 0, "more_matches": false});
+    assert_eq!(out, empty);
     let tool = SearchLogs::new(Vec::new(), LogSearchLimits::default());
-    assert_eq!(
-        run(&tool, json!({"query": "x"})).unwrap(),
-        json!({"matches": [], "truncated": false})
-    );
+    assert_eq!(run(&tool, json!({"query": "x"})).unwrap(), empty);
     let spec = tool.spec();
     assert_eq!(spec.name, "search_logs");
     assert_eq!(spec.parameters["required"], json!(["query"]));
@@ -536,7 +550,7 @@ fn too_many_files_are_left_out_and_said_so() {
         hits(&out).iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
         ["a.log", "b.log"]
     );
-    assert_eq!(out["truncated"], true);
+    assert_eq!(out["matches_found"], 2, "counts are about the files searched");
     assert!(out["skipped"][0]["file"]
         .as_str()
         .unwrap()

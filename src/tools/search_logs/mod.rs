@@ -615,15 +615,20 @@ impl Inner {
             // Multi-member: `cat a.gz b.gz` and some rotators produce concatenated members.
             let mut decoder = flate2::read::MultiGzDecoder::new(Cursor::new(raw_head).chain(&file));
             let mut head = Vec::new();
-            if let Err(e) = (&mut decoder)
+            // A stream damaged within the head still gives the lines before the damage
+            // (`read_to_end` keeps what it read); the error is reported after them.
+            let mut damaged = (&mut decoder)
                 .take(timefmt::DETECT_BYTES as u64)
                 .read_to_end(&mut head)
-            {
-                out.notes.skip(
-                    path,
-                    format!("read error before line 1: {}", describe_io(&e)),
-                );
-                return out;
+                .err();
+            if head.is_empty() {
+                if let Some(e) = damaged {
+                    out.notes.skip(
+                        path,
+                        format!("read error before line 1: {}", describe_io(&e)),
+                    );
+                    return out;
+                }
             }
             if is_binary(&head) {
                 out.notes.skip(path, "binary file");
@@ -631,7 +636,13 @@ impl Inner {
             }
             let times = TimeReader::detect(&head, zone, reference);
             let spec = self.spec(cx, &times, service, keep, Outside::Exclude);
-            let r = scan::scan(&spec, &head, &mut decoder, origin(0, keep), &mut out.found);
+            let r = match damaged.take() {
+                Some(e) => {
+                    let mut failing = FailingReader(Some(e));
+                    scan::scan(&spec, &head, &mut failing, origin(0, keep), &mut out.found)
+                }
+                None => scan::scan(&spec, &head, &mut decoder, origin(0, keep), &mut out.found),
+            };
             self.finish(&mut out, path, r);
         } else {
             if is_binary(&raw_head) {
@@ -815,6 +826,18 @@ fn origin(offset: u64, keep: usize) -> Origin {
     Origin {
         offset,
         lines_before: (keep > 0).then_some(0),
+    }
+}
+
+/// A reader whose next read fails with a stored error (then ends).
+struct FailingReader(Option<io::Error>);
+
+impl Read for FailingReader {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        match self.0.take() {
+            Some(e) => Err(e),
+            None => Ok(0),
+        }
     }
 }
 

@@ -239,6 +239,8 @@ impl Scanner<'_, '_> {
         let cap = CHUNK + self.spec.max_scan_line_bytes + 1;
         let mut pos = 0;
         let mut eof = false;
+        // A failed read ends the stream: the complete lines before it are still searched.
+        let mut failed: Option<io::Error> = None;
         loop {
             if self.spec.cancel.load(Ordering::Relaxed) {
                 return Err(Stop::Cancelled);
@@ -254,12 +256,19 @@ impl Scanner<'_, '_> {
                     Ok(0) => eof = true,
                     Ok(_) => {}
                     Err(error) => {
-                        return Err(Stop::Read {
-                            after: self.position_text(),
-                            error,
-                        })
+                        eof = true;
+                        failed = Some(error);
                     }
                 }
+            }
+            if let Some(error) = failed.take() {
+                let complete = memchr::memrchr(b'\n', &self.data).map_or(0, |i| i + 1);
+                self.search(complete, found)?;
+                self.discard(complete);
+                return Err(Stop::Read {
+                    after: self.position_text(),
+                    error,
+                });
             }
             if self.data.is_empty() && eof {
                 return Ok(());
