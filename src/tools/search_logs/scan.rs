@@ -675,10 +675,15 @@ mod tests {
         // A regex hit across lines is checked on its line alone.
         let m = Matcher::new(r"beta\s+gamma", true, 1 << 20).unwrap();
         assert_eq!(run(&spec(&m, &times, &cancel), text).count, 0);
+        // "beta\n" matches `a\s` only across its newline.
         let m = Matcher::new(r"a\s", true, 1 << 20).unwrap();
         assert_eq!(
             lines(&run(&spec(&m, &times, &cancel), text)),
-            [(3, "Gamma 502 502".into())]
+            [
+                (1, "alpha 502".into()),
+                (3, "Gamma 502 502".into()),
+                (5, "delta ERROR".into())
+            ]
         );
         let m = Matcher::new("a\nb", false, 1 << 20).unwrap();
         assert_eq!(run(&spec(&m, &times, &cancel), text).count, 0);
