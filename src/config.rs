@@ -104,13 +104,18 @@ pub struct LogSourceConfig {
 
 impl LogsConfig {
     /// Every source with the zone of its local times: `paths` first, then `sources`.
-    pub fn log_sources(&self) -> Result<Vec<crate::tools::search_logs::LogSource>, (String, String)> {
+    pub fn log_sources(
+        &self,
+    ) -> Result<Vec<crate::tools::search_logs::LogSource>, (String, String)> {
         use crate::tools::search_logs::{LogSource, LogZone};
         let zone = |key: String, z: Option<&String>| match z {
             None => Ok(LogZone::UTC),
             Some(text) => LogZone::parse(text).map_err(|reason| (key, reason)),
         };
-        let default = zone("tools.search_logs.time_zone".into(), self.time_zone.as_ref())?;
+        let default = zone(
+            "tools.search_logs.time_zone".into(),
+            self.time_zone.as_ref(),
+        )?;
         let mut out: Vec<LogSource> = self
             .paths
             .iter()
@@ -122,7 +127,10 @@ impl LogsConfig {
         for (i, s) in self.sources.iter().enumerate() {
             let zone = match &s.time_zone {
                 None => default.clone(),
-                some => zone(format!("tools.search_logs.sources[{i}].time_zone"), some.as_ref())?,
+                some => zone(
+                    format!("tools.search_logs.sources[{i}].time_zone"),
+                    some.as_ref(),
+                )?,
             };
             out.push(LogSource {
                 path: s.path.as_str().into(),

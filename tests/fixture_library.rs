@@ -13,15 +13,15 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use diag::clock::Timestamp;
 use diag::diagnosis::FallbackKind;
 use diag::ids::SequentialIds;
 use diag::replay::{compare, replay, Replayed};
 use diag::runfile::{Exchange, RunFile, FORMAT};
 use diag::store::Store;
-use diag::clock::Timestamp;
 use diag::tools::{
-    CurrentTime, LogQuery, LogSearchLimits, MetricsLimits, QueryMetrics, RunbookSearchLimits, SearchLogs,
-    SearchRunbooks, Tool, ToolSpec,
+    CurrentTime, LogQuery, LogSearchLimits, MetricsLimits, QueryMetrics, RunbookSearchLimits,
+    SearchLogs, SearchRunbooks, Tool, ToolSpec,
 };
 use serde_json::Value;
 use tempfile::TempDir;
@@ -403,8 +403,7 @@ fn recorded_tool_outputs_are_the_demo_environments() {
                         vec![PathBuf::from("fixtures/demo/logs")],
                         LogSearchLimits::default(),
                     );
-                    let query =
-                        LogQuery::from_arguments(&t.arguments, tool.limits()).unwrap();
+                    let query = LogQuery::from_arguments(&t.arguments, tool.limits()).unwrap();
                     let now = Timestamp::parse_rfc3339("2026-11-30T15:00:00Z").unwrap();
                     let real = serde_json::to_value(tool.search(&query, now).unwrap()).unwrap();
                     assert!(

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use diag::clock::{FixedClock, Timestamp};
-use diag::protocol::{validate_run, Binding, Claim, ExecutorOutput, InvocationStatus, ToolInvocation};
+use diag::protocol::{
+    validate_run, Binding, Claim, ExecutorOutput, InvocationStatus, ToolInvocation,
+};
 use diag::tools::search_logs::{LogSource, LogZone};
 use diag::tools::{
     LogSearchLimits, SearchLogs, Tool, ToolContext, ToolError, ToolLimits, ToolRegistry,
@@ -559,7 +561,10 @@ fn too_many_files_are_left_out_and_said_so() {
         hits(&out).iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
         ["a.log", "b.log"]
     );
-    assert_eq!(out["matches_found"], 2, "counts are about the files searched");
+    assert_eq!(
+        out["matches_found"], 2,
+        "counts are about the files searched"
+    );
     assert!(out["skipped"][0]["file"]
         .as_str()
         .unwrap()
@@ -663,7 +668,10 @@ fn format_iso8601_and_rfc3339_with_offsets_and_local_times() {
         since: Some("2026-12-31T23:00:00Z"),
         until: Some("2027-01-01T00:00:02Z"),
         want: &[
-            (Some("2026-12-31T23:00:00.900Z"), "2027-01-01T00:00:00.900+01:00"),
+            (
+                Some("2026-12-31T23:00:00.900Z"),
+                "2027-01-01T00:00:00.900+01:00",
+            ),
             (None, "\tat io.netty"),
             (Some("2026-12-31T23:00:01.250Z"), "2027-01-01 00:00:01,250"),
             (Some("2027-01-01T00:00:02.000Z"), "20270101T000002Z"),
@@ -919,7 +927,14 @@ fn a_window_over_a_format_that_cannot_be_read_says_so() {
 async fn the_output_cap_and_the_limit_are_told_apart() {
     let dir = TempDir::new().unwrap();
     let body: String = (1..=300)
-        .map(|i| format!("2026-11-30T14:{:02}:{:02}Z ERROR checkout upstream returned 502 attempt {i} {}\n", i / 60, i % 60, "x".repeat(200)))
+        .map(|i| {
+            format!(
+                "2026-11-30T14:{:02}:{:02}Z ERROR checkout upstream returned 502 attempt {i} {}\n",
+                i / 60,
+                i % 60,
+                "x".repeat(200)
+            )
+        })
         .collect();
     let f = write(dir.path(), "checkout.log", body);
     let clock = FixedClock(Timestamp::parse_rfc3339("2026-11-30T15:00:00Z").unwrap());
@@ -929,12 +944,17 @@ async fn the_output_cap_and_the_limit_are_told_apart() {
         ..ToolLimits::default()
     });
     registry
-        .register(Arc::new(SearchLogs::new(vec![f], LogSearchLimits::default())))
+        .register(Arc::new(SearchLogs::new(
+            vec![f],
+            LogSearchLimits::default(),
+        )))
         .unwrap();
     let session = registry.session();
 
     // The limit lets 50 through of 300: more matched; the 50 do not fit the cap either.
-    let o = session.call("search_logs", &json!({"query": "502"}), &cx).await;
+    let o = session
+        .call("search_logs", &json!({"query": "502"}), &cx)
+        .await;
     assert_eq!(o.status, InvocationStatus::Ok);
     let shown = o.output["matches"].as_array().unwrap().len();
     assert!(shown > 0 && shown < 50, "{shown}");
@@ -945,18 +965,29 @@ async fn the_output_cap_and_the_limit_are_told_apart() {
 
     // Everything that matched fits the limit, but not the cap: only the cap is reported.
     let o = session
-        .call("search_logs", &json!({"query": "attempt 1", "limit": 500}), &cx)
+        .call(
+            "search_logs",
+            &json!({"query": "attempt 1", "limit": 500}),
+            &cx,
+        )
         .await;
     // attempt 1, 10-19, 100-199
     assert_eq!(o.output["matches_found"], 111);
-    assert_eq!(o.output["more_matches"], false, "the limit let every match through");
+    assert_eq!(
+        o.output["more_matches"], false,
+        "the limit let every match through"
+    );
     assert_eq!(o.output["output_truncated"], true);
     let shown = o.output["matches"].as_array().unwrap().len();
     assert_eq!(o.output["matches_shown"], shown);
 
     // Neither: no flag says otherwise.
     let o = session
-        .call("search_logs", &json!({"query": "attempt 7 ", "limit": 5}), &cx)
+        .call(
+            "search_logs",
+            &json!({"query": "attempt 7 ", "limit": 5}),
+            &cx,
+        )
         .await;
     assert_eq!(o.output["matches_found"], 1);
     assert_eq!(o.output["more_matches"], false);
@@ -964,7 +995,9 @@ async fn the_output_cap_and_the_limit_are_told_apart() {
     assert!(o.output.get("matches_shown").is_none());
 
     // Quotes bind to the output as shown: the last line shown passes, one cut away does not.
-    let o = session.call("search_logs", &json!({"query": "502"}), &cx).await;
+    let o = session
+        .call("search_logs", &json!({"query": "502"}), &cx)
+        .await;
     let shown = o.output["matches"].as_array().unwrap().len();
     let invocation = ToolInvocation {
         run_id: "run-1".into(),
@@ -1055,9 +1088,9 @@ fn window_args(lines: &[GenLine], pick: (u8, u8, u32, u32)) -> Value {
         let base: i64 = 1_796_047_200_000;
         let s = match kind % 4 {
             0 => return None,
-            1 => base - 3_600_000,                                         // before the first line
-            2 => base + i64::from(total) * 1000 + 3_600_000,               // after the last
-            _ => base + i64::from(x % (total + 2)) * 1000,                 // on or between lines
+            1 => base - 3_600_000, // before the first line
+            2 => base + i64::from(total) * 1000 + 3_600_000, // after the last
+            _ => base + i64::from(x % (total + 2)) * 1000, // on or between lines
         };
         Some(Timestamp::from_unix_ms(s).to_string())
     };
@@ -1132,7 +1165,10 @@ fn same_as_full_scan(
         let no = y["line_no"].as_u64().unwrap();
         match x["line_no"].as_u64() {
             Some(n) => prop_assert_eq!(n, no),
-            None => prop_assert_eq!(x["byte_offset"].as_u64(), Some(offsets[no as usize - 1] as u64)),
+            None => prop_assert_eq!(
+                x["byte_offset"].as_u64(),
+                Some(offsets[no as usize - 1] as u64)
+            ),
         }
     }
     Ok(())

@@ -39,6 +39,8 @@ pub enum Matcher {
     Never,
     /// A substring without case variants.
     Bytes(memmem::Finder<'static>),
+    /// An ASCII substring with letters, matched ASCII-case-insensitively.
+    Caseless(Caseless),
     /// A case-insensitive literal or a regular expression.
     Regex(Regex),
 }
@@ -58,6 +60,9 @@ impl Matcher {
                 return Ok(Matcher::Bytes(
                     memmem::Finder::new(query.as_bytes()).into_owned(),
                 ));
+            }
+            if query.is_ascii() {
+                return Ok(Matcher::Caseless(Caseless::new(query.as_bytes())));
             }
         }
         let pattern = if regex {
@@ -83,6 +88,7 @@ impl Matcher {
             Matcher::Bytes(f) => f
                 .find(&hay[from..])
                 .map(|i| (from + i, from + i + f.needle().len())),
+            Matcher::Caseless(c) => c.find(hay, from).map(|i| (i, i + c.needle.len())),
             Matcher::Regex(re) => re.find_at(hay, from).map(|m| (m.start(), m.end())),
         }
     }
@@ -92,9 +98,95 @@ impl Matcher {
             Matcher::All => true,
             Matcher::Never => false,
             Matcher::Bytes(f) => f.find(line).is_some(),
+            Matcher::Caseless(c) => c.find(line, 0).is_some(),
             Matcher::Regex(re) => re.is_match(line),
         }
     }
+}
+
+/// An ASCII needle found case-insensitively (ASCII case: `k` does not match the Kelvin sign).
+///
+/// The two rarest bytes of the needle (by a frequency ranking of log text, letters folded)
+/// are looked for together, 64 positions at a time, in a loop the compiler turns into SIMD
+/// compares; only a block where both appear at their offsets is checked position by position.
+/// For a needle with a rare letter or two (`PoolExhausted`: `x`, `h`) this runs near memory
+/// speed, faster than a case-insensitive regex, which must try the case variants of a prefix.
+pub struct Caseless {
+    /// Lowercase.
+    needle: Vec<u8>,
+    /// Offsets of the two anchor bytes in the needle, their lowercase values, and the bit
+    /// that folds case (0x20 for letters, 0 otherwise).
+    anchors: [(usize, u8, u8); 2],
+}
+
+impl Caseless {
+    fn new(needle: &[u8]) -> Caseless {
+        let needle = needle.to_ascii_lowercase();
+        let mut order: Vec<usize> = (0..needle.len()).collect();
+        order.sort_by_key(|&i| (log_byte_rank(needle[i]), i));
+        let first = order.first().copied().unwrap_or(0);
+        // The second anchor: the rarest byte at another offset (another byte if possible).
+        let second = order
+            .iter()
+            .copied()
+            .find(|&i| needle[i] != needle[first])
+            .or_else(|| order.get(1).copied())
+            .unwrap_or(first);
+        let anchor = |i: usize| {
+            let b = needle.get(i).copied().unwrap_or(0);
+            (i, b, if b.is_ascii_lowercase() { 0x20 } else { 0 })
+        };
+        Caseless {
+            anchors: [anchor(first), anchor(second)],
+            needle,
+        }
+    }
+
+    fn at(&self, hay: &[u8], p: usize) -> bool {
+        hay[p..p + self.needle.len()].eq_ignore_ascii_case(&self.needle)
+    }
+
+    fn find(&self, hay: &[u8], from: usize) -> Option<usize> {
+        const BLOCK: usize = 64;
+        let n = self.needle.len();
+        if n == 0 {
+            return (from <= hay.len()).then_some(from);
+        }
+        if hay.len() < n || from > hay.len() - n {
+            return None;
+        }
+        // Candidate starts are `from..=last`.
+        let last = hay.len() - n;
+        let [(i1, b1, f1), (i2, b2, f2)] = self.anchors;
+        let mut p = from;
+        while p + BLOCK <= last + 1 {
+            let a = &hay[p + i1..p + i1 + BLOCK];
+            let b = &hay[p + i2..p + i2 + BLOCK];
+            let mut any = 0u8;
+            for j in 0..BLOCK {
+                any |= u8::from((a[j] | f1) == b1) & u8::from((b[j] | f2) == b2);
+            }
+            if any != 0 {
+                for j in 0..BLOCK {
+                    if (a[j] | f1) == b1 && (b[j] | f2) == b2 && self.at(hay, p + j) {
+                        return Some(p + j);
+                    }
+                }
+            }
+            p += BLOCK;
+        }
+        (p..=last).find(|&q| self.at(hay, q))
+    }
+}
+
+/// How common a (lowercase) byte is in log text: higher is more common. Bytes not listed
+/// (upper ASCII, control bytes, rare punctuation) rank 0.
+fn log_byte_rank(b: u8) -> u8 {
+    const COMMON: &[u8] = b" e0t1a2o3is4rn5:6-c7l8.9dup/m=h_g\"f,bwykv[]()x'jqz";
+    COMMON
+        .iter()
+        .position(|&c| c == b)
+        .map_or(0, |i| 255 - (i as u8) * 4)
 }
 
 /// A character that has no other case (digits, punctuation, most symbols).
@@ -560,26 +652,17 @@ impl Scanner<'_, '_> {
     }
 }
 
-/// Appends up to `want - buf.len()` bytes read from `input` (one successful read).
+/// Appends up to `want - buf.len()` bytes read from `input` (fewer only at its end); returns
+/// how many. `read_to_end` over a `take` reads into the spare capacity without zeroing it
+/// first (for files), so a buffer is written once per fill. On an error, the bytes read
+/// before it stay in `buf`.
 fn read_into(input: &mut dyn Read, buf: &mut Vec<u8>, want: usize) -> io::Result<usize> {
     let old = buf.len();
     if want <= old {
         return Ok(0);
     }
-    buf.resize(want, 0);
-    loop {
-        match input.read(&mut buf[old..]) {
-            Ok(n) => {
-                buf.truncate(old + n);
-                return Ok(n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                buf.truncate(old);
-                return Err(e);
-            }
-        }
-    }
+    buf.reserve(want - old);
+    input.take((want - old) as u64).read_to_end(buf)
 }
 
 /// `\n` bytes in `data`, counted 32 at a time so the compiler vectorises it.
@@ -687,6 +770,42 @@ mod tests {
         );
         let m = Matcher::new("a\nb", false, 1 << 20).unwrap();
         assert_eq!(run(&spec(&m, &times, &cancel), text).count, 0);
+    }
+
+    #[test]
+    fn caseless_finds_every_occurrence_like_a_lowercase_search() {
+        let hay = b"xx PoolExhausted yy poolexhausted POOLEXHAUSTED-tail PoolExhauste".repeat(7);
+        for needle in [
+            "PoolExhausted",
+            "exh",
+            "x",
+            "d-t",
+            "ail po",
+            "zz",
+            "POOLEXHAUSTED-TAIL",
+        ] {
+            let c = Caseless::new(needle.as_bytes());
+            let lower_hay = hay.to_ascii_lowercase();
+            let lower = needle.to_ascii_lowercase();
+            let want: Vec<usize> = (0..=lower_hay.len().saturating_sub(lower.len()))
+                .filter(|&i| lower_hay[i..].starts_with(lower.as_bytes()))
+                .collect();
+            let mut got = Vec::new();
+            let mut from = 0;
+            while let Some(i) = c.find(&hay, from) {
+                got.push(i);
+                from = i + 1;
+            }
+            assert_eq!(got, want, "{needle}");
+        }
+        let m = Matcher::new("PoolExhausted", false, 1 << 20).unwrap();
+        assert!(matches!(m, Matcher::Caseless(_)));
+        assert!(m.is_match(b"HikariPool-1 - POOLEXHAUSTED"));
+        assert!(!m.is_match(b"pool exhausted"));
+        // Non-ASCII queries keep Unicode case folding.
+        let m = Matcher::new("été", false, 1 << 20).unwrap();
+        assert!(matches!(m, Matcher::Regex(_)));
+        assert!(m.is_match("ÉTÉ".as_bytes()));
     }
 
     #[test]
