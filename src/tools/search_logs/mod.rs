@@ -740,12 +740,9 @@ impl Inner {
                         r => return self.finish(out, path, r),
                     }
                 }
-                Err(NoPlan::Io(e)) => {
-                    out.notes
-                        .skip(path, format!("read error: {}", describe_io(&e)));
-                    return;
-                }
-                Err(NoPlan::Unordered | NoPlan::NoTimes) => {}
+                // A read error while probing (a file truncated by its rotator, say): the
+                // whole-file scan below reads what there is and reports its own errors.
+                Err(NoPlan::Io | NoPlan::Unordered | NoPlan::NoTimes) => {}
             }
         }
         let spec = self.spec(cx, times, service, keep, Outside::Exclude);

@@ -54,12 +54,13 @@ pub enum NoPlan {
     Unordered,
     /// No timestamped line within a probe's reach (or none in the file).
     NoTimes,
-    Io(io::Error),
+    /// A read failed (the whole-file scan will report it).
+    Io,
 }
 
 impl From<io::Error> for NoPlan {
-    fn from(e: io::Error) -> Self {
-        NoPlan::Io(e)
+    fn from(_: io::Error) -> Self {
+        NoPlan::Io
     }
 }
 
