@@ -146,7 +146,7 @@ fn generate(path: &Path, format: Format, bytes: u64, seed: u64) -> Result<i64, S
         t += rng.below(2 * mean_gap) as i64;
         n += 1;
         let c = civil(t);
-        let rare = n % RARE_EVERY == 0;
+        let rare = n.is_multiple_of(RARE_EVERY);
         line.clear();
         use std::fmt::Write as _;
         let roll = rng.below(1000);
@@ -197,7 +197,7 @@ fn generate(path: &Path, format: Format, bytes: u64, seed: u64) -> Result<i64, S
                     "10.{}.{}.{} - - [{:02}/{}/{:04}:{:02}:{:02}:{:02} +0000] \"{} {}?id={} HTTP/1.1\" {status} {} \"-\" \"{agent}\"",
                     rng.below(256), rng.below(256), rng.below(256),
                     c.day, MONTHS[(c.month - 1) as usize], c.year, c.hour, c.minute, c.second,
-                    if roll % 3 == 0 { "POST" } else { "GET" }, rng.pick(&paths), rng.below(100_000), rng.below(20_000)
+                    if roll.is_multiple_of(3) { "POST" } else { "GET" }, rng.pick(&paths), rng.below(100_000), rng.below(20_000)
                 )
             }
             Format::Syslog => {

@@ -20,7 +20,7 @@
 //! - **Speed.** The query is searched over large buffers and lines are looked at only around
 //!   a hit ([`scan`]); a time window in a large time-ordered file is found by binary search
 //!   on byte offsets and only the window is read ([`window`]).
-//! - **Memory.** Files are read in buffers of about 2 MiB; a physical line is searched only up
+//! - **Memory.** Files are read 1 MiB at a time; a physical line is searched only up
 //!   to `max_scan_line_bytes` (the rest of it is neither kept nor searched), so a huge file
 //!   or a file without newlines never loads whole.
 //! - **Long lines.** A matching line longer than `max_line_bytes` is cut at a character

@@ -38,7 +38,7 @@ pub enum Matcher {
     /// A query that can never match a line (it contains a newline).
     Never,
     /// A substring without case variants.
-    Bytes(memmem::Finder<'static>),
+    Bytes(Box<memmem::Finder<'static>>),
     /// An ASCII substring with letters, matched ASCII-case-insensitively.
     Caseless(Caseless),
     /// A case-insensitive literal or a regular expression.
@@ -57,9 +57,9 @@ impl Matcher {
                 return Ok(Matcher::Never);
             }
             if query.chars().all(caseless) {
-                return Ok(Matcher::Bytes(
+                return Ok(Matcher::Bytes(Box::new(
                     memmem::Finder::new(query.as_bytes()).into_owned(),
-                ));
+                )));
             }
             if query.is_ascii() {
                 return Ok(Matcher::Caseless(Caseless::new(query.as_bytes())));
@@ -162,13 +162,12 @@ impl Caseless {
         while p + BLOCK <= last + 1 {
             let a = &hay[p + i1..p + i1 + BLOCK];
             let b = &hay[p + i2..p + i2 + BLOCK];
-            let mut any = 0u8;
-            for j in 0..BLOCK {
-                any |= u8::from((a[j] | f1) == b1) & u8::from((b[j] | f2) == b2);
-            }
+            let any = a.iter().zip(b).fold(0u8, |acc, (&x, &y)| {
+                acc | (u8::from((x | f1) == b1) & u8::from((y | f2) == b2))
+            });
             if any != 0 {
-                for j in 0..BLOCK {
-                    if (a[j] | f1) == b1 && (b[j] | f2) == b2 && self.at(hay, p + j) {
+                for (j, (&x, &y)) in a.iter().zip(b).enumerate() {
+                    if (x | f1) == b1 && (y | f2) == b2 && self.at(hay, p + j) {
                         return Some(p + j);
                     }
                 }
