@@ -16,6 +16,9 @@
 //! the final state and an evaluation. The figures then include
 //! the store, and `db_bytes_per_run` is the database plus WAL size (after a truncating
 //! checkpoint) divided by the runs the file holds.
+//!
+//! `diag-bench logs [--dir DIR] [--size-mib N] [--runs N] [--write docs/BENCHMARKS.md]` times
+//! `search_logs` against ripgrep on a generated log (see `diag_bench/logs.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +33,9 @@ use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
 use diag::ids::{IdSource, RandomIds};
 use diag::protocol::{Verdict, Verification};
 use diag::store::{NewRun, RunSummary, Store};
+
+#[path = "diag_bench/logs.rs"]
+mod logs;
 
 #[derive(Parser)]
 #[command(name = "diag-bench", about = "Benchmarks of diag's own overhead")]
@@ -64,6 +70,19 @@ enum Bench {
         /// The stored run to report.
         #[arg(long, value_name = "ID", requires = "store")]
         run: Option<String>,
+    },
+    /// Time search_logs against ripgrep on a generated log (made once under --dir).
+    Logs {
+        #[arg(long, default_value = "/tmp/diag-bench-logs")]
+        dir: PathBuf,
+        /// Size of the single-file corpus, and of the four-file one, in MiB.
+        #[arg(long, default_value_t = 1024)]
+        size_mib: u64,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Replace the log-search section of this Markdown file with the figures.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
     },
 }
 
@@ -517,6 +536,12 @@ fn main() -> ExitCode {
             store,
             run,
         } => bench_report(tool_calls, runs, store.as_deref().zip(run.as_deref())),
+        Bench::Logs {
+            dir,
+            size_mib,
+            runs,
+            write,
+        } => logs::bench_logs(&dir, size_mib, runs.max(1), write.as_deref()),
     };
     match result {
         Ok(v) => {
