@@ -92,7 +92,64 @@ pub struct ToolsConfig {
 #[serde(deny_unknown_fields)]
 pub struct LogsConfig {
     /// Files, directories or glob patterns; relative paths are relative to the config file.
+    #[serde(default)]
     pub paths: Vec<String>,
+    /// The zone of times that the `paths` write without an offset (syslog, log4j, klog, ...):
+    /// `UTC` (the default), an offset such as `+01:00`, or a tz database name such as
+    /// `Europe/Berlin`. Also the default of `sources` without their own.
+    pub time_zone: Option<String>,
+    /// Sources with settings of their own (`[[tools.search_logs.sources]]`).
+    #[serde(default)]
+    pub sources: Vec<LogSourceConfig>,
+}
+
+/// One log source with its own time zone.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSourceConfig {
+    /// A file, directory or glob pattern; relative to the config file.
+    pub path: String,
+    /// The zone of times this source writes without an offset.
+    pub time_zone: Option<String>,
+}
+
+impl LogsConfig {
+    /// Every source with the zone of its local times: `paths` first, then `sources`.
+    pub fn log_sources(
+        &self,
+    ) -> Result<Vec<crate::tools::search_logs::LogSource>, (String, String)> {
+        use crate::tools::search_logs::{LogSource, LogZone};
+        let zone = |key: String, z: Option<&String>| match z {
+            None => Ok(LogZone::UTC),
+            Some(text) => LogZone::parse(text).map_err(|reason| (key, reason)),
+        };
+        let default = zone(
+            "tools.search_logs.time_zone".into(),
+            self.time_zone.as_ref(),
+        )?;
+        let mut out: Vec<LogSource> = self
+            .paths
+            .iter()
+            .map(|p| LogSource {
+                path: p.into(),
+                zone: default.clone(),
+            })
+            .collect();
+        for (i, s) in self.sources.iter().enumerate() {
+            let zone = match &s.time_zone {
+                None => default.clone(),
+                some => zone(
+                    format!("tools.search_logs.sources[{i}].time_zone"),
+                    some.as_ref(),
+                )?,
+            };
+            out.push(LogSource {
+                path: s.path.as_str().into(),
+                zone,
+            });
+        }
+        Ok(out)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -365,6 +422,10 @@ impl Config {
                 ));
             }
         }
+        if let Some(logs) = &self.tools.search_logs {
+            logs.log_sources()
+                .map_err(|(key, reason)| invalid(key, &reason))?;
+        }
         let mut seen = std::collections::BTreeSet::new();
         for (i, s) in self.mcp.iter().enumerate() {
             let ok = !s.name.is_empty()
@@ -480,6 +541,16 @@ impl Config {
                 }
             }
         }
+        let sources = self.tools.search_logs.iter().flat_map(|l| &l.sources);
+        for (i, s) in sources.enumerate() {
+            if let Some(reason) = missing_source(&s.path) {
+                return Err(ConfigError::Invalid {
+                    file: file.to_string(),
+                    key: format!("tools.search_logs.sources[{i}].path"),
+                    reason,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -491,6 +562,7 @@ impl Config {
         };
         if let Some(l) = &mut self.tools.search_logs {
             l.paths.iter_mut().for_each(resolve);
+            l.sources.iter_mut().for_each(|s| resolve(&mut s.path));
         }
         if let Some(r) = &mut self.tools.search_runbooks {
             r.paths.iter_mut().for_each(resolve);
@@ -849,6 +921,47 @@ max_tool_calls = 4
                 e.starts_with(&format!("config f.toml: key `{key}`: ")),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn log_time_zones_are_checked_by_their_key_and_inherited() {
+        let c = Config::parse(
+            "[tools.search_logs]\npaths = [\"a\"]\ntime_zone = \"Europe/Berlin\"\n\
+             [[tools.search_logs.sources]]\npath = \"b\"\ntime_zone = \"-05:00\"\n\
+             [[tools.search_logs.sources]]\npath = \"c\"\n",
+            "f.toml",
+        )
+        .unwrap();
+        let zones: Vec<(String, String)> = c
+            .tools
+            .search_logs
+            .unwrap()
+            .log_sources()
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.path.display().to_string(), s.zone.to_string()))
+            .collect();
+        assert_eq!(
+            zones,
+            [
+                ("a".to_string(), "Europe/Berlin".to_string()),
+                ("b".to_string(), "-05:00".to_string()),
+                ("c".to_string(), "Europe/Berlin".to_string())
+            ]
+        );
+        for (text, key) in [
+            (
+                "[tools.search_logs]\npaths = [\"a\"]\ntime_zone = \"Mars/Base\"\n",
+                "tools.search_logs.time_zone",
+            ),
+            (
+                "[tools.search_logs]\n[[tools.search_logs.sources]]\npath = \"b\"\ntime_zone = \"+25:00\"\n",
+                "tools.search_logs.sources[0].time_zone",
+            ),
+        ] {
+            let e = Config::parse(text, "f.toml").unwrap_err().to_string();
+            assert!(e.starts_with(&format!("config f.toml: key `{key}`: ")), "{e}");
         }
     }
 

@@ -16,6 +16,7 @@ pub mod model;
 pub mod protocol;
 pub mod render;
 pub mod replay;
+pub mod report;
 pub mod runfile;
 pub mod setup;
 pub mod store;

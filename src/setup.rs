@@ -201,8 +201,14 @@ pub fn builtin_registry(config: &Config) -> Result<ToolRegistry, SetupError> {
         })
     };
     if let Some(logs) = &config.tools.search_logs {
-        let sources = logs.paths.iter().map(PathBuf::from).collect();
-        add(Arc::new(SearchLogs::new(
+        let sources = logs
+            .log_sources()
+            .map_err(|(key, reason)| SetupError::Tool {
+                tool: "search_logs".into(),
+                key,
+                reason,
+            })?;
+        add(Arc::new(SearchLogs::with_sources(
             sources,
             LogSearchLimits::default(),
         )))?;

@@ -172,6 +172,15 @@ fn trace_prints_the_stored_run_and_its_json_follows_the_schema() {
     assert_eq!(doc["evaluation"]["claims_verified"], 1);
 }
 
+/// `diag trace RUN_ID --json`, checked against its schema.
+fn trace_json(env: &TestEnv, run_id: &str) -> Value {
+    let out = env.run(&["trace", run_id, "--json"]);
+    out.expect(0).quiet_stderr();
+    let doc = out.json();
+    assert_schema("trace.v1.json", &doc);
+    doc
+}
+
 #[test]
 fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
     let env = TestEnv::new();
@@ -186,25 +195,100 @@ fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
     let run_id = str_of(&env.ask_fixture_json(&reject, &[]), "run_id").to_string();
     let trace = env.run(&["trace", &run_id]);
     trace.expect(0).quiet_stderr();
-    assert!(trace.stdout.contains(refused), "{}", trace.stdout);
+    // The trace shows every claim with its refusal code and each binding with its failure.
+    let grounding =
+        "grounding  claims 0 bound, 3 refused  ·  claim tokens 0 checked, 0 unbound  ·  \
+        answer tokens 0 checked, 0 unbound  ·  verifier items dropped 0\n\
+        \x20 c1       refused (failed_binding)\n\
+        \x20          inv-1 search_logs /matches/0/line  quote_not_found\n\
+        \x20 c2       refused (failed_binding)\n\
+        \x20          inv-2 search_logs /matches/5/line  path_not_found\n\
+        \x20 c3       refused (failed_binding)\n\
+        \x20          inv-3 search_runbooks /hits/0/score  not_a_string\n";
+    assert!(trace.stdout.contains(grounding), "{}", trace.stdout);
     // The block comes between the tool calls and the token line.
     let (tools, block, tokens) = (
         trace.stdout.find("tool calls\n").unwrap(),
-        trace.stdout.find("gatekeeper refused").unwrap(),
+        trace.stdout.find("grounding  claims").unwrap(),
         trace.stdout.find("tokens ").unwrap(),
     );
     assert!(tools < block && block < tokens, "{}", trace.stdout);
+    let doc = trace_json(&env, &run_id);
+    let claims = doc["grounding"]["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 3);
+    assert_eq!(claims[0]["status"], "refused");
+    assert_eq!(claims[0]["code"], "failed_binding");
+    assert_eq!(claims[0]["bindings"][0]["failure"], "quote_not_found");
+    assert_eq!(doc["grounding"]["figures"]["claims_refused"], 3);
 
-    // A run whose bindings all passed has no such block.
+    // A run whose bindings all passed shows each claim bound, its quote marked in the line.
     let pass = env.copy_fixture(PASS, "pass.json");
     let run_id = str_of(&env.ask_fixture_json(&pass, &[]), "run_id").to_string();
     let trace = env.run(&["trace", &run_id]);
     trace.expect(0).quiet_stderr();
+    assert!(!trace.stdout.contains("refused ("), "{}", trace.stdout);
     assert!(
-        !trace.stdout.contains("gatekeeper refused"),
+        trace
+            .stdout
+            .contains("[[upstream returned 502 from payment-service]]"),
         "{}",
         trace.stdout
     );
+    let doc = trace_json(&env, &run_id);
+    let figures = &doc["grounding"]["figures"];
+    assert_eq!(figures["claims_refused"], 0);
+    assert!(figures["claims_bound"].as_u64().unwrap() > 0, "{figures}");
+    assert!(
+        figures["answer_tokens_checked"].as_u64().unwrap() > 0,
+        "{figures}"
+    );
+    assert_eq!(doc["evaluation"]["grounding"], *figures);
+}
+
+#[test]
+fn ask_and_trace_name_a_claim_refused_for_an_unobserved_token() {
+    let env = TestEnv::new();
+    let file = env.copy_fixture(
+        "fixtures/runs/gatekeeper_unbound_token.json",
+        "unbound.json",
+    );
+    let out = env.run(&["ask", "--fixture", file.to_str().unwrap()]);
+    out.expect(0).quiet_stderr();
+    assert!(
+        out.stdout.contains(
+            "gatekeeper refused 1 claim(s) for what they say\n  c3      unbound_token identifier `v2.3.1`\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    let run_id = str_of(&env.ask_fixture_json(&file, &[]), "run_id").to_string();
+    let trace = env.run(&["trace", &run_id]);
+    trace.expect(0).quiet_stderr();
+    assert!(
+        trace
+            .stdout
+            .contains("  c3       refused (unbound_token: identifier `v2.3.1`)\n"),
+        "{}",
+        trace.stdout
+    );
+    let doc = trace_json(&env, &run_id);
+    let c3 = doc["grounding"]["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["claim_id"] == "c3")
+        .unwrap();
+    assert_eq!(c3["code"], "unbound_token");
+    assert_eq!(c3["token"], "v2.3.1");
+    assert_eq!(c3["token_kind"], "identifier");
+    assert_eq!(
+        c3["text"],
+        Value::Null,
+        "a refused claim's text is not shown"
+    );
+    // `v2.3.1` and `13:58`: the claim names a deploy and a time no evidence shows.
+    assert_eq!(doc["grounding"]["figures"]["claim_tokens_unbound"], 2);
+    assert!(!doc["run"]["answer"].as_str().unwrap().contains("v2.3.1"));
 }
 
 #[test]

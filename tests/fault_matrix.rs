@@ -741,7 +741,11 @@ async fn tool_fault_case(
         ToolFault::Error | ToolFault::Timeout | ToolFault::McpDies => {
             first.output["error"].is_string()
         }
-        ToolFault::Huge => first.output["truncated"] == true,
+        ToolFault::Huge => {
+            first.output["output_truncated"] == true
+                && first.output["matches_shown"]
+                    == first.output["matches"].as_array().map_or(0, Vec::len)
+        }
         ToolFault::BinaryLog => output.contains("BINARY-MARKER") && output.contains('\u{fffd}'),
         ToolFault::BinaryMcp => output.contains("image/png"),
     };

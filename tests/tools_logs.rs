@@ -1,12 +1,23 @@
 //! `search_logs` against real files in temporary directories: formats (plain, JSON lines,
-//! gzip), sources (files, directories, globs), filters, bounds and files that misbehave.
+//! gzip), sources (files, directories, globs), filters, bounds and files that misbehave; one
+//! test per timestamp format with a window over it; the two truncation flags told apart; and
+//! properties that the window found by binary search is the full scan's.
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use diag::clock::{FixedClock, Timestamp};
-use diag::tools::{LogSearchLimits, SearchLogs, Tool, ToolContext, ToolError};
+use diag::protocol::{
+    validate_run, Binding, Claim, ExecutorOutput, InvocationStatus, ToolInvocation,
+};
+use diag::tools::search_logs::{LogSource, LogZone};
+use diag::tools::{
+    LogSearchLimits, SearchLogs, Tool, ToolContext, ToolError, ToolLimits, ToolRegistry,
+};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -54,7 +65,8 @@ fn hits(out: &Value) -> Vec<(String, u64, String)> {
                 .into_owned();
             (
                 file,
-                m["line_no"].as_u64().unwrap(),
+                // 0 for a line whose number was not counted (checked where it matters).
+                m["line_no"].as_u64().unwrap_or(0),
                 m["line"].as_str().unwrap().to_string(),
             )
         })
@@ -79,8 +91,9 @@ fn plain_text_substring_is_case_insensitive_with_timestamps() {
     let out = search(&[&f], json!({"query": "error"}));
     // Exactly the spec's shape when nothing was skipped.
     let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["matches", "truncated"]);
-    assert_eq!(out["truncated"], false);
+    assert_eq!(keys, ["matches", "matches_found", "more_matches"]);
+    assert_eq!(out["more_matches"], false);
+    assert_eq!(out["matches_found"], 2);
     assert_eq!(
         out["matches"][0],
         json!({
@@ -232,6 +245,10 @@ fn time_window_is_inclusive_and_continuation_lines_inherit_time() {
     );
     // The continuation line keeps its own (absent) timestamp in the output.
     assert_eq!(out["matches"][1]["timestamp"], Value::Null);
+    // The first line has no time, neither its own nor one above: counted, not dropped
+    // silently.
+    assert_eq!(out["untimed_lines"], 1);
+    assert_eq!(out["matches_found"], 3);
 
     // Offsets are honoured: 15:00+01:00 is 14:00Z.
     let out = search(
@@ -308,9 +325,11 @@ fn result_cap_sets_truncated_and_keeps_the_first_matches() {
     let f = write(dir.path(), "app.log", body);
     let out = search(&[&f], json!({"query": "error", "limit": 3}));
     assert_eq!(lines(&out), ["error 1", "error 2", "error 3"]);
-    assert_eq!(out["truncated"], true);
+    assert_eq!(out["more_matches"], true);
+    assert_eq!(out["matches_found"], 20, "every matching line is counted");
     let out = search(&[&f], json!({"query": "error", "limit": 20}));
-    assert_eq!(out["truncated"], false);
+    assert_eq!(out["more_matches"], false);
+    assert_eq!(out["matches_found"], 20);
     assert_eq!(lines(&out).len(), 20);
 
     let limits = LogSearchLimits {
@@ -323,7 +342,8 @@ fn result_cap_sets_truncated_and_keeps_the_first_matches() {
     assert_eq!(lines(&out).len(), 2);
     let out = run(&tool, json!({"query": "error", "limit": 1000})).unwrap();
     assert_eq!(lines(&out).len(), 5, "a limit above the maximum is capped");
-    assert_eq!(out["truncated"], true);
+    assert_eq!(out["more_matches"], true);
+    assert_eq!(out["matches_found"], 20);
 }
 
 #[test]
@@ -368,12 +388,15 @@ fn binary_files_are_skipped_and_noted() {
             )
         })
         .collect();
-    assert_eq!(skipped, [("a.bin".to_string(), "binary file".to_string())]);
-
-    // c.log.gz comes after b.log and is reached only once b.log's matches do not fill the limit.
-    let out = search(&[dir.path().to_path_buf()], json!({"query": "compressed"}));
-    assert_eq!(out["skipped"].as_array().unwrap().len(), 2);
-    assert_eq!(out["skipped"][1]["reason"], "binary file");
+    // Every file is searched (to count its matches), even once the limit is filled.
+    assert_eq!(
+        skipped,
+        [
+            ("a.bin".to_string(), "binary file".to_string()),
+            ("c.log.gz".to_string(), "binary file".to_string())
+        ]
+    );
+    assert_eq!(out["matches_found"], 1001);
 }
 
 #[test]
@@ -389,7 +412,7 @@ fn vanished_files_and_broken_symlinks_do_not_fail_the_search() {
     fs::remove_file(&gone).unwrap();
     let out = search(&[d.join("logs"), gone.clone()], json!({"query": "error"}));
     assert_eq!(lines(&out), ["error a", "error c"]);
-    assert_eq!(out["truncated"], false);
+    assert_eq!(out["more_matches"], false);
     let skipped = out["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 2, "{skipped:?}");
     assert!(skipped[0]["file"].as_str().unwrap().ends_with("b2.log"));
@@ -442,8 +465,8 @@ fn very_long_lines_are_cut_and_marked() {
     assert_eq!(out["matches"][2]["line_no"], 3);
     assert_eq!(out["matches"][2]["line_truncated"], true);
     assert_eq!(
-        out["truncated"], false,
-        "truncated speaks about matches only"
+        out["more_matches"], false,
+        "more_matches speaks about matches only"
     );
     let out = search(&[f], json!({"query": "needle-in-tail"}));
     assert!(lines(&out).is_empty());
@@ -465,12 +488,16 @@ fn a_large_file_is_streamed() {
     assert!(fs::metadata(&path).unwrap().len() > 10 * 1024 * 1024);
     let out = search(&[&path], json!({"query": "the one we want"}));
     assert_eq!(out["matches"][0]["line_no"], n as u64 + 1);
-    // With a time window every line is parsed, still streaming.
+    // A time window in a large ordered file is found by binary search: the lines before it
+    // are not read, so the match carries its byte offset instead of a line number.
     let out = search(
         &[path],
         json!({"query": "error", "since": "2026-11-30T14:30:00Z"}),
     );
     assert_eq!(lines(&out), ["2026-11-30T14:59:59Z ERROR the one we want"]);
+    assert_eq!(out["matches"][0]["line_no"], Value::Null);
+    assert_eq!(out["matches"][0]["byte_offset"], (n * filler.len()) as u64);
+    assert_eq!(out["untimed_lines"], 0);
 }
 
 #[test]
@@ -509,12 +536,10 @@ fn bad_arguments_are_errors_naming_the_parameter() {
 fn no_sources_means_no_matches() {
     let dir = TempDir::new().unwrap();
     let out = search(&[dir.path().to_path_buf()], json!({"query": "x"}));
-    assert_eq!(out, json!({"matches": [], "truncated": false}));
+    let empty = json!({"matches": [], "matches_found": 0, "more_matches": false});
+    assert_eq!(out, empty);
     let tool = SearchLogs::new(Vec::new(), LogSearchLimits::default());
-    assert_eq!(
-        run(&tool, json!({"query": "x"})).unwrap(),
-        json!({"matches": [], "truncated": false})
-    );
+    assert_eq!(run(&tool, json!({"query": "x"})).unwrap(), empty);
     let spec = tool.spec();
     assert_eq!(spec.name, "search_logs");
     assert_eq!(spec.parameters["required"], json!(["query"]));
@@ -536,7 +561,10 @@ fn too_many_files_are_left_out_and_said_so() {
         hits(&out).iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
         ["a.log", "b.log"]
     );
-    assert_eq!(out["truncated"], true);
+    assert_eq!(
+        out["matches_found"], 2,
+        "counts are about the files searched"
+    );
     assert!(out["skipped"][0]["file"]
         .as_str()
         .unwrap()
@@ -545,4 +573,642 @@ fn too_many_files_are_left_out_and_said_so() {
         out["skipped"][0]["reason"],
         "more than 2 files: this and 1 later files were not searched"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timestamp formats: one file per format, written as the service writes it, across the day
+// and year boundaries, with a window over each and the count of matching lines without time.
+// ---------------------------------------------------------------------------------------------
+
+/// A file in one format, searched with a window: the (timestamp, line start) of each match,
+/// and `untimed_lines`.
+struct FormatCase {
+    name: &'static str,
+    zone: &'static str,
+    /// The file's modification time (the reference for times without a year).
+    mtime: &'static str,
+    text: &'static str,
+    query: &'static str,
+    since: Option<&'static str>,
+    until: Option<&'static str>,
+    want: &'static [(Option<&'static str>, &'static str)],
+    untimed: u64,
+}
+
+fn set_mtime(path: &Path, at: &str) {
+    let ms = Timestamp::parse_rfc3339(at).unwrap().unix_ms();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms as u64);
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+fn check_format(case: &FormatCase) {
+    let dir = TempDir::new().unwrap();
+    let path = write(dir.path(), case.name, case.text);
+    set_mtime(&path, case.mtime);
+    // Read whole and by binary search alike.
+    for window_search_min_bytes in [u64::MAX, 0] {
+        let limits = LogSearchLimits {
+            window_search_min_bytes,
+            window_granularity_bytes: 1,
+            ..LogSearchLimits::default()
+        };
+        let source = LogSource {
+            path: path.clone(),
+            zone: LogZone::parse(case.zone).unwrap(),
+        };
+        let tool = SearchLogs::with_sources(vec![source], limits);
+        let mut args = json!({"query": case.query});
+        if let Some(s) = case.since {
+            args["since"] = json!(s);
+        }
+        if let Some(u) = case.until {
+            args["until"] = json!(u);
+        }
+        let out = run(&tool, args).unwrap();
+        let got: Vec<(Option<String>, String)> = out["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["timestamp"].as_str().map(str::to_string),
+                    m["line"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(got.len(), case.want.len(), "{}: {got:#?}", case.name);
+        for ((ts, line), (want_ts, want_line)) in got.iter().zip(case.want) {
+            assert_eq!(ts.as_deref(), *want_ts, "{}: {line}", case.name);
+            assert!(line.starts_with(want_line), "{}: {line}", case.name);
+        }
+        assert_eq!(out["matches_found"], case.want.len(), "{}", case.name);
+        assert_eq!(out["untimed_lines"], case.untimed, "{}", case.name);
+    }
+}
+
+#[test]
+fn format_iso8601_and_rfc3339_with_offsets_and_local_times() {
+    check_format(&FormatCase {
+        name: "checkout.log",
+        zone: "Europe/Berlin",
+        mtime: "2027-01-01T00:10:00Z",
+        text: "starting checkout-service v2.3.1, error budget 5%\n\
+               2026-12-31T22:59:58.100Z ERROR upstream reset by payment-service\n\
+               2027-01-01T00:00:00.900+01:00 ERROR upstream reset by payment-service\n\
+               \tat io.netty.channel.AbstractChannel.read(AbstractChannel.java:42) error frame\n\
+               2027-01-01 00:00:01,250 ERROR upstream reset (local time, Berlin)\n\
+               20270101T000002Z ERROR upstream reset (basic format)\n\
+               2027-01-01T00:00:03Z INFO recovered, error rate 0%\n",
+        query: "error",
+        since: Some("2026-12-31T23:00:00Z"),
+        until: Some("2027-01-01T00:00:02Z"),
+        want: &[
+            (
+                Some("2026-12-31T23:00:00.900Z"),
+                "2027-01-01T00:00:00.900+01:00",
+            ),
+            (None, "\tat io.netty"),
+            (Some("2026-12-31T23:00:01.250Z"), "2027-01-01 00:00:01,250"),
+            (Some("2027-01-01T00:00:02.000Z"), "20270101T000002Z"),
+        ],
+        untimed: 1,
+    });
+}
+
+#[test]
+fn format_rfc3164_syslog_takes_its_year_from_the_file_time() {
+    check_format(&FormatCase {
+        name: "auth.log",
+        zone: "America/New_York",
+        mtime: "2027-01-01T06:00:00Z",
+        text: "Dec 31 18:59:59 web01 sshd[811]: Failed password for root from 203.0.113.9 port 52144 ssh2\n\
+               Dec 31 23:59:58 web01 sshd[811]: Failed password for invalid user admin from 203.0.113.9 port 52160 ssh2\n\
+               Jan  1 00:00:02 web01 sshd[815]: Failed password for root from 198.51.100.4 port 40022 ssh2\n\
+               Jan  1 00:00:03 web01 sshd[815]: Connection closed by 198.51.100.4 port 40022 [preauth]\n",
+        query: "failed password",
+        since: Some("2027-01-01T00:00:00Z"),
+        until: None,
+        want: &[
+            (Some("2027-01-01T04:59:58.000Z"), "Dec 31 23:59:58"),
+            (Some("2027-01-01T05:00:02.000Z"), "Jan  1 00:00:02"),
+        ],
+        untimed: 0,
+    });
+}
+
+#[test]
+fn format_rfc5424_syslog() {
+    check_format(&FormatCase {
+        name: "syslog",
+        zone: "UTC",
+        mtime: "2027-01-02T00:00:00Z",
+        text: "<34>1 2026-12-31T23:59:59.003Z mymachine.example.com su - ID47 - 'su root' failed for lonvick on /dev/pts/8\n\
+               <165>1 2027-01-01T00:00:00.000003-08:00 192.0.2.1 myproc 8710 - - %% It's time to make the do-nothing failed\n\
+               <165>1 2027-01-01T08:00:01Z 192.0.2.1 myproc 8710 - - failed again\n\
+               <165>1 - 192.0.2.1 myproc 8710 - - failed without a timestamp (NILVALUE)\n",
+        query: "failed",
+        since: Some("2027-01-01T00:00:00Z"),
+        until: Some("2027-01-01T08:00:00Z"),
+        // The NILVALUE line inherits the time above it (08:00:01), outside the window.
+        want: &[(Some("2027-01-01T08:00:00.000Z"), "<165>1 2027-01-01T00:00:00.000003-08:00")],
+        untimed: 0,
+    });
+}
+
+#[test]
+fn format_nginx_and_apache_combined_access_log() {
+    check_format(&FormatCase {
+        name: "access.log",
+        zone: "UTC",
+        mtime: "2027-01-01T00:00:05Z",
+        text: "203.0.113.9 - - [31/Dec/2026:23:59:59 +0100] \"GET /api/checkout HTTP/1.1\" 502 157 \"-\" \"curl/8.5.0\"\n\
+               198.51.100.4 - alice [01/Jan/2027:00:00:01 +0100] \"POST /api/checkout HTTP/2.0\" 502 0 \"https://shop.example/cart\" \"Mozilla/5.0 (X11; Linux x86_64)\"\n\
+               192.0.2.7 - - [31/Dec/2026:23:00:02 +0000] \"GET /healthz HTTP/1.1\" 200 2 \"-\" \"kube-probe/1.29\"\n\
+               192.0.2.8 - - [31/Dec/2026:23:00:03 +0000] \"GET /api/checkout HTTP/1.1\" 502 157 \"-\" \"curl/8.5.0\"\n",
+        query: "\" 502 ",
+        since: Some("2026-12-31T23:00:00Z"),
+        until: None,
+        want: &[
+            (Some("2026-12-31T23:00:01.000Z"), "198.51.100.4"),
+            (Some("2026-12-31T23:00:03.000Z"), "192.0.2.8"),
+        ],
+        untimed: 0,
+    });
+}
+
+#[test]
+fn format_apache_error_log() {
+    check_format(&FormatCase {
+        name: "error_log",
+        zone: "Europe/Berlin",
+        mtime: "2027-01-01T00:30:00Z",
+        text: "[Thu Dec 31 23:59:58.123456 2026] [proxy:error] [pid 2215:tid 140] (111)Connection refused: AH00957: HTTP: attempt to connect to 10.0.0.7:8080 (backend) failed\n\
+               [Fri Jan 01 00:00:03 2027] [proxy_http:error] [pid 2215:tid 141] [client 203.0.113.9:51234] AH01114: HTTP: failed to make connection to backend: 10.0.0.7\n\
+               [Fri Jan 01 01:00:00 2027] [core:notice] [pid 2210] AH00094: Command line: '/usr/sbin/apache2', nothing failed\n",
+        query: "failed",
+        since: Some("2026-12-31T23:00:00Z"),
+        until: Some("2026-12-31T23:59:59Z"),
+        want: &[(Some("2026-12-31T23:00:03.000Z"), "[Fri Jan 01 00:00:03 2027]")],
+        untimed: 0,
+    });
+}
+
+#[test]
+fn format_log4j_with_stack_traces() {
+    check_format(&FormatCase {
+        name: "payment.log",
+        zone: "Asia/Tokyo",
+        mtime: "2027-01-01T00:01:00Z",
+        text: "2027-01-01 08:59:59,978 ERROR [http-nio-8080-exec-7] c.e.checkout.PaymentClient - charge failed: java.net.SocketTimeoutException: Read timed out\n\
+               java.net.SocketTimeoutException: Read timed out\n\
+               \tat java.base/sun.nio.ch.NioSocketImpl.timedRead(NioSocketImpl.java:288)\n\
+               2027-01-01 09:00:00,004 WARN  [http-nio-8080-exec-7] c.e.checkout.PaymentClient - retry 1/3 after Read timed out\n",
+        query: "timed out",
+        since: Some("2027-01-01T00:00:00Z"),
+        until: None,
+        // The exception line inherits 23:59:59.978Z from its record: outside the window.
+        want: &[(Some("2027-01-01T00:00:00.004Z"), "2027-01-01 09:00:00,004 WARN")],
+        untimed: 0,
+    });
+}
+
+#[test]
+fn format_kubernetes_klog_across_new_year() {
+    check_format(&FormatCase {
+        name: "kube-controller-manager.log",
+        zone: "UTC",
+        mtime: "2027-01-01T00:05:00Z",
+        text: "Log file created at: 2026/12/31 23:50:00\n\
+               I1231 23:59:59.912345       1 leaderelection.go:250] attempting to acquire leader lease kube-system/kube-controller-manager...\n\
+               E1231 23:59:59.998001       1 leaderelection.go:332] error retrieving resource lock kube-system/kube-controller-manager: context deadline exceeded\n\
+               E0101 00:00:00.120000       1 leaderelection.go:332] error retrieving resource lock kube-system/kube-controller-manager: dial tcp 10.96.0.1:443: connect: connection refused\n\
+               I0101 00:00:02.000000       1 leaderelection.go:260] successfully acquired lease kube-system/kube-controller-manager\n",
+        query: "lease",
+        since: Some("2026-12-31T23:59:59.990Z"),
+        until: Some("2027-01-01T00:00:01Z"),
+        want: &[],
+        untimed: 0,
+    });
+    check_format(&FormatCase {
+        name: "kube-controller-manager.log",
+        zone: "UTC",
+        mtime: "2027-01-01T00:05:00Z",
+        text: "Log file created at: 2026/12/31 23:50:00 error retrieving nothing yet\n\
+               I1231 23:59:59.912345       1 leaderelection.go:250] attempting to acquire leader lease\n\
+               E1231 23:59:59.998001       1 leaderelection.go:332] error retrieving resource lock kube-system/kube-controller-manager: context deadline exceeded\n\
+               E0101 00:00:00.120000       1 leaderelection.go:332] error retrieving resource lock kube-system/kube-controller-manager: dial tcp 10.96.0.1:443: connect: connection refused\n\
+               I0101 00:00:02.000000       1 leaderelection.go:260] successfully acquired lease\n",
+        query: "error retrieving",
+        since: Some("2026-12-31T23:59:59.990Z"),
+        until: Some("2027-01-01T00:00:01Z"),
+        want: &[
+            (Some("2026-12-31T23:59:59.998Z"), "E1231"),
+            (Some("2027-01-01T00:00:00.120Z"), "E0101"),
+        ],
+        // The header line has no klog time and nothing above it.
+        untimed: 1,
+    });
+}
+
+#[test]
+fn format_android_logcat() {
+    check_format(&FormatCase {
+        name: "logcat.txt",
+        zone: "+05:30",
+        mtime: "2027-03-17T17:00:00Z",
+        text: "--------- beginning of main E (crash buffer)\n\
+               03-17 16:13:38.811  1702  2395 D WindowManager: printFreezingDisplayLogsopening app wtoken = AppWindowToken{9f4ef63 token=Token{a64f992}}\n\
+               03-17 16:13:38.819  1702  8671 E PowerManagerService: acquire lock failed, tag=\"View Lock\"\n\
+               03-17 16:14:02.004  2227  2227 E AndroidRuntime: FATAL EXCEPTION: main\n",
+        query: " E ",
+        since: Some("2027-03-17T10:44:00Z"),
+        until: None,
+        want: &[(Some("2027-03-17T10:44:02.004Z"), "03-17 16:14:02.004")],
+        untimed: 1,
+    });
+}
+
+#[test]
+fn format_hdfs_compact_dates_across_midnight() {
+    check_format(&FormatCase {
+        name: "hdfs-datanode.log",
+        zone: "UTC",
+        mtime: "2008-11-10T01:00:00Z",
+        text: "081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block blk_38865049064139660 terminating\n\
+               081109 235959 222 WARN dfs.DataNode: Exception in receiveBlock for block blk_-6952295868487656571 java.io.IOException: Connection reset by peer\n\
+               081110 000001 223 WARN dfs.DataNode: Exception in receiveBlock for block blk_7128370237687728475 java.io.IOException: Connection reset by peer\n",
+        query: "exception",
+        since: Some("2008-11-10T00:00:00Z"),
+        until: None,
+        want: &[(Some("2008-11-10T00:00:01.000Z"), "081110 000001")],
+        untimed: 0,
+    });
+}
+
+#[test]
+fn format_epoch_seconds_and_milliseconds() {
+    check_format(&FormatCase {
+        name: "squid-access.log",
+        zone: "UTC",
+        mtime: "2027-01-01T00:00:05Z",
+        text: "1798761599.123    921 192.168.0.68 TCP_MISS/502 4120 GET http://shop.example/api/checkout - HIER_DIRECT/10.0.0.7 text/html\n\
+               1798761600.001     15 192.168.0.69 TCP_MISS/502 310 GET http://shop.example/api/checkout - HIER_DIRECT/10.0.0.7 text/html\n",
+        query: "TCP_MISS/502",
+        since: Some("2027-01-01T00:00:00Z"),
+        until: None,
+        want: &[(Some("2027-01-01T00:00:00.001Z"), "1798761600.001")],
+        untimed: 0,
+    });
+    check_format(&FormatCase {
+        name: "events.log",
+        zone: "UTC",
+        mtime: "2027-01-01T00:00:05Z",
+        text: "1798761599999 ERROR order=ord-1 payment failed\n\
+               1798761600000 ERROR order=ord-2 payment failed\n",
+        query: "payment failed",
+        since: None,
+        until: Some("2026-12-31T23:59:59.999Z"),
+        want: &[(Some("2026-12-31T23:59:59.999Z"), "1798761599999")],
+        untimed: 0,
+    });
+}
+
+#[test]
+fn format_json_lines_with_common_time_fields() {
+    check_format(&FormatCase {
+        name: "payment.jsonl",
+        zone: "UTC",
+        mtime: "2027-01-01T00:00:05Z",
+        text: "{\"msg\":\"charge failed at startup\"}\n\
+               {\"level\":\"error\",\"ts\":1798761599.5,\"caller\":\"pay/client.go:88\",\"msg\":\"charge failed\"}\n\
+               {\"@timestamp\":\"2027-01-01T00:00:00.250Z\",\"log.level\":\"error\",\"message\":\"charge failed\"}\n\
+               {\"time\":\"2027-01-01T01:00:00.5+01:00\",\"level\":\"error\",\"msg\":\"charge failed\"}\n\
+               {\"asctime\":\"2027-01-01 00:00:01,000\",\"levelname\":\"ERROR\",\"message\":\"charge failed\"}\n",
+        query: "charge failed",
+        since: Some("2027-01-01T00:00:00Z"),
+        until: None,
+        want: &[
+            (Some("2027-01-01T00:00:00.250Z"), "{\"@timestamp\""),
+            (Some("2027-01-01T00:00:00.500Z"), "{\"time\""),
+            (Some("2027-01-01T00:00:01.000Z"), "{\"asctime\""),
+        ],
+        untimed: 1,
+    });
+}
+
+#[test]
+fn a_window_over_a_format_that_cannot_be_read_says_so() {
+    // Proxifier writes `[MM.DD HH:MM:SS]`, which is not read: every match is counted as
+    // untimed instead of vanishing.
+    check_format(&FormatCase {
+        name: "proxifier.log",
+        zone: "UTC",
+        mtime: "2027-01-01T00:00:05Z",
+        text: "[10.30 16:49:06] chrome.exe - proxy.example:5070 open through proxy proxy.example:5070 HTTPS\n\
+               [10.30 16:49:07] chrome.exe - proxy.example:5070 close, 0 bytes sent, 0 bytes received\n",
+        query: "chrome.exe",
+        since: Some("2026-10-30T00:00:00Z"),
+        until: None,
+        want: &[],
+        untimed: 2,
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Honest truncation: more lines than the limit, and an answer cut to fit the output cap.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_output_cap_and_the_limit_are_told_apart() {
+    let dir = TempDir::new().unwrap();
+    let body: String = (1..=300)
+        .map(|i| {
+            format!(
+                "2026-11-30T14:{:02}:{:02}Z ERROR checkout upstream returned 502 attempt {i} {}\n",
+                i / 60,
+                i % 60,
+                "x".repeat(200)
+            )
+        })
+        .collect();
+    let f = write(dir.path(), "checkout.log", body);
+    let clock = FixedClock(Timestamp::parse_rfc3339("2026-11-30T15:00:00Z").unwrap());
+    let cx = ToolContext { clock: &clock };
+    let mut registry = ToolRegistry::new(ToolLimits {
+        max_output_bytes: 8 * 1024,
+        ..ToolLimits::default()
+    });
+    registry
+        .register(Arc::new(SearchLogs::new(
+            vec![f],
+            LogSearchLimits::default(),
+        )))
+        .unwrap();
+    let session = registry.session();
+
+    // The limit lets 50 through of 300: more matched; the 50 do not fit the cap either.
+    let o = session
+        .call("search_logs", &json!({"query": "502"}), &cx)
+        .await;
+    assert_eq!(o.status, InvocationStatus::Ok);
+    let shown = o.output["matches"].as_array().unwrap().len();
+    assert!(shown > 0 && shown < 50, "{shown}");
+    assert_eq!(o.output["matches_shown"], shown);
+    assert_eq!(o.output["output_truncated"], true);
+    assert_eq!(o.output["more_matches"], true);
+    assert_eq!(o.output["matches_found"], 300);
+
+    // Everything that matched fits the limit, but not the cap: only the cap is reported.
+    let o = session
+        .call(
+            "search_logs",
+            &json!({"query": "attempt 1", "limit": 500}),
+            &cx,
+        )
+        .await;
+    // attempt 1, 10-19, 100-199
+    assert_eq!(o.output["matches_found"], 111);
+    assert_eq!(
+        o.output["more_matches"], false,
+        "the limit let every match through"
+    );
+    assert_eq!(o.output["output_truncated"], true);
+    let shown = o.output["matches"].as_array().unwrap().len();
+    assert_eq!(o.output["matches_shown"], shown);
+
+    // Neither: no flag says otherwise.
+    let o = session
+        .call(
+            "search_logs",
+            &json!({"query": "attempt 7 ", "limit": 5}),
+            &cx,
+        )
+        .await;
+    assert_eq!(o.output["matches_found"], 1);
+    assert_eq!(o.output["more_matches"], false);
+    assert!(o.output.get("output_truncated").is_none());
+    assert!(o.output.get("matches_shown").is_none());
+
+    // Quotes bind to the output as shown: the last line shown passes, one cut away does not.
+    let o = session
+        .call("search_logs", &json!({"query": "502"}), &cx)
+        .await;
+    let shown = o.output["matches"].as_array().unwrap().len();
+    let invocation = ToolInvocation {
+        run_id: "run-1".into(),
+        session_id: "ses-1".into(),
+        invocation_id: "inv-1".into(),
+        agent: "executor".into(),
+        round: 1,
+        tool_name: "search_logs".into(),
+        arguments: json!({"query": "502"}),
+        output: o.output.clone(),
+        status: InvocationStatus::Ok,
+        duration_ms: 1,
+    };
+    let quote = |n: usize| {
+        let output = ExecutorOutput {
+            claims: vec![Claim {
+                claim_id: "c1".into(),
+                text: "checkout logged an upstream failure".into(),
+                bindings: vec![Binding {
+                    source_invocation_id: "inv-1".into(),
+                    tool_name: "search_logs".into(),
+                    raw_path: format!("/matches/{n}/line"),
+                    quote: "ERROR checkout upstream returned".into(),
+                }],
+            }],
+            ..ExecutorOutput::default()
+        };
+        validate_run("run-1", &output, std::slice::from_ref(&invocation)).checked_bindings[0].passed
+    };
+    assert!(quote(shown - 1));
+    assert!(!quote(shown));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The window by binary search equals the full scan.
+// ---------------------------------------------------------------------------------------------
+
+/// One generated line: seconds after the previous timestamped line (`None`: no timestamp of
+/// its own), its length of filler, and whether it holds the query.
+#[derive(Debug, Clone)]
+struct GenLine {
+    gap: Option<u32>,
+    filler: usize,
+    hit: bool,
+}
+
+fn gen_line() -> impl Strategy<Value = GenLine> {
+    (
+        prop_oneof![
+            3 => Just(Some(0u32)),
+            5 => (1u32..5).prop_map(Some),
+            1 => (60u32..100_000).prop_map(Some),
+            2 => Just(None),
+        ],
+        0usize..120,
+        prop::bool::weighted(0.4),
+    )
+        .prop_map(|(gap, filler, hit)| GenLine { gap, filler, hit })
+}
+
+/// The file text and, per line, its byte offset.
+fn render(lines: &[GenLine], backwards_at: Option<usize>) -> (String, Vec<usize>) {
+    let mut t: i64 = 1_796_047_200_000; // 2026-11-30T14:00:00Z
+    let mut text = String::new();
+    let mut offsets = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        offsets.push(text.len());
+        let filler = "abcdefghij".repeat(l.filler / 10 + 1)[..l.filler].to_string();
+        let hit = if l.hit { " needle" } else { "" };
+        match l.gap {
+            Some(g) => {
+                t += i64::from(g) * 1000;
+                if backwards_at == Some(i) {
+                    t -= 3_600_000;
+                }
+                let ts = Timestamp::from_unix_ms(t).to_string();
+                text.push_str(&format!("{ts} INFO {filler}{hit}\n"));
+            }
+            None => text.push_str(&format!("\tat frame {filler}{hit}\n")),
+        }
+    }
+    (text, offsets)
+}
+
+fn window_args(lines: &[GenLine], pick: (u8, u8, u32, u32)) -> Value {
+    let total: u32 = lines.iter().filter_map(|l| l.gap).sum();
+    let at = |kind: u8, x: u32| -> Option<String> {
+        let base: i64 = 1_796_047_200_000;
+        let s = match kind % 4 {
+            0 => return None,
+            1 => base - 3_600_000, // before the first line
+            2 => base + i64::from(total) * 1000 + 3_600_000, // after the last
+            _ => base + i64::from(x % (total + 2)) * 1000, // on or between lines
+        };
+        Some(Timestamp::from_unix_ms(s).to_string())
+    };
+    let (mut since, mut until) = (at(pick.0, pick.2), at(pick.1, pick.3));
+    if let (Some(s), Some(u)) = (&since, &until) {
+        if s > u {
+            std::mem::swap(&mut since, &mut until);
+        }
+    }
+    let mut args = json!({"query": "needle", "limit": 500});
+    if let Some(s) = since {
+        args["since"] = json!(s);
+    }
+    if let Some(u) = until {
+        args["until"] = json!(u);
+    }
+    if args.get("since").is_none() && args.get("until").is_none() {
+        args["since"] = json!(Timestamp::from_unix_ms(1_796_047_200_000).to_string());
+    }
+    args
+}
+
+fn property_config(seed: u64) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(256);
+    ProptestConfig {
+        cases,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    }
+}
+
+/// Searches `text` with the window found by binary search (every knob at its finest) and by
+/// reading the whole file, and compares: same lines, times and counts; a line number where
+/// the search counted lines, else the byte offset of that same line.
+fn same_as_full_scan(
+    text: &str,
+    offsets: &[usize],
+    args: &Value,
+    granularity: u64,
+    order_probes: u64,
+) -> Result<(), TestCaseError> {
+    let dir = TempDir::new().unwrap();
+    let f = write(dir.path(), "app.log", text);
+    let search = |window_search_min_bytes: u64| {
+        let limits = LogSearchLimits {
+            window_search_min_bytes,
+            window_granularity_bytes: granularity,
+            order_probes,
+            ..LogSearchLimits::default()
+        };
+        run(&SearchLogs::new(vec![f.clone()], limits), args.clone()).unwrap()
+    };
+    let full = search(u64::MAX);
+    let fast = search(0);
+    for key in ["matches_found", "more_matches", "untimed_lines"] {
+        prop_assert_eq!(&fast[key], &full[key], "{} differs for {}", key, args);
+    }
+    let (a, b) = (
+        fast["matches"].as_array().unwrap(),
+        full["matches"].as_array().unwrap(),
+    );
+    prop_assert_eq!(a.len(), b.len(), "{}", args);
+    for (x, y) in a.iter().zip(b) {
+        prop_assert_eq!(&x["line"], &y["line"]);
+        prop_assert_eq!(&x["timestamp"], &y["timestamp"]);
+        let no = y["line_no"].as_u64().unwrap();
+        match x["line_no"].as_u64() {
+            Some(n) => prop_assert_eq!(n, no),
+            None => prop_assert_eq!(
+                x["byte_offset"].as_u64(),
+                Some(offsets[no as usize - 1] as u64)
+            ),
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(property_config(0x05EA_5C41))]
+
+    #[test]
+    fn window_by_binary_search_equals_the_full_scan(
+        lines in prop::collection::vec(gen_line(), 0..60),
+        pick in (any::<u8>(), any::<u8>(), any::<u32>(), any::<u32>()),
+        granularity in prop_oneof![Just(1u64), Just(16), Just(300), Just(1 << 20)],
+        order_probes in 1u64..6,
+    ) {
+        let (text, offsets) = render(&lines, None);
+        let args = window_args(&lines, pick);
+        same_as_full_scan(&text, &offsets, &args, granularity, order_probes)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(property_config(0x0BAC_C0DE))]
+
+    #[test]
+    fn a_file_that_goes_back_in_time_gives_the_full_scan_result(
+        lines in prop::collection::vec(gen_line(), 2..60),
+        back in any::<prop::sample::Index>(),
+        pick in (any::<u8>(), any::<u8>(), any::<u32>(), any::<u32>()),
+        granularity in prop_oneof![Just(1u64), Just(16), Just(300)],
+    ) {
+        let timed: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].gap.is_some()).collect();
+        prop_assume!(timed.len() >= 2);
+        // An hour back at one timestamped line after the first.
+        let at = timed[1 + back.index(timed.len() - 1)];
+        let (text, offsets) = render(&lines, Some(at));
+        let args = window_args(&lines, pick);
+        // Probes every few bytes (shorter than any line): the order check sees every line, so
+        // the search must fall back to reading the whole file.
+        let order_probes = (text.len() as u64 / 8).max(1);
+        same_as_full_scan(&text, &offsets, &args, granularity, order_probes)?;
+    }
 }

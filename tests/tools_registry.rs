@@ -73,7 +73,7 @@ fn registry(limits: ToolLimits) -> ToolRegistry {
         let matches: Vec<Value> = (0..200)
             .map(|i| json!({"file": "a.log", "line_no": i, "timestamp": null, "line": "x".repeat(100)}))
             .collect();
-        Behaviour::Return(json!({"matches": matches, "truncated": false}))
+        Behaviour::Return(json!({"matches": matches, "more_matches": false}))
     }))
     .unwrap();
     r.register(tool("blob", |_| {
@@ -262,16 +262,17 @@ async fn large_outputs_are_capped_and_marked() {
 
     let o = s.call("logs", &json!({"q": "x"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Ok);
-    assert_eq!(o.output["truncated"], true);
+    assert_eq!(o.output["output_truncated"], true);
     let kept = o.output["matches"].as_array().unwrap();
     assert!(!kept.is_empty() && kept.len() < 200);
+    assert_eq!(o.output["matches_shown"], kept.len());
     // The first items are kept, in order.
     assert!(kept.iter().enumerate().all(|(i, m)| m["line_no"] == i));
     assert!(serde_json::to_vec(&o.output).unwrap().len() <= 2_000);
 
     let o = s.call("blob", &json!({"q": "x"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Ok);
-    assert_eq!(o.output["truncated"], true);
+    assert_eq!(o.output["output_truncated"], true);
     assert_eq!(o.output["original_bytes"], 10_011);
     assert!(o.output["preview"]
         .as_str()

@@ -1,5 +1,11 @@
 //! `diag-bench`: measures `diag`'s own overhead and prints one JSON object of figures.
 //!
+//! `diag-bench report --tool-calls N --runs R` renders the HTML and Markdown reports of a
+//! synthetic run with N tool calls (each a log search of 20 lines, ten calls per Executor
+//! turn, one claim per call) R times and prints their sizes and the median render time;
+//! `diag-bench report --store PATH --run ID` does the same for a stored run, reading it from
+//! the store once.
+//!
 //! `diag-bench graph --scenario pass|evidence_retry|planner_fail --runs N` runs the compiled
 //! diagnosis topology N times over instant scripted nodes, so the figure is the engine's cost
 //! alone: routing, events, state writes and the clock.
@@ -10,6 +16,9 @@
 //! the final state and an evaluation. The figures then include
 //! the store, and `db_bytes_per_run` is the database plus WAL size (after a truncating
 //! checkpoint) divided by the runs the file holds.
+//!
+//! `diag-bench logs [--dir DIR] [--size-mib N] [--runs N] [--write docs/BENCHMARKS.md]` times
+//! `search_logs` against ripgrep on a generated log (see `diag_bench/logs.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,6 +33,9 @@ use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
 use diag::ids::{IdSource, RandomIds};
 use diag::protocol::{Verdict, Verification};
 use diag::store::{NewRun, RunSummary, Store};
+
+#[path = "diag_bench/logs.rs"]
+mod logs;
 
 #[derive(Parser)]
 #[command(name = "diag-bench", about = "Benchmarks of diag's own overhead")]
@@ -43,6 +55,34 @@ enum Bench {
         /// Persist every run in the run store at this path, as `diag ask` does.
         #[arg(long, value_name = "PATH")]
         store: Option<PathBuf>,
+    },
+    /// Render the HTML and Markdown reports of a run.
+    Report {
+        /// Tool calls of the synthetic run.
+        #[arg(long, default_value_t = 100)]
+        tool_calls: usize,
+        /// Renders of each format; the median time is reported.
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+        /// Report a stored run of this store instead of a synthetic one (with --run).
+        #[arg(long, value_name = "PATH", requires = "run")]
+        store: Option<PathBuf>,
+        /// The stored run to report.
+        #[arg(long, value_name = "ID", requires = "store")]
+        run: Option<String>,
+    },
+    /// Time search_logs against ripgrep on a generated log (made once under --dir).
+    Logs {
+        #[arg(long, default_value = "/tmp/diag-bench-logs")]
+        dir: PathBuf,
+        /// Size of the single-file corpus, and of the four-file one, in MiB.
+        #[arg(long, default_value_t = 1024)]
+        size_mib: u64,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Replace the log-search section of this Markdown file with the figures.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
     },
 }
 
@@ -251,6 +291,237 @@ async fn stored_run(
     Ok(state)
 }
 
+/// A run with `n` tool calls: ten per Executor turn, each a log search of 20 lines, and one
+/// claim bound to each call, all verified and cited.
+fn synthetic_run(n: usize) -> diag::report::RunData {
+    use diag::agent::prompts::PromptAudit;
+    use diag::agent::runtime::{AgentStepRecord, StepStatus};
+    use diag::agent::AgentRole;
+    use diag::graph::{Detail, Event};
+    use diag::model::FinishReason;
+    use diag::protocol::{InvocationStatus, ToolInvocation};
+    use diag::report::{ModelCall, RunData};
+    use diag::store::{RunRow, RunStatus};
+    use serde_json::json;
+
+    let t0 = Timestamp::from_unix_ms(1_796_047_200_000);
+    let turns = n.div_ceil(10);
+    let step = |agent: AgentRole, turn: u32, ms: u64, finish: FinishReason| AgentStepRecord {
+        agent,
+        round: 1,
+        attempt: 1,
+        turn,
+        status: StepStatus::Ok,
+        model: "bench".into(),
+        prompt_tokens: 1000,
+        completion_tokens: 200,
+        finish_reason: Some(finish),
+        duration_ms: ms,
+        prompt: PromptAudit {
+            prompt_id: agent.as_str().into(),
+            version: 1,
+            sha256: "0".repeat(64),
+            size: 4000,
+        },
+    };
+    let mut model_calls = vec![ModelCall {
+        step: step(AgentRole::Planner, 1, 900, FinishReason::Stop),
+        tool_calls: 0,
+    }];
+    for turn in 0..turns {
+        let calls = (n - turn * 10).min(10);
+        model_calls.push(ModelCall {
+            step: step(
+                AgentRole::Executor,
+                turn as u32 + 1,
+                700,
+                FinishReason::ToolCalls,
+            ),
+            tool_calls: calls,
+        });
+    }
+    model_calls.push(ModelCall {
+        step: step(
+            AgentRole::Executor,
+            turns as u32 + 1,
+            1500,
+            FinishReason::Stop,
+        ),
+        tool_calls: 0,
+    });
+    model_calls.push(ModelCall {
+        step: step(AgentRole::Verifier, 1, 1200, FinishReason::Stop),
+        tool_calls: 0,
+    });
+    model_calls.push(ModelCall {
+        step: step(AgentRole::Composer, 1, 1100, FinishReason::Stop),
+        tool_calls: 0,
+    });
+    let invocations: Vec<ToolInvocation> = (1..=n)
+        .map(|i| ToolInvocation {
+            run_id: "run-bench".into(),
+            session_id: "ses-bench".into(),
+            invocation_id: format!("inv-{i}"),
+            agent: "executor".into(),
+            round: 1,
+            tool_name: "search_logs".into(),
+            arguments: json!({"query": format!("error {i}"), "service": "checkout", "limit": 20}),
+            output: json!({"matches": (0..20).map(|k| json!({
+                "file": "logs/checkout-service.log", "line_no": k + 1,
+                "timestamp": "2026-11-30T14:02:03.363Z",
+                "line": format!("2026-11-30T14:02:03.363Z ERROR checkout-service POST /api/checkout 502 in 5002ms: upstream returned 502 from payment-service (call {i}, line {k})")
+            })).collect::<Vec<_>>(), "truncated": false}),
+            status: InvocationStatus::Ok,
+            duration_ms: 40 + (i as u64 * 37) % 400,
+        })
+        .collect();
+    let exec_ms: u64 = model_calls
+        .iter()
+        .filter(|m| m.step.agent == AgentRole::Executor)
+        .map(|m| m.step.duration_ms)
+        .sum::<u64>()
+        + (0..turns)
+            .map(|t| {
+                invocations[t * 10..(t * 10 + 10).min(n)]
+                    .iter()
+                    .map(|i| i.duration_ms)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum::<u64>();
+    let nodes = [
+        ("planner", "COMPLETED", 905),
+        ("executor", "COMPLETED", exec_ms + 5),
+        ("gatekeeper", "PASS", 3),
+        ("verified_input", "BUILT", 1),
+        ("verifier", "COMPLETED", 1204),
+        ("composer", "COMPLETED", 1103),
+    ];
+    let mut at = 0u64;
+    let events: Vec<Event<String>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (node, status, ms))| {
+            let e = Event {
+                seq: i as u32 + 1,
+                node: node.to_string(),
+                attempt: 1,
+                round: 1,
+                status: status.to_string(),
+                started_at: t0.saturating_add(std::time::Duration::from_millis(at)),
+                duration_ms: *ms,
+                detail: Detail::default(),
+            };
+            at += ms;
+            e
+        })
+        .collect();
+    let claims: Vec<serde_json::Value> = (1..=n)
+        .map(|i| json!({"claim_id": format!("c{i}"), "text": format!("checkout-service logged an upstream 502 from payment-service (call {i})")}))
+        .collect();
+    let bindings: Vec<serde_json::Value> = (1..=n)
+        .map(|i| {
+            json!({"claim_id": format!("c{i}"), "source_invocation_id": format!("inv-{i}"),
+            "tool_name": "search_logs", "raw_path": "/matches/0/line", "passed": true,
+            "matched_text": "upstream returned 502 from payment-service", "failure": null})
+        })
+        .collect();
+    let answer = format!(
+        "checkout-service answers 502 because payment-service times out.\n\n{}",
+        (1..=n)
+            .map(|i| format!("- upstream 502 seen by call {i} [c{i}]"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    RunData {
+        run: RunRow {
+            run_id: "run-bench".into(),
+            session_id: "ses-bench".into(),
+            question: "why does checkout-service return 502 since 14:00?".into(),
+            status: RunStatus::Success,
+            failure: None,
+            answer: Some(answer),
+            started_at: t0,
+            finished_at: Some(t0.saturating_add(std::time::Duration::from_millis(at))),
+            duration_ms: Some(at),
+            prompt_tokens: 1000 * model_calls.len() as u64,
+            completion_tokens: 200 * model_calls.len() as u64,
+            step_count: model_calls.len() as u64,
+            tool_count: n as u64,
+            degraded: false,
+            effective_verdict: Some(Verdict::Pass),
+            fallback_kind: None,
+            path: nodes.iter().map(|n| n.0.to_string()).collect(),
+            self_evaluation: Some(json!({"verifier_evaluation": {
+                "round": 1, "gatekeeper_status": "PASS", "verifier_status": "COMPLETED",
+                "model_verdict": "PASS", "effective_verdict": "PASS", "ceiling": "PASS",
+                "groundedness": 0.9,
+                "gatekeeper_raw": {"result": "pass", "severity": null, "checked_bindings": bindings,
+                    "audit": {"claims": n, "bindings": n, "passed": n, "failed": 0, "unbound_claims": 0}},
+                "verified_executor_output": {"claims": claims},
+                "claim_checks": (1..=n).map(|i| json!({"claim_id": format!("c{i}"), "supported": true})).collect::<Vec<_>>(),
+            }})),
+            tools: Vec::new(),
+            owner_pid: 0,
+            created_at: t0,
+        },
+        events,
+        model_calls,
+        invocations,
+    }
+}
+
+fn bench_report(
+    tool_calls: usize,
+    runs: usize,
+    stored: Option<(&Path, &str)>,
+) -> Result<serde_json::Value, String> {
+    use diag::report::{render, Format};
+    let data = match stored {
+        Some((path, run)) => {
+            let store = Store::open_existing(path, diag::store::StoreOptions::default())
+                .map_err(|e| e.to_string())?;
+            diag::report::from_store(&store, run)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("unknown run {run}"))?
+        }
+        None => synthetic_run(tool_calls),
+    };
+    let shape = topology::shape().map_err(|e| e.to_string())?.shape();
+    let runs = runs.max(1);
+    let mut figures = serde_json::Map::new();
+    for (name, format) in [("html", Format::Html), ("md", Format::Md)] {
+        let mut times = Vec::with_capacity(runs);
+        let mut bytes = 0;
+        for _ in 0..runs {
+            let t = Instant::now();
+            let text = render(format, &data, &shape);
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            bytes = text.len();
+        }
+        times.sort_by(f64::total_cmp);
+        figures.insert(format!("{name}_bytes"), bytes.into());
+        figures.insert(
+            format!("{name}_ms_median"),
+            serde_json::json!((times[times.len() / 2] * 1000.0).round() / 1000.0),
+        );
+        figures.insert(
+            format!("{name}_ms_max"),
+            serde_json::json!((times[times.len() - 1] * 1000.0).round() / 1000.0),
+        );
+    }
+    figures.insert("tool_calls".into(), data.invocations.len().into());
+    figures.insert("runs".into(), runs.into());
+    figures.insert(
+        "run".into(),
+        match stored {
+            Some((_, run)) => run.into(),
+            None => "synthetic".into(),
+        },
+    );
+    Ok(serde_json::Value::Object(figures))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -259,6 +530,18 @@ fn main() -> ExitCode {
             runs,
             store,
         } => bench_graph(scenario, runs, store.as_deref()),
+        Bench::Report {
+            tool_calls,
+            runs,
+            store,
+            run,
+        } => bench_report(tool_calls, runs, store.as_deref().zip(run.as_deref())),
+        Bench::Logs {
+            dir,
+            size_mib,
+            runs,
+            write,
+        } => logs::bench_logs(&dir, size_mib, runs.max(1), write.as_deref()),
     };
     match result {
         Ok(v) => {

@@ -44,6 +44,10 @@ pub struct AskArgs {
     /// Also write the run as a run file (diag_run_v1) for replay
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Also write a report of the run to FILE: HTML for .html, Markdown for .md (see diag
+    /// report)
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
     /// Print a JSON document (schema diag.ask.v1) instead of text
     #[arg(long)]
     pub json: bool,
@@ -150,6 +154,10 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     }
     if let Some(path) = &args.record {
         check_record_path(path)?;
+    }
+    if let Some(path) = &args.report {
+        super::report::format_for(None, Some(path), "--report")?;
+        super::report::check_output_path(path, "report")?;
     }
     let store = match &source {
         Source::Live(config, _) => open_store(g, Some(config))?,
@@ -342,19 +350,36 @@ fn finish(
             render::one_line(w, 300)
         );
     }
-    match (
+    // The report is written like the run file: after the output, from the stored run.
+    let report_error = args.report.as_ref().and_then(|path| {
+        let format = super::report::format_for(None, Some(path), "--report").ok()?;
+        super::report::write_file(store, &outcome.run_id, format, path)
+            .err()
+            .map(|e| {
+                CommandError::usage(format!(
+                    "{} (run {} is stored; diag report {} -o FILE writes it)",
+                    e.message, outcome.run_id, outcome.run_id
+                ))
+            })
+    });
+    // The run's own outcome decides the exit code; a run file or report that could not be
+    // written still gets its line.
+    let mut errors: Vec<CommandError> = [
         outcome_error(args, replaying.divergence.as_ref(), outcome, verdict),
         record_error,
-    ) {
-        (None, None) => Ok(()),
-        (Some(e), None) | (None, Some(e)) => Err(e),
-        // The run's own outcome decides the exit code; the run file's problem still gets
-        // its line.
-        (Some(e), Some(record)) => {
-            let _ = writeln!(std::io::stderr(), "diag: {}", record.message);
-            Err(e)
-        }
+        report_error,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if errors.is_empty() {
+        return Ok(());
     }
+    let first = errors.remove(0);
+    for e in errors {
+        let _ = writeln!(std::io::stderr(), "diag: {}", e.message);
+    }
+    Err(first)
 }
 
 /// The one stderr line `--quiet` prints beside an answer that is degraded or whose effective

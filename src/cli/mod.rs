@@ -10,6 +10,7 @@ mod gc;
 mod graph;
 mod progress;
 mod replay;
+mod report;
 mod runs;
 mod trace;
 
@@ -48,7 +49,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   130  interrupted (Ctrl-C); the run is stored FAILED with its partial trace
 
 Database: --db, else DIAG_DB, else [store] path of the configuration file, else the
-user's data directory. trace, runs, export and gc never create it.
+user's data directory. trace, report, runs, export and gc never create it.
 
 Environment: DIAG_DB (database path), DIAG_CONFIG (configuration file), DIAG_LOG (log
 filter for stderr, e.g. `info` or `diag=debug`).";
@@ -79,6 +80,7 @@ pub enum Command {
     Ask(ask::AskArgs),
     Replay(replay::ReplayArgs),
     Trace(trace::TraceArgs),
+    Report(report::ReportArgs),
     Runs(runs::RunsArgs),
     Export(export::ExportArgs),
     Graph(graph::GraphArgs),
@@ -159,6 +161,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
         Command::Ask(args) => ask::cmd_ask(g, &args, out),
         Command::Replay(args) => replay::cmd_replay(g, &args, out),
         Command::Trace(args) => trace::cmd_trace(g, &args, out),
+        Command::Report(args) => report::cmd_report(g, &args, out),
         Command::Runs(args) => runs::cmd_runs(g, &args, out),
         Command::Export(args) => export::cmd_export(g, &args, out),
         Command::Graph(args) => graph::cmd_graph(&args, out),

@@ -16,6 +16,7 @@ use super::{CommandError, Exit, GlobalArgs};
 use crate::ids::RandomIds;
 use crate::render::one_line;
 use crate::replay::{compare, replay_until, Mismatch};
+use crate::report::Format;
 use crate::runfile::{strip_bom, RunFile};
 use crate::store::Store;
 
@@ -34,6 +35,13 @@ pub struct ReplayArgs {
     /// Print a JSON document (schema diag.replay.v1) instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Write a report of each replayed run into DIR (created if missing), named after the run
+    /// file: `pass.json` gives `pass.html` (a second `pass.json` elsewhere gives `pass-2.html`)
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<PathBuf>,
+    /// The format of the reports of --report-dir
+    #[arg(long, value_enum, default_value = "html", requires = "report_dir")]
+    pub report_format: Format,
     /// Rewrite each file's `expected` from the actual result (for authoring, or to accept an
     /// intended change)
     #[arg(long)]
@@ -205,6 +213,21 @@ pub fn cmd_replay(
     if files.is_empty() {
         return Err(CommandError::usage("no run files found"));
     }
+    let report_names = match &args.report_dir {
+        Some(dir) => {
+            if dir.exists() && !dir.is_dir() {
+                return Err(CommandError::usage(format!(
+                    "{}: cannot write reports there: it is not a folder",
+                    dir.display()
+                )));
+            }
+            std::fs::create_dir_all(dir).map_err(|e| {
+                CommandError::usage(format!("{}: cannot create the folder: {e}", dir.display()))
+            })?;
+            report_names(&files, args.report_format)
+        }
+        None => Vec::new(),
+    };
     let store = open_store(g, None)?;
     let rt = runtime()?;
     let total = files.len();
@@ -232,6 +255,20 @@ pub fn cmd_replay(
         ));
     }
     let results: Vec<FileResult> = results.into_iter().flatten().collect();
+    // One report per replayed run, whatever its result: a mismatch is when a CI reader
+    // most needs one.
+    let mut report_errors = Vec::new();
+    if let Some(dir) = &args.report_dir {
+        for (r, name) in results.iter().zip(&report_names) {
+            if let Some(run_id) = &r.run_id {
+                let path = dir.join(name);
+                if let Err(e) = super::report::write_file(&store, run_id, args.report_format, &path)
+                {
+                    report_errors.push(e);
+                }
+            }
+        }
+    }
     let failed = results
         .iter()
         .filter(|r| {
@@ -258,6 +295,15 @@ pub fn cmd_replay(
     } else {
         write_text(out, &table(&results, failed))?;
     }
+    if let Some(first) = report_errors.first() {
+        for e in &report_errors[1..] {
+            let _ = writeln!(std::io::stderr(), "diag: {}", e.message);
+        }
+        if failed == 0 {
+            return Err(CommandError::usage(first.message.clone()));
+        }
+        let _ = writeln!(std::io::stderr(), "diag: {}", first.message);
+    }
     if failed == 0 {
         Ok(())
     } else if errors == failed {
@@ -274,6 +320,27 @@ pub fn cmd_replay(
             ),
         ))
     }
+}
+
+/// The report file name of each run file, in order: its stem and the format's extension,
+/// `-2`, `-3`, … added when an earlier file already took the name.
+fn report_names(files: &[PathBuf], format: Format) -> Vec<String> {
+    let mut taken: Vec<String> = Vec::new();
+    for f in files {
+        let stem = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty() && !s.starts_with('.'))
+            .unwrap_or_else(|| "run".to_string());
+        let mut name = format!("{stem}.{}", format.extension());
+        let mut n = 2;
+        while taken.contains(&name) {
+            name = format!("{stem}-{n}.{}", format.extension());
+            n += 1;
+        }
+        taken.push(name);
+    }
+    taken
 }
 
 fn table(results: &[FileResult], failed: usize) -> String {

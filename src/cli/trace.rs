@@ -9,6 +9,8 @@ use serde_json::json;
 use super::common::{require_existing_store, store_error, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::agent::runtime::AgentStepRecord;
+use crate::diagnosis::evaluation::GroundingFigures;
+use crate::protocol::{GatekeeperRaw, VerifiedClaim};
 use crate::render;
 use crate::store::{Store, StoredExchange};
 
@@ -46,6 +48,28 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         })?;
     let events = store.events(&run.run_id).map_err(store_error)?;
     let invocations = store.invocations(&run.run_id).map_err(store_error)?;
+    let evaluation = store.evaluation(&run.run_id).map_err(store_error)?;
+    // The Gatekeeper's raw result is kept in the self-evaluation (SPEC §2.3); a run stored
+    // before it was, or without one, shows no claims.
+    let self_eval = |pointer: &str| {
+        run.self_evaluation
+            .as_ref()
+            .and_then(|v| v.pointer(pointer))
+            .cloned()
+    };
+    let gatekeeper: Option<GatekeeperRaw> = self_eval("/verifier_evaluation/gatekeeper_raw")
+        .and_then(|v| serde_json::from_value(v).ok());
+    let verified: Vec<VerifiedClaim> =
+        self_eval("/verifier_evaluation/verified_executor_output/claims")
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+    let figures = evaluation
+        .as_ref()
+        .and_then(|e| e.metrics.get("grounding"))
+        .and_then(|g| serde_json::from_value::<GroundingFigures>(g.clone()).ok())
+        .unwrap_or_else(|| stored_figures(gatekeeper.as_ref(), &self_eval));
+    let grounding =
+        render::grounding::grounding_view(gatekeeper.as_ref(), &verified, &invocations, figures);
     let exchanges = store.exchanges(&run.run_id).map_err(store_error)?;
     if args.json {
         let steps = store.agent_steps(&run.run_id).map_err(store_error)?;
@@ -53,7 +77,6 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
             .iter()
             .map(|s| step_json(&s.step, &exchanges))
             .collect();
-        let evaluation = store.evaluation(&run.run_id).map_err(store_error)?;
         return write_json(
             out,
             &json!({
@@ -81,17 +104,11 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
                 "events": events,
                 "agent_steps": steps,
                 "tool_invocations": invocations,
+                "grounding": grounding,
                 "evaluation": evaluation.map(|e| e.metrics),
             }),
         );
     }
-    // The Gatekeeper's raw result is kept in the self-evaluation (SPEC §2.3); a run stored
-    // before it was, or without one, shows no refused bindings.
-    let gatekeeper = run
-        .self_evaluation
-        .as_ref()
-        .and_then(|v| v.pointer("/verifier_evaluation/gatekeeper_raw"))
-        .and_then(|v| serde_json::from_value(v.clone()).ok());
     let text = [
         render::header(&render::Header {
             run_id: &run.run_id,
@@ -106,7 +123,10 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         }),
         render::timeline(&events),
         render::invocations(&invocations),
-        render::refused_bindings(gatekeeper.as_ref()),
+        grounding
+            .as_ref()
+            .map(render::grounding::grounding_text)
+            .unwrap_or_default(),
         render::model_failures(
             &exchanges
                 .iter()
@@ -158,4 +178,29 @@ fn step_json(step: &AgentStepRecord, exchanges: &[StoredExchange]) -> serde_json
         v["structured_output"] = json!(form.as_str());
     }
     v
+}
+
+/// The grounding figures of a run without an evaluation (a FAILED run, or one stored before
+/// evaluations held them): the Gatekeeper's, the Composer check's and the dropped items, as
+/// the self-evaluation kept them.
+fn stored_figures(
+    raw: Option<&GatekeeperRaw>,
+    self_eval: &dyn Fn(&str) -> Option<serde_json::Value>,
+) -> GroundingFigures {
+    let g = raw.map(|r| r.grounding).unwrap_or_default();
+    let count = |pointer: &str| {
+        self_eval(pointer)
+            .and_then(|v| v.as_u64())
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0)
+    };
+    GroundingFigures {
+        claims_bound: g.claims_bound,
+        claims_refused: g.claims_refused,
+        claim_tokens_checked: g.tokens_checked,
+        claim_tokens_unbound: g.tokens_unbound,
+        answer_tokens_checked: count("/verifier_evaluation/composer_audit/answer_tokens_checked"),
+        answer_tokens_unbound: count("/verifier_evaluation/composer_audit/answer_tokens_unbound"),
+        items_dropped: count("/verifier_evaluation/dropped_items"),
+    }
 }

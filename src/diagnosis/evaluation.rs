@@ -220,6 +220,44 @@ pub struct Evaluation {
     pub completion_tokens: u64,
     pub node_executions: usize,
     pub latency_ms: u64,
+    /// What content grounding (SPEC §2.9) examined and refused in this run; zero for an
+    /// evaluation stored before it existed.
+    #[serde(default)]
+    pub grounding: GroundingFigures,
+}
+
+/// The run's content-grounding figures: the last evidence round's claims as the Gatekeeper
+/// judged them, the salient tokens of their text, the tokens of the last answer the Composer
+/// check examined, and the Verifier's free-text items dropped from the answer material.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroundingFigures {
+    pub claims_bound: u32,
+    pub claims_refused: u32,
+    pub claim_tokens_checked: u32,
+    pub claim_tokens_unbound: u32,
+    pub answer_tokens_checked: u32,
+    pub answer_tokens_unbound: u32,
+    pub items_dropped: u32,
+}
+
+impl GroundingFigures {
+    pub fn of(state: &DiagnosisState) -> Self {
+        let g = state
+            .gatekeeper_raw
+            .as_ref()
+            .map(|r| r.grounding)
+            .unwrap_or_default();
+        let answer = state.answer_grounding.unwrap_or_default();
+        GroundingFigures {
+            claims_bound: g.claims_bound,
+            claims_refused: g.claims_refused,
+            claim_tokens_checked: g.tokens_checked,
+            claim_tokens_unbound: g.tokens_unbound,
+            answer_tokens_checked: answer.tokens_checked,
+            answer_tokens_unbound: answer.tokens_unbound,
+            items_dropped: state.dropped_items,
+        }
+    }
 }
 
 pub fn evaluate(
@@ -263,5 +301,6 @@ pub fn evaluate(
             .fold(0u64, |n, s| n.saturating_add(s.completion_tokens)),
         node_executions: state.events.len(),
         latency_ms,
+        grounding: GroundingFigures::of(state),
     }
 }

@@ -14,6 +14,7 @@ mod compile;
 mod engine;
 mod event;
 mod mermaid;
+mod shape;
 
 use std::fmt::{Debug, Display};
 use std::future::Future;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 pub use compile::CompileError;
 pub use engine::{EngineError, EngineFailure, InvokeOptions, NoopObserver, Observer};
 pub use event::{Detail, DetailValue, Event};
+pub use shape::{GraphShape, ShapeEdge, ShapeNode};
 
 /// What a node attempt hands back to the engine: the outcome to route on and bounded
 /// control data for its event.

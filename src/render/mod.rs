@@ -3,6 +3,8 @@
 
 use std::fmt::{Display, Write as _};
 
+pub mod grounding;
+
 use crate::agent::runtime::ModelExchange;
 use crate::graph::{DetailValue, Event};
 use crate::model::ModelError;
@@ -204,11 +206,40 @@ pub fn refused_bindings(raw: Option<&GatekeeperRaw>) -> String {
         return String::new();
     };
     let refused: Vec<_> = raw.checked_bindings.iter().filter(|b| !b.passed).collect();
-    if refused.is_empty() {
+    // Claims refused although every binding passed: for what they say (SPEC §2.9).
+    let for_content: Vec<_> = raw
+        .refused_claims
+        .iter()
+        .filter(|c| c.code != crate::protocol::gatekeeper::ClaimRefusal::FailedBinding)
+        .collect();
+    if refused.is_empty() && for_content.is_empty() {
         return String::new();
     }
-    let mut out = format!(
-        "gatekeeper refused {} of {} binding(s)\n",
+    let mut out = String::new();
+    if !for_content.is_empty() {
+        let _ = writeln!(
+            out,
+            "gatekeeper refused {} claim(s) for what they say",
+            for_content.len()
+        );
+        for c in &for_content {
+            let token = c.token.as_ref().map_or(String::new(), |t| {
+                format!(" {} `{}`", t.kind.as_str(), one_line(&t.text, 60))
+            });
+            let _ = writeln!(
+                out,
+                "  {:<7} {}{token}",
+                one_line(&c.claim_id, 20),
+                c.code.as_str()
+            );
+        }
+    }
+    if refused.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "gatekeeper refused {} of {} binding(s)",
         refused.len(),
         raw.checked_bindings.len()
     );

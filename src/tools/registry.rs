@@ -25,8 +25,11 @@
 //! **Output cap.** An output whose compact JSON serialization exceeds `max_output_bytes` is
 //! cut deterministically and says so. If it is an object with a `matches`, `hits` or `result`
 //! array (the first of these present), trailing items are dropped until it fits and
-//! `"truncated": true` is set on the object (Prometheus `data` gains that key too). If not even
-//! one item fits, or the output has no such array, it is replaced by `{"truncated": true,
+//! `"output_truncated": true` and `"<key>_shown": N` (`matches_shown`, `hits_shown`,
+//! `result_shown`: the items kept) are set on the object (Prometheus `data` gains those keys
+//! too). The tool's own flags keep their meaning: `search_logs`'s `more_matches` still says
+//! whether more lines matched than its `limit`, whatever the cap kept. If not even one item
+//! fits, or the output has no such array, it is replaced by `{"output_truncated": true,
 //! "original_bytes": N, "preview": "<the serialized output, cut to fit>"}`.
 //!
 //! The registry needs a Tokio runtime with its time driver enabled (for the timeout).
@@ -347,8 +350,11 @@ fn drop_trailing_items(map: &Map<String, Value>, max: usize) -> Option<Value> {
         .iter()
         .find_map(|k| map.get(*k).and_then(Value::as_array).map(|a| (*k, a)))?;
     let mut shell = map.clone();
+    let shown_key = format!("{key}_shown");
     shell.insert(key.to_string(), Value::Array(Vec::new()));
-    shell.insert("truncated".to_string(), Value::Bool(true));
+    shell.insert("output_truncated".to_string(), Value::Bool(true));
+    // The widest count the shell can carry, so the size computed below is an upper bound.
+    shell.insert(shown_key.clone(), Value::from(items.len()));
     // Compact JSON of `[a,b,c]` is 2 + |a| + |b| + |c| + 2 commas, so each prefix's size is
     // known without serializing it.
     let mut size = json_len(&Value::Object(shell.clone()));
@@ -365,12 +371,13 @@ fn drop_trailing_items(map: &Map<String, Value>, max: usize) -> Option<Value> {
         return None;
     }
     shell.insert(key.to_string(), Value::Array(items[..keep].to_vec()));
+    shell.insert(shown_key, Value::from(keep));
     Some(Value::Object(shell))
 }
 
 fn preview(output: &Value, size: usize, max: usize) -> Value {
     let text = serde_json::to_string(output).unwrap_or_default();
-    let wrap = |p: &str| json!({ "truncated": true, "original_bytes": size, "preview": p });
+    let wrap = |p: &str| json!({ "output_truncated": true, "original_bytes": size, "preview": p });
     let mut budget = max.saturating_sub(json_len(&wrap("")));
     // Escaping can make the preview longer than its source text; shrink by the excess until
     // it fits (each round removes at least one byte, and escapes at most double the length).
@@ -390,7 +397,7 @@ mod tests {
 
     #[test]
     fn small_outputs_are_untouched() {
-        let v = json!({"matches": [1, 2], "truncated": false});
+        let v = json!({"matches": [1, 2], "more_matches": false});
         assert_eq!(cap_output(v.clone(), 1000), v);
     }
 
@@ -399,14 +406,17 @@ mod tests {
         let items: Vec<Value> = (0..100)
             .map(|i| json!({"line": format!("line {i}")}))
             .collect();
-        let v = json!({"matches": items, "truncated": false});
-        for max in [60, 100, 257, 1000] {
+        let v = json!({"matches": items, "more_matches": true});
+        for max in [100, 257, 1000] {
             let capped = cap_output(v.clone(), max);
             let len = json_len(&capped);
             assert!(len <= max, "{len} > {max}");
-            assert_eq!(capped["truncated"], true);
+            assert_eq!(capped["output_truncated"], true);
+            // The tool's own flag is left as it was.
+            assert_eq!(capped["more_matches"], true);
             let n = capped["matches"].as_array().unwrap().len();
             assert!(n > 0);
+            assert_eq!(capped["matches_shown"], n);
             // One more item would not have fitted.
             let mut more = capped.clone();
             more["matches"]
@@ -423,7 +433,7 @@ mod tests {
         for max in [80, 200, 1000] {
             let capped = cap_output(v.clone(), max);
             assert!(json_len(&capped) <= max, "{}", json_len(&capped));
-            assert_eq!(capped["truncated"], true);
+            assert_eq!(capped["output_truncated"], true);
             assert_eq!(capped["original_bytes"], json_len(&v));
             let p = capped["preview"].as_str().unwrap();
             assert!(serde_json::to_string(&v).unwrap().starts_with(p));
