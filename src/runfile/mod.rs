@@ -68,7 +68,11 @@ pub struct ModelRecord {
     pub request_sha256: Option<String>,
     /// The request's `max_tokens` (absent in hand-written files: the replay's own limits
     /// apply). A replay asks for the same.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null"
+    )]
     pub max_tokens: Option<u32>,
     /// What the request was fitted to (context size, completion tokens asked for), when the
     /// model's context size was known; a replay fits the same way.
@@ -126,6 +130,11 @@ fn default_finish() -> String {
 /// An optional member that, when present, is an object: the schema has no `null` there.
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     Object::<T>::deserialize(d).map(|o| Some(o.0))
+}
+
+/// An optional member that, when present, is not `null`: the schema gives it one type only.
+fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// An array of objects.
@@ -258,10 +267,18 @@ pub struct RecordedError {
     pub class: ErrorClass,
     pub message: String,
     /// The HTTP status of the refused request, when there was one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null"
+    )]
     pub status: Option<u16>,
     /// For a context overflow: the context size the server (or the configuration) stated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null"
+    )]
     pub context_tokens: Option<u32>,
     /// Token counts the server reported for the failed request.
     #[serde(
