@@ -71,7 +71,8 @@ enum Source {
     Live(Box<Config>, PathBuf),
 }
 
-fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
+/// The configuration a live run uses (`--config`, `DIAG_CONFIG`, the user's config folder).
+pub(super) fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
     let Some(path) = Config::locate(g.config.as_deref()) else {
         return Err(CommandError::usage(
             "no model endpoint is configured: pass --config FILE or create \
@@ -81,6 +82,41 @@ fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
     };
     let config = Config::load(&path).map_err(|e| CommandError::usage(e.to_string()))?;
     Ok((config, path))
+}
+
+/// A session id names runs to group them and to filter `diag runs --session`: a blank one, or
+/// one with control characters, would group nothing a user could type again. The error
+/// starts with the quoted id.
+pub(super) fn check_session(session: &str) -> Result<(), String> {
+    if session.trim().is_empty() || session.chars().any(char::is_control) {
+        return Err(format!(
+            "{:?}: a session id must be non-blank printable text",
+            render::one_line(session, 80)
+        ));
+    }
+    Ok(())
+}
+
+/// The dependencies of a live run: the production nodes over the configured models and
+/// tools. `diag ask` and `diag mcp` build their runs with this one function.
+pub(super) fn live_deps(env: &setup::LiveEnvironment, clock: Arc<dyn Clock>, store: &Store) -> AskDeps {
+    AskDeps {
+        nodes: production_nodes(),
+        models: env.models.clone(),
+        tools: env.tools.clone(),
+        limits: env.limits,
+        clock,
+        ids: Arc::new(RandomIds),
+        store: store.clone(),
+    }
+}
+
+/// The effective verdict an answer may show: only one the Verifier completed in the final
+/// round (a Fallback before it invents none).
+pub(super) fn shown_verdict(outcome: &AskOutcome) -> Option<Verdict> {
+    outcome.state.effective_verdict.filter(|_| {
+        outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+    })
 }
 
 /// Refuses a `--record` path that can never be written (a folder, or a file in a folder
@@ -113,15 +149,8 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     {
         return Err(CommandError::usage("the question is empty"));
     }
-    // A session id names runs to group them and to filter `diag runs --session`: a blank
-    // one, or one with control characters, would group nothing a user could type again.
     if let Some(session) = &args.session {
-        if session.trim().is_empty() || session.chars().any(char::is_control) {
-            return Err(CommandError::usage(format!(
-                "--session {:?}: a session id must be non-blank printable text",
-                render::one_line(session, 80)
-            )));
-        }
+        check_session(session).map_err(|e| CommandError::usage(format!("--session {e}")))?;
     }
     let source = match &args.fixture {
         Some(path) => Source::Fixture(Box::new(load_run_file(path)?)),
@@ -176,15 +205,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                 let env = setup::live(&config, clock.clone())
                     .await
                     .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
-                let deps = AskDeps {
-                    nodes: production_nodes(),
-                    models: env.models.clone(),
-                    tools: env.tools.clone(),
-                    limits: env.limits,
-                    clock,
-                    ids: Arc::new(RandomIds),
-                    store: store.clone(),
-                };
+                let deps = live_deps(&env, clock, &store);
                 (deps, None, Some(env))
             }
         };
@@ -262,9 +283,7 @@ fn finish(
         .get_run(&outcome.run_id)
         .map_err(store_error)?
         .ok_or_else(|| CommandError::new(Exit::Internal, "the run vanished from the store"))?;
-    let verdict = outcome.state.effective_verdict.filter(|_| {
-        outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
-    });
+    let verdict = shown_verdict(outcome);
     if args.json {
         write_json(
             out,
@@ -457,7 +476,8 @@ fn outcome_error(
     None
 }
 
-fn first_model_error(store: &Store, run_id: &str) -> Option<String> {
+/// The first failed model call of a run, on one line: `agent (class): message`.
+pub(super) fn first_model_error(store: &Store, run_id: &str) -> Option<String> {
     let exchanges = store.exchanges(run_id).ok()?;
     exchanges.iter().find_map(|x| match &x.exchange.outcome {
         Err(e) => Some(format!(

@@ -8,6 +8,7 @@ mod exit;
 mod export;
 mod gc;
 mod graph;
+mod mcp;
 mod progress;
 mod replay;
 mod report;
@@ -85,6 +86,7 @@ pub enum Command {
     Export(export::ExportArgs),
     Graph(graph::GraphArgs),
     Gc(gc::GcArgs),
+    Mcp(mcp::McpArgs),
     Completions(completions::CompletionsArgs),
     Man(completions::ManArgs),
 }
@@ -142,8 +144,14 @@ pub fn main() -> ExitCode {
         }
     };
     init_logging();
-    let mut stdout = std::io::stdout().lock();
-    let result = run(cli, &mut stdout).and_then(|()| stdout.flush().map_err(io_error));
+    let result = if let Command::Mcp(args) = &cli.command {
+        // stdout is the MCP channel, written by the server's own transport: it must not be
+        // locked here.
+        mcp::cmd_mcp(&cli.global, args)
+    } else {
+        let mut stdout = std::io::stdout().lock();
+        run(cli, &mut stdout).and_then(|()| stdout.flush().map_err(io_error))
+    };
     match result {
         Ok(()) => Exit::Success.into(),
         Err(e) => {
@@ -166,6 +174,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
         Command::Export(args) => export::cmd_export(g, &args, out),
         Command::Graph(args) => graph::cmd_graph(&args, out),
         Command::Gc(args) => gc::cmd_gc(g, &args, out),
+        Command::Mcp(args) => mcp::cmd_mcp(g, &args),
         Command::Completions(args) => completions::cmd_completions(&args, out),
         Command::Man(args) => completions::cmd_man(&args, out),
     }

@@ -37,78 +37,17 @@ pub fn cmd_trace(
 }
 
 fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), CommandError> {
-    let run = store
-        .get_run(&args.run_id)
-        .map_err(store_error)?
-        .ok_or_else(|| {
-            CommandError::usage(format!(
-                "unknown run `{}` (diag runs lists the stored runs)",
-                render::one_line(&args.run_id, 80)
-            ))
-        })?;
-    let events = store.events(&run.run_id).map_err(store_error)?;
-    let invocations = store.invocations(&run.run_id).map_err(store_error)?;
-    let evaluation = store.evaluation(&run.run_id).map_err(store_error)?;
-    // The Gatekeeper's raw result is kept in the self-evaluation (SPEC §2.3); a run stored
-    // before it was, or without one, shows no claims.
-    let self_eval = |pointer: &str| {
-        run.self_evaluation
-            .as_ref()
-            .and_then(|v| v.pointer(pointer))
-            .cloned()
-    };
-    let gatekeeper: Option<GatekeeperRaw> = self_eval("/verifier_evaluation/gatekeeper_raw")
-        .and_then(|v| serde_json::from_value(v).ok());
-    let verified: Vec<VerifiedClaim> =
-        self_eval("/verifier_evaluation/verified_executor_output/claims")
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default();
-    let figures = evaluation
-        .as_ref()
-        .and_then(|e| e.metrics.get("grounding"))
-        .and_then(|g| serde_json::from_value::<GroundingFigures>(g.clone()).ok())
-        .unwrap_or_else(|| stored_figures(gatekeeper.as_ref(), &self_eval));
-    let grounding =
-        render::grounding::grounding_view(gatekeeper.as_ref(), &verified, &invocations, figures);
-    let exchanges = store.exchanges(&run.run_id).map_err(store_error)?;
     if args.json {
-        let steps = store.agent_steps(&run.run_id).map_err(store_error)?;
-        let steps: Vec<serde_json::Value> = steps
-            .iter()
-            .map(|s| step_json(&s.step, &exchanges))
-            .collect();
-        return write_json(
-            out,
-            &json!({
-                "schema": TRACE_JSON_SCHEMA,
-                "run": {
-                    "run_id": run.run_id,
-                    "session_id": run.session_id,
-                    "question": run.question,
-                    "status": run.status.as_str(),
-                    "failure": run.failure,
-                    "answer": run.answer,
-                    "started_at": run.started_at,
-                    "finished_at": run.finished_at,
-                    "duration_ms": run.duration_ms,
-                    "prompt_tokens": run.prompt_tokens,
-                    "completion_tokens": run.completion_tokens,
-                    "step_count": run.step_count,
-                    "tool_count": run.tool_count,
-                    "degraded": run.degraded,
-                    "effective_verdict": run.effective_verdict.map(|v| v.as_str()),
-                    "fallback_kind": run.fallback_kind.map(|k| k.as_str()),
-                    "path": run.path,
-                    "self_evaluation": run.self_evaluation,
-                },
-                "events": events,
-                "agent_steps": steps,
-                "tool_invocations": invocations,
-                "grounding": grounding,
-                "evaluation": evaluation.map(|e| e.metrics),
-            }),
-        );
+        return write_json(out, &trace_json(store, &args.run_id)?);
     }
+    let Stored {
+        run,
+        events,
+        invocations,
+        evaluation: _,
+        exchanges,
+        grounding,
+    } = load(store, &args.run_id)?;
     let text = [
         render::header(&render::Header {
             run_id: &run.run_id,
@@ -144,6 +83,107 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
     .collect::<Vec<_>>()
     .join("\n");
     write_text(out, &text)
+}
+
+/// What `diag trace` shows of a run, read from the store.
+struct Stored {
+    run: crate::store::RunRow,
+    events: Vec<crate::graph::Event<String>>,
+    invocations: Vec<crate::protocol::ToolInvocation>,
+    evaluation: Option<crate::store::EvaluationRow>,
+    exchanges: Vec<StoredExchange>,
+    grounding: Option<render::grounding::GroundingView>,
+}
+
+fn load(store: &Store, run_id: &str) -> Result<Stored, CommandError> {
+    let run = store
+        .get_run(run_id)
+        .map_err(store_error)?
+        .ok_or_else(|| {
+            CommandError::usage(format!(
+                "unknown run `{}` (diag runs lists the stored runs)",
+                render::one_line(run_id, 80)
+            ))
+        })?;
+    let events = store.events(&run.run_id).map_err(store_error)?;
+    let invocations = store.invocations(&run.run_id).map_err(store_error)?;
+    let evaluation = store.evaluation(&run.run_id).map_err(store_error)?;
+    // The Gatekeeper's raw result is kept in the self-evaluation (SPEC §2.3); a run stored
+    // before it was, or without one, shows no claims.
+    let self_eval = |pointer: &str| {
+        run.self_evaluation
+            .as_ref()
+            .and_then(|v| v.pointer(pointer))
+            .cloned()
+    };
+    let gatekeeper: Option<GatekeeperRaw> = self_eval("/verifier_evaluation/gatekeeper_raw")
+        .and_then(|v| serde_json::from_value(v).ok());
+    let verified: Vec<VerifiedClaim> =
+        self_eval("/verifier_evaluation/verified_executor_output/claims")
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+    let figures = evaluation
+        .as_ref()
+        .and_then(|e| e.metrics.get("grounding"))
+        .and_then(|g| serde_json::from_value::<GroundingFigures>(g.clone()).ok())
+        .unwrap_or_else(|| stored_figures(gatekeeper.as_ref(), &self_eval));
+    let grounding =
+        render::grounding::grounding_view(gatekeeper.as_ref(), &verified, &invocations, figures);
+    let exchanges = store.exchanges(&run.run_id).map_err(store_error)?;
+    Ok(Stored {
+        run,
+        events,
+        invocations,
+        evaluation,
+        exchanges,
+        grounding,
+    })
+}
+
+/// The `diag trace --json` document of a stored run (schema `diag.trace.v1`); `diag mcp`'s
+/// `trace` tool returns the same document.
+pub(super) fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Value, CommandError> {
+    let Stored {
+        run,
+        events,
+        invocations,
+        evaluation,
+        exchanges,
+        grounding,
+    } = load(store, run_id)?;
+    let steps = store.agent_steps(&run.run_id).map_err(store_error)?;
+    let steps: Vec<serde_json::Value> = steps
+        .iter()
+        .map(|s| step_json(&s.step, &exchanges))
+        .collect();
+    Ok(json!({
+        "schema": TRACE_JSON_SCHEMA,
+        "run": {
+            "run_id": run.run_id,
+            "session_id": run.session_id,
+            "question": run.question,
+            "status": run.status.as_str(),
+            "failure": run.failure,
+            "answer": run.answer,
+            "started_at": run.started_at,
+            "finished_at": run.finished_at,
+            "duration_ms": run.duration_ms,
+            "prompt_tokens": run.prompt_tokens,
+            "completion_tokens": run.completion_tokens,
+            "step_count": run.step_count,
+            "tool_count": run.tool_count,
+            "degraded": run.degraded,
+            "effective_verdict": run.effective_verdict.map(|v| v.as_str()),
+            "fallback_kind": run.fallback_kind.map(|k| k.as_str()),
+            "path": run.path,
+            "self_evaluation": run.self_evaluation,
+        },
+        "events": events,
+        "agent_steps": steps,
+        "tool_invocations": invocations,
+        "grounding": grounding,
+        "evaluation": evaluation.map(|e| e.metrics),
+    }))
 }
 
 /// A model call's step as `diag trace --json` shows it: the stored step, with the error of a
