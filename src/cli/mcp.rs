@@ -108,11 +108,12 @@ async fn serve(deps: Arc<AskDeps>, store: Store) -> Result<(), CommandError> {
         store,
         runs: runs.clone(),
     };
-    // Ctrl-C cancels the session, and with it every request in progress.
-    let stop = CancellationToken::new();
-    let on_ctrl_c = interrupt_handler(stop.clone())?;
+    // Ctrl-C cancels the session, and with it every request in progress. The session gets a
+    // child token: the SDK cancels the token it was given when the session ends.
+    let interrupted = CancellationToken::new();
+    let on_ctrl_c = interrupt_handler(interrupted.clone())?;
     let served = server
-        .serve_with_ct(rmcp::transport::stdio_pipes(), stop.clone())
+        .serve_with_ct(rmcp::transport::stdio_pipes(), interrupted.child_token())
         .await;
     let result = match served {
         Ok(running) => {
@@ -139,7 +140,7 @@ async fn serve(deps: Arc<AskDeps>, store: Store) -> Result<(), CommandError> {
             ),
         ));
     }
-    if stop.is_cancelled() {
+    if interrupted.is_cancelled() {
         return Err(CommandError::new(
             Exit::Interrupted,
             "interrupted; runs in progress are stored as FAILED with their partial trace",
