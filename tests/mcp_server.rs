@@ -591,3 +591,87 @@ async fn two_concurrent_diagnoses_are_two_complete_runs_with_their_own_progress(
     expected.sort();
     assert_eq!(runs, expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_answer_comes_back_as_a_fallback_never_as_a_verified_diagnosis() {
+    // Nobody listens at the model endpoint: the Planner cannot be asked, a Fallback answers.
+    let env = env_for("http://127.0.0.1:9/v1");
+    let session = Session::start(&env).await;
+    let result = session
+        .call("diagnose", obj(json!({"question": QUESTION})))
+        .await
+        .expect("a tool result");
+    // The run succeeded (a Fallback is a handled answer), but nothing in it says verified.
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let doc = result.structured_content.expect("structured content");
+    assert_schema("mcp-diagnose.v1.json", &doc);
+    assert_eq!(doc["status"], "SUCCESS");
+    assert_eq!(doc["verified"], false);
+    assert_eq!(doc["degraded"], true);
+    assert_eq!(doc["fallback_kind"], "pre_verification");
+    assert_eq!(doc["effective_verdict"], Value::Null);
+    assert_eq!(doc["claims"], json!([]));
+    assert!(
+        doc["model_error"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("planner (")),
+        "{doc}"
+    );
+    let run_id = doc["run_id"].as_str().unwrap();
+    let stored = tokio::task::block_in_place(|| trace(&env, run_id));
+    assert_eq!(stored["run"]["answer"], doc["answer"]);
+    assert_eq!(stored["run"]["degraded"], true);
+    assert_eq!(nodes(&stored).last().map(String::as_str), Some("fallback"));
+    let (code, stderr) = session.close().await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_the_server_and_stores_the_running_diagnosis_failed_interrupted() {
+    let server = Aimock::start_with("graph_stalled_verifier.json", Some(KEY));
+    let env = env_for(&server.base_url());
+    let mut session = Session::start(&env).await;
+    let handle = session
+        .send_call("diagnose", json!({"question": QUESTION}))
+        .await;
+    let token = handle.progress_token.clone();
+    session.wait_progress(&token, "verifier started").await;
+
+    let pid = i32::try_from(session.child.id().unwrap()).unwrap();
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = within("diag mcp to exit after SIGINT", session.child.wait())
+        .await
+        .unwrap();
+    let stderr = std::fs::read_to_string(&session.stderr).unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert_eq!(
+        stderr,
+        "diag: interrupted; runs in progress are stored as FAILED with their partial trace\n"
+    );
+    let runs = tokio::task::block_in_place(|| stored_runs(&env));
+    let [(run_id, status)] = runs.as_slice() else {
+        panic!("{runs:?}")
+    };
+    assert_eq!(status, "FAILED");
+    // The request ends with the interrupted run when the answer made it out during the
+    // SDK's grace period, or with the closed session; never with anything else.
+    match within("the request to end", handle.await_response()).await {
+        Ok(ServerResult::CallToolResult(r)) => {
+            assert_eq!(r.is_error, Some(true), "{r:?}");
+            let doc = r.structured_content.unwrap();
+            assert_eq!(doc["status"], "FAILED");
+            assert_eq!(doc["failure"], "interrupted");
+            assert_eq!(doc["run_id"], run_id.as_str());
+        }
+        Ok(other) => panic!("not a tool result: {other:?}"),
+        Err(e) => assert!(
+            matches!(e, ServiceError::TransportClosed | ServiceError::Cancelled { .. }),
+            "{e:?}"
+        ),
+    }
+    let doc = tokio::task::block_in_place(|| trace(&env, run_id));
+    assert_eq!(doc["run"]["failure"], "interrupted");
+    assert_eq!(nodes(&doc), PASS_PATH[..4]);
+}
