@@ -61,7 +61,12 @@ const PLAN_TEMPERATURE: f32 = 0.2;
 async fn plan(
     server: &LlamaServer,
     setting: StructuredOutputSetting,
-) -> (Option<AgentStatus>, Vec<ModelExchange>, DiagnosisState, Vec<String>) {
+) -> (
+    Option<AgentStatus>,
+    Vec<ModelExchange>,
+    DiagnosisState,
+    Vec<String>,
+) {
     let config = Config::parse(
         &format!(
             "[tools.search_logs]\npaths = [{:?}]\n[tools.search_runbooks]\npaths = [{:?}]\n",
