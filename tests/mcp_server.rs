@@ -247,10 +247,17 @@ fn nodes(trace: &Value) -> Vec<String> {
 /// the recorded output of its own tool calls.
 fn check_verified_result(env: &TestEnv, result: &CallToolResult) -> String {
     assert_eq!(result.is_error, Some(false), "{result:?}");
-    let doc = result.structured_content.clone().expect("structured content");
+    let doc = result
+        .structured_content
+        .clone()
+        .expect("structured content");
     assert_schema("mcp-diagnose.v1.json", &doc);
     // The text content is the same document, for clients that read only text.
-    let text = result.content[0].as_text().expect("a text block").text.clone();
+    let text = result.content[0]
+        .as_text()
+        .expect("a text block")
+        .text
+        .clone();
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), doc);
     assert_eq!(doc["status"], "SUCCESS");
     assert_eq!(doc["verified"], true);
@@ -312,7 +319,12 @@ async fn lists_the_four_tools_and_says_what_an_answer_holds() {
     assert_eq!(names, ["diagnose", "trace", "runs", "report"]);
     let diagnose = &tools[0];
     let description = diagnose.description.as_deref().unwrap();
-    for phrase in ["only verified claims", "Fallback", "not a diagnosis", "run_id"] {
+    for phrase in [
+        "only verified claims",
+        "Fallback",
+        "not a diagnosis",
+        "run_id",
+    ] {
         assert!(description.contains(phrase), "{phrase}: {description}");
     }
     assert_eq!(
@@ -385,7 +397,10 @@ async fn a_diagnosis_sends_progress_node_by_node_and_returns_a_stored_verified_r
             "{messages:#?}"
         );
     }
-    assert!(messages[11].starts_with("composer COMPLETED in "), "{messages:#?}");
+    assert!(
+        messages[11].starts_with("composer COMPLETED in "),
+        "{messages:#?}"
+    );
 
     // The other tools read the same run as the command line does.
     let traced = session
@@ -445,9 +460,12 @@ async fn a_cancelled_diagnosis_is_stored_failed_interrupted_with_its_partial_tra
         .await;
     let token = handle.progress_token.clone();
     session.wait_progress(&token, "verifier started").await;
-    within("the cancellation to be sent", handle.cancel(Some("test".into())))
-        .await
-        .expect("notifications/cancelled is sent");
+    within(
+        "the cancellation to be sent",
+        handle.cancel(Some("test".into())),
+    )
+    .await
+    .expect("notifications/cancelled is sent");
 
     let (run_id, status) = tokio::task::block_in_place(|| wait_finished(&env));
     assert_eq!(status, "FAILED");
@@ -488,7 +506,11 @@ async fn malformed_arguments_unknown_tools_and_unknown_runs_are_mcp_errors_and_w
         ("explode", json!({}), "unknown tool `explode`"),
         ("diagnose", json!({}), "missing field `question`"),
         ("diagnose", json!({"question": 42}), "invalid type"),
-        ("diagnose", json!({"question": "  \n "}), "the question is empty"),
+        (
+            "diagnose",
+            json!({"question": "  \n "}),
+            "the question is empty",
+        ),
         (
             "diagnose",
             json!({"question": QUESTION, "model": "gpt"}),
@@ -546,10 +568,16 @@ async fn two_concurrent_diagnoses_are_two_complete_runs_with_their_own_progress(
 
     // Both requests are out before either is answered.
     let first = session
-        .send_call("diagnose", json!({"question": QUESTION, "session": "ses-a"}))
+        .send_call(
+            "diagnose",
+            json!({"question": QUESTION, "session": "ses-a"}),
+        )
         .await;
     let second = session
-        .send_call("diagnose", json!({"question": QUESTION, "session": "ses-b"}))
+        .send_call(
+            "diagnose",
+            json!({"question": QUESTION, "session": "ses-b"}),
+        )
         .await;
     let tokens = [first.progress_token.clone(), second.progress_token.clone()];
     assert_ne!(tokens[0], tokens[1]);
@@ -558,12 +586,20 @@ async fn two_concurrent_diagnoses_are_two_complete_runs_with_their_own_progress(
         result_of(second, "the second diagnosis")
     );
     let (a, b) = tokio::task::block_in_place(|| {
-        (check_verified_result(&env, &a), check_verified_result(&env, &b))
+        (
+            check_verified_result(&env, &a),
+            check_verified_result(&env, &b),
+        )
     });
     assert_ne!(a, b);
     let sessions: Vec<String> = [&a, &b]
         .iter()
-        .map(|r| trace(&env, r)["run"]["session_id"].as_str().unwrap().to_string())
+        .map(|r| {
+            trace(&env, r)["run"]["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(sessions, ["ses-a", "ses-b"]);
 
@@ -667,7 +703,10 @@ async fn ctrl_c_stops_the_server_and_stores_the_running_diagnosis_failed_interru
         }
         Ok(other) => panic!("not a tool result: {other:?}"),
         Err(e) => assert!(
-            matches!(e, ServiceError::TransportClosed | ServiceError::Cancelled { .. }),
+            matches!(
+                e,
+                ServiceError::TransportClosed | ServiceError::Cancelled { .. }
+            ),
             "{e:?}"
         ),
     }

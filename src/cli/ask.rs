@@ -99,7 +99,11 @@ pub(super) fn check_session(session: &str) -> Result<(), String> {
 
 /// The dependencies of a live run: the production nodes over the configured models and
 /// tools. `diag ask` and `diag mcp` build their runs with this one function.
-pub(super) fn live_deps(env: &setup::LiveEnvironment, clock: Arc<dyn Clock>, store: &Store) -> AskDeps {
+pub(super) fn live_deps(
+    env: &setup::LiveEnvironment,
+    clock: Arc<dyn Clock>,
+    store: &Store,
+) -> AskDeps {
     AskDeps {
         nodes: production_nodes(),
         models: env.models.clone(),
@@ -114,9 +118,10 @@ pub(super) fn live_deps(env: &setup::LiveEnvironment, clock: Arc<dyn Clock>, sto
 /// The effective verdict an answer may show: only one the Verifier completed in the final
 /// round (a Fallback before it invents none).
 pub(super) fn shown_verdict(outcome: &AskOutcome) -> Option<Verdict> {
-    outcome.state.effective_verdict.filter(|_| {
-        outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
-    })
+    outcome
+        .state
+        .effective_verdict
+        .filter(|_| outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed))
 }
 
 /// Refuses a `--record` path that can never be written (a folder, or a file in a folder

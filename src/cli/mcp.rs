@@ -24,8 +24,8 @@ use std::time::Duration;
 use clap::Args;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, Peer, ServerHandler, ServiceExt};
@@ -43,7 +43,7 @@ use crate::config::Config;
 use crate::diagnosis::composer_input::allowed_claims;
 use crate::diagnosis::{AgentStatus, Status};
 use crate::graph::{Event, NodeKind, NoopObserver, Observer};
-use crate::protocol::{VerifiedExecutorOutput, Verdict};
+use crate::protocol::{Verdict, VerifiedExecutorOutput};
 use crate::render::one_line;
 use crate::report::Format;
 use crate::setup;
@@ -344,7 +344,8 @@ impl ServerHandler for DiagServer {
             }
             "trace" => {
                 let args: RunIdArgs = arguments("trace", request.arguments)?;
-                let doc = super::trace::trace_json(&self.store, &args.run_id).map_err(read_error)?;
+                let doc =
+                    super::trace::trace_json(&self.store, &args.run_id).map_err(read_error)?;
                 CallToolResult::structured(doc)
             }
             "runs" => {
@@ -404,7 +405,9 @@ impl DiagServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         if args.question.trim().is_empty() {
-            return Err(invalid("tool `diagnose`: the question is empty".to_string()));
+            return Err(invalid(
+                "tool `diagnose`: the question is empty".to_string(),
+            ));
         }
         if let Some(session) = &args.session {
             check_session(session).map_err(|e| invalid(format!("tool `diagnose`: session {e}")))?;
@@ -456,7 +459,10 @@ impl DiagServer {
         let outcome = outcome.map_err(|e| match e {
             AskError::EmptyQuestion => invalid("tool `diagnose`: the question is empty".into()),
             AskError::Store(e) => McpError::internal_error(
-                format!("the run could not be stored: {}", one_line(&e.to_string(), 300)),
+                format!(
+                    "the run could not be stored: {}",
+                    one_line(&e.to_string(), 300)
+                ),
                 None,
             ),
         })?;

@@ -96,15 +96,12 @@ struct Stored {
 }
 
 fn load(store: &Store, run_id: &str) -> Result<Stored, CommandError> {
-    let run = store
-        .get_run(run_id)
-        .map_err(store_error)?
-        .ok_or_else(|| {
-            CommandError::usage(format!(
-                "unknown run `{}` (diag runs lists the stored runs)",
-                render::one_line(run_id, 80)
-            ))
-        })?;
+    let run = store.get_run(run_id).map_err(store_error)?.ok_or_else(|| {
+        CommandError::usage(format!(
+            "unknown run `{}` (diag runs lists the stored runs)",
+            render::one_line(run_id, 80)
+        ))
+    })?;
     let events = store.events(&run.run_id).map_err(store_error)?;
     let invocations = store.invocations(&run.run_id).map_err(store_error)?;
     let evaluation = store.evaluation(&run.run_id).map_err(store_error)?;
