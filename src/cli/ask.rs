@@ -71,7 +71,7 @@ enum Source {
     Live(Box<Config>, PathBuf),
 }
 
-fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
+pub(super) fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
     let Some(path) = Config::locate(g.config.as_deref()) else {
         return Err(CommandError::usage(
             "no model endpoint is configured: pass --config FILE or create \
