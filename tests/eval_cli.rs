@@ -125,8 +125,12 @@ fn three_models_score_grounded_ungrounded_and_fooled_in_tables_json_and_a_replay
     runs.expect(0);
     assert_eq!(runs.json()["runs"].as_array().unwrap().len(), 3);
     for m in MODELS {
-        assert!(env.path(&format!("reports/checkout-502-payment-pool/{m}-1.html")).is_file());
-        assert!(env.path(&format!("rec/checkout-502-payment-pool/{m}-1.json")).is_file());
+        assert!(env
+            .path(&format!("reports/checkout-502-payment-pool/{m}-1.html"))
+            .is_file());
+        assert!(env
+            .path(&format!("rec/checkout-502-payment-pool/{m}-1.json"))
+            .is_file());
     }
     let summary = std::fs::read_to_string(env.path("reports/eval.md")).unwrap();
     assert!(summary.contains("## model `fooled`"), "{summary}");
@@ -135,7 +139,11 @@ fn three_models_score_grounded_ungrounded_and_fooled_in_tables_json_and_a_replay
     // The recorded eval is a regression suite, offline.
     let replay = env.run(&["replay", "rec"]);
     replay.expect(0).quiet_stderr();
-    assert!(replay.stdout.ends_with("3 passed, 0 failed\n"), "{}", replay.stdout);
+    assert!(
+        replay.stdout.ends_with("3 passed, 0 failed\n"),
+        "{}",
+        replay.stdout
+    );
 }
 
 #[test]
@@ -153,7 +161,10 @@ fn the_json_document_carries_every_run_with_its_score() {
     assert_eq!(doc["scenarios"][0]["now"], "2026-11-30T14:11:00.000Z");
     assert_eq!(doc["not_grounded"], 4);
     let models = doc["models"].as_array().unwrap();
-    let names: Vec<&str> = models.iter().map(|m| m["model"].as_str().unwrap()).collect();
+    let names: Vec<&str> = models
+        .iter()
+        .map(|m| m["model"].as_str().unwrap())
+        .collect();
     assert_eq!(names, MODELS);
     let expected = [
         ("grounded", (true, false, false), "grounded"),
@@ -193,9 +204,22 @@ fn the_json_document_carries_every_run_with_its_score() {
         assert_eq!(a["tokens"]["sd"], 0.0);
         assert_eq!(a["score"]["mean"], if grounded { 1.0 } else { 0.0 });
     }
-    assert_eq!(models[0]["scenarios"][0]["runs"][0]["score"]["grounding_claims"][0], "c2");
-    assert_eq!(models[2]["scenarios"][0]["runs"][0]["score"]["fooled_by"], "fraud-service");
-    assert!((models[0]["scenarios"][0]["aggregate"]["cost"]["mean"].as_f64().unwrap() - 5.86).abs() < 1e-9);
+    assert_eq!(
+        models[0]["scenarios"][0]["runs"][0]["score"]["grounding_claims"][0],
+        "c2"
+    );
+    assert_eq!(
+        models[2]["scenarios"][0]["runs"][0]["score"]["fooled_by"],
+        "fraud-service"
+    );
+    assert!(
+        (models[0]["scenarios"][0]["aggregate"]["cost"]["mean"]
+            .as_f64()
+            .unwrap()
+            - 5.86)
+            .abs()
+            < 1e-9
+    );
     assert!(models[1]["scenarios"][0]["aggregate"]["cost"].is_null());
 
     // --strict: runs that were not grounded make the eval exit 4, after the output.
@@ -216,7 +240,10 @@ fn bad_input_is_one_line_and_exit_2() {
 
     let missing = env.run(&["--config", "diag.toml", "eval", "no-such-folder"]);
     missing.expect(2);
-    assert_eq!(missing.one_error_line(), "diag: no-such-folder: no such scenario folder");
+    assert_eq!(
+        missing.one_error_line(),
+        "diag: no-such-folder: no such scenario folder"
+    );
     assert!(missing.stdout.is_empty());
 
     std::fs::create_dir_all(env.path("broken/bad-one")).unwrap();
@@ -235,16 +262,23 @@ fn bad_input_is_one_line_and_exit_2() {
 
     std::fs::write(
         env.path("broken/bad-one/scenario.toml"),
-        std::fs::read_to_string(repo_file("scenarios/checkout-502-payment-pool/scenario.toml"))
-            .unwrap()
-            .replace("id = \"checkout-502-payment-pool\"", "id = \"bad-one\"\nseverity = 3"),
+        std::fs::read_to_string(repo_file(
+            "scenarios/checkout-502-payment-pool/scenario.toml",
+        ))
+        .unwrap()
+        .replace(
+            "id = \"checkout-502-payment-pool\"",
+            "id = \"bad-one\"\nseverity = 3",
+        ),
     )
     .unwrap();
     let unknown_key = env.run(&["--config", "diag.toml", "eval", "broken/bad-one"]);
     unknown_key.expect(2);
     let line = unknown_key.one_error_line();
     assert!(
-        line.starts_with("diag: scenario broken/bad-one/scenario.toml: key `severity`: unknown key"),
+        line.starts_with(
+            "diag: scenario broken/bad-one/scenario.toml: key `severity`: unknown key"
+        ),
         "{line}"
     );
 
@@ -268,6 +302,10 @@ fn server_chat_count(server: &Aimock) -> usize {
         .unwrap()
         .block_on(server.journal())
         .iter()
-        .filter(|e| e["path"].as_str().is_some_and(|p| p.ends_with("/chat/completions")))
+        .filter(|e| {
+            e["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/chat/completions"))
+        })
         .count()
 }

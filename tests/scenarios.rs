@@ -31,7 +31,11 @@ fn folders() -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
-    assert_eq!(all.len(), dirs.len(), "a folder in scenarios/ has no scenario.toml");
+    assert_eq!(
+        all.len(),
+        dirs.len(),
+        "a folder in scenarios/ has no scenario.toml"
+    );
     all
 }
 
@@ -61,7 +65,11 @@ fn every_scenario_loads_and_its_schema_agrees() {
         assert!(errors.is_empty(), "{}: {errors:?}", dir.display());
         assert_eq!(s.id(), dir.file_name().unwrap().to_str().unwrap());
         // At least one red herring, and a question that is not blank (noise is required).
-        assert!(!s.file.label.red_herrings.is_empty(), "{}: no red herring", s.id());
+        assert!(
+            !s.file.label.red_herrings.is_empty(),
+            "{}: no red herring",
+            s.id()
+        );
     }
 }
 
@@ -70,7 +78,11 @@ fn every_scenario_loads_and_its_schema_agrees() {
 fn load_doc(origin: &Path, doc: &Value) -> Result<Scenario, ScenarioError> {
     let tmp = tempfile::tempdir().unwrap();
     let id = doc["id"].as_str().unwrap_or("x").to_string();
-    let dir = tmp.path().join(if diag::eval::scenario::valid_id(&id) { id } else { "x".into() });
+    let dir = tmp.path().join(if diag::eval::scenario::valid_id(&id) {
+        id
+    } else {
+        "x".into()
+    });
     std::fs::create_dir(&dir).unwrap();
     let mut doc = doc.clone();
     let abs = |v: &mut Value| {
@@ -93,42 +105,92 @@ fn load_doc(origin: &Path, doc: &Value) -> Result<Scenario, ScenarioError> {
     Scenario::load(&dir)
 }
 
+/// A change to a scenario document that breaks one rule.
+type Mutation = Box<dyn Fn(&mut Value)>;
+
 #[test]
 fn the_loader_refuses_what_the_schema_refuses() {
     let v = validator();
     for dir in folders() {
         let doc = toml_to_json(&std::fs::read_to_string(dir.join("scenario.toml")).unwrap());
-        assert!(load_doc(&dir, &doc).is_ok(), "{}: the copy loads", dir.display());
-        let mutations: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        assert!(
+            load_doc(&dir, &doc).is_ok(),
+            "{}: the copy loads",
+            dir.display()
+        );
+        let mutations: Vec<(&str, Mutation)> = vec![
             ("unknown top-level key", Box::new(|d| d["extra"] = json!(1))),
-            ("unknown label key", Box::new(|d| d["label"]["cause"] = json!("x"))),
-            ("unknown check key", Box::new(|d| d["checks"][0]["expects"] = json!("x"))),
-            ("wrong format", Box::new(|d| d["format"] = json!("diag_scenario_v2"))),
-            ("missing checks", Box::new(|d| {
-                d.as_object_mut().unwrap().remove("checks");
-            })),
+            (
+                "unknown label key",
+                Box::new(|d| d["label"]["cause"] = json!("x")),
+            ),
+            (
+                "unknown check key",
+                Box::new(|d| d["checks"][0]["expects"] = json!("x")),
+            ),
+            (
+                "wrong format",
+                Box::new(|d| d["format"] = json!("diag_scenario_v2")),
+            ),
+            (
+                "missing checks",
+                Box::new(|d| {
+                    d.as_object_mut().unwrap().remove("checks");
+                }),
+            ),
             ("no checks", Box::new(|d| d["checks"] = json!([]))),
-            ("no fault keyword", Box::new(|d| d["label"]["fault_keywords"] = json!([]))),
-            ("no evidence", Box::new(|d| d["label"]["evidence"] = json!([]))),
-            ("unknown evidence tool", Box::new(|d| d["label"]["evidence"][0]["tool"] = json!("grep"))),
+            (
+                "no fault keyword",
+                Box::new(|d| d["label"]["fault_keywords"] = json!([])),
+            ),
+            (
+                "no evidence",
+                Box::new(|d| d["label"]["evidence"] = json!([])),
+            ),
+            (
+                "unknown evidence tool",
+                Box::new(|d| d["label"]["evidence"][0]["tool"] = json!("grep")),
+            ),
             ("bad now", Box::new(|d| d["now"] = json!("yesterday"))),
-            ("bad window start", Box::new(|d| d["label"]["window"]["start"] = json!("2026-11-30 14:00"))),
+            (
+                "bad window start",
+                Box::new(|d| d["label"]["window"]["start"] = json!("2026-11-30 14:00")),
+            ),
             ("blank question", Box::new(|d| d["question"] = json!("  "))),
-            ("no logs", Box::new(|d| d["environment"]["logs"] = json!([]))),
-            ("logs not a list", Box::new(|d| d["environment"]["logs"] = json!("logs"))),
-            ("component not text", Box::new(|d| d["label"]["component"] = json!(3))),
-            ("missing window", Box::new(|d| {
-                d["label"].as_object_mut().unwrap().remove("window");
-            })),
+            (
+                "no logs",
+                Box::new(|d| d["environment"]["logs"] = json!([])),
+            ),
+            (
+                "logs not a list",
+                Box::new(|d| d["environment"]["logs"] = json!("logs")),
+            ),
+            (
+                "component not text",
+                Box::new(|d| d["label"]["component"] = json!(3)),
+            ),
+            (
+                "missing window",
+                Box::new(|d| {
+                    d["label"].as_object_mut().unwrap().remove("window");
+                }),
+            ),
         ];
         for (what, mutate) in mutations {
             let mut m = doc.clone();
             mutate(&mut m);
-            assert!(!v.is_valid(&m), "{}: the schema takes {what}", dir.display());
+            assert!(
+                !v.is_valid(&m),
+                "{}: the schema takes {what}",
+                dir.display()
+            );
             let err = load_doc(&dir, &m).err();
             let err = err.unwrap_or_else(|| panic!("{}: the loader takes {what}", dir.display()));
             let line = err.to_string();
-            assert!(line.contains("scenario.toml") && !line.contains('\n'), "{what}: {line}");
+            assert!(
+                line.contains("scenario.toml") && !line.contains('\n'),
+                "{what}: {line}"
+            );
         }
     }
 }
@@ -139,13 +201,22 @@ fn loader_errors_name_the_file_and_the_key() {
     let mut doc = toml_to_json(&std::fs::read_to_string(dir.join("scenario.toml")).unwrap());
     doc["label"]["window"]["start"] = json!("2026-11-30T15:00:00Z");
     let e = load_doc(&dir, &doc).unwrap_err().to_string();
-    assert!(e.contains("key `label.window`") && e.contains("before"), "{e}");
+    assert!(
+        e.contains("key `label.window`") && e.contains("before"),
+        "{e}"
+    );
     let mut doc2 = toml_to_json(&std::fs::read_to_string(dir.join("scenario.toml")).unwrap());
     doc2["label"]["red_herrings"][0]["colour"] = json!("red");
     let e = load_doc(&dir, &doc2).unwrap_err().to_string();
-    assert!(e.contains("label.red_herrings") && e.contains("colour"), "{e}");
+    assert!(
+        e.contains("label.red_herrings") && e.contains("colour"),
+        "{e}"
+    );
     let missing = Scenario::load(&repo().join("scenarios/no-such-scenario")).unwrap_err();
-    assert!(missing.to_string().contains("no such scenario folder"), "{missing}");
+    assert!(
+        missing.to_string().contains("no such scenario folder"),
+        "{missing}"
+    );
 }
 
 /// One Prometheus per scenario with metrics, started and stopped by diag's own code.
@@ -170,11 +241,27 @@ async fn every_scenario_environment_finds_its_evidence_with_the_real_tools() {
 
         let (matched, untimed, skipped) = untimed_lines(&s, &registry).await;
         assert!(matched > 0, "{}: search_logs read no line", s.id());
-        assert_eq!(untimed, 0, "{}: {untimed} log lines have no time search_logs reads", s.id());
+        assert_eq!(
+            untimed,
+            0,
+            "{}: {untimed} log lines have no time search_logs reads",
+            s.id()
+        );
         assert!(skipped.is_empty(), "{}: files skipped: {skipped:?}", s.id());
 
         let runs = run_checks(&s, &registry).await;
         assert_eq!(runs.len(), s.file.checks.len());
+        // A metrics check is answered by the backfilled history, not by an empty result.
+        for r in runs.iter().filter(|r| r.tool == "query_metrics") {
+            let result = r.output["result"].as_array();
+            assert!(
+                result.is_some_and(|a| !a.is_empty()),
+                "{}: checks[{}] found no series: {}",
+                s.id(),
+                r.index,
+                r.output
+            );
+        }
         let problems = check_problems(&s, &runs);
         env.stop().await;
         assert!(problems.is_empty(), "{}:\n{}", s.id(), problems.join("\n"));

@@ -88,7 +88,10 @@ fn file_part(s: &str) -> String {
 
 fn make_dir(dir: &Path, flag: &str) -> Result<(), CommandError> {
     std::fs::create_dir_all(dir).map_err(|e| {
-        CommandError::usage(format!("{flag} {}: cannot create the folder: {e}", dir.display()))
+        CommandError::usage(format!(
+            "{flag} {}: cannot create the folder: {e}",
+            dir.display()
+        ))
     })
 }
 
@@ -151,9 +154,8 @@ fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
             prometheus: None,
         }
         .config_for(&config, m.as_deref());
-        setup::models(&c).map_err(|e| {
-            CommandError::usage(format!("config {}: {e}", config_path.display()))
-        })?;
+        setup::models(&c)
+            .map_err(|e| CommandError::usage(format!("config {}: {e}", config_path.display())))?;
     }
     if let Some(d) = &args.record {
         make_dir(d, "--record")?;
@@ -393,15 +395,16 @@ async fn run_one(
         .into_iter()
         .map(|s| s.step)
         .collect();
-    let tool_calls = store.invocations(&outcome.run_id).map_err(store_error)?.len();
+    let tool_calls = store
+        .invocations(&outcome.run_id)
+        .map_err(store_error)?
+        .len();
     let (prompt_tokens, completion_tokens, model_calls, cost) = usage_of(&steps, spec.config);
     let score = score_run(&spec.scenario.file.label, &facts_of(&outcome));
     let verdict = outcome
         .state
         .effective_verdict
-        .filter(|_| {
-            outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
-        })
+        .filter(|_| outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed))
         .map(|v| v.as_str().to_string());
     let stem = format!("{}-{}", file_part(spec.model_label), spec.repeat);
     let scenario_dir = file_part(spec.scenario.id());
@@ -467,7 +470,8 @@ fn share(k: u32, n: u32) -> String {
 fn stat(s: Option<Stat>, fmt: &dyn Fn(f64) -> String) -> String {
     match s {
         None => "-".to_string(),
-        Some(s) if s.sd == 0.0 => fmt(s.mean),
+        // A spread too small to show is not shown.
+        Some(s) if fmt(s.sd) == fmt(0.0) => fmt(s.mean),
         Some(s) => format!("{}±{}", fmt(s.mean), fmt(s.sd)),
     }
 }
@@ -518,7 +522,7 @@ fn rows(m: &EvalModel) -> Vec<Vec<String>> {
                 verdicts(a),
                 stat(a.tokens, &|v| format!("{v:.0}")),
                 stat(a.model_calls, &|v| format!("{v:.1}")),
-                stat(a.wall_ms, &|v| format!("{:.1}s", v / 1000.0)),
+                stat(a.wall_ms, &|v| format!("{:.2}s", v / 1000.0)),
                 stat(a.cost, &|v| format!("{v:.4}")),
             ]
         })
@@ -594,7 +598,11 @@ pub fn render_markdown(report: &EvalReport) -> String {
                 let link = r
                     .report_file
                     .as_deref()
-                    .and_then(|p| Path::new(p).file_name().map(|f| f.to_string_lossy().into_owned()))
+                    .and_then(|p| {
+                        Path::new(p)
+                            .file_name()
+                            .map(|f| f.to_string_lossy().into_owned())
+                    })
                     .map(|f| format!("[report]({}/{f})", file_part(&c.scenario)))
                     .unwrap_or_default();
                 out.push_str(&format!(

@@ -14,9 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::scenario::Scenario;
 use crate::clock::{Clock, Timestamp};
-use crate::config::{
-    AgentsConfig, Config, LogsConfig, MetricsConfig, RunbooksConfig, ToolsConfig,
-};
+use crate::config::{AgentsConfig, Config, LogsConfig, MetricsConfig, RunbooksConfig, ToolsConfig};
 use crate::protocol::InvocationStatus;
 use crate::tools::{ToolContext, ToolRegistry};
 
@@ -110,8 +108,8 @@ impl Prometheus {
             scenario: scenario.to_string(),
             what,
         };
-        let dir = TempFolder::new()
-            .map_err(|e| err(format!("cannot create a temporary folder: {e}")))?;
+        let dir =
+            TempFolder::new().map_err(|e| err(format!("cannot create a temporary folder: {e}")))?;
         let data = dir.0.join("data");
         let mut promtool = tokio::process::Command::new("promtool");
         promtool
@@ -136,7 +134,12 @@ impl Prometheus {
             None => backfill.await,
         };
         let out = out
-            .map_err(|_| err(format!("promtool did not finish within {} s", PROMTOOL_LIMIT.as_secs())))?
+            .map_err(|_| {
+                err(format!(
+                    "promtool did not finish within {} s",
+                    PROMTOOL_LIMIT.as_secs()
+                ))
+            })?
             .map_err(|e| err(format!("promtool failed: {e}")))?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -376,14 +379,15 @@ pub fn check_problems(scenario: &Scenario, runs: &[CheckRun]) -> Vec<String> {
 /// The log lines of the scenario that `search_logs` cannot place in time, counted by the
 /// tool itself: every line matched under a window from the epoch. `(matched, untimed,
 /// skipped files)`.
-pub async fn untimed_lines(
-    scenario: &Scenario,
-    registry: &ToolRegistry,
-) -> (u64, u64, Vec<Value>) {
+pub async fn untimed_lines(scenario: &Scenario, registry: &ToolRegistry) -> (u64, u64, Vec<Value>) {
     let clock = ScenarioClock::new(scenario.now);
     let cx = ToolContext { clock: &clock };
     let args = json!({"query": ".", "regex": true, "since": "1970-01-01T00:00:00Z", "limit": 1});
-    let out = registry.session().call("search_logs", &args, &cx).await.output;
+    let out = registry
+        .session()
+        .call("search_logs", &args, &cx)
+        .await
+        .output;
     (
         out["matches_found"].as_u64().unwrap_or(0),
         out["untimed_lines"].as_u64().unwrap_or(u64::MAX),

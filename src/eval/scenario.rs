@@ -276,10 +276,7 @@ fn validate(dir: &Path, file: ScenarioFile, name: &str) -> Result<Scenario, Scen
     let window_start = time("label.window.start", &file.label.window.start)?;
     let window_end = time("label.window.end", &file.label.window.end)?;
     if window_start >= window_end {
-        return Err(bad(
-            "label.window",
-            "start must be before end".to_string(),
-        ));
+        return Err(bad("label.window", "start must be before end".to_string()));
     }
     if window_start > now {
         return Err(bad(
@@ -291,7 +288,10 @@ fn validate(dir: &Path, file: ScenarioFile, name: &str) -> Result<Scenario, Scen
     // The environment: every path exists inside the folder's reach.
     let env = &file.environment;
     if env.logs.is_empty() {
-        return Err(bad("environment.logs", "must name at least one path".into()));
+        return Err(bad(
+            "environment.logs",
+            "must name at least one path".into(),
+        ));
     }
     for (i, p) in env.logs.iter().enumerate() {
         if !dir.join(p).exists() {
@@ -398,7 +398,10 @@ fn validate(dir: &Path, file: ScenarioFile, name: &str) -> Result<Scenario, Scen
 
     // The checks: offered tools, object arguments, and at least one per evidence tool.
     if file.checks.is_empty() {
-        return Err(bad("checks", "must hold at least one [[checks]] step".into()));
+        return Err(bad(
+            "checks",
+            "must hold at least one [[checks]] step".into(),
+        ));
     }
     for (i, c) in file.checks.iter().enumerate() {
         if !offered(&c.tool) {

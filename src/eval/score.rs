@@ -142,7 +142,11 @@ pub fn score_run(label: &Label, facts: &RunFacts) -> RunScore {
     };
     RunScore {
         outcome,
-        score: if outcome == Outcome::Grounded { 1.0 } else { 0.0 },
+        score: if outcome == Outcome::Grounded {
+            1.0
+        } else {
+            0.0
+        },
         component_named,
         fault_named,
         named,
@@ -263,7 +267,12 @@ pub fn sentences(answer: &str) -> Vec<Sentence> {
 
 /// The claims that ground the root cause: cited in a sentence that names the component,
 /// allowed by the Verifier, with a verified quote from an evidence tool containing its text.
-fn grounding_claims(answer: &str, names: &[String], label: &Label, facts: &RunFacts) -> Vec<String> {
+fn grounding_claims(
+    answer: &str,
+    names: &[String],
+    label: &Label,
+    facts: &RunFacts,
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for sentence in sentences(answer) {
         if !names_any(&normalize(&sentence.text), names) {
@@ -410,11 +419,20 @@ fn cause_spans(text: &str) -> Vec<(usize, usize)> {
     for (k, &(s, e, follows)) in marks.iter().enumerate() {
         if follows {
             let next_mark = marks.get(k + 1).map_or(text.len(), |m| m.0);
-            let next_semi = semis.iter().copied().find(|&i| i >= e).unwrap_or(text.len());
+            let next_semi = semis
+                .iter()
+                .copied()
+                .find(|&i| i >= e)
+                .unwrap_or(text.len());
             spans.push((e, next_mark.min(next_semi)));
         } else {
             let prev_mark = if k == 0 { 0 } else { marks[k - 1].1 };
-            let prev_semi = semis.iter().copied().filter(|&i| i < s).max().map_or(0, |i| i + 1);
+            let prev_semi = semis
+                .iter()
+                .copied()
+                .filter(|&i| i < s)
+                .max()
+                .map_or(0, |i| i + 1);
             spans.push((prev_mark.max(prev_semi), s));
         }
     }
@@ -606,7 +624,11 @@ mod tests {
             answer: Some(answer.into()),
             degraded: false,
             quotes: vec![
-                quote("c1", "search_logs", "upstream returned 502 from payment-service"),
+                quote(
+                    "c1",
+                    "search_logs",
+                    "upstream returned 502 from payment-service",
+                ),
                 quote(
                     "c2",
                     "search_logs",
@@ -721,14 +743,20 @@ mod tests {
         let s = score_run(&label(), &facts("payment-service is slow [c1]."));
         assert_eq!(s.outcome, Outcome::Partial);
         assert!(s.partial && s.component_named && !s.fault_named);
-        let s = score_run(&label(), &facts("A connection pool is exhausted somewhere."));
+        let s = score_run(
+            &label(),
+            &facts("A connection pool is exhausted somewhere."),
+        );
         assert_eq!(s.outcome, Outcome::Partial);
         assert!(s.partial && !s.component_named && s.fault_named);
         let s = score_run(&label(), &facts("Nothing is known."));
         assert_eq!(s.outcome, Outcome::Missed);
         assert!(!s.partial);
         // Whole names only: `payment-services2` is not `payment-service`.
-        let s = score_run(&label(), &facts("payment-services2 has a connection pool issue."));
+        let s = score_run(
+            &label(),
+            &facts("payment-services2 has a connection pool issue."),
+        );
         assert!(!s.component_named);
     }
 
@@ -762,7 +790,11 @@ mod tests {
             cost: None,
         };
         let runs = [
-            figures(Some("payment-service connection pool exhausted [c2]."), false, 100),
+            figures(
+                Some("payment-service connection pool exhausted [c2]."),
+                false,
+                100,
+            ),
             figures(None, true, 300),
         ];
         let a = aggregate(&runs);
