@@ -36,6 +36,8 @@ fn folders() -> Vec<PathBuf> {
         dirs.len(),
         "a folder in scenarios/ has no scenario.toml"
     );
+    // The library: the checkout demo and twelve other incidents.
+    assert!(all.len() >= 13, "{} scenarios", all.len());
     all
 }
 
