@@ -60,6 +60,11 @@ pub struct ModelConfig {
     /// The model's context size in tokens; when absent, diag learns it from the server's
     /// first context-length error.
     pub context_tokens: Option<u32>,
+    /// The price of 1,000 prompt tokens, in any currency (`diag eval` reports the cost of a
+    /// run when both prices are set).
+    pub price_per_1k_prompt: Option<f64>,
+    /// The price of 1,000 completion tokens, in the same currency.
+    pub price_per_1k_completion: Option<f64>,
 }
 
 fn default_request_timeout() -> u64 {
@@ -385,6 +390,17 @@ impl Config {
                     "must be at least 256",
                 ));
             }
+            for (key, price) in [
+                ("price_per_1k_prompt", m.price_per_1k_prompt),
+                ("price_per_1k_completion", m.price_per_1k_completion),
+            ] {
+                if price.is_some_and(|p| !p.is_finite() || p < 0.0) {
+                    return Err(invalid(
+                        format!("models.{name}.{key}"),
+                        "must be a number of at least 0",
+                    ));
+                }
+            }
             if let Some(env) = &m.api_key_env {
                 if env.trim().is_empty() || env.contains('=') {
                     return Err(invalid(
@@ -653,7 +669,7 @@ fn read_text(path: &Path) -> Result<(String, String), ConfigError> {
 /// Deserializes configuration text: first the TOML itself (a syntax error by line), then the
 /// typed value from the parsed table, whose errors carry the path of keys they happened under
 /// (the same error through the text deserializer gives its line).
-fn deserialize_keyed<T: serde::de::DeserializeOwned>(
+pub(crate) fn deserialize_keyed<T: serde::de::DeserializeOwned>(
     text: &str,
     file: &str,
 ) -> Result<T, ConfigError> {

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod diagnosis;
+pub mod eval;
 pub mod graph;
 pub mod ids;
 pub mod model;

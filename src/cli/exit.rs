@@ -13,7 +13,8 @@ pub enum Exit {
     Usage = 2,
     /// The run ended FAILED.
     RunFailed = 3,
-    /// `--strict`: the run succeeded but was degraded or its verdict was not PASS.
+    /// `--strict`: the run succeeded but was degraded or its verdict was not PASS; for
+    /// `eval --strict`, a run did not reach a grounded root cause.
     NotStrict = 4,
     /// `replay`: a run file did not reproduce its expected result; or, for `replay` and
     /// `ask --fixture`, the run left its recording (divergence). `ask --fixture` never

@@ -4,6 +4,7 @@
 mod ask;
 mod common;
 mod completions;
+mod eval;
 mod exit;
 mod export;
 mod gc;
@@ -26,7 +27,7 @@ pub use exit::Exit;
 /// diag: diagnosis runs whose every claim is bound to a recorded tool output.
 ///
 /// Exit codes: 0 success; 1 internal error; 2 usage, configuration or input error; 3 run
-/// FAILED; 4 under --strict, success but degraded or not PASS; 5 replay: a run file did not
+/// FAILED; 4 under --strict, success but degraded or not PASS (eval: a run not grounded); 5 replay: a run file did not
 /// reproduce its expected result, or (replay and ask --fixture) the run left its recording;
 /// 130 interrupted (the run is stored FAILED with its partial trace).
 #[derive(Debug, Parser)]
@@ -45,6 +46,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   2    usage, configuration or input error
   3    the run ended FAILED
   4    --strict: the run succeeded but was degraded or its verdict was not PASS
+       (eval --strict: a run did not reach a grounded root cause)
   5    replay: a run file did not reproduce its expected result, or (replay and
        ask --fixture) the run left its recording (divergence)
   130  interrupted (Ctrl-C); the run is stored FAILED with its partial trace
@@ -80,6 +82,7 @@ pub struct GlobalArgs {
 pub enum Command {
     Ask(ask::AskArgs),
     Replay(replay::ReplayArgs),
+    Eval(eval::EvalArgs),
     Trace(trace::TraceArgs),
     Report(report::ReportArgs),
     Runs(runs::RunsArgs),
@@ -168,6 +171,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
     match cli.command {
         Command::Ask(args) => ask::cmd_ask(g, &args, out),
         Command::Replay(args) => replay::cmd_replay(g, &args, out),
+        Command::Eval(args) => eval::cmd_eval(g, &args, out),
         Command::Trace(args) => trace::cmd_trace(g, &args, out),
         Command::Report(args) => report::cmd_report(g, &args, out),
         Command::Runs(args) => runs::cmd_runs(g, &args, out),

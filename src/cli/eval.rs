@@ -1,0 +1,621 @@
+//! `diag eval`: runs scenarios (`diag_scenario_v1`) through the real ask path with each
+//! selected model, stores every run, scores it against the scenario's label and prints one
+//! table per model (or `--json`, schema `diag_eval_v1`). `--record DIR` keeps each run as a
+//! run file, so an eval is also a replayable suite; `--report DIR` writes each run's report
+//! and a Markdown summary.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::common::{interrupt_handler, open_store, runtime, store_error, write_json, write_text};
+use super::progress::Progress;
+use super::{CommandError, Exit, GlobalArgs};
+use crate::ask::{ask, production_nodes, AskDeps, AskError, AskRequest};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::eval::env::{ScenarioClock, ScenarioEnv};
+use crate::eval::scenario::{discover, Scenario};
+use crate::eval::score::{aggregate, score_run, Aggregate, RunFigures, Stat};
+use crate::eval::{
+    assignment_label, facts_of, usage_of, EvalCell, EvalModel, EvalReport, EvalRun, EvalScenario,
+    EVAL_JSON_SCHEMA,
+};
+use crate::ids::RandomIds;
+use crate::replay::run_file_of;
+use crate::report::Format;
+use crate::setup;
+use crate::store::Store;
+
+/// Run incident scenarios with the configured model(s) and score every run.
+///
+/// Each scenario's environment (its logs, runbooks and, when it has metrics.om, a
+/// Prometheus backfilled from it) is set up by diag and stopped at the end; the run clock
+/// starts at the scenario's `now`. Exit 0 when the eval ran, whatever the runs scored
+/// (--strict: 4 when a run did not reach a grounded root cause).
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Scenario folders (holding scenario.toml), or folders of them
+    #[arg(required = true, value_name = "SCENARIO")]
+    pub scenarios: Vec<PathBuf>,
+    /// Use this configured model ([models.NAME]) for every agent; repeat to compare models
+    /// (default: the configuration's own agent assignment)
+    #[arg(long = "model", value_name = "NAME")]
+    pub models: Vec<String>,
+    /// Runs per scenario and model
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Print a JSON document (schema diag_eval_v1) instead of tables
+    #[arg(long)]
+    pub json: bool,
+    /// Write every run's run file (diag_run_v1) under DIR/<scenario>/, for diag replay DIR
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Write every run's report under DIR/<scenario>/ and a summary DIR/eval.md
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+    /// The format of the run reports
+    #[arg(long, value_enum, default_value = "html", value_name = "FORMAT")]
+    pub report_format: Format,
+    /// Exit 4 when any run did not reach a grounded root cause (failed, fallen back, fooled,
+    /// ungrounded, partial or missed)
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// A file name part made of `[A-Za-z0-9._-]` only.
+fn file_part(s: &str) -> String {
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.starts_with('.') || out.is_empty() {
+        format!("_{out}")
+    } else {
+        out
+    }
+}
+
+fn make_dir(dir: &Path, flag: &str) -> Result<(), CommandError> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        CommandError::usage(format!(
+            "{flag} {}: cannot create the folder: {e}",
+            dir.display()
+        ))
+    })
+}
+
+/// Everything an eval needs before its first run, each checked so that bad input fails
+/// before any model is called.
+struct Plan {
+    config: Config,
+    config_path: PathBuf,
+    scenarios: Vec<Scenario>,
+    /// `None`: the configuration's own assignment.
+    models: Vec<Option<String>>,
+}
+
+fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
+    let dirs = discover(&args.scenarios).map_err(|e| CommandError::usage(e.to_string()))?;
+    let mut scenarios: Vec<Scenario> = Vec::new();
+    for d in dirs {
+        let s = Scenario::load(&d).map_err(|e| CommandError::usage(e.to_string()))?;
+        if let Some(other) = scenarios.iter().find(|o| o.id() == s.id()) {
+            return Err(CommandError::usage(format!(
+                "{}: scenario id `{}` is given twice (also {})",
+                d.display(),
+                s.id(),
+                other.dir.display()
+            )));
+        }
+        scenarios.push(s);
+    }
+    let (config, config_path) = super::ask::live_config(g)?;
+    for name in &args.models {
+        if !config.models.contains_key(name) {
+            let known: Vec<&str> = config.models.keys().map(String::as_str).collect();
+            return Err(CommandError::usage(format!(
+                "--model {}: no [models.{}] in config {} (configured: {})",
+                crate::render::one_line(name, 80),
+                crate::render::one_line(name, 80),
+                config_path.display(),
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+    }
+    let mut models: Vec<Option<String>> = Vec::new();
+    for m in &args.models {
+        if !models.contains(&Some(m.clone())) {
+            models.push(Some(m.clone()));
+        }
+    }
+    if models.is_empty() {
+        models.push(None);
+    }
+    // The models must be buildable (API key variables set, a model for every agent) before
+    // any environment starts.
+    for m in &models {
+        let c = ScenarioEnv {
+            tools: Default::default(),
+            prometheus: None,
+        }
+        .config_for(&config, m.as_deref());
+        setup::models(&c)
+            .map_err(|e| CommandError::usage(format!("config {}: {e}", config_path.display())))?;
+    }
+    if let Some(d) = &args.record {
+        make_dir(d, "--record")?;
+    }
+    if let Some(d) = &args.report {
+        make_dir(d, "--report")?;
+    }
+    Ok(Plan {
+        config,
+        config_path,
+        scenarios,
+        models,
+    })
+}
+
+pub fn cmd_eval(g: &GlobalArgs, args: &EvalArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+    let plan = plan(g, args)?;
+    let store = open_store(g, Some(&plan.config))?;
+    let rt = runtime()?;
+    let show_progress = !(g.quiet || g.no_progress || args.json);
+    let report = rt.block_on(async {
+        let cancel = CancellationToken::new();
+        let on_ctrl_c = interrupt_handler(cancel.clone())?;
+        let result = run_all(&plan, args, &store, &cancel, show_progress).await;
+        on_ctrl_c.abort();
+        result
+    })?;
+    if report.interrupted {
+        let runs: usize = report
+            .models
+            .iter()
+            .flat_map(|m| &m.scenarios)
+            .map(|c| c.runs.len())
+            .sum();
+        return Err(CommandError::new(
+            Exit::Interrupted,
+            format!(
+                "interrupted after {runs} run(s); they are stored (diag runs), a run cut short \
+                 is FAILED (interrupted)"
+            ),
+        ));
+    }
+    if args.json {
+        write_json(out, &report)?;
+    } else {
+        write_text(out, &render_tables(&report))?;
+    }
+    if let Some(dir) = &args.report {
+        let path = dir.join("eval.md");
+        std::fs::write(&path, render_markdown(&report)).map_err(|e| {
+            CommandError::usage(format!("{}: cannot write the summary: {e}", path.display()))
+        })?;
+    }
+    let total: u32 = report
+        .models
+        .iter()
+        .flat_map(|m| &m.scenarios)
+        .map(|c| c.aggregate.runs)
+        .sum();
+    if args.strict && report.not_grounded > 0 {
+        return Err(CommandError::new(
+            Exit::NotStrict,
+            format!(
+                "--strict: {} of {total} run(s) did not reach a grounded root cause",
+                report.not_grounded
+            ),
+        ));
+    }
+    Ok(())
+}
+
+async fn run_all(
+    plan: &Plan,
+    args: &EvalArgs,
+    store: &Store,
+    cancel: &CancellationToken,
+    show_progress: bool,
+) -> Result<EvalReport, CommandError> {
+    let mut models: Vec<EvalModel> = plan
+        .models
+        .iter()
+        .map(|m| EvalModel {
+            model: match m {
+                Some(name) => name.clone(),
+                None => assignment_label(&plan.config),
+            },
+            scenarios: Vec::new(),
+        })
+        .collect();
+    let mut interrupted = false;
+    'scenarios: for scenario in &plan.scenarios {
+        let env = match ScenarioEnv::start(scenario, Some(cancel)).await {
+            Ok(env) => env,
+            Err(crate::eval::env::EnvError::Interrupted { .. }) => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => return Err(CommandError::usage(e.to_string())),
+        };
+        for (m, model) in plan.models.iter().enumerate() {
+            let config = env.config_for(&plan.config, model.as_deref());
+            let mut cell = EvalCell {
+                scenario: scenario.id().to_string(),
+                aggregate: aggregate(&[]),
+                runs: Vec::new(),
+            };
+            let mut figures = Vec::new();
+            for repeat in 1..=args.repeat {
+                let done = run_one(
+                    RunSpec {
+                        scenario,
+                        env: &env,
+                        config: &config,
+                        config_path: &plan.config_path,
+                        model_label: &models[m].model,
+                        repeat,
+                    },
+                    args,
+                    store,
+                    cancel,
+                    show_progress,
+                )
+                .await;
+                let (run, fig, cut) = match done {
+                    Ok(x) => x,
+                    Err(e) => {
+                        env.stop().await;
+                        return Err(e);
+                    }
+                };
+                cell.runs.push(run);
+                figures.push(fig);
+                if cut {
+                    interrupted = true;
+                    cell.aggregate = aggregate(&figures);
+                    models[m].scenarios.push(cell);
+                    env.stop().await;
+                    break 'scenarios;
+                }
+            }
+            cell.aggregate = aggregate(&figures);
+            models[m].scenarios.push(cell);
+        }
+        env.stop().await;
+    }
+    let not_grounded = models
+        .iter()
+        .flat_map(|m| &m.scenarios)
+        .flat_map(|c| &c.runs)
+        .filter(|r| !matches!(r.score.outcome, crate::eval::score::Outcome::Grounded))
+        .count();
+    Ok(EvalReport {
+        schema: EVAL_JSON_SCHEMA,
+        repeat: args.repeat,
+        scenarios: plan
+            .scenarios
+            .iter()
+            .map(|s| EvalScenario {
+                id: s.id().to_string(),
+                title: s.file.title.clone(),
+                dir: s.dir.display().to_string(),
+                question: s.file.question.clone(),
+                now: s.now.to_string(),
+            })
+            .collect(),
+        models,
+        not_grounded: u32::try_from(not_grounded).unwrap_or(u32::MAX),
+        interrupted,
+    })
+}
+
+struct RunSpec<'a> {
+    scenario: &'a Scenario,
+    env: &'a ScenarioEnv,
+    config: &'a Config,
+    config_path: &'a Path,
+    model_label: &'a str,
+    repeat: u32,
+}
+
+/// One run through the ask service, then its score; `true` when it was interrupted.
+async fn run_one(
+    spec: RunSpec<'_>,
+    args: &EvalArgs,
+    store: &Store,
+    cancel: &CancellationToken,
+    show_progress: bool,
+) -> Result<(EvalRun, RunFigures, bool), CommandError> {
+    let _ = spec.env;
+    let clock: Arc<dyn Clock> = Arc::new(ScenarioClock::new(spec.scenario.now));
+    let live = setup::live(spec.config, clock.clone())
+        .await
+        .map_err(|e| CommandError::usage(format!("config {}: {e}", spec.config_path.display())))?;
+    let deps = AskDeps {
+        nodes: production_nodes(),
+        models: live.models.clone(),
+        tools: live.tools.clone(),
+        limits: live.limits,
+        clock,
+        ids: Arc::new(RandomIds),
+        store: store.clone(),
+    };
+    let question = spec.scenario.file.question.clone();
+    let mut progress = Progress::new(show_progress);
+    let outcome = ask(
+        &deps,
+        AskRequest {
+            question: question.clone(),
+            session_id: None,
+            run_id: None,
+        },
+        args.record.is_some(),
+        Some(cancel),
+        &mut progress,
+    )
+    .await;
+    progress.finish();
+    live.shutdown().await;
+    let outcome = outcome.map_err(|e| match e {
+        AskError::EmptyQuestion => CommandError::usage("the question is empty"),
+        AskError::Store(e) => store_error(e),
+    })?;
+    for w in &outcome.warnings {
+        let _ = writeln!(
+            std::io::stderr(),
+            "diag: warning: {}",
+            crate::render::one_line(w, 300)
+        );
+    }
+    let row = store
+        .get_run(&outcome.run_id)
+        .map_err(store_error)?
+        .ok_or_else(|| CommandError::new(Exit::Internal, "the run vanished from the store"))?;
+    let steps: Vec<_> = store
+        .agent_steps(&outcome.run_id)
+        .map_err(store_error)?
+        .into_iter()
+        .map(|s| s.step)
+        .collect();
+    let tool_calls = store
+        .invocations(&outcome.run_id)
+        .map_err(store_error)?
+        .len();
+    let (prompt_tokens, completion_tokens, model_calls, cost) = usage_of(&steps, spec.config);
+    let score = score_run(&spec.scenario.file.label, &facts_of(&outcome));
+    let verdict = outcome
+        .state
+        .effective_verdict
+        .filter(|_| outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed))
+        .map(|v| v.as_str().to_string());
+    let stem = format!("{}-{}", file_part(spec.model_label), spec.repeat);
+    let scenario_dir = file_part(spec.scenario.id());
+    let mut record_file = None;
+    if let (Some(dir), false) = (&args.record, outcome.interrupted) {
+        let folder = dir.join(&scenario_dir);
+        make_dir(&folder, "--record")?;
+        let path = folder.join(format!("{stem}.json"));
+        let file = run_file_of(&outcome, &question, row.started_at, deps.tools.catalog());
+        std::fs::write(&path, file.to_json()).map_err(|e| {
+            CommandError::usage(format!(
+                "{}: cannot write the run file: {e} (run {} is stored; diag export writes it)",
+                path.display(),
+                outcome.run_id
+            ))
+        })?;
+        record_file = Some(path.display().to_string());
+    }
+    let mut report_file = None;
+    if let Some(dir) = &args.report {
+        let folder = dir.join(&scenario_dir);
+        make_dir(&folder, "--report")?;
+        let path = folder.join(format!("{stem}.{}", args.report_format.extension()));
+        super::report::write_file(store, &outcome.run_id, args.report_format, &path)?;
+        report_file = Some(path.display().to_string());
+    }
+    let wall_ms = row.duration_ms.unwrap_or(0);
+    let run = EvalRun {
+        repeat: spec.repeat,
+        run_id: outcome.run_id.clone(),
+        status: outcome.status.as_str().to_string(),
+        failure: outcome.failure.clone(),
+        effective_verdict: verdict.clone(),
+        degraded: outcome.state.degraded,
+        fallback_kind: outcome.state.fallback_kind.map(|k| k.as_str().to_string()),
+        score: score.clone(),
+        prompt_tokens,
+        completion_tokens,
+        model_calls,
+        tool_calls: u64::try_from(tool_calls).unwrap_or(u64::MAX),
+        wall_ms,
+        cost,
+        record_file,
+        report_file,
+    };
+    let figures = RunFigures {
+        score,
+        verdict,
+        tokens: prompt_tokens.saturating_add(completion_tokens),
+        model_calls,
+        wall_ms,
+        cost,
+    };
+    Ok((run, figures, outcome.interrupted))
+}
+
+/// `k/N`.
+fn share(k: u32, n: u32) -> String {
+    format!("{k}/{n}")
+}
+
+/// A figure's mean, with its spread when runs differ.
+fn stat(s: Option<Stat>, fmt: &dyn Fn(f64) -> String) -> String {
+    match s {
+        None => "-".to_string(),
+        // A spread too small to show is not shown.
+        Some(s) if fmt(s.sd) == fmt(0.0) => fmt(s.mean),
+        Some(s) => format!("{}±{}", fmt(s.mean), fmt(s.sd)),
+    }
+}
+
+fn verdicts(a: &Aggregate) -> String {
+    if a.verdicts.len() == 1 {
+        if let Some(k) = a.verdicts.keys().next() {
+            return k.clone();
+        }
+    }
+    a.verdicts
+        .iter()
+        .map(|(k, n)| format!("{k}:{n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+const HEADINGS: [&str; 13] = [
+    "scenario",
+    "runs",
+    "grounded",
+    "named-ungrounded",
+    "partial",
+    "fooled",
+    "fallback",
+    "failed",
+    "verdict",
+    "tokens",
+    "model calls",
+    "wall time",
+    "cost",
+];
+
+fn rows(m: &EvalModel) -> Vec<Vec<String>> {
+    m.scenarios
+        .iter()
+        .map(|c| {
+            let a = &c.aggregate;
+            vec![
+                c.scenario.clone(),
+                a.runs.to_string(),
+                share(a.grounded, a.runs),
+                share(a.named_ungrounded, a.runs),
+                share(a.partial, a.runs),
+                share(a.fooled, a.runs),
+                share(a.fallback, a.runs),
+                share(a.failed, a.runs),
+                verdicts(a),
+                stat(a.tokens, &|v| format!("{v:.0}")),
+                stat(a.model_calls, &|v| format!("{v:.1}")),
+                stat(a.wall_ms, &|v| format!("{:.2}s", v / 1000.0)),
+                stat(a.cost, &|v| format!("{v:.4}")),
+            ]
+        })
+        .collect()
+}
+
+/// One aligned table per model, then a line of totals.
+pub fn render_tables(report: &EvalReport) -> String {
+    let mut out = String::new();
+    for m in &report.models {
+        out.push_str(&format!("model {}\n", m.model));
+        let rows = rows(m);
+        let widths: Vec<usize> = (0..HEADINGS.len())
+            .map(|i| {
+                rows.iter()
+                    .map(|r| r[i].chars().count())
+                    .chain(std::iter::once(HEADINGS[i].len()))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: Vec<&str>| {
+            cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        out.push_str(&line(HEADINGS.to_vec()));
+        out.push('\n');
+        for r in &rows {
+            out.push_str(&line(r.iter().map(String::as_str).collect()));
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    let total: u32 = report
+        .models
+        .iter()
+        .flat_map(|m| &m.scenarios)
+        .map(|c| c.aggregate.runs)
+        .sum();
+    out.push_str(&format!(
+        "{} run(s) over {} scenario(s) and {} model(s); {} grounded; runs are stored (diag runs, diag trace RUN_ID)\n",
+        total,
+        report.scenarios.len(),
+        report.models.len(),
+        total - report.not_grounded.min(total)
+    ));
+    out
+}
+
+/// The summary as GitHub-flavoured Markdown, with a link to each run's report.
+pub fn render_markdown(report: &EvalReport) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut out = String::from("# diag eval\n\n");
+    for m in &report.models {
+        out.push_str(&format!("## model `{}`\n\n", cell(&m.model)));
+        out.push_str(&format!("| {} |\n", HEADINGS.join(" | ")));
+        out.push_str(&format!("|{}\n", " --- |".repeat(HEADINGS.len())));
+        for r in rows(m) {
+            out.push_str(&format!(
+                "| {} |\n",
+                r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+        out.push('\n');
+        for c in &m.scenarios {
+            for r in &c.runs {
+                let link = r
+                    .report_file
+                    .as_deref()
+                    .and_then(|p| {
+                        Path::new(p)
+                            .file_name()
+                            .map(|f| f.to_string_lossy().into_owned())
+                    })
+                    .map(|f| format!("[report]({}/{f})", file_part(&c.scenario)))
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "- {} run {}: {} (`{}`) {}\n",
+                    cell(&c.scenario),
+                    r.repeat,
+                    r.score.outcome.as_str(),
+                    r.run_id,
+                    link
+                ));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
