@@ -53,21 +53,35 @@ pub struct AskRequest {
     pub run_id: Option<String>,
 }
 
+/// How a run ended. One variant per end, so an outcome cannot say SUCCESS together with a
+/// failure or an interruption, nor FAILED with an answer or an evaluation.
+#[derive(Debug)]
+pub enum RunEnd {
+    /// SUCCESS: a non-blank answer and its evaluation.
+    Success {
+        answer: String,
+        evaluation: Box<Evaluation>,
+    },
+    /// FAILED, with why (an engine error, a blank answer, a store that refused a write).
+    Failed { failure: String },
+    /// FAILED because the run was cancelled; its failure reads `interrupted`.
+    Interrupted,
+}
+
+/// The failure text of an interrupted run, as stored and shown.
+pub const INTERRUPTED: &str = "interrupted";
+
 /// What a run came to.
 #[derive(Debug)]
 pub struct AskOutcome {
     pub run_id: String,
     pub session_id: String,
-    pub status: RunStatus,
-    pub answer: Option<String>,
-    /// Why the run is FAILED; `None` for SUCCESS.
-    pub failure: Option<String>,
+    /// How the run ended.
+    pub end: RunEnd,
     /// The final (or, for an engine error, partial) graph state.
     pub state: DiagnosisState,
-    pub evaluation: Option<Evaluation>,
     /// The run's exchanges in order, when recording was asked for.
     pub recorded: Option<Vec<crate::runfile::Exchange>>,
-    pub interrupted: bool,
     /// Problems that did not change the run's status (an evaluation that could not be
     /// stored), one line each, for the caller to show.
     pub warnings: Vec<String>,
@@ -78,23 +92,89 @@ impl AskOutcome {
     fn failed(
         run_id: String,
         session_id: String,
-        failure: String,
+        end: RunEnd,
         state: DiagnosisState,
         recorded: Option<Vec<crate::runfile::Exchange>>,
-        interrupted: bool,
     ) -> Self {
         AskOutcome {
             run_id,
             session_id,
-            status: RunStatus::Failed,
-            answer: None,
-            failure: Some(failure),
+            end,
             state,
-            evaluation: None,
             recorded,
-            interrupted,
             warnings: Vec::new(),
         }
+    }
+
+    /// The status the run was stored with.
+    pub fn status(&self) -> RunStatus {
+        match self.end {
+            RunEnd::Success { .. } => RunStatus::Success,
+            RunEnd::Failed { .. } | RunEnd::Interrupted => RunStatus::Failed,
+        }
+    }
+
+    /// The answer of a SUCCESS run.
+    pub fn answer(&self) -> Option<&str> {
+        match &self.end {
+            RunEnd::Success { answer, .. } => Some(answer),
+            RunEnd::Failed { .. } | RunEnd::Interrupted => None,
+        }
+    }
+
+    /// Why a FAILED run failed, as stored; `None` for SUCCESS.
+    pub fn failure(&self) -> Option<&str> {
+        match &self.end {
+            RunEnd::Success { .. } => None,
+            RunEnd::Failed { failure } => Some(failure),
+            RunEnd::Interrupted => Some(INTERRUPTED),
+        }
+    }
+
+    /// Whether the run was cancelled.
+    pub fn interrupted(&self) -> bool {
+        matches!(self.end, RunEnd::Interrupted)
+    }
+
+    /// The evaluation of a SUCCESS run.
+    pub fn evaluation(&self) -> Option<&Evaluation> {
+        match &self.end {
+            RunEnd::Success { evaluation, .. } => Some(evaluation),
+            RunEnd::Failed { .. } | RunEnd::Interrupted => None,
+        }
+    }
+}
+
+/// How to run one question, beyond the question itself.
+pub struct AskOptions<'a> {
+    /// Also collect every exchange, for a run file.
+    pub record: bool,
+    /// Cancels the run (it then ends [`RunEnd::Interrupted`]).
+    pub cancel: Option<&'a CancellationToken>,
+    /// Told of every node start and event, after the store.
+    pub progress: &'a mut dyn Observer<Status>,
+}
+
+impl<'a> AskOptions<'a> {
+    /// No recording, no cancellation, progress to `progress`.
+    pub fn new(progress: &'a mut dyn Observer<Status>) -> Self {
+        AskOptions {
+            record: false,
+            cancel: None,
+            progress,
+        }
+    }
+
+    /// Also collect every exchange, for a run file.
+    pub fn recording(mut self, record: bool) -> Self {
+        self.record = record;
+        self
+    }
+
+    /// Cancel the run when `token` is cancelled.
+    pub fn cancel(mut self, token: Option<&'a CancellationToken>) -> Self {
+        self.cancel = token;
+        self
     }
 }
 
@@ -165,33 +245,149 @@ impl EarlyFailure<'_> {
         Ok(AskOutcome::failed(
             self.run_id,
             self.session_id,
-            failure,
+            RunEnd::Failed { failure },
             DiagnosisState::new(self.question),
             tape.map(|t| t.exchanges()),
-            false,
         ))
     }
 }
 
-/// Runs one diagnosis. `record` additionally collects every exchange for a run file.
+/// A run that is stored RUNNING: its ids, question, trace recorder and optional tape.
+struct Started<'a> {
+    deps: &'a AskDeps,
+    run_id: String,
+    session_id: String,
+    question: String,
+    config: RunConfig,
+    recorder: RunRecorder,
+    tape: Option<Arc<Recorder>>,
+    /// The tool catalog, read once: stored with the run and handed to the nodes.
+    catalog: Vec<crate::tools::ToolSpec>,
+    /// The clock's elapsed time when the run began.
+    began: std::time::Duration,
+}
+
+impl<'a> Started<'a> {
+    fn early_failure(self) -> (EarlyFailure<'a>, Option<Arc<Recorder>>) {
+        (
+            EarlyFailure {
+                deps: self.deps,
+                run_id: self.run_id,
+                session_id: self.session_id,
+                question: self.question,
+            },
+            self.tape,
+        )
+    }
+
+    fn duration_ms(&self) -> u64 {
+        crate::clock::millis(self.deps.clock.elapsed().saturating_sub(self.began))
+    }
+}
+
+/// How the graph's run came out, before anything is stored.
+enum Ended {
+    /// The graph ended with a non-blank answer and the trace written.
+    Answered(String),
+    /// The run failed (the end says how).
+    Failed(RunEnd),
+}
+
+/// Runs one diagnosis, in phases: [`start_run`] (stored RUNNING), [`compile_graph`],
+/// [`invoke_graph`], [`classify`] (how it ended), then [`finish_failed`] or
+/// [`finish_success`]. `options.record` additionally collects every exchange for a run file.
 ///
 /// The contract, as `tests/ask_integration.rs` checks it:
 /// - `Ok` with SUCCESS: a non-blank answer from the Composer or a handled Fallback, the run
 ///   row finished SUCCESS and exactly one evaluation stored (an evaluation that cannot be
 ///   stored leaves the SUCCESS standing and adds a line to `warnings`).
-/// - `Ok` with FAILED: an engine error, a cancellation (`interrupted`), a blank answer, a
-///   trace write that failed during the run, or a refused SUCCESS write; the row is FAILED
-///   with the real partial trace, no answer and no evaluation.
+/// - `Ok` with FAILED: an engine error, a cancellation ([`RunEnd::Interrupted`]), a blank
+///   answer, a trace write that failed during the run, or a refused SUCCESS write; the row
+///   is FAILED with the real partial trace, no answer and no evaluation.
 /// - `Err`: nothing could be stored at all (a blank question, a read-only store, a taken
 ///   run id), or not even FAILED could be written at the end; the run then stays RUNNING
 ///   until the sweep of a later open marks it `interrupted`.
 pub async fn ask(
     deps: &AskDeps,
     request: AskRequest,
-    record: bool,
-    cancel: Option<&CancellationToken>,
-    progress: &mut dyn Observer<Status>,
+    options: AskOptions<'_>,
 ) -> Result<AskOutcome, AskError> {
+    let AskOptions {
+        record,
+        cancel,
+        progress,
+    } = options;
+    let started = start_run(deps, request, record)?;
+    let graph = match compile_graph(&started) {
+        Ok(g) => g,
+        Err(e) => {
+            let failure = format!("engine: topology does not compile: {e}");
+            let (early, tape) = started.early_failure();
+            return early.finish(failure, RunSummary::default(), tape);
+        }
+    };
+
+    tracing::info!(run_id = %started.run_id, session_id = %started.session_id, "run started");
+    let result = match invoke_graph(&started, &graph, cancel, progress).await {
+        Ok(result) => result,
+        Err(what) => {
+            let failure = format!(
+                "engine: a node panicked ({}); this is a bug in diag",
+                crate::render::one_line(&what, 200)
+            );
+            tracing::error!(run_id = %started.run_id, %failure, "run failed");
+            started.recorder.flush();
+            // The state went down with the panic: the summary keeps only the timing, and
+            // no self-evaluation is made up.
+            let summary = RunSummary {
+                finished_at: Some(deps.clock.now()),
+                duration_ms: Some(started.duration_ms()),
+                ..RunSummary::default()
+            };
+            let (early, tape) = started.early_failure();
+            return early.finish(failure, summary, tape);
+        }
+    };
+    let finished_at = deps.clock.now();
+    let duration_ms = started.duration_ms();
+    let recorded = started.tape.as_ref().map(|t| t.exchanges());
+    let (state, ended) = classify(&started, result);
+
+    // The prompt audit and the evaluation's counts are read back from the trace just
+    // written; a read that fails leaves them empty, and the operator is told so.
+    let mut warnings = Vec::new();
+    let steps = read_steps(deps, &started.run_id, &mut warnings);
+    let mut summary = RunSummary::from_state(&state, finished_at, duration_ms);
+    summary.self_evaluation = serde_json::to_value(serde_json::json!({
+        "verifier_evaluation": verifier_evaluation(&state, &steps),
+    }))
+    .ok();
+
+    let answer = match ended {
+        Ended::Failed(end) => {
+            return finish_failed(started, end, state, summary, recorded);
+        }
+        Ended::Answered(answer) => answer,
+    };
+    let evaluation = {
+        let invocations = read_invocations(deps, &started.run_id, &mut warnings);
+        evaluate(&state, &steps, &invocations, duration_ms)
+    };
+    finish_success(
+        started,
+        Success {
+            answer,
+            evaluation,
+            state,
+            summary,
+            recorded,
+            warnings,
+        },
+    )
+}
+
+/// Phase 1: checks the question, picks the ids and stores the run RUNNING.
+fn start_run(deps: &AskDeps, request: AskRequest, record: bool) -> Result<Started<'_>, AskError> {
     let question = request.question.trim().to_string();
     if question.is_empty() {
         return Err(AskError::EmptyQuestion);
@@ -209,14 +405,31 @@ pub async fn ask(
         tools: catalog.clone(),
     })?;
     let config = RunConfig::new(session_id.clone(), run_id.clone());
-
     let tape = record.then(|| Recorder::new(Arc::new(recorder.clone())));
-    let log: Arc<dyn InvocationLog> = match &tape {
+    Ok(Started {
+        deps,
+        run_id,
+        session_id,
+        question,
+        config,
+        recorder,
+        tape,
+        catalog,
+        began,
+    })
+}
+
+/// Phase 2: wires the agents (trace first, then the tape) and compiles the graph.
+fn compile_graph(
+    started: &Started<'_>,
+) -> Result<crate::diagnosis::topology::DiagnosisGraph, crate::graph::CompileError> {
+    let deps = started.deps;
+    let log: Arc<dyn InvocationLog> = match &started.tape {
         Some(t) => t.clone(),
-        None => Arc::new(recorder.clone()),
+        None => Arc::new(started.recorder.clone()),
     };
-    let mut hooks: Vec<Arc<dyn RunHooks>> = vec![Arc::new(recorder.clone())];
-    if let Some(t) = &tape {
+    let mut hooks: Vec<Arc<dyn RunHooks>> = vec![Arc::new(started.recorder.clone())];
+    if let Some(t) = &started.tape {
         hooks.push(t.clone());
     }
     let agents = Arc::new(ModelAgents {
@@ -227,113 +440,89 @@ pub async fn ask(
         clock: deps.clock.clone(),
         limits: deps.limits,
     });
-    let graph = topology::compile((deps.nodes)(NodeDeps {
+    topology::compile((deps.nodes)(NodeDeps {
         invoker: agents,
         log,
-        catalog: Arc::new(catalog),
-    }));
-    let graph = match graph {
-        Ok(g) => g,
-        Err(e) => {
-            let failure = format!("engine: topology does not compile: {e}");
-            let early = EarlyFailure {
-                deps,
-                run_id,
-                session_id,
-                question,
-            };
-            return early.finish(failure, RunSummary::default(), tape);
-        }
-    };
+        catalog: Arc::new(started.catalog.clone()),
+    }))
+}
 
-    tracing::info!(run_id = %run_id, session_id = %session_id, "run started");
+/// What the graph returned: its final state, or the engine's failure with the partial one.
+type GraphResult = Result<DiagnosisState, crate::graph::EngineFailure<DiagnosisState>>;
+
+/// Phase 3: invokes the graph once. A panic inside a node or an adapter is a bug, but the
+/// run must still end truthfully: FAILED with the events committed so far, never left
+/// RUNNING until a later sweep blames an interruption. `Err` holds the panic's message.
+async fn invoke_graph(
+    started: &Started<'_>,
+    graph: &crate::diagnosis::topology::DiagnosisGraph,
+    cancel: Option<&CancellationToken>,
+    progress: &mut dyn Observer<Status>,
+) -> Result<GraphResult, String> {
     let mut observer = TeeObserver {
-        store: recorder.clone(),
+        store: started.recorder.clone(),
         progress,
     };
-    // A panic inside a node or an adapter is a bug, but the run must still end truthfully:
-    // FAILED with the events committed so far, never left RUNNING until a later sweep
-    // blames an interruption.
     let invoked = AssertUnwindSafe(graph.invoke(
-        DiagnosisState::new(question.clone()),
-        &config,
+        DiagnosisState::new(started.question.clone()),
+        &started.config,
         InvokeOptions {
             step_limit: STEP_LIMIT,
-            clock: deps.clock.as_ref(),
+            clock: started.deps.clock.as_ref(),
             cancel,
             observer: &mut observer,
         },
     ))
     .catch_unwind()
     .await;
-    let result = match invoked {
-        Ok(result) => result,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".to_string());
-            let failure = format!(
-                "engine: a node panicked ({}); this is a bug in diag",
-                crate::render::one_line(&what, 200)
-            );
-            tracing::error!(run_id = %run_id, %failure, "run failed");
-            recorder.flush();
-            // The state went down with the panic: the summary keeps only the timing, and
-            // no self-evaluation is made up.
-            let summary = RunSummary {
-                finished_at: Some(deps.clock.now()),
-                duration_ms: Some(
-                    u64::try_from(deps.clock.elapsed().saturating_sub(began).as_millis())
-                        .unwrap_or(u64::MAX),
-                ),
-                ..RunSummary::default()
-            };
-            let early = EarlyFailure {
-                deps,
-                run_id,
-                session_id,
-                question,
-            };
-            return early.finish(failure, summary, tape);
-        }
-    };
-    let finished_at = deps.clock.now();
-    let duration_ms =
-        u64::try_from(deps.clock.elapsed().saturating_sub(began).as_millis()).unwrap_or(u64::MAX);
-    let recorded = tape.map(|t| t.exchanges());
+    invoked.map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string())
+    })
+}
 
-    let (state, failure, interrupted) = match result {
+/// Phase 4: how the run ended. A state without a non-blank answer, a trace write that failed
+/// during the run, an engine error and a cancellation all end FAILED.
+fn classify(started: &Started<'_>, result: GraphResult) -> (DiagnosisState, Ended) {
+    match result {
         Ok(state) => {
-            let blank = state
+            let answer = state
                 .final_answer
                 .as_deref()
-                .is_none_or(|a| a.trim().is_empty());
-            let failure = if blank {
-                Some("blank answer: the graph ended without a safe answer".to_string())
-            } else {
-                recorder
-                    .take_error()
-                    .map(|e| format!("persistence: the trace could not be stored: {e}"))
+                .filter(|a| !a.trim().is_empty())
+                .map(str::to_string);
+            let ended = match answer {
+                None => Ended::Failed(RunEnd::Failed {
+                    failure: "blank answer: the graph ended without a safe answer".to_string(),
+                }),
+                Some(answer) => match started.recorder.take_error() {
+                    Some(e) => Ended::Failed(RunEnd::Failed {
+                        failure: format!("persistence: the trace could not be stored: {e}"),
+                    }),
+                    None => Ended::Answered(answer),
+                },
             };
-            (state, failure, false)
+            (state, ended)
         }
         Err(f) => {
-            let interrupted = matches!(f.error, EngineError::Cancelled { .. });
-            let failure = if interrupted {
-                "interrupted".to_string()
+            let end = if matches!(f.error, EngineError::Cancelled { .. }) {
+                RunEnd::Interrupted
             } else {
-                format!("engine: {}", f.error)
+                RunEnd::Failed {
+                    failure: format!("engine: {}", f.error),
+                }
             };
-            (f.state, Some(failure), interrupted)
+            (f.state, Ended::Failed(end))
         }
-    };
+    }
+}
 
-    // The prompt audit and the evaluation's counts are read back from the trace just
-    // written; a read that fails leaves them empty, and the operator is told so.
-    let mut warnings = Vec::new();
-    let steps: Vec<AgentStepRecord> = match deps.store.agent_steps(&run_id) {
+/// The run's model calls, read back from the trace; a read that fails adds a warning.
+fn read_steps(deps: &AskDeps, run_id: &str, warnings: &mut Vec<String>) -> Vec<AgentStepRecord> {
+    match deps.store.agent_steps(run_id) {
         Ok(s) => s.into_iter().map(|s| s.step).collect(),
         Err(e) => {
             warnings.push(format!(
@@ -342,28 +531,16 @@ pub async fn ask(
             ));
             Vec::new()
         }
-    };
-    let mut summary = RunSummary::from_state(&state, finished_at, duration_ms);
-    summary.self_evaluation = serde_json::to_value(serde_json::json!({
-        "verifier_evaluation": verifier_evaluation(&state, &steps),
-    }))
-    .ok();
-
-    if let Some(failure) = failure {
-        // A failed run keeps its real partial trace and gets no evaluation.
-        summary.answer = None;
-        deps.store.finish_failed(&run_id, &failure, summary)?;
-        return Ok(AskOutcome::failed(
-            run_id,
-            session_id,
-            failure,
-            state,
-            recorded,
-            interrupted,
-        ));
     }
+}
 
-    let invocations: Vec<ToolInvocation> = match deps.store.invocations(&run_id) {
+/// The run's tool calls, read back from the trace; a read that fails adds a warning.
+fn read_invocations(
+    deps: &AskDeps,
+    run_id: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<ToolInvocation> {
+    match deps.store.invocations(run_id) {
         Ok(v) => v,
         Err(e) => {
             warnings.push(format!(
@@ -372,12 +549,61 @@ pub async fn ask(
             ));
             Vec::new()
         }
+    }
+}
+
+/// Phase 5 (failed): a failed run keeps its real partial trace and gets no evaluation.
+fn finish_failed(
+    started: Started<'_>,
+    end: RunEnd,
+    state: DiagnosisState,
+    mut summary: RunSummary,
+    recorded: Option<Vec<crate::runfile::Exchange>>,
+) -> Result<AskOutcome, AskError> {
+    let failure = match &end {
+        RunEnd::Failed { failure } => failure.as_str(),
+        RunEnd::Interrupted | RunEnd::Success { .. } => INTERRUPTED,
     };
-    let evaluation = evaluate(&state, &steps, &invocations, duration_ms);
+    summary.answer = None;
+    started
+        .deps
+        .store
+        .finish_failed(&started.run_id, failure, summary)?;
+    Ok(AskOutcome::failed(
+        started.run_id,
+        started.session_id,
+        end,
+        state,
+        recorded,
+    ))
+}
+
+/// What a run that answered brings to its SUCCESS write.
+struct Success {
+    answer: String,
+    evaluation: Evaluation,
+    state: DiagnosisState,
+    summary: RunSummary,
+    recorded: Option<Vec<crate::runfile::Exchange>>,
+    warnings: Vec<String>,
+}
+
+/// Phase 5 (answered): one transaction writes the events still held, SUCCESS with the
+/// answer, and the evaluation under a savepoint (a refused evaluation leaves the SUCCESS
+/// standing, with a warning). A refused SUCCESS ends the run FAILED.
+fn finish_success(started: Started<'_>, success: Success) -> Result<AskOutcome, AskError> {
+    let Success {
+        answer,
+        evaluation,
+        state,
+        summary,
+        recorded,
+        mut warnings,
+    } = success;
+    let deps = started.deps;
+    let run_id = started.run_id;
     let mut partial = summary.clone();
     partial.answer = None;
-    // One transaction: the events still held, SUCCESS with the answer, and the evaluation
-    // under a savepoint (a refused evaluation leaves the SUCCESS standing).
     let finished = match serde_json::to_value(&evaluation) {
         Ok(metrics) => deps
             .store
@@ -415,24 +641,22 @@ pub async fn ask(
             }
             return Ok(AskOutcome::failed(
                 run_id,
-                session_id,
-                failure,
+                started.session_id,
+                RunEnd::Failed { failure },
                 state,
                 recorded,
-                interrupted,
             ));
         }
     }
     Ok(AskOutcome {
         run_id,
-        session_id,
-        status: RunStatus::Success,
-        answer: state.final_answer.clone(),
-        failure: None,
+        session_id: started.session_id,
+        end: RunEnd::Success {
+            answer,
+            evaluation: Box::new(evaluation),
+        },
         state,
-        evaluation: Some(evaluation),
         recorded,
-        interrupted,
         warnings,
     })
 }

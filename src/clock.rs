@@ -138,6 +138,12 @@ impl<'de> Deserialize<'de> for Timestamp {
 }
 
 /// The source of wall time and elapsed time.
+/// A duration in whole milliseconds, saturating at `u64::MAX` (a duration that long is a
+/// clock fault, not a figure to wrap).
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 pub trait Clock: Send + Sync {
     /// The current wall time.
     fn now(&self) -> Timestamp;

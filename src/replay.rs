@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::agent::runtime::{AgentLimits, AgentModels};
 use crate::agent::AgentRole;
-use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOutcome, AskRequest};
+use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
 use crate::clock::FixedClock;
 use crate::graph::NoopObserver;
 use crate::ids::IdSource;
@@ -42,18 +42,18 @@ pub struct Mismatch {
 /// What a finished run shows, in the shape of a run file's `expected`.
 pub fn actual_of(outcome: &AskOutcome) -> Expected {
     Expected {
-        status: outcome.status.as_str().to_string(),
+        status: outcome.status().as_str().to_string(),
         path: outcome
             .state
             .path()
             .into_iter()
             .map(str::to_string)
             .collect(),
-        effective_verdict: outcome.state.effective_verdict.filter(|_| {
-            outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+        effective_verdict: outcome.state.round.effective_verdict.filter(|_| {
+            outcome.state.round.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
         }),
         degraded: outcome.state.degraded,
-        answer: outcome.answer.clone(),
+        answer: outcome.answer().map(str::to_string),
     }
 }
 
@@ -148,9 +148,7 @@ pub async fn replay_until(
             session_id: Some(run.session_id.clone()),
             run_id: None,
         },
-        false,
-        cancel,
-        &mut NoopObserver,
+        AskOptions::new(&mut NoopObserver).cancel(cancel),
     )
     .await?;
     let actual = actual_of(&outcome);

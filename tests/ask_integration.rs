@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use diag::agent::runtime::{AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner};
 use diag::agent::AgentRole;
-use diag::ask::{ask, production_nodes, AskDeps, AskError, AskOutcome, AskRequest, NodeFactory};
+use diag::ask::{
+    ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest, NodeFactory,
+};
 use diag::clock::{FixedClock, Timestamp};
 use diag::diagnosis::nodes::real_nodes;
 use diag::diagnosis::scripted::FnNode;
@@ -358,7 +360,7 @@ fn request(session_id: Option<&str>) -> AskRequest {
 }
 
 async fn ask_once(r: &Rig) -> AskOutcome {
-    ask(&r.deps, request(None), false, None, &mut NoopObserver)
+    ask(&r.deps, request(None), AskOptions::new(&mut NoopObserver))
         .await
         .expect("ask returns an outcome")
 }
@@ -428,12 +430,12 @@ fn assert_no_markers(row: &RunRow) {
 /// The common facts of a FAILED run: no answer, no evaluation, and a stored trace that is
 /// exactly the nodes that really ran.
 fn assert_failed_with_partial_trace(r: &Rig, outcome: &AskOutcome, ran: &[&str]) -> RunRow {
-    assert_eq!(outcome.status, RunStatus::Failed);
-    assert_eq!(outcome.answer, None);
-    assert!(outcome.evaluation.is_none());
+    assert_eq!(outcome.status(), RunStatus::Failed);
+    assert_eq!(outcome.answer(), None);
+    assert!(outcome.evaluation().is_none());
     let row = run_row(r, &outcome.run_id);
     assert_eq!(row.status, RunStatus::Failed);
-    assert_eq!(row.failure, outcome.failure);
+    assert_eq!(row.failure.as_deref(), outcome.failure());
     assert_eq!(row.answer, None, "a FAILED run shows no answer");
     assert_eq!(stored_nodes(r, &outcome.run_id), ran);
     assert_eq!(row.path, ran, "the stored path is the real partial trace");
@@ -470,10 +472,10 @@ async fn composer_answer_completes_as_success_with_counts_and_path() {
     script_composer_path(&r.model);
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
-    assert_eq!(out.failure, None);
-    assert!(!out.interrupted);
-    assert_eq!(out.answer.as_deref(), Some(ANSWER));
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
+    assert_eq!(out.failure(), None);
+    assert!(!out.interrupted());
+    assert_eq!(out.answer(), Some(ANSWER));
     assert_eq!(out.run_id, "run-0001");
     assert_eq!(out.session_id, "ses-0001");
 
@@ -563,7 +565,7 @@ async fn composer_run_self_evaluation_has_every_verifier_field() {
     let r = rig();
     script_composer_path(&r.model);
     let out = ask_once(&r).await;
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     let row = run_row(&r, &out.run_id);
     let v = verifier_evaluation(&row);
 
@@ -656,7 +658,7 @@ async fn self_evaluation_holds_no_raw_executor_text_or_unreferenced_tool_output(
     let r = rig();
     script_composer_path(&r.model);
     let out = ask_once(&r).await;
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
 
     // The markers did reach the run: they are in the raw trace an operator may inspect...
     let invocations = serde_json::to_string(
@@ -672,6 +674,7 @@ async fn self_evaluation_holds_no_raw_executor_text_or_unreferenced_tool_output(
     assert!(invocations.contains(METRICS_ERROR_MARKER));
     let executor = out
         .state
+        .round
         .executor_output
         .as_ref()
         .expect("parsed executor output");
@@ -721,7 +724,7 @@ async fn success_is_evaluated_once_with_metrics_that_match_the_run() {
     let r = rig();
     script_composer_path(&r.model);
     let out = ask_once(&r).await;
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     let row = run_row(&r, &out.run_id);
 
     assert_eq!(count_evaluations(&r.path), 1, "exactly one evaluation row");
@@ -734,7 +737,7 @@ async fn success_is_evaluated_once_with_metrics_that_match_the_run() {
     let m = stored.metrics;
     assert_eq!(
         m,
-        serde_json::to_value(out.evaluation.as_ref().expect("returned evaluation")).unwrap(),
+        serde_json::to_value(out.evaluation().expect("returned evaluation")).unwrap(),
         "the stored metrics are the returned evaluation"
     );
     assert_eq!(m["terminal_path"], "composer");
@@ -781,7 +784,7 @@ async fn durations_come_from_the_run_clock_and_agree_everywhere() {
     });
     script_composer_path(&r.model);
     let out = ask_once(&r).await;
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     let row = run_row(&r, &out.run_id);
     let duration = row.duration_ms.expect("a finished run has a duration");
     assert!(duration > 0 && duration.is_multiple_of(10), "{duration}");
@@ -823,7 +826,7 @@ async fn gatekeeper_ceiling_caps_the_model_verdict_and_both_are_stored() {
     text(&r.model, &composer_json(ANSWER), COMPOSER_TOKENS);
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     let row = run_row(&r, &out.run_id);
     assert_eq!(
         row.path, COMPOSER_PATH,
@@ -868,8 +871,8 @@ async fn forged_binding_rejected_by_gatekeeper_is_a_handled_fallback_success() {
     script_until_evidence(&r.model, &default_calls(), &evidence_json(claims));
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
-    let answer = out.answer.clone().expect("a fallback answer");
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
+    let answer = out.answer().map(str::to_string).expect("a fallback answer");
     assert!(!answer.trim().is_empty());
     for marker in ALL_MARKERS {
         assert!(
@@ -956,7 +959,7 @@ async fn legal_no_evidence_result_reaches_the_gatekeeper_and_falls_back() {
     script_until_evidence(&r.model, &default_calls(), &evidence_json(json!([])));
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     let row = run_row(&r, &out.run_id);
     assert_eq!(row.path, ["planner", "executor", "gatekeeper", "fallback"]);
     assert!(row.degraded);
@@ -996,7 +999,7 @@ async fn verifier_reject_ends_in_a_post_verification_fallback_success() {
     text(&r.model, &verdict_json("REJECT", &["c1"]), VERIFIER_TOKENS);
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     let row = run_row(&r, &out.run_id);
     assert_eq!(
         row.path,
@@ -1045,7 +1048,7 @@ async fn verifier_invalid_output_twice_falls_back_without_a_verdict() {
     text(&r.model, "Sure! The verdict is PASS.", VERIFIER_TOKENS);
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     let row = run_row(&r, &out.run_id);
     assert_eq!(
         row.path,
@@ -1112,8 +1115,8 @@ async fn composer_answer_of_control_sequences_only_falls_back_after_verification
     );
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
-    let answer = out.answer.clone().unwrap();
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
+    let answer = out.answer().map(str::to_string).unwrap();
     assert!(!answer.contains('\u{1b}'));
     assert!(
         answer.contains(QUOTE),
@@ -1173,13 +1176,13 @@ async fn undeclared_node_outcome_fails_the_run_with_its_partial_trace() {
         "verifier",
     ];
     let row = assert_failed_with_partial_trace(&r, &out, &ran);
-    let failure = out.failure.as_deref().unwrap();
+    let failure = out.failure().unwrap();
     assert!(failure.starts_with("engine: "), "{failure}");
     assert!(
         failure.contains("verifier") && failure.contains("PASS"),
         "{failure}"
     );
-    assert!(!out.interrupted);
+    assert!(!out.interrupted());
     assert_eq!(row.step_count, 3);
     assert_eq!(row.tool_count, 2);
     assert_eq!(row.duration_ms, Some(0));
@@ -1201,9 +1204,9 @@ async fn a_node_that_panics_fails_the_run_with_its_partial_trace() {
     );
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Failed);
-    assert_eq!(out.answer, None);
-    let failure = out.failure.as_deref().unwrap();
+    assert_eq!(out.status(), RunStatus::Failed);
+    assert_eq!(out.answer(), None);
+    let failure = out.failure().unwrap();
     assert_eq!(
         failure,
         "engine: a node panicked (verifier fell over); this is a bug in diag"
@@ -1232,8 +1235,8 @@ async fn endless_technical_retry_hits_the_step_limit_and_fails() {
     r.deps.nodes = nodes_with(|n| {
         // A Planner that keeps resetting its own retry counter would loop forever.
         n.planner = fn_node(|s, _| {
-            s.retries.planner = 0;
-            s.planner_status = Some(AgentStatus::RetryableFailed);
+            s.round.retries.planner = 0;
+            s.round.planner_status = Some(AgentStatus::RetryableFailed);
             Step::new(Status::RetryableFailed)
         });
     });
@@ -1241,7 +1244,7 @@ async fn endless_technical_retry_hits_the_step_limit_and_fails() {
 
     let ran = vec!["planner"; diag::diagnosis::STEP_LIMIT as usize];
     let row = assert_failed_with_partial_trace(&r, &out, &ran);
-    let failure = out.failure.as_deref().unwrap();
+    let failure = out.failure().unwrap();
     assert!(failure.starts_with("engine: step limit of 18"), "{failure}");
     let attempts: Vec<u32> = r
         .store
@@ -1291,11 +1294,11 @@ async fn blank_final_answer_fails_the_run_and_is_not_evaluated() {
     ];
     let row = assert_failed_with_partial_trace(&r, &out, &ran);
     assert!(
-        out.failure.as_deref().unwrap().starts_with("blank answer"),
+        out.failure().unwrap().starts_with("blank answer"),
         "{:?}",
-        out.failure
+        out.failure()
     );
-    assert!(!out.interrupted);
+    assert!(!out.interrupted());
     assert_eq!(row.step_count, 4);
 }
 
@@ -1308,14 +1311,18 @@ async fn cancellation_between_nodes_marks_the_run_interrupted() {
         node: "verifier",
         token: token.clone(),
     };
-    let out = ask(&r.deps, request(None), false, Some(&token), &mut observer)
-        .await
-        .expect("ask returns an outcome");
+    let out = ask(
+        &r.deps,
+        request(None),
+        AskOptions::new(&mut observer).cancel(Some(&token)),
+    )
+    .await
+    .expect("ask returns an outcome");
 
     let ran = ["planner", "executor", "gatekeeper", "verified_input"];
     let row = assert_failed_with_partial_trace(&r, &out, &ran);
-    assert_eq!(out.failure.as_deref(), Some("interrupted"));
-    assert!(out.interrupted);
+    assert_eq!(out.failure(), Some("interrupted"));
+    assert!(out.interrupted());
     assert_eq!(row.failure.as_deref(), Some(diag::store::INTERRUPTED));
     assert_eq!(row.step_count, 3, "the Verifier was never called");
     assert_eq!(r.model.requests().len(), 3);
@@ -1332,9 +1339,7 @@ async fn cancellation_during_a_tool_call_keeps_only_what_was_recorded() {
     let out = ask(
         &r.deps,
         request(None),
-        false,
-        Some(&token),
-        &mut NoopObserver,
+        AskOptions::new(&mut NoopObserver).cancel(Some(&token)),
     )
     .await
     .expect("ask returns an outcome");
@@ -1342,8 +1347,8 @@ async fn cancellation_during_a_tool_call_keeps_only_what_was_recorded() {
     // The Executor never finished, so it has no terminal event; its first model call and
     // nothing after it was recorded.
     let row = assert_failed_with_partial_trace(&r, &out, &["planner"]);
-    assert_eq!(out.failure.as_deref(), Some("interrupted"));
-    assert!(out.interrupted);
+    assert_eq!(out.failure(), Some("interrupted"));
+    assert!(out.interrupted());
     assert_eq!(row.step_count, 2);
     assert_eq!(row.tool_count, 0);
     assert_eq!(r.store.exchanges(&out.run_id).unwrap().len(), 2);
@@ -1389,15 +1394,18 @@ async fn two_runs_of_one_session_get_distinct_ids_and_own_their_traces() {
     let second = ask(
         &r.deps,
         request(Some(&first.session_id)),
-        false,
-        None,
-        &mut NoopObserver,
+        AskOptions::new(&mut NoopObserver),
     )
     .await
     .expect("ask");
 
-    assert_eq!(first.status, RunStatus::Success, "{:?}", first.failure);
-    assert_eq!(second.status, RunStatus::Success, "{:?}", second.failure);
+    assert_eq!(first.status(), RunStatus::Success, "{:?}", first.failure());
+    assert_eq!(
+        second.status(),
+        RunStatus::Success,
+        "{:?}",
+        second.failure()
+    );
     assert_eq!(second.session_id, first.session_id);
     assert_ne!(second.run_id, first.run_id);
 
@@ -1462,7 +1470,17 @@ async fn gatekeeper_never_sees_another_runs_invocations() {
     script_session_run1(&r.model);
     let first = ask_once(&r).await;
     // In run 1 the binding to inv-2 passed.
-    assert_eq!(first.state.gatekeeper_raw.as_ref().unwrap().audit.passed, 1);
+    assert_eq!(
+        first
+            .state
+            .round
+            .gatekeeper_raw
+            .as_ref()
+            .unwrap()
+            .audit
+            .passed,
+        1
+    );
     assert!(r
         .store
         .invocations(&first.run_id)
@@ -1474,15 +1492,14 @@ async fn gatekeeper_never_sees_another_runs_invocations() {
     let second = ask(
         &r.deps,
         request(Some(&first.session_id)),
-        false,
-        None,
-        &mut NoopObserver,
+        AskOptions::new(&mut NoopObserver),
     )
     .await
     .expect("ask");
 
     let raw = second
         .state
+        .round
         .gatekeeper_raw
         .as_ref()
         .expect("gatekeeper ran");
@@ -1493,7 +1510,7 @@ async fn gatekeeper_never_sees_another_runs_invocations() {
     assert_eq!(checked.failure.as_deref(), Some("unknown_invocation"));
     assert_eq!(checked.matched_text, None);
     assert_eq!(
-        second.state.gatekeeper_status,
+        second.state.round.gatekeeper_status,
         Some(diag::protocol::GateStatus::Reject)
     );
 
@@ -1566,13 +1583,11 @@ async fn every_node_gets_the_runs_config_and_the_graph_starts_clean() {
             session_id: Some("ses-operator".into()),
             run_id: Some("run-pinned".into()),
         },
-        false,
-        None,
-        &mut NoopObserver,
+        AskOptions::new(&mut NoopObserver),
     )
     .await
     .expect("ask");
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     assert_eq!(out.run_id, "run-pinned");
     assert_eq!(out.session_id, "ses-operator");
 
@@ -1592,11 +1607,11 @@ async fn every_node_gets_the_runs_config_and_the_graph_starts_clean() {
     );
     assert_eq!(initial.context.original_question, QUESTION);
     assert_eq!(initial.planner_mode, PlannerMode::Normal);
-    assert_eq!(initial.round, 1);
+    assert_eq!(initial.round_number, 1);
     assert_eq!(initial.evidence_retry_count, 0);
-    assert_eq!(initial.retries, Default::default());
+    assert_eq!(initial.round.retries, Default::default());
     assert!(initial.events.is_empty());
-    assert!(initial.plan.is_none() && initial.executor_output.is_none());
+    assert!(initial.round.plan.is_none() && initial.round.executor_output.is_none());
 
     // Hooks and the tool recorder wrote under the same identity.
     let row = run_row(&r, "run-pinned");
@@ -1610,7 +1625,7 @@ async fn every_node_gets_the_runs_config_and_the_graph_starts_clean() {
         .iter()
         .all(|i| i.session_id == "ses-operator" && i.agent == "executor"));
     assert_eq!(
-        out.state.executor_status,
+        out.state.round.executor_status,
         Some(ExecutorStatus::Completed),
         "the real Executor ran"
     );
@@ -1626,9 +1641,7 @@ async fn blank_question_is_refused_before_any_run_exists() {
             session_id: None,
             run_id: None,
         },
-        false,
-        None,
-        &mut NoopObserver,
+        AskOptions::new(&mut NoopObserver),
     )
     .await
     .expect_err("a blank question is refused");
@@ -1646,12 +1659,12 @@ async fn reused_run_id_is_refused_and_leaves_the_first_run_intact() {
         session_id: None,
         run_id: Some("run-fixed".into()),
     };
-    let first = ask(&r.deps, pinned(), false, None, &mut NoopObserver)
+    let first = ask(&r.deps, pinned(), AskOptions::new(&mut NoopObserver))
         .await
         .expect("ask");
-    assert_eq!(first.status, RunStatus::Success);
+    assert_eq!(first.status(), RunStatus::Success);
     script_composer_path(&r.model);
-    let err = ask(&r.deps, pinned(), false, None, &mut NoopObserver)
+    let err = ask(&r.deps, pinned(), AskOptions::new(&mut NoopObserver))
         .await
         .expect_err("the run id is taken");
     assert!(
@@ -1673,10 +1686,14 @@ async fn reused_run_id_is_refused_and_leaves_the_first_run_intact() {
 async fn record_returns_every_exchange_in_order_matching_the_store() {
     let r = rig();
     script_composer_path(&r.model);
-    let out = ask(&r.deps, request(None), true, None, &mut NoopObserver)
-        .await
-        .expect("ask");
-    assert_eq!(out.status, RunStatus::Success, "{:?}", out.failure);
+    let out = ask(
+        &r.deps,
+        request(None),
+        AskOptions::new(&mut NoopObserver).recording(true),
+    )
+    .await
+    .expect("ask");
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
     let recorded = out.recorded.as_ref().expect("exchanges were recorded");
 
     let kinds: Vec<String> = recorded
@@ -1767,13 +1784,13 @@ async fn record_of_a_failed_run_holds_only_what_happened() {
     let out = ask(
         &r.deps,
         request(None),
-        true,
-        Some(&token),
-        &mut NoopObserver,
+        AskOptions::new(&mut NoopObserver)
+            .recording(true)
+            .cancel(Some(&token)),
     )
     .await
     .expect("ask");
-    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(out.status(), RunStatus::Failed);
     let kinds: Vec<String> = out
         .recorded
         .as_ref()
@@ -1805,10 +1822,10 @@ async fn refused_success_write_marks_the_run_failed_not_success() {
     script_composer_path(&r.model);
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Failed);
-    assert_eq!(out.answer, None, "no successful result is reported");
-    assert!(out.evaluation.is_none());
-    let failure = out.failure.as_deref().unwrap();
+    assert_eq!(out.status(), RunStatus::Failed);
+    assert_eq!(out.answer(), None, "no successful result is reported");
+    assert!(out.evaluation().is_none());
+    let failure = out.failure().unwrap();
     assert!(
         failure.starts_with("persistence: the result could not be stored"),
         "{failure}"
@@ -1848,9 +1865,9 @@ async fn lost_trace_write_mid_run_fails_the_run() {
     script_composer_path(&r.model);
     let out = ask_once(&r).await;
 
-    assert_eq!(out.status, RunStatus::Failed);
-    assert_eq!(out.answer, None);
-    let failure = out.failure.as_deref().unwrap();
+    assert_eq!(out.status(), RunStatus::Failed);
+    assert_eq!(out.answer(), None);
+    let failure = out.failure().unwrap();
     assert!(
         failure.starts_with("persistence: the trace could not be stored"),
         "{failure}"
@@ -1883,11 +1900,11 @@ async fn refused_evaluation_write_is_a_warning_beside_the_stored_answer() {
         )
         .unwrap();
     script_composer_path(&r.model);
-    let outcome = ask(&r.deps, request(None), false, None, &mut NoopObserver)
+    let outcome = ask(&r.deps, request(None), AskOptions::new(&mut NoopObserver))
         .await
         .expect("the stored answer is not hidden by a failed evaluation write");
-    assert_eq!(outcome.status, RunStatus::Success);
-    assert_eq!(outcome.answer.as_deref(), Some(ANSWER));
+    assert_eq!(outcome.status(), RunStatus::Success);
+    assert_eq!(outcome.answer(), Some(ANSWER));
     assert_eq!(outcome.warnings.len(), 1, "{:?}", outcome.warnings);
     assert!(
         outcome.warnings[0].contains("evaluation"),
@@ -1932,7 +1949,7 @@ async fn store_that_cannot_be_written_before_finish_is_an_error_not_a_success() 
         path: r.path.clone(),
         held: None,
     };
-    let result = ask(&r.deps, request(None), false, None, &mut lock).await;
+    let result = ask(&r.deps, request(None), AskOptions::new(&mut lock)).await;
     assert!(lock.held.is_some(), "the lock was taken mid-run");
 
     // Neither SUCCESS nor FAILED can be written: the caller gets the store error.
@@ -1976,7 +1993,7 @@ async fn write_protected_store_refuses_the_run_without_calling_a_model() {
     r.deps.store = store.clone();
     script_composer_path(&r.model);
 
-    let err = ask(&r.deps, request(None), false, None, &mut NoopObserver)
+    let err = ask(&r.deps, request(None), AskOptions::new(&mut NoopObserver))
         .await
         .expect_err("nothing can be stored");
     assert!(

@@ -847,12 +847,12 @@ fn pipeline(w: &World) -> Result<(), TestCaseError> {
     prop_assert_eq!(&projected, &verified);
 
     let mut state = DiagnosisState::new(QUESTION);
-    state.executor_output = Some(w.output.clone());
-    state.gatekeeper_raw = Some(raw.clone());
-    state.gatekeeper_status = Some(status);
-    state.ceiling = Some(ceiling(status));
-    state.verified_executor_output = Some(vout.clone());
-    state.verified_evidence = evidence.clone();
+    state.round.executor_output = Some(w.output.clone());
+    state.round.gatekeeper_raw = Some(raw.clone());
+    state.round.gatekeeper_status = Some(status);
+    state.round.ceiling = Some(ceiling(status));
+    state.round.verified_executor_output = Some(vout.clone());
+    state.round.verified_evidence = evidence.clone();
     let verifier_input = verifier_input_json(&mut state).expect("verifier input");
     w.check(
         &verifier_input,
@@ -878,10 +878,10 @@ fn pipeline(w: &World) -> Result<(), TestCaseError> {
     };
     let effective = effective_verdict(w.spec.verdict, ceiling(status));
     prop_assert!(effective <= ceiling(status) && effective <= w.spec.verdict);
-    state.verifier_status = Some(AgentStatus::Completed);
-    state.verifier_model_verdict = Some(w.spec.verdict);
-    state.effective_verdict = Some(effective);
-    state.verifier_result = Some(result.clone());
+    state.round.verifier_status = Some(AgentStatus::Completed);
+    state.round.verifier_model_verdict = Some(w.spec.verdict);
+    state.round.effective_verdict = Some(effective);
+    state.round.verifier_result = Some(result.clone());
     let allowance = w.allowance(&allowed);
     let material = answer_material_from_state(&state, RUN, &w.invocations).expect("material");
     let composer_input = composer_input_json(&mut state, &material).expect("composer input");
@@ -1065,8 +1065,8 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
     match state.fallback_kind {
         Some(FallbackKind::PreVerification) => {
             w.check(answer, &nothing, "the pre-verification answer")?;
-            prop_assert_eq!(state.effective_verdict, None);
-            prop_assert_eq!(state.verifier_model_verdict, None);
+            prop_assert_eq!(state.round.effective_verdict, None);
+            prop_assert_eq!(state.round.verifier_model_verdict, None);
         }
         Some(FallbackKind::PostVerification) => {
             prop_assert!(!invalid);
@@ -1078,8 +1078,8 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
             prop_assert_eq!(w.spec.composer, 0);
         }
     }
-    if state.verifier_status != Some(AgentStatus::Completed) {
-        prop_assert_eq!(state.effective_verdict, None);
+    if state.round.verifier_status != Some(AgentStatus::Completed) {
+        prop_assert_eq!(state.round.effective_verdict, None);
     }
     // With verified material the Verifier always runs; allowing an unverified claim is
     // INVALID_OUTPUT on both attempts.
@@ -1087,7 +1087,10 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
         prop_assert!(!model.requests_for(AgentRole::Verifier).is_empty());
     }
     if invalid {
-        prop_assert_eq!(state.verifier_status, Some(AgentStatus::InvalidOutput));
+        prop_assert_eq!(
+            state.round.verifier_status,
+            Some(AgentStatus::InvalidOutput)
+        );
         prop_assert_eq!(state.fallback_kind, Some(FallbackKind::PreVerification));
     }
     let events = serde_json::to_string(&state.events).expect("events");

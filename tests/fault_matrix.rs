@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use diag::agent::runtime::{AgentLimits, AgentModels, StepStatus};
 use diag::agent::AgentRole;
-use diag::ask::{ask, production_nodes, AskDeps, AskOutcome, AskRequest};
+use diag::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest};
 use diag::clock::SystemClock;
 use diag::config::Config;
 use diag::diagnosis::FallbackKind;
@@ -462,7 +462,7 @@ async fn run_case(deps: &AskDeps, run_id: &str) -> Result<AskOutcome, String> {
         run_id: Some(run_id.to_string()),
     };
     let mut progress = NoopObserver;
-    let run = AssertUnwindSafe(ask(deps, request, false, None, &mut progress)).catch_unwind();
+    let run = AssertUnwindSafe(ask(deps, request, AskOptions::new(&mut progress))).catch_unwind();
     match run.await {
         Ok(Ok(outcome)) => Ok(outcome),
         Ok(Err(e)) => Err(format!("ask failed: {e}")),
@@ -485,10 +485,11 @@ fn check_consistent(env: &Env, outcome: &AskOutcome, problems: &mut Vec<String>)
     if row.status == RunStatus::Running {
         fail("left RUNNING".into());
     }
-    if row.status != outcome.status {
+    if row.status != outcome.status() {
         fail(format!(
             "stored {} but ask said {}",
-            row.status, outcome.status
+            row.status,
+            outcome.status()
         ));
     }
     let events = env.store.events(id).unwrap_or_default();
@@ -506,11 +507,8 @@ fn check_consistent(env: &Env, outcome: &AskOutcome, problems: &mut Vec<String>)
     if seqs != (1..=events.len() as u32).collect::<Vec<_>>() {
         fail(format!("event seqs {seqs:?}"));
     }
-    if outcome.status == RunStatus::Success
-        && outcome
-            .answer
-            .as_deref()
-            .is_none_or(|a| a.trim().is_empty())
+    if outcome.status() == RunStatus::Success
+        && outcome.answer().is_none_or(|a| a.trim().is_empty())
     {
         fail("SUCCESS without an answer".into());
     }
@@ -588,10 +586,12 @@ async fn model_fault_case(
     if path != want_path {
         fail(format!("path {path:?}, expected {want_path:?}"));
     }
-    if outcome.status != RunStatus::Success || !s.degraded || s.fallback_kind != Some(want_kind) {
+    if outcome.status() != RunStatus::Success || !s.degraded || s.fallback_kind != Some(want_kind) {
         fail(format!(
             "status {} degraded {} fallback {:?}, expected SUCCESS, degraded, {want_kind:?}",
-            outcome.status, s.degraded, s.fallback_kind
+            outcome.status(),
+            s.degraded,
+            s.fallback_kind
         ));
     }
     // Each attempt of the faulted agent is recorded with the status the spec gives it.
@@ -640,7 +640,7 @@ async fn model_fault_case(
         "{}{} · {}",
         abbreviate(&path),
         fallback_label(s.fallback_kind),
-        outcome.status
+        outcome.status()
     )
 }
 
@@ -706,13 +706,15 @@ async fn tool_fault_case(
     if path != want {
         fail(format!("path {path:?}, expected {want:?}"));
     }
-    if outcome.status != RunStatus::Success
+    if outcome.status() != RunStatus::Success
         || s.degraded
-        || s.effective_verdict != Some(Verdict::Pass)
+        || s.round.effective_verdict != Some(Verdict::Pass)
     {
         fail(format!(
             "status {} degraded {} verdict {:?}",
-            outcome.status, s.degraded, s.effective_verdict
+            outcome.status(),
+            s.degraded,
+            s.round.effective_verdict
         ));
     }
     let invocations = env.store.invocations(&run_id).unwrap_or_default();
@@ -724,7 +726,11 @@ async fn tool_fault_case(
         fail(format!("invocations {ids:?}"));
     }
     let Some(first) = invocations.first() else {
-        return (abbreviate(&path), outcome.status.to_string(), "none".into());
+        return (
+            abbreviate(&path),
+            outcome.status().to_string(),
+            "none".into(),
+        );
     };
     if first.status != fault.invocation_status() {
         fail(format!(
@@ -776,8 +782,10 @@ async fn tool_fault_case(
         abbreviate(&path),
         format!(
             "{} · {}",
-            outcome.status,
-            s.effective_verdict.map_or("no verdict", Verdict::as_str)
+            outcome.status(),
+            s.round
+                .effective_verdict
+                .map_or("no verdict", Verdict::as_str)
         ),
         summary,
     )

@@ -497,7 +497,7 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
     let r = replay_into(&run, &store, &Arc::new(SequentialIds::default())).await;
     assert_eq!(r.divergence, None);
     let s = &r.outcome.state;
-    let raw = s.gatekeeper_raw.as_ref().unwrap();
+    let raw = s.round.gatekeeper_raw.as_ref().unwrap();
     let audit = raw.audit;
     assert_eq!((audit.failed, audit.unbound_claims), (0, 0), "{audit:?}");
     // Good evidence is not refused: every claim of the demo is bound by what it says, its
@@ -513,6 +513,7 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
         }
     );
     let tools: BTreeSet<&str> = s
+        .round
         .verified_evidence
         .iter()
         .map(|e| e.tool_name.as_str())
@@ -528,9 +529,9 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
     assert!(answer.contains("settlement-batch"));
     // Every salient token of the answer was checked and bound, and the Verifier's free text
     // reached it whole.
-    let g = s.answer_grounding.expect("the answer was checked");
+    let g = s.round.answer_grounding.expect("the answer was checked");
     assert_eq!((g.tokens_checked, g.tokens_unbound), (31, 0), "{g:?}");
-    assert_eq!(s.dropped_items, 0);
+    assert_eq!(s.round.dropped_items, 0);
 }
 
 /// Replays a corrupted copy of `file` and returns the replay.
@@ -714,7 +715,7 @@ async fn the_grounding_fixtures_refuse_what_they_invent() {
         let (_dir, store) = temp_store();
         let r = replay_into(&run, &store, &Arc::new(SequentialIds::default())).await;
         assert_eq!(r.divergence, None, "{file}");
-        let raw = r.outcome.state.gatekeeper_raw.as_ref().unwrap();
+        let raw = r.outcome.state.round.gatekeeper_raw.as_ref().unwrap();
         let refused: Vec<(&str, &str, Option<&str>)> = raw
             .refused_claims
             .iter()
@@ -750,6 +751,7 @@ async fn the_grounding_fixtures_refuse_what_they_invent() {
             let verifier_input = r
                 .outcome
                 .state
+                .round
                 .verifier_input
                 .as_deref()
                 .expect("the Verifier ran");

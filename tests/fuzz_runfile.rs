@@ -464,13 +464,13 @@ proptest! {
             let outcome = &replayed.outcome;
             let row = store.get_run(&outcome.run_id).unwrap().unwrap();
             prop_assert!(matches!(row.status, RunStatus::Success | RunStatus::Failed));
-            prop_assert_eq!(row.status, outcome.status);
+            prop_assert_eq!(row.status, outcome.status());
             let events = store.events(&outcome.run_id).unwrap();
             let stored: Vec<&str> = events.iter().map(|e| e.node.as_str()).collect();
             prop_assert_eq!(stored, outcome.state.path());
             prop_assert!(events.len() <= diag::diagnosis::STEP_LIMIT as usize);
-            if outcome.status == RunStatus::Success {
-                prop_assert!(outcome.answer.as_deref().is_some_and(|a| !a.trim().is_empty()));
+            if outcome.status() == RunStatus::Success {
+                prop_assert!(outcome.answer().is_some_and(|a| !a.trim().is_empty()));
             }
             Ok(())
         })?;

@@ -119,7 +119,7 @@ async fn a_whole_diagnosis_over_real_http_ends_with_the_composers_answer() {
             "composer"
         ]
     );
-    assert_eq!(s.effective_verdict, Some(Verdict::Pass));
+    assert_eq!(s.round.effective_verdict, Some(Verdict::Pass));
     assert!(!s.degraded);
     let answer = s.final_answer.as_deref().unwrap();
     assert!(answer.contains("no free database connection"), "{answer}");
@@ -140,10 +140,10 @@ async fn a_whole_diagnosis_over_real_http_ends_with_the_composers_answer() {
     assert!(line.contains("POST /v1/charges timed out"), "{line}");
 
     // Both bindings passed against the real tool output; matched_text came from the log.
-    let raw = s.gatekeeper_raw.as_ref().unwrap();
+    let raw = s.round.gatekeeper_raw.as_ref().unwrap();
     assert_eq!((raw.audit.passed, raw.audit.failed), (2, 0));
     assert_eq!(
-        s.verified_evidence[0].matched_text,
+        s.round.verified_evidence[0].matched_text,
         "upstream returned 502 from payment-service"
     );
 

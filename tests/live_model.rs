@@ -115,7 +115,7 @@ async fn plan(
         )
         .await;
     let recorded = exchanges.0.lock().unwrap().clone();
-    (state.planner_status.clone(), recorded, state, catalog)
+    (state.round.planner_status.clone(), recorded, state, catalog)
 }
 
 #[tokio::test]
@@ -134,7 +134,7 @@ async fn with_structured_output_the_planner_meets_its_contract() {
         answer.content,
         state.events
     );
-    let plan_doc = state.plan.as_ref().unwrap();
+    let plan_doc = state.round.plan.as_ref().unwrap();
     assert!(!plan_doc.steps.is_empty());
     assert!(plan_doc.steps.iter().all(|s| catalog.contains(&s.tool)));
     // llama.cpp refuses `json_schema` (HTTP 500, "Input should be 'text' or 'json_object'"):
@@ -162,7 +162,7 @@ async fn with_structured_output_the_planner_meets_its_contract() {
         "without structured output this model met the contract: {:?}",
         answer.content
     );
-    assert!(state.plan.is_none());
+    assert!(state.round.plan.is_none());
 }
 
 /// A configuration for `server` over the demo logs and runbooks, with small answers.

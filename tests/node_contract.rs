@@ -797,10 +797,10 @@ fn assert_pre_fallback(done: &Done) {
     assert_eq!(s.fallback_kind, Some(FallbackKind::PreVerification));
     assert!(s.degraded);
     // Nothing verified: no verdict is invented and no Composer ran.
-    assert_ne!(s.verifier_status, Some(AgentStatus::Completed));
-    assert_eq!(s.verifier_model_verdict, None);
-    assert_eq!(s.effective_verdict, None);
-    assert_eq!(s.verifier_result, None);
+    assert_ne!(s.round.verifier_status, Some(AgentStatus::Completed));
+    assert_eq!(s.round.verifier_model_verdict, None);
+    assert_eq!(s.round.effective_verdict, None);
+    assert_eq!(s.round.verifier_result, None);
     assert_eq!(s.composer_status, None);
     let answer = done.answer();
     assert!(
@@ -1016,12 +1016,15 @@ async fn another_run_of_the_session_is_checked_against_its_own_invocations_only(
     a.reply(AgentRole::Planner, plan_normal())
         .reply(AgentRole::Executor, doc.clone());
     let done_a = run(&a).await;
-    let raw = done_a.state.gatekeeper_raw.as_ref().unwrap();
+    let raw = done_a.state.round.gatekeeper_raw.as_ref().unwrap();
     assert_eq!(
         raw.checked_bindings[0].failure.as_deref(),
         Some("quote_not_found")
     );
-    assert_eq!(done_a.state.gatekeeper_status, Some(GateStatus::Reject));
+    assert_eq!(
+        done_a.state.round.gatekeeper_status,
+        Some(GateStatus::Reject)
+    );
     assert_pre_fallback(&done_a);
 
     // As run-B, over the very same log: the binding passes against run-B's record.
@@ -1031,8 +1034,8 @@ async fn another_run_of_the_session_is_checked_against_its_own_invocations_only(
         .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done_b = run_with(&b, RunConfig::new(SESSION, OTHER_RUN), |_| {}).await;
-    assert_eq!(done_b.state.gatekeeper_status, Some(GateStatus::Pass));
-    let raw = done_b.state.gatekeeper_raw.as_ref().unwrap();
+    assert_eq!(done_b.state.round.gatekeeper_status, Some(GateStatus::Pass));
+    let raw = done_b.state.round.gatekeeper_raw.as_ref().unwrap();
     assert_eq!(
         raw.checked_bindings[0].matched_text.as_deref(),
         Some("database down")
@@ -1290,17 +1293,17 @@ async fn empty_tool_data_with_a_no_evidence_result_is_completed_and_reaches_the_
         ])
     );
     let s = &done.state;
-    assert_eq!(s.executor_status, Some(ExecutorStatus::Completed));
+    assert_eq!(s.round.executor_status, Some(ExecutorStatus::Completed));
     assert_eq!(detail_int(done.events_of(E)[0], "claims"), 0);
     // Zero claims: fail / low-confid with zero passed, which cannot continue.
-    let raw = s.gatekeeper_raw.as_ref().unwrap();
+    let raw = s.round.gatekeeper_raw.as_ref().unwrap();
     assert_eq!(
         (raw.result.as_deref(), raw.severity.as_deref()),
         (Some("fail"), Some("low-confid"))
     );
     assert_eq!(raw.passed_bindings(), 0);
     assert_eq!(detail_int(done.events_of(G)[0], "passed"), 0);
-    assert_eq!(s.ceiling, Some(Verdict::LowConfid));
+    assert_eq!(s.round.ceiling, Some(Verdict::LowConfid));
     assert_pre_fallback(&done);
     assert!(h.model.requests_for(AgentRole::Verifier).is_empty());
     assert!(done
@@ -1328,9 +1331,15 @@ async fn a_failed_tool_with_limitations_is_completed_and_reaches_the_gatekeeper(
     let done = run(&h).await;
 
     assert_eq!(done.state.path(), [P, E, G, F]);
-    assert_eq!(done.state.executor_status, Some(ExecutorStatus::Completed));
+    assert_eq!(
+        done.state.round.executor_status,
+        Some(ExecutorStatus::Completed)
+    );
     assert_eq!(done.events_of(E)[0].status, Status::Completed);
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+    assert_eq!(
+        done.state.round.gatekeeper_status,
+        Some(GateStatus::LowConfid)
+    );
     assert_pre_fallback(&done);
     // The errored tool still counts as consulted; the other run's tool does not.
     assert!(done.answer().contains("`query_metrics`"));
@@ -1348,7 +1357,7 @@ async fn every_forged_binding_fails_and_the_reject_fails_closed() {
         .reply(AgentRole::Executor, exec_forged());
     let done = run(&h).await;
 
-    let raw = done.state.gatekeeper_raw.as_ref().unwrap();
+    let raw = done.state.round.gatekeeper_raw.as_ref().unwrap();
     let failures: Vec<(&str, Option<&str>)> = raw
         .checked_bindings
         .iter()
@@ -1370,7 +1379,7 @@ async fn every_forged_binding_fails_and_the_reject_fails_closed() {
         .iter()
         .all(|b| b.matched_text.is_none()));
     assert_eq!(raw.audit.unbound_claims, 1);
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Reject));
+    assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Reject));
     let gate = done.events_of(G)[0];
     assert_eq!(
         (
@@ -1393,21 +1402,21 @@ async fn a_reject_with_some_passed_bindings_fails_closed() {
         .reply(AgentRole::Executor, exec_mixed());
     let done = run_with(&h, config(), |n| {
         n.gatekeeper = patched(&n.gatekeeper, |s, _| {
-            let raw = s.gatekeeper_raw.as_mut().unwrap();
+            let raw = s.round.gatekeeper_raw.as_mut().unwrap();
             raw.severity = Some("reject".into());
             let status = normalize(Some(raw));
-            s.gatekeeper_status = Some(status);
-            s.ceiling = Some(ceiling(status));
+            s.round.gatekeeper_status = Some(status);
+            s.round.ceiling = Some(ceiling(status));
             Status::from(status)
         });
     })
     .await;
 
-    let raw = done.state.gatekeeper_raw.as_ref().unwrap();
+    let raw = done.state.round.gatekeeper_raw.as_ref().unwrap();
     assert_eq!(raw.passed_bindings(), 2, "c1 and c2 passed");
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Reject));
+    assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Reject));
     assert_eq!(done.state.path(), [P, E, G, F]);
-    assert_eq!(done.state.verified_executor_output, None);
+    assert_eq!(done.state.round.verified_executor_output, None);
     assert!(h.model.requests_for(AgentRole::Verifier).is_empty());
     assert_pre_fallback(&done);
 }
@@ -1420,19 +1429,23 @@ async fn low_confid_with_zero_passed_bindings_fails_closed() {
         .reply(AgentRole::Executor, exec_forged());
     let done = run_with(&h, config(), |n| {
         n.gatekeeper = patched(&n.gatekeeper, |s, _| {
-            let raw = s.gatekeeper_raw.as_mut().unwrap();
+            let raw = s.round.gatekeeper_raw.as_mut().unwrap();
             raw.severity = Some("low-confid".into());
             let status = normalize(Some(raw));
-            s.gatekeeper_status = Some(status);
-            s.ceiling = Some(ceiling(status));
+            s.round.gatekeeper_status = Some(status);
+            s.round.ceiling = Some(ceiling(status));
             Status::from(status)
         });
     })
     .await;
 
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+    assert_eq!(
+        done.state.round.gatekeeper_status,
+        Some(GateStatus::LowConfid)
+    );
     assert_eq!(
         done.state
+            .round
             .gatekeeper_raw
             .as_ref()
             .unwrap()
@@ -1459,16 +1472,16 @@ async fn missing_executor_output_fails_closed_at_the_gatekeeper() {
     // An Executor that reports COMPLETED but leaves no output behind.
     let done = run_with(&h, config(), |n| {
         n.executor = patched(&n.executor, |s, outcome| {
-            s.executor_output = None;
+            s.round.executor_output = None;
             outcome
         });
     })
     .await;
 
     assert_eq!(done.state.path(), [P, E, G, F]);
-    assert_eq!(done.state.gatekeeper_raw, None);
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Reject));
-    assert_eq!(done.state.ceiling, Some(Verdict::Reject));
+    assert_eq!(done.state.round.gatekeeper_raw, None);
+    assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Reject));
+    assert_eq!(done.state.round.ceiling, Some(Verdict::Reject));
     assert_eq!(
         detail_text(done.events_of(G)[0], "reason"),
         "no_executor_output"
@@ -1484,16 +1497,16 @@ async fn an_unknown_or_inconsistent_gatekeeper_result_fails_closed() {
         .reply(AgentRole::Executor, exec_pass());
     let done = run_with(&h, config(), |n| {
         n.gatekeeper = patched(&n.gatekeeper, |s, _| {
-            let raw = s.gatekeeper_raw.as_mut().unwrap();
+            let raw = s.round.gatekeeper_raw.as_mut().unwrap();
             raw.result = Some("maybe".into());
             let status = normalize(Some(raw));
-            s.gatekeeper_status = Some(status);
-            s.ceiling = Some(ceiling(status));
+            s.round.gatekeeper_status = Some(status);
+            s.round.ceiling = Some(ceiling(status));
             Status::from(status)
         });
     })
     .await;
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Reject));
+    assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Reject));
     assert_eq!(done.state.path(), [P, E, G, F]);
     assert_pre_fallback(&done);
 
@@ -1505,11 +1518,11 @@ async fn an_unknown_or_inconsistent_gatekeeper_result_fails_closed() {
         .reply(AgentRole::Executor, exec_mixed());
     let done = run_with(&h, config(), |n| {
         n.gatekeeper = patched(&n.gatekeeper, |s, _| {
-            let raw = s.gatekeeper_raw.as_mut().unwrap();
+            let raw = s.round.gatekeeper_raw.as_mut().unwrap();
             raw.result = Some("pass".into());
             raw.severity = None;
-            s.gatekeeper_status = Some(GateStatus::Pass);
-            s.ceiling = Some(Verdict::Pass);
+            s.round.gatekeeper_status = Some(GateStatus::Pass);
+            s.round.ceiling = Some(Verdict::Pass);
             Status::Pass
         });
     })
@@ -1528,7 +1541,7 @@ async fn an_unknown_or_inconsistent_gatekeeper_result_fails_closed() {
         detail_text(done.events_of(VI)[0], "reason"),
         "status_mismatch"
     );
-    assert_eq!(done.state.verified_executor_output, None);
+    assert_eq!(done.state.round.verified_executor_output, None);
     assert!(h.model.requests_for(AgentRole::Verifier).is_empty());
     assert_pre_fallback(&done);
 }
@@ -1542,9 +1555,9 @@ async fn a_missing_gatekeeper_result_fails_closed_at_verified_input() {
         .reply(AgentRole::Executor, exec_pass());
     let done = run_with(&h, config(), |n| {
         n.gatekeeper = patched(&n.gatekeeper, |s, _| {
-            s.gatekeeper_raw = None;
-            s.gatekeeper_status = Some(GateStatus::Pass);
-            s.ceiling = Some(Verdict::Pass);
+            s.round.gatekeeper_raw = None;
+            s.round.gatekeeper_status = Some(GateStatus::Pass);
+            s.round.ceiling = Some(Verdict::Pass);
             Status::Pass
         });
     })
@@ -1574,7 +1587,10 @@ async fn the_verifier_receives_only_matched_claims_and_their_matched_text() {
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
 
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+    assert_eq!(
+        done.state.round.gatekeeper_status,
+        Some(GateStatus::LowConfid)
+    );
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
     let text = &h.inputs(AgentRole::Verifier)[0];
     let input: Value = serde_json::from_str(text).unwrap();
@@ -1645,11 +1661,15 @@ async fn verifier_failure_run(replies: Vec<Result<String, InvokeError>>) -> (Har
 
 fn assert_no_verdict(done: &Done) {
     let s = &done.state;
-    assert_eq!(s.verifier_model_verdict, None);
-    assert_eq!(s.effective_verdict, None);
-    assert_eq!(s.verifier_result, None);
+    assert_eq!(s.round.verifier_model_verdict, None);
+    assert_eq!(s.round.effective_verdict, None);
+    assert_eq!(s.round.verifier_result, None);
     // The failed attempts of the final round record no verdict either.
-    for e in done.events_of(V).into_iter().filter(|e| e.round == s.round) {
+    for e in done
+        .events_of(V)
+        .into_iter()
+        .filter(|e| e.round == s.round_number)
+    {
         assert!(detail(e, "model_verdict").is_none());
         assert!(detail(e, "effective_verdict").is_none());
     }
@@ -1672,7 +1692,10 @@ async fn an_invalid_verifier_output_sets_only_the_status() {
             (F, 1, 1, Status::Answered),
         ])
     );
-    assert_eq!(done.state.verifier_status, Some(AgentStatus::InvalidOutput));
+    assert_eq!(
+        done.state.round.verifier_status,
+        Some(AgentStatus::InvalidOutput)
+    );
     for e in done.events_of(V) {
         assert_eq!(detail_text(e, "reason"), "invalid_value");
     }
@@ -1691,10 +1714,10 @@ async fn a_transient_verifier_failure_sets_only_the_status() {
     .await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
     assert_eq!(
-        done.state.verifier_status,
+        done.state.round.verifier_status,
         Some(AgentStatus::RetryableFailed)
     );
-    assert_eq!(done.state.retries.verifier, 1);
+    assert_eq!(done.state.round.retries.verifier, 1);
     for e in done.events_of(V) {
         assert_eq!(e.status, Status::RetryableFailed);
         assert_eq!(detail_text(e, "failure"), "transient");
@@ -1709,7 +1732,7 @@ async fn a_permanent_verifier_failure_sets_only_the_status_without_a_retry() {
         verifier_failure_run(vec![Err(InvokeError::Permanent("HTTP 401".into()))]).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, F]);
     assert_eq!(
-        done.state.verifier_status,
+        done.state.round.verifier_status,
         Some(AgentStatus::NonRetryableFailed)
     );
     assert_eq!(detail_text(done.events_of(V)[0], "failure"), "permanent");
@@ -1766,7 +1789,7 @@ async fn the_verifier_retry_sends_byte_identical_input_and_reruns_nothing_before
     // Executor twice, Gatekeeper once, Composer once (its evidence context).
     assert_eq!(h.log.lookups().len(), 4);
     // Ceiling LOW_CONFID caps the model PASS.
-    assert_eq!(done.state.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(done.state.round.effective_verdict, Some(Verdict::LowConfid));
 }
 
 #[tokio::test]
@@ -1824,10 +1847,10 @@ async fn a_low_confid_ceiling_caps_a_model_pass() {
 
     let s = &done.state;
     assert_eq!(s.path(), [P, E, G, VI, V, C]);
-    assert_eq!(s.ceiling, Some(Verdict::LowConfid));
-    assert_eq!(s.verifier_status, Some(AgentStatus::Completed));
-    assert_eq!(s.verifier_model_verdict, Some(Verdict::Pass));
-    assert_eq!(s.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(s.round.ceiling, Some(Verdict::LowConfid));
+    assert_eq!(s.round.verifier_status, Some(AgentStatus::Completed));
+    assert_eq!(s.round.verifier_model_verdict, Some(Verdict::Pass));
+    assert_eq!(s.round.effective_verdict, Some(Verdict::LowConfid));
     assert_eq!(s.evidence_retry_count, 0);
     let event = done.events_of(V)[0];
     assert_eq!(event.status, Status::Completed);
@@ -1859,7 +1882,10 @@ async fn allowed_claims_outside_the_verified_claims_are_invalid_output() {
         assert_eq!(e.status, Status::InvalidOutput);
         assert_eq!(detail_text(e, "reason"), "unknown_reference");
     }
-    assert_eq!(done.state.verifier_status, Some(AgentStatus::InvalidOutput));
+    assert_eq!(
+        done.state.round.verifier_status,
+        Some(AgentStatus::InvalidOutput)
+    );
     assert_no_verdict(&done);
     assert_pre_fallback(&done);
 }
@@ -1922,7 +1948,7 @@ async fn each_contract_violation_reaches_the_event_detail_as_its_code() {
         let e = done.events_of(E)[0];
         assert_eq!(e.status, Status::InvalidOutput, "{output}");
         assert_eq!(detail_text(e, "reason"), reason, "{output}");
-        assert_eq!(done.state.executor_output, None);
+        assert_eq!(done.state.round.executor_output, None);
         assert_pre_fallback(&done);
     }
 }
@@ -1956,10 +1982,10 @@ async fn prose_around_json_is_invalid_output_for_every_agent() {
         "prose_around_json"
     );
     assert_eq!(
-        done.state.executor_status,
+        done.state.round.executor_status,
         Some(ExecutorStatus::InvalidOutput)
     );
-    assert_eq!(done.state.executor_output, None);
+    assert_eq!(done.state.round.executor_output, None);
     assert_pre_fallback(&done);
 
     // Verifier: twice, then the pre-verification Fallback.
@@ -2012,7 +2038,7 @@ async fn a_plan_step_naming_an_unknown_tool_is_invalid_output() {
     for e in done.events_of(P) {
         assert_eq!(detail_text(e, "reason"), "unknown_tool");
     }
-    assert_eq!(done.state.plan, None);
+    assert_eq!(done.state.round.plan, None);
     assert!(h.model.requests_for(AgentRole::Executor).is_empty());
     assert_pre_fallback(&done);
     assert!(done
@@ -2128,14 +2154,14 @@ async fn the_second_snapshot_is_revalidated_and_a_forged_binding_is_caught() {
         [Status::Pass, Status::LowConfid],
         "round 1 passed, round 2 did not"
     );
-    let raw = done.state.gatekeeper_raw.as_ref().unwrap();
+    let raw = done.state.round.gatekeeper_raw.as_ref().unwrap();
     let c10 = raw
         .checked_bindings
         .iter()
         .find(|b| b.claim_id == "c10")
         .unwrap();
     assert_eq!(c10.failure.as_deref(), Some("unknown_invocation"));
-    assert_eq!(done.state.ceiling, Some(Verdict::LowConfid));
+    assert_eq!(done.state.round.ceiling, Some(Verdict::LowConfid));
 
     // The round-2 Verifier sees the round-2 projection, without the forged claim.
     let verifier_inputs = h.inputs(AgentRole::Verifier);
@@ -2155,7 +2181,7 @@ async fn the_second_snapshot_is_revalidated_and_a_forged_binding_is_caught() {
     );
     assert_absent(done.answer(), &[M_ROUND2_FORGED], "the answer");
     // The ceiling of round 2 caps the round-2 PASS.
-    assert_eq!(done.state.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(done.state.round.effective_verdict, Some(Verdict::LowConfid));
 }
 
 #[tokio::test]
@@ -2201,8 +2227,8 @@ async fn a_fully_forged_second_snapshot_fails_closed_without_mixing_rounds() {
     );
     // Round 1's verified material and verdict are gone, not reused.
     let s = &done.state;
-    assert_eq!(s.verified_executor_output, None);
-    assert!(s.verified_evidence.is_empty());
+    assert_eq!(s.round.verified_executor_output, None);
+    assert!(s.round.verified_evidence.is_empty());
     assert_eq!(h.model.requests_for(AgentRole::Verifier).len(), 1);
     assert_pre_fallback(&done);
 }
@@ -2232,7 +2258,7 @@ async fn a_second_snapshot_that_drops_a_verified_claim_is_invalid_output() {
     let completed = &done.state.retry_context.as_ref().unwrap().completed_queries;
     assert!(!completed.is_empty());
     assert_eq!(&requests[1].completed_queries, completed);
-    assert_eq!(done.state.executor_output, None);
+    assert_eq!(done.state.round.executor_output, None);
     assert_eq!(h.model.requests_for(AgentRole::Verifier).len(), 1);
     assert_pre_fallback(&done);
 }
@@ -2273,14 +2299,17 @@ async fn the_first_verdict_is_never_reused() {
 
     assert_eq!(done.state.path(), [P, E, G, VI, V, RP, P, E, G, VI, V, F]);
     let s = &done.state;
-    assert_eq!(s.verifier_status, Some(AgentStatus::NonRetryableFailed));
+    assert_eq!(
+        s.round.verifier_status,
+        Some(AgentStatus::NonRetryableFailed)
+    );
     assert_no_verdict(&done);
     assert_pre_fallback(&done);
 
     // And when round 2 completes, its verdict (not round 1's) is the one that counts.
     let (h, done) = two_round_run().await;
-    assert_eq!(done.state.verifier_model_verdict, Some(Verdict::Pass));
-    assert_eq!(done.state.effective_verdict, Some(Verdict::Pass));
+    assert_eq!(done.state.round.verifier_model_verdict, Some(Verdict::Pass));
+    assert_eq!(done.state.round.effective_verdict, Some(Verdict::Pass));
     let verdicts: Vec<String> = done
         .events_of(V)
         .iter()
@@ -2379,7 +2408,7 @@ async fn an_exhausted_composer_retry_falls_back_to_allowed_claims_only() {
     let s = &done.state;
     assert_eq!(s.fallback_kind, Some(FallbackKind::PostVerification));
     assert!(s.degraded);
-    assert_eq!(s.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(s.round.effective_verdict, Some(Verdict::LowConfid));
     let answer = done.answer();
     assert!(answer.contains("LOW CONFIDENCE"), "{answer}");
     // The allowed claim with its evidence (on one line), the missing information and the
@@ -2412,8 +2441,11 @@ async fn an_effective_reject_falls_back_after_verification_with_allowed_claims_o
     let done = run(&h).await;
 
     assert_eq!(done.state.path(), [P, E, G, VI, V, F]);
-    assert_eq!(done.state.verifier_status, Some(AgentStatus::Completed));
-    assert_eq!(done.state.effective_verdict, Some(Verdict::Reject));
+    assert_eq!(
+        done.state.round.verifier_status,
+        Some(AgentStatus::Completed)
+    );
+    assert_eq!(done.state.round.effective_verdict, Some(Verdict::Reject));
     assert_eq!(
         done.state.fallback_kind,
         Some(FallbackKind::PostVerification)
@@ -2530,8 +2562,8 @@ async fn a_claim_bound_only_by_a_short_quote_never_reaches_an_answer() {
         .reply(AgentRole::Executor, executor_doc(vec![c_short_quote()]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, F]);
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Reject));
-    let raw = done.state.gatekeeper_raw.as_ref().unwrap();
+    assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Reject));
+    let raw = done.state.round.gatekeeper_raw.as_ref().unwrap();
     assert_eq!(
         raw.checked_bindings[0].failure.as_deref(),
         Some("quote_too_short")
@@ -2555,8 +2587,11 @@ async fn a_claim_bound_only_by_a_short_quote_never_reaches_an_answer() {
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
-    assert_eq!(done.state.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(
+        done.state.round.gatekeeper_status,
+        Some(GateStatus::LowConfid)
+    );
+    assert_eq!(done.state.round.effective_verdict, Some(Verdict::LowConfid));
     let input = &h.inputs(AgentRole::Verifier)[0];
     assert_absent(input, &[M_SHORT_QUOTE, "13:55"], "the verifier input");
 }
@@ -2576,7 +2611,10 @@ async fn refused_claims_reach_the_verifier_as_ids_and_codes_only() {
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::LowConfid));
+    assert_eq!(
+        done.state.round.gatekeeper_status,
+        Some(GateStatus::LowConfid)
+    );
 
     let text = &h.inputs(AgentRole::Verifier)[0];
     let input: Value = serde_json::from_str(text).unwrap();
@@ -2620,7 +2658,7 @@ async fn refused_claims_reach_the_verifier_as_ids_and_codes_only() {
         .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
-    assert_eq!(done.state.gatekeeper_status, Some(GateStatus::Pass));
+    assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Pass));
     let input: Value = serde_json::from_str(&h.inputs(AgentRole::Verifier)[0]).unwrap();
     assert!(input.get("refused_claims").is_none(), "{input}");
 }
@@ -2755,9 +2793,9 @@ fn low_confid_continues_only_with_an_accepted_claim() {
         code: diag::protocol::ClaimRefusal::UnboundToken,
         token: None,
     });
-    s.gatekeeper_raw = Some(raw);
+    s.round.gatekeeper_raw = Some(raw);
     assert!(!topology::has_accepted_claim(&s));
-    s.gatekeeper_raw = Some(scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 1));
+    s.round.gatekeeper_raw = Some(scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 1));
     assert!(topology::has_accepted_claim(&s));
 }
 
@@ -3042,7 +3080,11 @@ async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence(
     assert_eq!(done.answer(), grounded);
     let c = done.events_of(C)[0];
     assert_eq!(detail_int(c, "answer_tokens"), 4);
-    let g = done.state.answer_grounding.expect("the answer was checked");
+    let g = done
+        .state
+        .round
+        .answer_grounding
+        .expect("the answer was checked");
     assert_eq!((g.tokens_checked, g.tokens_unbound), (4, 0));
 
     // Failing, the fabricated answer seen from real models: an invented version and time,
@@ -3117,7 +3159,7 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
         &["pg_stat_activity", "v2.3.0"],
         "the composer input",
     );
-    assert_eq!(done.state.dropped_items, 2);
+    assert_eq!(done.state.round.dropped_items, 2);
     let eval = diag::diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
     assert_eq!(eval.dropped_items, 2);
     assert!(eval.composer_audit.answer_tokens_checked > 0);
@@ -3143,7 +3185,7 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
         &["pg_stat_activity", "v2.3.0"],
         "the fallback answer",
     );
-    assert_eq!(done.state.dropped_items, 2);
+    assert_eq!(done.state.round.dropped_items, 2);
 
     // Passing: items whose tokens are all bound are kept, and nothing is counted.
     let h = Harness::new();
@@ -3155,7 +3197,7 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
     let input = &h.json_inputs(AgentRole::Composer)[0];
     assert_eq!(input["missing_information"], json!([MISSING]));
     assert_eq!(input["recommendations"], json!([RECOMMENDATION]));
-    assert_eq!(done.state.dropped_items, 0);
+    assert_eq!(done.state.round.dropped_items, 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -337,12 +337,12 @@ fn verified_state() -> DiagnosisState {
     let (raw, status) = gate(&out);
     let (verified, evidence) = build_verified_input(&out, &raw, status).unwrap();
     let mut s = DiagnosisState::new("why does checkout return 502?");
-    s.executor_output = Some(out);
-    s.gatekeeper_status = Some(status);
-    s.ceiling = Some(ceiling(status));
-    s.gatekeeper_raw = Some(raw);
-    s.verified_executor_output = Some(verified);
-    s.verified_evidence = evidence;
+    s.round.executor_output = Some(out);
+    s.round.gatekeeper_status = Some(status);
+    s.round.ceiling = Some(ceiling(status));
+    s.round.gatekeeper_raw = Some(raw);
+    s.round.verified_executor_output = Some(verified);
+    s.round.verified_evidence = evidence;
     s
 }
 
@@ -383,10 +383,10 @@ fn the_verifier_input_holds_only_its_declared_fields() {
 fn a_verifier_retry_gets_byte_identical_input() {
     let mut s = verified_state();
     let first = verifier_input_json(&mut s).unwrap();
-    assert_eq!(s.verifier_input.as_deref(), Some(first.as_str()));
+    assert_eq!(s.round.verifier_input.as_deref(), Some(first.as_str()));
     // Whatever moves in state between attempts, the retry sends the stored bytes.
-    s.verified_evidence.clear();
-    s.ceiling = Some(Verdict::Pass);
+    s.round.verified_evidence.clear();
+    s.round.ceiling = Some(Verdict::Pass);
     let second = verifier_input_json(&mut s).unwrap();
     assert_eq!(first.as_bytes(), second.as_bytes());
 }
@@ -395,10 +395,10 @@ fn a_verifier_retry_gets_byte_identical_input() {
 fn a_new_evidence_round_clears_the_stored_inputs() {
     let mut s = verified_state();
     verifier_input_json(&mut s).unwrap();
-    s.composer_input = Some("{}".into());
+    s.round.composer_input = Some("{}".into());
     s.begin_evidence_round();
-    assert_eq!(s.verifier_input, None);
-    assert_eq!(s.composer_input, None);
+    assert_eq!(s.round.verifier_input, None);
+    assert_eq!(s.round.composer_input, None);
 }
 
 #[test]
@@ -425,7 +425,7 @@ fn round_two_shows_the_verifier_only_the_critical_gaps_of_the_retry_context() {
     });
     // Round 1 never shows a retry context, even if one is lying in state.
     assert!(build_verifier_input(&s).unwrap().retry_context.is_none());
-    s.round = 2;
+    s.round_number = 2;
     let input = build_verifier_input(&s).unwrap();
     let rc = input.retry_context.as_ref().unwrap();
     assert_eq!(rc.round, 2);
@@ -437,20 +437,20 @@ fn round_two_shows_the_verifier_only_the_critical_gaps_of_the_retry_context() {
 #[test]
 fn the_verifier_input_needs_verified_material() {
     let mut s = verified_state();
-    s.verified_executor_output = None;
+    s.round.verified_executor_output = None;
     assert_eq!(
         verifier_input_json(&mut s),
         Err(VerifierInputError::MissingVerifiedOutput)
     );
-    assert_eq!(s.verifier_input, None);
+    assert_eq!(s.round.verifier_input, None);
     let mut s = verified_state();
-    s.ceiling = None;
+    s.round.ceiling = None;
     assert_eq!(
         build_verifier_input(&s).map(|_| ()),
         Err(VerifierInputError::MissingCeiling)
     );
     let mut s = verified_state();
-    s.gatekeeper_raw = None;
+    s.round.gatekeeper_raw = None;
     assert_eq!(
         build_verifier_input(&s).map(|_| ()),
         Err(VerifierInputError::MissingGatekeeperResult)
@@ -577,16 +577,16 @@ fn the_retry_context_carries_prior_verified_material_and_the_fixed_constraints()
     );
     let ctx = prepare_retry(
         &r,
-        s.verified_executor_output.as_ref().unwrap(),
-        &s.verified_evidence,
+        s.round.verified_executor_output.as_ref().unwrap(),
+        &s.round.verified_evidence,
         RUN,
         &invocations(),
     );
     assert_eq!(
         ctx.prior_verified_output,
-        s.verified_executor_output.unwrap()
+        s.round.verified_executor_output.unwrap()
     );
-    assert_eq!(ctx.prior_verified_evidence, s.verified_evidence);
+    assert_eq!(ctx.prior_verified_evidence, s.round.verified_evidence);
     assert_eq!(ctx.critical_gaps.len(), 1);
     assert_eq!(ctx.constraints.len(), 3);
     let all = ctx.constraints.join(" ");
@@ -606,7 +606,7 @@ fn retry_prepare_from_state_needs_a_verdict_and_a_critical_gap() {
         prepare_retry_from_state(&s, RUN, &invocations()),
         Err(RetryPrepareError::MissingVerifierResult)
     );
-    s.verifier_result = Some(verifier_result(
+    s.round.verifier_result = Some(verifier_result(
         vec![fact("x", false, Verification::NoEvidence)],
         &["c1"],
     ));
@@ -614,7 +614,7 @@ fn retry_prepare_from_state_needs_a_verdict_and_a_critical_gap() {
         prepare_retry_from_state(&s, RUN, &invocations()),
         Err(RetryPrepareError::NoCriticalGap)
     );
-    s.verifier_result = Some(verifier_result(
+    s.round.verifier_result = Some(verifier_result(
         vec![fact("x", true, Verification::IndirectSupport)],
         &["c1"],
     ));
@@ -639,15 +639,20 @@ fn input_json(s: &mut DiagnosisState) -> Result<String, ComposerInputError> {
 fn allowed_state(allowed: &[&str]) -> DiagnosisState {
     let mut s = verified_state();
     // Plant a marker in a verified claim the Verifier will not allow.
-    if let Some(v) = s.verified_executor_output.as_mut() {
+    if let Some(v) = s.round.verified_executor_output.as_mut() {
         v.claims[1].text = format!("{NOT_ALLOWED_MARKER} latency");
     }
-    if let Some(e) = s.verified_evidence.iter_mut().find(|e| e.claim_id == "c3") {
+    if let Some(e) = s
+        .round
+        .verified_evidence
+        .iter_mut()
+        .find(|e| e.claim_id == "c3")
+    {
         e.matched_text = format!("{NOT_ALLOWED_MARKER} text");
     }
-    s.verifier_result = Some(verifier_result(vec![], allowed));
-    s.verifier_model_verdict = Some(Verdict::Pass);
-    s.effective_verdict = Some(Verdict::LowConfid);
+    s.round.verifier_result = Some(verifier_result(vec![], allowed));
+    s.round.verifier_model_verdict = Some(Verdict::Pass);
+    s.round.effective_verdict = Some(Verdict::LowConfid);
     s
 }
 
@@ -701,15 +706,15 @@ fn allowed_ids_outside_the_projection_are_dropped() {
 fn a_composer_retry_gets_byte_identical_input() {
     let mut s = allowed_state(&["c1"]);
     let first = input_json(&mut s).unwrap();
-    s.effective_verdict = Some(Verdict::Pass);
-    s.verifier_result = Some(verifier_result(vec![], &["c1", "c3", "c4"]));
+    s.round.effective_verdict = Some(Verdict::Pass);
+    s.round.verifier_result = Some(verifier_result(vec![], &["c1", "c3", "c4"]));
     assert_eq!(input_json(&mut s).unwrap().as_bytes(), first.as_bytes());
 }
 
 #[test]
 fn verifier_free_text_reaches_the_material_item_by_item_under_the_token_rule() {
     let mut s = allowed_state(&["c1", "c4"]);
-    if let Some(r) = s.verifier_result.as_mut() {
+    if let Some(r) = s.round.verifier_result.as_mut() {
         r.missing_information = vec![
             "payment-service pool metrics".into(),
             // `pg_stat_activity` is in no allowed claim's evidence, nor in the question.
@@ -731,7 +736,7 @@ fn verifier_free_text_reaches_the_material_item_by_item_under_the_token_rule() {
     assert_eq!(m.dropped_items, 2);
     let text = composer_input_json(&mut s, &m).unwrap();
     assert_absent(&text, &["pg_stat_activity", "30s"]);
-    assert_eq!(s.dropped_items, 2);
+    assert_eq!(s.round.dropped_items, 2);
     // The answer context is the question, the allowed claims and their evidence.
     for (token, bound) in [
         ("502", true),
@@ -746,7 +751,7 @@ fn verifier_free_text_reaches_the_material_item_by_item_under_the_token_rule() {
 #[test]
 fn the_composer_input_needs_an_effective_verdict() {
     let mut s = allowed_state(&["c1"]);
-    s.effective_verdict = None;
+    s.round.effective_verdict = None;
     assert_eq!(
         input_json(&mut s),
         Err(ComposerInputError::MissingEffectiveVerdict)
@@ -1122,8 +1127,8 @@ fn allowed_claims_of_an_empty_allow_list_is_empty() {
     let r = verifier_result(vec![], &[]);
     assert!(allowed_claims(
         &r,
-        s.verified_executor_output.as_ref().unwrap(),
-        &s.verified_evidence
+        s.round.verified_executor_output.as_ref().unwrap(),
+        &s.round.verified_evidence
     )
     .is_empty());
 }

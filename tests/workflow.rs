@@ -194,7 +194,11 @@ fn check_trace(run: &Run) {
         total += calls.len();
         for (call, event) in calls.iter().zip(own) {
             assert_eq!(call.config, config(), "{name} got another RunConfig");
-            assert_eq!(call.state.round, event.round, "{name} event #{}", event.seq);
+            assert_eq!(
+                call.state.round_number, event.round,
+                "{name} event #{}",
+                event.seq
+            );
             assert_eq!(
                 call.state.events.len() as u32,
                 event.seq - 1,
@@ -223,12 +227,13 @@ fn check(run: &Run, want: Expect<'_>) {
             assert!(!s.degraded);
             assert_eq!(s.final_answer.as_deref(), Some(ANSWER));
             assert_eq!(s.composer_status, Some(AgentStatus::Completed));
-            assert_eq!(s.verifier_status, Some(AgentStatus::Completed));
+            assert_eq!(s.round.verifier_status, Some(AgentStatus::Completed));
             assert!(
-                s.effective_verdict
+                s.round
+                    .effective_verdict
                     .is_some_and(|v| v == Verdict::Pass || v == Verdict::LowConfid),
                 "composer reached with effective {:?}",
-                s.effective_verdict
+                s.round.effective_verdict
             );
             assert_eq!(run.g.fallback.call_count(), 0);
         }
@@ -241,9 +246,9 @@ fn check(run: &Run, want: Expect<'_>) {
                 Some("diag could not complete the diagnosis (pre_verification).")
             );
             // Nothing verified in this round: no verdict is invented, no composer ran.
-            assert_ne!(s.verifier_status, Some(AgentStatus::Completed));
-            assert_eq!(s.verifier_model_verdict, None);
-            assert_eq!(s.effective_verdict, None);
+            assert_ne!(s.round.verifier_status, Some(AgentStatus::Completed));
+            assert_eq!(s.round.verifier_model_verdict, None);
+            assert_eq!(s.round.effective_verdict, None);
             assert_eq!(run.g.composer.call_count(), 0);
         }
         End::PostFallback => {
@@ -254,14 +259,14 @@ fn check(run: &Run, want: Expect<'_>) {
                 s.final_answer.as_deref(),
                 Some("diag could not complete the diagnosis (post_verification).")
             );
-            assert_eq!(s.verifier_status, Some(AgentStatus::Completed));
-            assert!(s.effective_verdict.is_some());
+            assert_eq!(s.round.verifier_status, Some(AgentStatus::Completed));
+            assert!(s.round.effective_verdict.is_some());
         }
     }
 
     let (planner, verifier, composer) = want.retries;
     assert_eq!(
-        s.retries,
+        s.round.retries,
         RetryCounters {
             planner,
             verifier,
@@ -270,7 +275,7 @@ fn check(run: &Run, want: Expect<'_>) {
         "technical retries"
     );
     assert_eq!(s.evidence_retry_count, want.evidence_retry_count);
-    assert_eq!(s.round, want.round);
+    assert_eq!(s.round_number, want.round);
     assert_eq!(s.planner_mode, want.mode);
     assert_eq!(
         run.g.retry_prepare.call_count() as u32,
@@ -338,9 +343,9 @@ async fn planner_pass_straight_path_ends_at_composer() {
             ..ROUND1
         },
     );
-    assert_eq!(r.state.effective_verdict, Some(Verdict::Pass));
-    assert_eq!(r.state.verifier_model_verdict, Some(Verdict::Pass));
-    assert_eq!(r.state.ceiling, Some(Verdict::Pass));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::Pass));
+    assert_eq!(r.state.round.verifier_model_verdict, Some(Verdict::Pass));
+    assert_eq!(r.state.round.ceiling, Some(Verdict::Pass));
     assert_eq!(r.state.retry_context, None);
 }
 
@@ -404,8 +409,8 @@ async fn planner_retryable_failed_then_success() {
     let (mut first, mut second) = (calls[0].state.clone(), calls[1].state.clone());
     for s in [&mut first, &mut second] {
         s.events.clear();
-        s.retries = RetryCounters::default();
-        s.planner_status = None;
+        s.round.retries = RetryCounters::default();
+        s.round.planner_status = None;
     }
     assert_eq!(first, second);
 }
@@ -480,7 +485,7 @@ async fn planner_unknown_status_fails_closed() {
         },
     );
     assert_eq!(
-        r.state.planner_status,
+        r.state.round.planner_status,
         Some(AgentStatus::Unknown("MOSTLY_DONE".into()))
     );
     assert_eq!(
@@ -551,8 +556,8 @@ async fn planner_terminal_failures_never_reach_executor() {
             },
         );
         assert_eq!(r.g.executor.call_count(), 0, "{name}");
-        assert_eq!(r.state.plan, None, "{name}");
-        assert_eq!(r.state.executor_status, None, "{name}");
+        assert_eq!(r.state.round.plan, None, "{name}");
+        assert_eq!(r.state.round.executor_status, None, "{name}");
     }
 }
 
@@ -581,7 +586,7 @@ async fn executor_fails_closed(status: ExecutorStatus, event_status: Status) -> 
             ..ROUND1
         },
     );
-    assert_eq!(r.state.executor_status, Some(status));
+    assert_eq!(r.state.round.executor_status, Some(status));
     assert_eq!(
         r.g.executor.call_count(),
         1,
@@ -637,9 +642,13 @@ async fn executor_legal_no_evidence_continues_to_gatekeeper() {
             ..ROUND1
         },
     );
-    assert_eq!(r.state.executor_status, Some(ExecutorStatus::Completed));
+    assert_eq!(
+        r.state.round.executor_status,
+        Some(ExecutorStatus::Completed)
+    );
     let gate_input = &r.g.gatekeeper.calls()[0].state;
     let output = gate_input
+        .round
         .executor_output
         .as_ref()
         .expect("executor output");
@@ -663,7 +672,7 @@ async fn gatekeeper_pass_continues_with_pass_ceiling() {
         },
     );
     let vi_input = &r.g.verified_input.calls()[0].state;
-    assert_eq!(vi_input.ceiling, Some(Verdict::Pass));
+    assert_eq!(vi_input.round.ceiling, Some(Verdict::Pass));
     assert_eq!(r.g.gatekeeper.call_count(), 1);
 }
 
@@ -689,14 +698,14 @@ async fn gatekeeper_low_confid_with_passed_binding_caps_verdict_without_retry() 
             ..ROUND1
         },
     );
-    assert_eq!(r.state.ceiling, Some(Verdict::LowConfid));
-    assert_eq!(r.state.verifier_model_verdict, Some(Verdict::Pass));
-    assert_eq!(r.state.effective_verdict, Some(Verdict::LowConfid));
-    assert_eq!(r.state.verifier_status, Some(AgentStatus::Completed));
+    assert_eq!(r.state.round.ceiling, Some(Verdict::LowConfid));
+    assert_eq!(r.state.round.verifier_model_verdict, Some(Verdict::Pass));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(r.state.round.verifier_status, Some(AgentStatus::Completed));
     // Only the passed binding reached the Verifier.
     let v_input = &r.g.verifier.calls()[0].state;
-    assert_eq!(v_input.verified_evidence.len(), 1);
-    assert_eq!(v_input.verified_evidence[0].claim_id, "c1");
+    assert_eq!(v_input.round.verified_evidence.len(), 1);
+    assert_eq!(v_input.round.verified_evidence[0].claim_id, "c1");
 }
 
 async fn gatekeeper_fails_closed(gate: ScriptStep, status: Status) -> Run {
@@ -720,21 +729,21 @@ async fn gatekeeper_fails_closed(gate: ScriptStep, status: Status) -> Run {
     );
     assert_eq!(r.g.verified_input.call_count(), 0);
     assert_eq!(r.g.verifier.call_count(), 0);
-    assert!(r.state.verified_executor_output.is_none());
-    assert!(r.state.verified_evidence.is_empty());
+    assert!(r.state.round.verified_executor_output.is_none());
+    assert!(r.state.round.verified_evidence.is_empty());
     r
 }
 
 #[tokio::test]
 async fn gatekeeper_low_confid_with_zero_passed_falls_back() {
     let r = gatekeeper_fails_closed(steps::gate_low_confid(0, 2), Status::LowConfid).await;
-    assert_eq!(r.state.ceiling, Some(Verdict::LowConfid));
+    assert_eq!(r.state.round.ceiling, Some(Verdict::LowConfid));
 }
 
 #[tokio::test]
 async fn gatekeeper_reject_falls_back() {
     let r = gatekeeper_fails_closed(steps::gate_reject(0, 1), Status::Reject).await;
-    assert_eq!(r.state.ceiling, Some(Verdict::Reject));
+    assert_eq!(r.state.round.ceiling, Some(Verdict::Reject));
 }
 
 #[tokio::test]
@@ -742,6 +751,7 @@ async fn gatekeeper_reject_with_some_passed_bindings_falls_back() {
     let r = gatekeeper_fails_closed(steps::gate_reject(2, 1), Status::Reject).await;
     assert_eq!(
         r.state
+            .round
             .gatekeeper_raw
             .as_ref()
             .map(|raw| raw.passed_bindings()),
@@ -753,7 +763,7 @@ async fn gatekeeper_reject_with_some_passed_bindings_falls_back() {
 async fn gatekeeper_unknown_raw_result_is_reject() {
     let r = gatekeeper_fails_closed(steps::gate_unknown(), Status::Reject).await;
     assert_eq!(
-        r.state.gatekeeper_status,
+        r.state.round.gatekeeper_status,
         Some(diag::protocol::GateStatus::Reject)
     );
 }
@@ -834,10 +844,10 @@ async fn verified_input_projection_failed_falls_back_pre_verification() {
 fn verifier_input(s: &DiagnosisState) -> String {
     serde_json::to_string(&serde_json::json!({
         "context": s.context,
-        "verified_executor_output": s.verified_executor_output,
-        "verified_evidence": s.verified_evidence,
-        "audit": s.gatekeeper_raw.as_ref().map(|r| r.audit),
-        "ceiling": s.ceiling,
+        "verified_executor_output": s.round.verified_executor_output,
+        "verified_evidence": s.round.verified_evidence,
+        "audit": s.round.gatekeeper_raw.as_ref().map(|r| r.audit),
+        "ceiling": s.round.ceiling,
         "retry_context": s.retry_context,
     }))
     .expect("verifier input serializes")
@@ -879,20 +889,20 @@ async fn verifier_technical_retry_reruns_nothing_before_it() {
     }
     let calls = r.g.verifier.calls();
     assert_eq!(calls.len(), 2);
-    assert_eq!(calls[0].state.retries.verifier, 0);
-    assert_eq!(calls[1].state.retries.verifier, 1);
+    assert_eq!(calls[0].state.round.retries.verifier, 0);
+    assert_eq!(calls[1].state.round.retries.verifier, 1);
     // The failed attempt's own status is the one field the retry sees changed; it is the
     // Verifier's output, not part of its input.
-    assert_eq!(calls[0].state.verifier_status, None);
+    assert_eq!(calls[0].state.round.verifier_status, None);
     assert_eq!(
-        calls[1].state.verifier_status,
+        calls[1].state.round.verifier_status,
         Some(AgentStatus::InvalidOutput)
     );
     let strip = |s: &DiagnosisState| {
         let mut s = s.clone();
         s.events.clear();
-        s.retries = RetryCounters::default();
-        s.verifier_status = None;
+        s.round.retries = RetryCounters::default();
+        s.round.verifier_status = None;
         s
     };
     assert_eq!(strip(&calls[0].state), strip(&calls[1].state));
@@ -901,7 +911,7 @@ async fn verifier_technical_retry_reruns_nothing_before_it() {
         verifier_input(&calls[1].state),
         "the retry must get a byte-identical serialized input"
     );
-    assert_eq!(r.state.effective_verdict, Some(Verdict::Pass));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::Pass));
 }
 
 #[tokio::test]
@@ -932,7 +942,10 @@ async fn verifier_retry_exhausted_falls_back_pre_verification() {
             ..ROUND1
         },
     );
-    assert_eq!(r.state.verifier_status, Some(AgentStatus::InvalidOutput));
+    assert_eq!(
+        r.state.round.verifier_status,
+        Some(AgentStatus::InvalidOutput)
+    );
 }
 
 #[tokio::test]
@@ -988,7 +1001,7 @@ async fn verifier_unknown_status_fails_closed() {
         },
     );
     assert_eq!(
-        r.state.verifier_status,
+        r.state.round.verifier_status,
         Some(AgentStatus::Unknown("SORT_OF".into()))
     );
 }
@@ -1018,7 +1031,7 @@ async fn verifier_effective_reject_falls_back_post_verification() {
             ..ROUND1
         },
     );
-    assert_eq!(r.state.effective_verdict, Some(Verdict::Reject));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::Reject));
     assert_eq!(r.g.composer.call_count(), 0);
 }
 
@@ -1049,18 +1062,21 @@ async fn verifier_critical_gap_triggers_one_evidence_retry() {
             ..ROUND2
         },
     );
-    assert_eq!(r.state.effective_verdict, Some(Verdict::Pass));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::Pass));
 
     // Round 2 plans only the gaps, with the retry context and fresh technical counters.
     let planner = r.g.planner.calls();
     assert_eq!(planner[0].state.planner_mode, PlannerMode::Normal);
     assert_eq!(planner[0].state.retry_context, None);
     let p2 = &planner[1].state;
-    assert_eq!(p2.round, 2);
+    assert_eq!(p2.round_number, 2);
     assert_eq!(p2.planner_mode, PlannerMode::EvidenceGapOnly);
-    assert_eq!(p2.retries, RetryCounters::default());
+    assert_eq!(p2.round.retries, RetryCounters::default());
     assert_eq!(p2.evidence_retry_count, 1);
-    assert_eq!(p2.plan, None, "round-1 plan must not leak into round 2");
+    assert_eq!(
+        p2.round.plan, None,
+        "round-1 plan must not leak into round 2"
+    );
     let ctx = p2
         .retry_context
         .as_ref()
@@ -1072,19 +1088,22 @@ async fn verifier_critical_gap_triggers_one_evidence_retry() {
     // The second Executor snapshot goes through a second Gatekeeper run, with no first verdict.
     assert_eq!(r.g.gatekeeper.call_count(), 2);
     let g2 = &r.g.gatekeeper.calls()[1].state;
-    assert_eq!(g2.round, 2);
-    assert_eq!(g2.gatekeeper_raw, None);
-    assert_eq!(g2.gatekeeper_status, None);
-    assert_eq!(g2.ceiling, None);
+    assert_eq!(g2.round_number, 2);
+    assert_eq!(g2.round.gatekeeper_raw, None);
+    assert_eq!(g2.round.gatekeeper_status, None);
+    assert_eq!(g2.round.ceiling, None);
     let e2 = &r.g.executor.calls()[1].state;
     assert_eq!(
-        e2.plan.as_ref().map(|p| p.mode),
+        e2.round.plan.as_ref().map(|p| p.mode),
         Some(PlannerMode::EvidenceGapOnly)
     );
     assert!(e2.retry_context.is_some());
     let v2 = &r.g.verifier.calls()[1].state;
     assert!(v2.retry_context.is_some());
-    assert_eq!(v2.verifier_result, None, "round-1 verdict must not leak");
+    assert_eq!(
+        v2.round.verifier_result, None,
+        "round-1 verdict must not leak"
+    );
 }
 
 #[tokio::test]
@@ -1107,7 +1126,7 @@ async fn verifier_low_confid_without_valid_gap_goes_to_composer() {
             ..ROUND1
         },
     );
-    assert_eq!(r.state.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
 }
 
 #[tokio::test]
@@ -1131,7 +1150,7 @@ async fn verifier_non_critical_gap_only_goes_to_composer() {
             ..ROUND1
         },
     );
-    assert_eq!(r.state.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
 }
 
 #[tokio::test]
@@ -1169,9 +1188,9 @@ async fn ceiling_driven_low_confid_is_never_retried() {
                 ..ROUND1
             },
         );
-        assert_eq!(r.state.ceiling, Some(Verdict::LowConfid));
-        assert_eq!(r.state.verifier_model_verdict, Some(model));
-        assert_eq!(r.state.effective_verdict, Some(Verdict::LowConfid));
+        assert_eq!(r.state.round.ceiling, Some(Verdict::LowConfid));
+        assert_eq!(r.state.round.verifier_model_verdict, Some(model));
+        assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
     }
 }
 
@@ -1202,8 +1221,8 @@ async fn second_low_confid_ends_at_composer() {
             ..ROUND2
         },
     );
-    assert_eq!(r.state.effective_verdict, Some(Verdict::LowConfid));
-    assert_eq!(r.state.ceiling, Some(Verdict::Pass));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(r.state.round.ceiling, Some(Verdict::Pass));
 }
 
 #[tokio::test]
@@ -1268,7 +1287,7 @@ async fn evidence_retry_never_happens_twice() {
         );
         assert_eq!(r.state.evidence_retry_count, 1);
         assert_eq!(r.g.retry_prepare.call_count(), 1);
-        assert_eq!(r.state.effective_verdict, Some(Verdict::LowConfid));
+        assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
     }
 }
 
@@ -1317,7 +1336,7 @@ async fn technical_retries_are_allowed_in_both_rounds() {
     // Round 1 used its retries; round 2 started from zero.
     let rp = &r.g.retry_prepare.calls()[0].state;
     assert_eq!(
-        rp.retries,
+        rp.round.retries,
         RetryCounters {
             planner: 1,
             verifier: 1,
@@ -1325,7 +1344,7 @@ async fn technical_retries_are_allowed_in_both_rounds() {
         }
     );
     assert_eq!(
-        r.g.planner.calls()[2].state.retries,
+        r.g.planner.calls()[2].state.round.retries,
         RetryCounters::default()
     );
 }
@@ -1419,16 +1438,16 @@ async fn round_two_failure_before_verifier_is_pre_verification_fallback() {
         let projected_in_round_2 = r.g.verified_input.call_count() == 2;
         assert_eq!(projected_in_round_2, name == "verifier", "{name}");
         assert_eq!(
-            r.state.verified_executor_output.is_some(),
+            r.state.round.verified_executor_output.is_some(),
             projected_in_round_2,
             "{name}"
         );
         assert_eq!(
-            r.state.verified_evidence.is_empty(),
+            r.state.round.verified_evidence.is_empty(),
             !projected_in_round_2,
             "{name}"
         );
-        assert_eq!(r.state.verifier_result, None, "{name}");
+        assert_eq!(r.state.round.verifier_result, None, "{name}");
         assert_eq!(r.g.composer.call_count(), 0, "{name}");
     }
 }
@@ -1460,7 +1479,7 @@ async fn round_two_effective_reject_is_post_verification_fallback() {
             ..ROUND2
         },
     );
-    assert_eq!(r.state.effective_verdict, Some(Verdict::Reject));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::Reject));
 }
 
 /// Every technical retry in both rounds, the evidence retry, and a Composer that fails twice.
@@ -1520,7 +1539,7 @@ async fn longest_legal_path_is_exactly_eighteen_steps_and_succeeds() {
     );
     assert_eq!(r.state.events.len(), 18);
     assert_eq!(STEP_LIMIT, 18);
-    assert_eq!(r.state.effective_verdict, Some(Verdict::Pass));
+    assert_eq!(r.state.round.effective_verdict, Some(Verdict::Pass));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1846,7 +1865,7 @@ async fn step_limit_below_the_path_is_an_engine_error_with_partial_state() {
     assert_eq!(failure.state.path(), vec![P, E, G, VI, V]);
     assert_eq!(g.composer.call_count(), 0);
     assert_eq!(failure.state.final_answer, None);
-    assert_eq!(failure.state.effective_verdict, Some(Verdict::Pass));
+    assert_eq!(failure.state.round.effective_verdict, Some(Verdict::Pass));
 
     let g = ScriptedGraph::new(longest_path_scripts());
     let failure = invoke_diagnosis(&g, STEP_LIMIT - 1, None, &mut Recorder::default())
@@ -1942,7 +1961,7 @@ async fn cancellation_between_nodes_keeps_the_events_so_far() {
         owned(&[(P, 1, 1, Status::Completed), (E, 1, 1, Status::Completed)])
     );
     assert_eq!(observer.events, failure.state.events);
-    assert!(failure.state.executor_output.is_some());
+    assert!(failure.state.round.executor_output.is_some());
     assert_eq!(g.gatekeeper.call_count(), 0);
 }
 

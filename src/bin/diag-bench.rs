@@ -109,7 +109,7 @@ impl Scenario {
 
 fn by_round(first: ScriptStep, later: ScriptStep) -> ScriptStep {
     Box::new(move |s, c| {
-        if s.round == 1 {
+        if s.round_number == 1 {
             first(s, c)
         } else {
             later(s, c)
@@ -268,19 +268,19 @@ async fn stored_run(
     let duration_ms = u64::try_from(clock.elapsed().saturating_sub(began).as_millis()).unwrap_or(0);
     let mut summary = RunSummary::from_state(&state, clock.now(), duration_ms);
     summary.self_evaluation = Some(serde_json::json!({"verifier_evaluation": {
-        "verifier_status": state.verifier_status,
-        "verifier_model_verdict": state.verifier_model_verdict,
-        "effective_verdict": state.effective_verdict,
-        "verdict": state.effective_verdict,
-        "round": state.round,
-        "gatekeeper_status": state.gatekeeper_status,
+        "verifier_status": state.round.verifier_status,
+        "verifier_model_verdict": state.round.verifier_model_verdict,
+        "effective_verdict": state.round.effective_verdict,
+        "verdict": state.round.effective_verdict,
+        "round": state.round_number,
+        "gatekeeper_status": state.round.gatekeeper_status,
         "degraded": state.degraded,
     }}));
     let report = store
         .finish_success_evaluated(
             run_id,
             summary,
-            &serde_json::json!({"effective_verdict": state.effective_verdict,
+            &serde_json::json!({"effective_verdict": state.round.effective_verdict,
                                 "degraded": state.degraded,
                                 "nodes": state.events.len()}),
         )

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::common::{interrupt_handler, open_store, runtime, store_error, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOutcome, AskRequest};
+use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::ids::RandomIds;
@@ -118,10 +118,9 @@ pub(super) fn live_deps(
 /// The effective verdict an answer may show: only one the Verifier completed in the final
 /// round (a Fallback before it invents none).
 pub(super) fn shown_verdict(outcome: &AskOutcome) -> Option<Verdict> {
-    outcome
-        .state
-        .effective_verdict
-        .filter(|_| outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed))
+    outcome.state.round.effective_verdict.filter(|_| {
+        outcome.state.round.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+    })
 }
 
 /// Refuses a `--record` path that can never be written (a folder, or a file in a folder
@@ -223,16 +222,18 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
             .as_ref()
             .and_then(|(tape, run)| divergence_of(run, tape, &store, &outcome.run_id));
         finish(
-            g,
-            args,
-            &deps,
-            &store,
-            Replaying {
-                fixture: tape.is_some(),
-                divergence,
+            Finished {
+                g,
+                args,
+                deps: &deps,
+                store: &store,
+                replaying: Replaying {
+                    fixture: tape.is_some(),
+                    divergence,
+                },
+                question: &question,
+                outcome: &outcome,
             },
-            &question,
-            &outcome,
             out,
         )
     })
@@ -254,9 +255,9 @@ async fn run_ask(
             session_id: args.session.clone(),
             run_id: None,
         },
-        args.record.is_some(),
-        Some(&cancel),
-        &mut progress,
+        AskOptions::new(&mut progress)
+            .recording(args.record.is_some())
+            .cancel(Some(&cancel)),
     )
     .await;
     progress.finish();
@@ -273,17 +274,29 @@ struct Replaying {
     divergence: Option<Divergence>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    g: &GlobalArgs,
-    args: &AskArgs,
-    deps: &AskDeps,
-    store: &Store,
+/// A finished `diag ask`: what it was asked, how it ran and what it came to.
+struct Finished<'a> {
+    g: &'a GlobalArgs,
+    args: &'a AskArgs,
+    deps: &'a AskDeps,
+    store: &'a Store,
     replaying: Replaying,
-    question: &str,
-    outcome: &AskOutcome,
-    out: &mut dyn Write,
-) -> Result<(), CommandError> {
+    question: &'a str,
+    outcome: &'a AskOutcome,
+}
+
+/// Writes a finished run's output (JSON, quiet or the full text), then its run file and
+/// report, and returns the exit the run calls for.
+fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
+    let Finished {
+        g,
+        args,
+        deps,
+        store,
+        replaying,
+        question,
+        outcome,
+    } = run;
     let row = store
         .get_run(&outcome.run_id)
         .map_err(store_error)?
@@ -296,19 +309,19 @@ fn finish(
                 "schema": ASK_JSON_SCHEMA,
                 "run_id": outcome.run_id,
                 "session_id": outcome.session_id,
-                "status": outcome.status.as_str(),
-                "answer": outcome.answer,
-                "failure": outcome.failure,
+                "status": outcome.status().as_str(),
+                "answer": outcome.answer(),
+                "failure": outcome.failure(),
                 "effective_verdict": verdict.map(|v| v.as_str()),
                 "degraded": outcome.state.degraded,
                 "fallback_kind": outcome.state.fallback_kind.map(|k| k.as_str()),
                 "events": outcome.state.events,
-                "evaluation": outcome.evaluation,
+                "evaluation": outcome.evaluation(),
             }),
         )?;
     } else if g.quiet {
         // Only the answer, for scripts: no heading; nothing for a FAILED run (stderr says why).
-        if let Some(answer) = outcome.answer.as_deref() {
+        if let Some(answer) = outcome.answer() {
             let text = crate::diagnosis::render_answer(answer);
             write_text(out, &format!("{}\n", text.trim_end()))?;
             // Quiet never hides trust: an answer that is not a verified PASS says so on
@@ -322,18 +335,18 @@ fn finish(
             render::header(&render::Header {
                 run_id: &outcome.run_id,
                 session_id: &outcome.session_id,
-                status: outcome.status.as_str(),
+                status: outcome.status().as_str(),
                 question,
                 started_at: row.started_at.to_string(),
                 duration_ms: row.duration_ms,
                 effective_verdict: verdict.map(|v| v.as_str()),
                 degraded: outcome.state.degraded,
-                failure: outcome.failure.as_deref(),
+                failure: outcome.failure(),
             }),
             render::timeline(&outcome.state.events),
             render::invocations(&store.invocations(&outcome.run_id).map_err(store_error)?),
-            render::refused_bindings(outcome.state.gatekeeper_raw.as_ref()),
-            render::answer(outcome.answer.as_deref()),
+            render::refused_bindings(outcome.state.round.gatekeeper_raw.as_ref()),
+            render::answer(outcome.answer()),
         ]
         .into_iter()
         .filter(|block| !block.is_empty())
@@ -442,7 +455,7 @@ fn outcome_error(
             format!("the run left its recording at {d}"),
         ));
     }
-    if outcome.interrupted {
+    if outcome.interrupted() {
         return Some(CommandError::new(
             Exit::Interrupted,
             format!(
@@ -451,13 +464,13 @@ fn outcome_error(
             ),
         ));
     }
-    if outcome.status == RunStatus::Failed {
+    if outcome.status() == RunStatus::Failed {
         return Some(CommandError::new(
             Exit::RunFailed,
             format!(
                 "run {} FAILED: {}",
                 outcome.run_id,
-                outcome.failure.as_deref().unwrap_or("unknown failure")
+                outcome.failure().unwrap_or("unknown failure")
             ),
         ));
     }

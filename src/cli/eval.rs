@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::common::{interrupt_handler, open_store, runtime, store_error, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, production_nodes, AskDeps, AskError, AskRequest};
+use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOptions, AskRequest};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::eval::env::{ScenarioClock, ScenarioEnv};
@@ -367,9 +367,9 @@ async fn run_one(
             session_id: None,
             run_id: None,
         },
-        args.record.is_some(),
-        Some(cancel),
-        &mut progress,
+        AskOptions::new(&mut progress)
+            .recording(args.record.is_some())
+            .cancel(Some(cancel)),
     )
     .await;
     progress.finish();
@@ -403,13 +403,16 @@ async fn run_one(
     let score = score_run(&spec.scenario.file.label, &facts_of(&outcome));
     let verdict = outcome
         .state
+        .round
         .effective_verdict
-        .filter(|_| outcome.state.verifier_status == Some(crate::diagnosis::AgentStatus::Completed))
+        .filter(|_| {
+            outcome.state.round.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+        })
         .map(|v| v.as_str().to_string());
     let stem = format!("{}-{}", file_part(spec.model_label), spec.repeat);
     let scenario_dir = file_part(spec.scenario.id());
     let mut record_file = None;
-    if let (Some(dir), false) = (&args.record, outcome.interrupted) {
+    if let (Some(dir), false) = (&args.record, outcome.interrupted()) {
         let folder = dir.join(&scenario_dir);
         make_dir(&folder, "--record")?;
         let path = folder.join(format!("{stem}.json"));
@@ -435,8 +438,8 @@ async fn run_one(
     let run = EvalRun {
         repeat: spec.repeat,
         run_id: outcome.run_id.clone(),
-        status: outcome.status.as_str().to_string(),
-        failure: outcome.failure.clone(),
+        status: outcome.status().as_str().to_string(),
+        failure: outcome.failure().map(str::to_string),
         effective_verdict: verdict.clone(),
         degraded: outcome.state.degraded,
         fallback_kind: outcome.state.fallback_kind.map(|k| k.as_str().to_string()),
@@ -458,7 +461,7 @@ async fn run_one(
         wall_ms,
         cost,
     };
-    Ok((run, figures, outcome.interrupted))
+    Ok((run, figures, outcome.interrupted()))
 }
 
 /// `k/N`.

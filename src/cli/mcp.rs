@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use super::ask::{check_session, first_model_error, live_config, live_deps, shown_verdict};
 use super::common::{interrupt_handler, open_store, runtime};
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, AskDeps, AskError, AskOutcome, AskRequest};
+use crate::ask::{ask, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::diagnosis::composer_input::allowed_claims;
@@ -446,9 +446,7 @@ impl DiagServer {
                 session_id: args.session,
                 run_id: None,
             },
-            false,
-            Some(&context.ct),
-            progress,
+            AskOptions::new(progress).cancel(Some(&context.ct)),
         )
         .await;
         // Every progress notification is out before the result.
@@ -466,12 +464,12 @@ impl DiagServer {
                 None,
             ),
         })?;
-        if outcome.interrupted {
+        if outcome.interrupted() {
             tracing::info!(run_id = %outcome.run_id, "diagnosis cancelled; stored FAILED (interrupted)");
         }
         let model_error = first_model_error(&self.store, &outcome.run_id);
         let doc = diagnose_result(&outcome, model_error);
-        Ok(if outcome.status == RunStatus::Success {
+        Ok(if outcome.status() == RunStatus::Success {
             CallToolResult::structured(doc)
         } else {
             CallToolResult::structured_error(doc)
@@ -483,14 +481,18 @@ impl DiagServer {
 fn diagnose_result(outcome: &AskOutcome, model_error: Option<String>) -> Value {
     let state = &outcome.state;
     let verdict = shown_verdict(outcome);
-    let success = outcome.status == RunStatus::Success;
+    let success = outcome.status() == RunStatus::Success;
     // Claims only from a run that ended well and whose Verifier completed: what it allowed,
     // each with the evidence it was bound to.
-    let claims: Vec<Value> = match &state.verifier_result {
-        Some(result) if success && state.verifier_status == Some(AgentStatus::Completed) => {
+    let claims: Vec<Value> = match &state.round.verifier_result {
+        Some(result) if success && state.round.verifier_status == Some(AgentStatus::Completed) => {
             let empty = VerifiedExecutorOutput::default();
-            let verified = state.verified_executor_output.as_ref().unwrap_or(&empty);
-            allowed_claims(result, verified, &state.verified_evidence)
+            let verified = state
+                .round
+                .verified_executor_output
+                .as_ref()
+                .unwrap_or(&empty);
+            allowed_claims(result, verified, &state.round.verified_evidence)
                 .into_iter()
                 .map(|c| {
                     json!({
@@ -512,10 +514,10 @@ fn diagnose_result(outcome: &AskOutcome, model_error: Option<String>) -> Value {
         "schema": DIAGNOSE_SCHEMA,
         "run_id": outcome.run_id,
         "session_id": outcome.session_id,
-        "status": outcome.status.as_str(),
+        "status": outcome.status().as_str(),
         "verified": success && !state.degraded && verdict == Some(Verdict::Pass),
-        "answer": outcome.answer,
-        "failure": outcome.failure,
+        "answer": outcome.answer(),
+        "failure": outcome.failure(),
         "effective_verdict": verdict.map(|v| v.as_str()),
         "degraded": state.degraded,
         "fallback_kind": state.fallback_kind.map(|k| k.as_str()),

@@ -213,10 +213,12 @@ pub fn answer_material_from_state(
     invocations: &[ToolInvocation],
 ) -> Result<AnswerMaterial, ComposerInputError> {
     let result = state
+        .round
         .verifier_result
         .as_ref()
         .ok_or(ComposerInputError::MissingVerifierResult)?;
     let verified = state
+        .round
         .verified_executor_output
         .as_ref()
         .ok_or(ComposerInputError::MissingVerifiedOutput)?;
@@ -224,7 +226,7 @@ pub fn answer_material_from_state(
         &state.context.question,
         result,
         verified,
-        &state.verified_evidence,
+        &state.round.verified_evidence,
         run_id,
         invocations,
     ))
@@ -237,6 +239,7 @@ pub fn composer_input_from_state(
     invocations: &[ToolInvocation],
 ) -> Result<ComposerInput, ComposerInputError> {
     let verdict = state
+        .round
         .effective_verdict
         .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
     let material = answer_material_from_state(state, run_id, invocations)?;
@@ -251,15 +254,16 @@ pub fn composer_input_json(
     state: &mut DiagnosisState,
     material: &AnswerMaterial,
 ) -> Result<String, ComposerInputError> {
-    if let Some(stored) = &state.composer_input {
+    if let Some(stored) = &state.round.composer_input {
         return Ok(stored.clone());
     }
     let verdict = state
+        .round
         .effective_verdict
         .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
     let input = build_composer_input(verdict, material);
     let text = serde_json::to_string(&input).map_err(|_| ComposerInputError::Serialize)?;
-    state.composer_input = Some(text.clone());
-    state.dropped_items = material.dropped_items;
+    state.round.composer_input = Some(text.clone());
+    state.round.dropped_items = material.dropped_items;
     Ok(text)
 }

@@ -127,8 +127,9 @@ pub fn verifier_evaluation(
     state: &DiagnosisState,
     steps: &[AgentStepRecord],
 ) -> VerifierEvaluation {
-    let verifier_completed = state.verifier_status == Some(AgentStatus::Completed);
+    let verifier_completed = state.round.verifier_status == Some(AgentStatus::Completed);
     let result = state
+        .round
         .verifier_result
         .as_ref()
         .filter(|_| verifier_completed);
@@ -147,25 +148,28 @@ pub fn verifier_evaluation(
                 status: e.status.as_str().to_string(),
             })
     });
-    let effective = state.effective_verdict.filter(|_| verifier_completed);
+    let effective = state.round.effective_verdict.filter(|_| verifier_completed);
     VerifierEvaluation {
-        round: state.round,
-        planner_status: state.planner_status.clone(),
-        executor_status: state.executor_status.clone(),
-        gatekeeper_status: state.gatekeeper_status,
-        gatekeeper_audit: state.gatekeeper_raw.as_ref().map(|r| r.audit),
-        gatekeeper_raw: state.gatekeeper_raw.clone(),
-        ceiling: state.ceiling,
-        verifier_status: state.verifier_status.clone(),
-        model_verdict: state.verifier_model_verdict.filter(|_| verifier_completed),
+        round: state.round_number,
+        planner_status: state.round.planner_status.clone(),
+        executor_status: state.round.executor_status.clone(),
+        gatekeeper_status: state.round.gatekeeper_status,
+        gatekeeper_audit: state.round.gatekeeper_raw.as_ref().map(|r| r.audit),
+        gatekeeper_raw: state.round.gatekeeper_raw.clone(),
+        ceiling: state.round.ceiling,
+        verifier_status: state.round.verifier_status.clone(),
+        model_verdict: state
+            .round
+            .verifier_model_verdict
+            .filter(|_| verifier_completed),
         effective_verdict: effective,
         verdict: effective,
         groundedness: result.map(|r| r.groundedness),
         claim_checks: result.map(|r| r.claim_checks.clone()).unwrap_or_default(),
         fact_checks: result.map(|r| r.facts.clone()).unwrap_or_default(),
         rationale: result.map(|r| r.rationale.clone()),
-        verified_executor_output: state.verified_executor_output.clone(),
-        verified_evidence: state.verified_evidence.clone(),
+        verified_executor_output: state.round.verified_executor_output.clone(),
+        verified_evidence: state.round.verified_evidence.clone(),
         prompt_audit: steps
             .iter()
             .map(|s| PromptAuditEntry {
@@ -190,11 +194,14 @@ pub fn verifier_evaluation(
             } else {
                 0
             },
-            answer_tokens_checked: state.answer_grounding.map_or(0, |g| g.tokens_checked),
-            answer_tokens_unbound: state.answer_grounding.map_or(0, |g| g.tokens_unbound),
-            unbound_token_kind: state.answer_grounding.and_then(|g| g.first_unbound_kind),
+            answer_tokens_checked: state.round.answer_grounding.map_or(0, |g| g.tokens_checked),
+            answer_tokens_unbound: state.round.answer_grounding.map_or(0, |g| g.tokens_unbound),
+            unbound_token_kind: state
+                .round
+                .answer_grounding
+                .and_then(|g| g.first_unbound_kind),
         },
-        dropped_items: state.dropped_items,
+        dropped_items: state.round.dropped_items,
         degraded: state.degraded,
         fallback_kind: state.fallback_kind,
         fallback_context,
@@ -243,11 +250,12 @@ pub struct GroundingFigures {
 impl GroundingFigures {
     pub fn of(state: &DiagnosisState) -> Self {
         let g = state
+            .round
             .gatekeeper_raw
             .as_ref()
             .map(|r| r.grounding)
             .unwrap_or_default();
-        let answer = state.answer_grounding.unwrap_or_default();
+        let answer = state.round.answer_grounding.unwrap_or_default();
         GroundingFigures {
             claims_bound: g.claims_bound,
             claims_refused: g.claims_refused,
@@ -255,7 +263,7 @@ impl GroundingFigures {
             claim_tokens_unbound: g.tokens_unbound,
             answer_tokens_checked: answer.tokens_checked,
             answer_tokens_unbound: answer.tokens_unbound,
-            items_dropped: state.dropped_items,
+            items_dropped: state.round.dropped_items,
         }
     }
 }
@@ -266,12 +274,14 @@ pub fn evaluate(
     invocations: &[ToolInvocation],
     latency_ms: u64,
 ) -> Evaluation {
-    let verifier_completed = state.verifier_status == Some(AgentStatus::Completed);
+    let verifier_completed = state.round.verifier_status == Some(AgentStatus::Completed);
     let result = state
+        .round
         .verifier_result
         .as_ref()
         .filter(|_| verifier_completed);
     let verified = state
+        .round
         .verified_executor_output
         .as_ref()
         .map_or(0, |v| v.claims.len());
@@ -284,7 +294,7 @@ pub fn evaluate(
     Evaluation {
         terminal_path: TerminalPath::of(state),
         degraded: state.degraded,
-        effective_verdict: state.effective_verdict.filter(|_| verifier_completed),
+        effective_verdict: state.round.effective_verdict.filter(|_| verifier_completed),
         groundedness: result.map(|r| r.groundedness),
         claims_verified: verified,
         claims_allowed: allowed,

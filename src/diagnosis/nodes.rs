@@ -131,8 +131,8 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 .collect();
             let request = AgentRequest {
                 role: AgentRole::Planner,
-                round: state.round,
-                attempt: state.retries.planner + 1,
+                round: state.round_number,
+                attempt: state.round.retries.planner + 1,
                 input: serialize(&input),
                 completed_queries: Vec::new(),
                 output_schema: contract(
@@ -147,7 +147,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 Ok(reply) => match parse_plan(&reply.content, &names, state.planner_mode, retry) {
                     Ok(plan) => {
                         let n = plan.steps.len();
-                        state.plan = Some(plan);
+                        state.round.plan = Some(plan);
                         let s = AgentStatus::Completed;
                         let step = agent_step(&s).with("steps", n);
                         (s, step)
@@ -164,7 +164,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                     (s, step)
                 }
             };
-            state.planner_status = Some(status);
+            state.round.planner_status = Some(status);
             step
         })
     }
@@ -181,10 +181,10 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
         config: &'a RunConfig,
     ) -> NodeFuture<'a, Status> {
         Box::pin(async move {
-            let Some(plan) = state.plan.as_ref() else {
+            let Some(plan) = state.round.plan.as_ref() else {
                 // The topology only reaches the Executor after a COMPLETED plan; without one
                 // there is nothing trustworthy to execute.
-                state.executor_status = Some(ExecutorStatus::Failed);
+                state.round.executor_status = Some(ExecutorStatus::Failed);
                 return Step::new(Status::Failed).with("failure", "no_plan");
             };
             let retry = match state.planner_mode {
@@ -199,7 +199,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
             let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
             let request = AgentRequest {
                 role: AgentRole::Executor,
-                round: state.round,
+                round: state.round_number,
                 attempt: 1,
                 input: serialize(&input),
                 completed_queries: retry
@@ -231,7 +231,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                 Ok(parsed) => match parsed {
                     Ok(output) => {
                         let claims = output.claims.len();
-                        state.executor_output = Some(output);
+                        state.round.executor_output = Some(output);
                         (
                             ExecutorStatus::Completed,
                             Step::new(Status::Completed).with("claims", claims),
@@ -251,7 +251,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                     Step::new(Status::Failed).with("failure", e.kind()),
                 ),
             };
-            state.executor_status = Some(status);
+            state.round.executor_status = Some(status);
             step.with("tool_calls", calls)
         })
     }
@@ -270,6 +270,7 @@ impl Node<DiagnosisState, Status> for GatekeeperNode {
         // Only this run's invocations are looked up: the run id comes from the RunConfig.
         let invocations = self.deps.log.invocations(config.run_id());
         let raw = state
+            .round
             .executor_output
             .as_ref()
             .map(|output| validate_run(config.run_id(), output, &invocations));
@@ -284,9 +285,9 @@ impl Node<DiagnosisState, Status> for GatekeeperNode {
         } else {
             step = step.with("reason", "no_executor_output");
         }
-        state.gatekeeper_raw = raw;
-        state.gatekeeper_status = Some(status);
-        state.ceiling = Some(ceiling(status));
+        state.round.gatekeeper_raw = raw;
+        state.round.gatekeeper_status = Some(status);
+        state.round.ceiling = Some(ceiling(status));
         Box::pin(std::future::ready(step))
     }
 }
@@ -300,9 +301,9 @@ impl Node<DiagnosisState, Status> for VerifiedInputNode {
         _config: &'a RunConfig,
     ) -> NodeFuture<'a, Status> {
         let built = match (
-            &state.executor_output,
-            &state.gatekeeper_raw,
-            state.gatekeeper_status,
+            &state.round.executor_output,
+            &state.round.gatekeeper_raw,
+            state.round.gatekeeper_status,
         ) {
             (Some(output), Some(raw), Some(status)) => {
                 build_verified_input(output, raw, status).map_err(|e| e.as_str())
@@ -312,8 +313,8 @@ impl Node<DiagnosisState, Status> for VerifiedInputNode {
         let step = match built {
             Ok((output, evidence)) => {
                 let n = output.claims.len();
-                state.verified_executor_output = Some(output);
-                state.verified_evidence = evidence;
+                state.round.verified_executor_output = Some(output);
+                state.round.verified_evidence = evidence;
                 Step::new(Status::Built).with("claims", n)
             }
             Err(reason) => Step::new(Status::ProjectionFailed).with("reason", reason),
@@ -337,19 +338,20 @@ impl Node<DiagnosisState, Status> for VerifierNode {
             let input = match verifier_input_json(state) {
                 Ok(input) => input,
                 Err(e) => {
-                    state.verifier_status = Some(AgentStatus::NonRetryableFailed);
+                    state.round.verifier_status = Some(AgentStatus::NonRetryableFailed);
                     return Step::new(Status::NonRetryableFailed).with("reason", e.as_str());
                 }
             };
             let verified_ids: Vec<String> = state
+                .round
                 .verified_executor_output
                 .iter()
                 .flat_map(|v| v.claims.iter().map(|c| c.claim_id.clone()))
                 .collect();
             let request = AgentRequest {
                 role: AgentRole::Verifier,
-                round: state.round,
-                attempt: state.retries.verifier + 1,
+                round: state.round_number,
+                attempt: state.round.retries.verifier + 1,
                 input,
                 completed_queries: Vec::new(),
                 output_schema: contract(
@@ -364,16 +366,16 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                     Ok(result) => {
                         // The Gatekeeper ceiling caps the model's verdict; a missing ceiling
                         // caps it at REJECT.
-                        let ceiling = state.ceiling.unwrap_or(Verdict::Reject);
+                        let ceiling = state.round.ceiling.unwrap_or(Verdict::Reject);
                         let effective = effective_verdict(result.verdict, ceiling);
                         let step = Step::new(Status::Completed)
                             .with("model_verdict", result.verdict.as_str())
                             .with("effective_verdict", effective.as_str())
                             .with("allowed_claims", result.allowed_claims.len())
                             .with("critical_gaps", result.critical_gaps().count());
-                        state.verifier_model_verdict = Some(result.verdict);
-                        state.effective_verdict = Some(effective);
-                        state.verifier_result = Some(result);
+                        state.round.verifier_model_verdict = Some(result.verdict);
+                        state.round.effective_verdict = Some(effective);
+                        state.round.verifier_result = Some(result);
                         (AgentStatus::Completed, step)
                     }
                     Err(v) => {
@@ -388,7 +390,7 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                 }
             };
             // A failed attempt sets only the status; no verdict is invented.
-            state.verifier_status = Some(status);
+            state.round.verifier_status = Some(status);
             step
         })
     }
@@ -450,8 +452,8 @@ impl Node<DiagnosisState, Status> for ComposerNode {
             let allowed = material.allowed_ids();
             let request = AgentRequest {
                 role: AgentRole::Composer,
-                round: state.round,
-                attempt: state.retries.composer + 1,
+                round: state.round_number,
+                attempt: state.round.retries.composer + 1,
                 input,
                 completed_queries: Vec::new(),
                 output_schema: contract(
@@ -512,7 +514,7 @@ impl ComposerNode {
         }
         let (check, verdict) = check_answer_tokens(&rendered, &material.context);
         let first_unbound_kind = check.unbound.first().map(|t| t.kind);
-        state.answer_grounding = Some(AnswerGrounding {
+        state.round.answer_grounding = Some(AnswerGrounding {
             tokens_checked: check.checked,
             tokens_unbound: u32::try_from(check.unbound.len()).unwrap_or(u32::MAX),
             first_unbound_kind,
@@ -569,15 +571,15 @@ impl Node<DiagnosisState, Status> for FallbackNode {
                 let invocations = self.deps.log.invocations(config.run_id());
                 match answer_material_from_state(state, config.run_id(), &invocations) {
                     Ok(material) => {
-                        state.dropped_items = material.dropped_items;
+                        state.round.dropped_items = material.dropped_items;
                         fallback_post(
-                            state.effective_verdict,
+                            state.round.effective_verdict,
                             &material.allowed_claims,
                             &material.missing_information,
                             &material.recommendations,
                         )
                     }
-                    Err(_) => fallback_post(state.effective_verdict, &[], &[], &[]),
+                    Err(_) => fallback_post(state.round.effective_verdict, &[], &[], &[]),
                 }
             }
         };

@@ -96,17 +96,19 @@ pub fn prepare_retry_from_state(
     invocations: &[ToolInvocation],
 ) -> Result<RetryContext, RetryPrepareError> {
     let result = state
+        .round
         .verifier_result
         .as_ref()
         .ok_or(RetryPrepareError::MissingVerifierResult)?;
     let verified = state
+        .round
         .verified_executor_output
         .as_ref()
         .ok_or(RetryPrepareError::MissingVerifiedOutput)?;
     let context = prepare_retry(
         result,
         verified,
-        &state.verified_evidence,
+        &state.round.verified_evidence,
         run_id,
         invocations,
     );

@@ -180,7 +180,7 @@ pub mod steps {
     pub fn planner(status: AgentStatus) -> ScriptStep {
         Box::new(move |s, _| {
             if status == AgentStatus::Completed {
-                s.plan = Some(Plan {
+                s.round.plan = Some(Plan {
                     mode: s.planner_mode,
                     hypotheses: vec![],
                     steps: vec![PlanStep {
@@ -192,7 +192,7 @@ pub mod steps {
                     }],
                 });
             }
-            s.planner_status = Some(status.clone());
+            s.round.planner_status = Some(status.clone());
             agent_step(&status)
         })
     }
@@ -201,7 +201,7 @@ pub mod steps {
     pub fn executor(status: ExecutorStatus) -> ScriptStep {
         Box::new(move |s, _| {
             if status == ExecutorStatus::Completed {
-                s.executor_output = Some(ExecutorOutput {
+                s.round.executor_output = Some(ExecutorOutput {
                     claims: vec![Claim {
                         claim_id: "c1".into(),
                         text: "checkout-service logged upstream 502 from payment-service".into(),
@@ -215,7 +215,7 @@ pub mod steps {
                     ..ExecutorOutput::default()
                 });
             }
-            s.executor_status = Some(status.clone());
+            s.round.executor_status = Some(status.clone());
             let step = Step::new(Status::from(&status));
             match &status {
                 ExecutorStatus::Unknown(raw) => step.with("status", raw.as_str()),
@@ -227,14 +227,14 @@ pub mod steps {
     /// A legal no-evidence result: zero claims, one no_evidence entry, COMPLETED.
     pub fn executor_no_evidence() -> ScriptStep {
         Box::new(|s, _| {
-            s.executor_output = Some(ExecutorOutput {
+            s.round.executor_output = Some(ExecutorOutput {
                 no_evidence: vec![NoEvidence {
                     query_ref: "inv-1".into(),
                     reason: "no matching lines".into(),
                 }],
                 ..ExecutorOutput::default()
             });
-            s.executor_status = Some(ExecutorStatus::Completed);
+            s.round.executor_status = Some(ExecutorStatus::Completed);
             Step::new(Status::Completed).with("claims", 0u32)
         })
     }
@@ -293,9 +293,9 @@ pub mod steps {
     pub fn gatekeeper(raw: GatekeeperRaw) -> ScriptStep {
         Box::new(move |s, _| {
             let status = crate::protocol::gatekeeper::normalize(Some(&raw));
-            s.gatekeeper_raw = Some(raw.clone());
-            s.gatekeeper_status = Some(status);
-            s.ceiling = Some(match status {
+            s.round.gatekeeper_raw = Some(raw.clone());
+            s.round.gatekeeper_status = Some(status);
+            s.round.ceiling = Some(match status {
                 GateStatus::Pass => Verdict::Pass,
                 GateStatus::LowConfid => Verdict::LowConfid,
                 GateStatus::Reject => Verdict::Reject,
@@ -326,6 +326,7 @@ pub mod steps {
     pub fn verified_input_built() -> ScriptStep {
         Box::new(|s, _| {
             let evidence: Vec<VerifiedEvidence> = s
+                .round
                 .gatekeeper_raw
                 .iter()
                 .flat_map(|r| r.checked_bindings.iter())
@@ -338,7 +339,7 @@ pub mod steps {
                     matched_text: b.matched_text.clone().unwrap_or_default(),
                 })
                 .collect();
-            s.verified_executor_output = Some(VerifiedExecutorOutput {
+            s.round.verified_executor_output = Some(VerifiedExecutorOutput {
                 claims: evidence
                     .iter()
                     .map(|e| VerifiedClaim {
@@ -348,7 +349,7 @@ pub mod steps {
                     .collect(),
             });
             let n = evidence.len();
-            s.verified_evidence = evidence;
+            s.round.verified_evidence = evidence;
             Step::new(Status::Built).with("claims", n)
         })
     }
@@ -360,7 +361,7 @@ pub mod steps {
     /// The Verifier fails with `status` and writes nothing but its status.
     pub fn verifier(status: AgentStatus) -> ScriptStep {
         Box::new(move |s, _| {
-            s.verifier_status = Some(status.clone());
+            s.round.verifier_status = Some(status.clone());
             agent_step(&status)
         })
     }
@@ -368,14 +369,15 @@ pub mod steps {
     /// The Verifier completes with a model verdict; effective = min(model, ceiling).
     pub fn verifier_verdict(model: Verdict, facts: Vec<Fact>) -> ScriptStep {
         Box::new(move |s, _| {
-            let ceiling = s.ceiling.unwrap_or(Verdict::Reject);
+            let ceiling = s.round.ceiling.unwrap_or(Verdict::Reject);
             let effective = effective_verdict(model, ceiling);
             let allowed: Vec<String> = s
+                .round
                 .verified_executor_output
                 .iter()
                 .flat_map(|v| v.claims.iter().map(|c| c.claim_id.clone()))
                 .collect();
-            s.verifier_result = Some(VerifierResult {
+            s.round.verifier_result = Some(VerifierResult {
                 verdict: model,
                 groundedness: 0.9,
                 claim_checks: vec![],
@@ -385,9 +387,9 @@ pub mod steps {
                 recommendations: vec![],
                 rationale: "scripted".into(),
             });
-            s.verifier_status = Some(AgentStatus::Completed);
-            s.verifier_model_verdict = Some(model);
-            s.effective_verdict = Some(effective);
+            s.round.verifier_status = Some(AgentStatus::Completed);
+            s.round.verifier_model_verdict = Some(model);
+            s.round.effective_verdict = Some(effective);
             Step::new(Status::Completed)
                 .with("model_verdict", model.as_str())
                 .with("effective_verdict", effective.as_str())
@@ -406,6 +408,7 @@ pub mod steps {
     pub fn retry_prepared() -> ScriptStep {
         Box::new(|s, _| {
             let gaps = s
+                .round
                 .verifier_result
                 .iter()
                 .flat_map(|r| r.critical_gaps())
@@ -419,8 +422,8 @@ pub mod steps {
                 .collect::<Vec<_>>();
             let n = gaps.len();
             s.retry_context = Some(RetryContext {
-                prior_verified_output: s.verified_executor_output.clone().unwrap_or_default(),
-                prior_verified_evidence: s.verified_evidence.clone(),
+                prior_verified_output: s.round.verified_executor_output.clone().unwrap_or_default(),
+                prior_verified_evidence: s.round.verified_evidence.clone(),
                 critical_gaps: gaps,
                 completed_queries: vec![],
                 constraints: vec![],

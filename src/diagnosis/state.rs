@@ -37,13 +37,12 @@ pub struct RetryCounters {
     pub composer: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DiagnosisState {
-    pub context: DiagnosisContext,
-    /// 1 for the first evidence round, 2 after Retry Prepare.
-    pub round: u32,
-    pub planner_mode: PlannerMode,
-
+/// Everything that belongs to one evidence round: the outputs of Planner, Executor,
+/// Gatekeeper, Verifier and the Composer's input, and the technical retry counters.
+/// [`DiagnosisState::begin_evidence_round`] replaces it whole with `RoundState::default()`,
+/// so a field added here can never leak from round 1 into round 2.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoundState {
     pub plan: Option<Plan>,
     pub planner_status: Option<AgentStatus>,
 
@@ -66,15 +65,11 @@ pub struct DiagnosisState {
     pub effective_verdict: Option<Verdict>,
     pub verifier_result: Option<VerifierResult>,
 
-    pub retry_context: Option<RetryContext>,
-    pub evidence_retry_count: u32,
-
     /// The Composer's input, serialized once so a technical retry sends the very same bytes.
     #[serde(default)]
     pub composer_input: Option<String>,
-    pub final_answer: Option<String>,
-    pub composer_status: Option<AgentStatus>,
-    /// The token check of the Composer's last parsed answer (SPEC §2.9).
+    /// The token check of the Composer's last parsed answer
+    /// (openspec/specs/verified-evidence/spec.md).
     #[serde(default)]
     pub answer_grounding: Option<AnswerGrounding>,
     /// Verifier free-text items (missing information, recommendations) left out of the
@@ -82,10 +77,33 @@ pub struct DiagnosisState {
     /// neither the question nor the allowed claims and their evidence.
     #[serde(default)]
     pub dropped_items: u32,
+
+    /// Technical retries used in this round, per stage.
+    pub retries: RetryCounters,
+}
+
+/// The state of one run. Run-scoped fields live here; everything scoped to one evidence
+/// round lives in [`RoundState`] (`round`), flattened so the serialized shape is one object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiagnosisState {
+    pub context: DiagnosisContext,
+    /// 1 for the first evidence round, 2 after Retry Prepare.
+    #[serde(rename = "round")]
+    pub round_number: u32,
+    pub planner_mode: PlannerMode,
+
+    /// The current evidence round's outputs and counters.
+    #[serde(flatten)]
+    pub round: RoundState,
+
+    pub retry_context: Option<RetryContext>,
+    pub evidence_retry_count: u32,
+
+    pub final_answer: Option<String>,
+    pub composer_status: Option<AgentStatus>,
     pub degraded: bool,
     pub fallback_kind: Option<FallbackKind>,
 
-    pub retries: RetryCounters,
     pub events: Vec<Event<Status>>,
 
     /// The last agent attempt's failure (the endpoint's message, or diag's), `None` after an
@@ -103,61 +121,28 @@ impl DiagnosisState {
                 original_question: question.clone(),
                 question,
             },
-            round: 1,
+            round_number: 1,
             planner_mode: PlannerMode::Normal,
-            plan: None,
-            planner_status: None,
-            executor_output: None,
-            executor_status: None,
-            gatekeeper_raw: None,
-            gatekeeper_status: None,
-            ceiling: None,
-            verified_executor_output: None,
-            verified_evidence: Vec::new(),
-            verifier_input: None,
-            verifier_status: None,
-            verifier_model_verdict: None,
-            effective_verdict: None,
-            verifier_result: None,
+            round: RoundState::default(),
             retry_context: None,
             evidence_retry_count: 0,
-            composer_input: None,
             final_answer: None,
             composer_status: None,
-            answer_grounding: None,
-            dropped_items: 0,
             degraded: false,
             fallback_kind: None,
-            retries: RetryCounters::default(),
             events: Vec::new(),
             last_failure: None,
         }
     }
 
-    /// Enters the evidence-retry round: round 2, EVIDENCE_GAP_ONLY mode, technical counters
-    /// back to zero, and every round-scoped output cleared so the rounds never mix. The retry
-    /// context built by Retry Prepare is the only thing carried over.
+    /// Enters the evidence-retry round: round 2, EVIDENCE_GAP_ONLY mode, and a fresh
+    /// [`RoundState`] (technical counters at zero, every round-scoped output gone) so the
+    /// rounds never mix. The retry context built by Retry Prepare is the only thing carried
+    /// over.
     pub fn begin_evidence_round(&mut self) {
-        self.round += 1;
+        self.round_number += 1;
         self.planner_mode = PlannerMode::EvidenceGapOnly;
-        self.retries = RetryCounters::default();
-        self.plan = None;
-        self.planner_status = None;
-        self.executor_output = None;
-        self.executor_status = None;
-        self.gatekeeper_raw = None;
-        self.gatekeeper_status = None;
-        self.ceiling = None;
-        self.verified_executor_output = None;
-        self.verified_evidence.clear();
-        self.verifier_input = None;
-        self.verifier_status = None;
-        self.verifier_model_verdict = None;
-        self.effective_verdict = None;
-        self.verifier_result = None;
-        self.composer_input = None;
-        self.answer_grounding = None;
-        self.dropped_items = 0;
+        self.round = RoundState::default();
     }
 
     /// The executed node sequence, from the events.
@@ -168,10 +153,112 @@ impl DiagnosisState {
 
 impl GraphState<Status> for DiagnosisState {
     fn round(&self) -> u32 {
-        self.round
+        self.round_number
     }
 
     fn push_event(&mut self, event: Event<Status>) {
         self.events.push(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::VerifiedExecutorOutput;
+
+    /// A round with every field set to something other than its default. The literal names
+    /// every field (no `..Default::default()`), so a field added to `RoundState` does not
+    /// compile here until it is filled too.
+    fn filled_round() -> RoundState {
+        RoundState {
+            plan: Some(Plan {
+                mode: PlannerMode::Normal,
+                hypotheses: Vec::new(),
+                steps: Vec::new(),
+            }),
+            planner_status: Some(AgentStatus::Completed),
+            executor_output: Some(ExecutorOutput::default()),
+            executor_status: Some(ExecutorStatus::Completed),
+            gatekeeper_raw: Some(GatekeeperRaw::default()),
+            gatekeeper_status: Some(GateStatus::Pass),
+            ceiling: Some(Verdict::Pass),
+            verified_executor_output: Some(VerifiedExecutorOutput::default()),
+            verified_evidence: vec![VerifiedEvidence {
+                claim_id: "c1".into(),
+                source_invocation_id: "inv-1".into(),
+                tool_name: "query_metrics".into(),
+                raw_path: "/result/0".into(),
+                matched_text: "502".into(),
+            }],
+            verifier_input: Some("{}".into()),
+            verifier_status: Some(AgentStatus::Completed),
+            verifier_model_verdict: Some(Verdict::Pass),
+            effective_verdict: Some(Verdict::Pass),
+            verifier_result: Some(VerifierResult {
+                verdict: Verdict::Pass,
+                groundedness: 1.0,
+                claim_checks: Vec::new(),
+                facts: Vec::new(),
+                allowed_claims: Vec::new(),
+                missing_information: Vec::new(),
+                recommendations: Vec::new(),
+                rationale: String::new(),
+            }),
+            composer_input: Some("{}".into()),
+            answer_grounding: Some(AnswerGrounding::default()),
+            dropped_items: 1,
+            retries: RetryCounters {
+                planner: 1,
+                verifier: 1,
+                composer: 1,
+            },
+        }
+    }
+
+    #[test]
+    fn the_filled_round_sets_every_field() {
+        let filled = serde_json::to_value(filled_round()).unwrap();
+        let fresh = serde_json::to_value(RoundState::default()).unwrap();
+        let (filled, fresh) = (filled.as_object().unwrap(), fresh.as_object().unwrap());
+        assert_eq!(filled.len(), fresh.len());
+        for (key, value) in filled {
+            assert_ne!(Some(value), fresh.get(key), "{key} is left at its default");
+        }
+    }
+
+    #[test]
+    fn no_round_field_survives_begin_evidence_round() {
+        let mut state = DiagnosisState::new("why does checkout return 502?");
+        state.round = filled_round();
+        state.begin_evidence_round();
+        assert_eq!(state.round, RoundState::default());
+        assert_eq!(state.round_number, 2);
+        assert_eq!(state.planner_mode, PlannerMode::EvidenceGapOnly);
+    }
+
+    #[test]
+    fn run_fields_survive_begin_evidence_round() {
+        let mut state = DiagnosisState::new("why does checkout return 502?");
+        state.round = filled_round();
+        state.evidence_retry_count = 1;
+        state.degraded = true;
+        let before = state.clone();
+        state.begin_evidence_round();
+        let mut expected = before;
+        expected.round = RoundState::default();
+        expected.round_number = 2;
+        expected.planner_mode = PlannerMode::EvidenceGapOnly;
+        assert_eq!(state, expected);
+    }
+
+    #[test]
+    fn the_serialized_state_keeps_its_flat_shape() {
+        let value = serde_json::to_value(DiagnosisState::new("q")).unwrap();
+        assert_eq!(value["round"], 1);
+        assert!(
+            value.get("plan").is_some(),
+            "round fields are flattened: {value}"
+        );
+        assert!(value.get("retries").is_some());
     }
 }

@@ -76,18 +76,18 @@ const TERMINAL_FAILURES: [Status; 2] = [Status::NonRetryableFailed, Status::Unkn
 
 const PLANNER_RETRIES: Counter<DiagnosisState> = Counter {
     name: "planner_retries",
-    get: |s| s.retries.planner,
-    bump: |s| s.retries.planner += 1,
+    get: |s| s.round.retries.planner,
+    bump: |s| s.round.retries.planner += 1,
 };
 const VERIFIER_RETRIES: Counter<DiagnosisState> = Counter {
     name: "verifier_retries",
-    get: |s| s.retries.verifier,
-    bump: |s| s.retries.verifier += 1,
+    get: |s| s.round.retries.verifier,
+    bump: |s| s.round.retries.verifier += 1,
 };
 const COMPOSER_RETRIES: Counter<DiagnosisState> = Counter {
     name: "composer_retries",
-    get: |s| s.retries.composer,
-    bump: |s| s.retries.composer += 1,
+    get: |s| s.round.retries.composer,
+    bump: |s| s.round.retries.composer += 1,
 };
 const EVIDENCE_RETRY_COUNT: Counter<DiagnosisState> = Counter {
     name: "evidence_retry_count",
@@ -128,22 +128,26 @@ fn technical_retry(node: &'static str, counter: Counter<DiagnosisState>) -> Bran
 /// LOW_CONFID continues only with at least one accepted claim (all its bindings passed and
 /// its content bound, SPEC §2.9); a passed binding of a refused claim does not count.
 pub fn has_accepted_claim(s: &DiagnosisState) -> bool {
-    s.gatekeeper_raw
+    s.round
+        .gatekeeper_raw
         .as_ref()
         .is_some_and(|raw| !raw.accepted_claims().is_empty())
 }
 
 /// A completed Verifier whose effective verdict is REJECT, or missing (fail closed).
 pub fn effective_reject(s: &DiagnosisState) -> bool {
-    s.effective_verdict.is_none_or(|v| v == Verdict::Reject)
+    s.round
+        .effective_verdict
+        .is_none_or(|v| v == Verdict::Reject)
 }
 
 /// Effective LOW_CONFID under a PASS ceiling with at least one critical gap: the only case
 /// an evidence retry can fix. A ceiling-driven LOW_CONFID is not retried.
 pub fn wants_evidence_retry(s: &DiagnosisState) -> bool {
-    s.effective_verdict == Some(Verdict::LowConfid)
-        && s.ceiling == Some(Verdict::Pass)
-        && s.verifier_result
+    s.round.effective_verdict == Some(Verdict::LowConfid)
+        && s.round.ceiling == Some(Verdict::Pass)
+        && s.round
+            .verifier_result
             .as_ref()
             .is_some_and(|r| r.critical_gaps().next().is_some())
 }

@@ -237,17 +237,22 @@ impl VerifierInputError {
 /// Builds the Verifier input from the declared state fields only.
 pub fn build_verifier_input(state: &DiagnosisState) -> Result<VerifierInput, VerifierInputError> {
     let verified = state
+        .round
         .verified_executor_output
         .as_ref()
         .ok_or(VerifierInputError::MissingVerifiedOutput)?;
     let raw = state
+        .round
         .gatekeeper_raw
         .as_ref()
         .ok_or(VerifierInputError::MissingGatekeeperResult)?;
-    let ceiling = state.ceiling.ok_or(VerifierInputError::MissingCeiling)?;
-    let retry_context = if state.round >= 2 {
+    let ceiling = state
+        .round
+        .ceiling
+        .ok_or(VerifierInputError::MissingCeiling)?;
+    let retry_context = if state.round_number >= 2 {
         state.retry_context.as_ref().map(|r| VerifierRetryContext {
-            round: state.round,
+            round: state.round_number,
             critical_gaps: r.critical_gaps.clone(),
         })
     } else {
@@ -256,7 +261,7 @@ pub fn build_verifier_input(state: &DiagnosisState) -> Result<VerifierInput, Ver
     Ok(VerifierInput {
         diagnosis_context: state.context.clone(),
         verified_executor_output: verified.clone(),
-        verified_evidence: state.verified_evidence.clone(),
+        verified_evidence: state.round.verified_evidence.clone(),
         gatekeeper_audit: raw.audit,
         refused_claims: refused_claims_view(raw),
         ceiling,
@@ -269,11 +274,11 @@ pub fn build_verifier_input(state: &DiagnosisState) -> Result<VerifierInput, Ver
 /// stored text unchanged, so the retry sends byte-identical input even if other state moved.
 /// `begin_evidence_round` clears it.
 pub fn verifier_input_json(state: &mut DiagnosisState) -> Result<String, VerifierInputError> {
-    if let Some(stored) = &state.verifier_input {
+    if let Some(stored) = &state.round.verifier_input {
         return Ok(stored.clone());
     }
     let input = build_verifier_input(state)?;
     let text = serde_json::to_string(&input).map_err(|_| VerifierInputError::Serialize)?;
-    state.verifier_input = Some(text.clone());
+    state.round.verifier_input = Some(text.clone());
     Ok(text)
 }

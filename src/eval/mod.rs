@@ -30,18 +30,20 @@ pub const EVAL_JSON_SCHEMA: &str = "diag_eval_v1";
 /// verified quotes of the claims the Verifier allowed.
 pub fn facts_of(outcome: &AskOutcome) -> RunFacts {
     let state = &outcome.state;
-    let verifier_done = state.verifier_status == Some(AgentStatus::Completed);
+    let verifier_done = state.round.verifier_status == Some(AgentStatus::Completed);
     let allowed_claims = state
+        .round
         .verifier_result
         .as_ref()
         .filter(|_| verifier_done)
         .map(|r| r.allowed_claims.clone())
         .unwrap_or_default();
     RunFacts {
-        failed: outcome.status == RunStatus::Failed,
-        answer: outcome.answer.clone(),
+        failed: outcome.status() == RunStatus::Failed,
+        answer: outcome.answer().map(str::to_string),
         degraded: state.degraded,
         quotes: state
+            .round
             .verified_evidence
             .iter()
             .map(|e| VerifiedQuote {

@@ -91,7 +91,7 @@ impl RunSummary {
             finished_at: Some(finished_at),
             duration_ms: Some(duration_ms),
             degraded: state.degraded,
-            effective_verdict: state.effective_verdict,
+            effective_verdict: state.round.effective_verdict,
             fallback_kind: state.fallback_kind,
             self_evaluation: None,
         }
