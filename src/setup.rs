@@ -93,12 +93,13 @@ impl ToolRunner for RegistryTools {
 
     fn run<'a>(&'a self, name: &'a str, arguments: &'a serde_json::Value) -> ToolResultFuture<'a> {
         Box::pin(async move {
-            // The agent runtime counts the Executor's call budget in the model's order; the
-            // registry adds the per-call timeout, output cap and error handling.
+            // The agent runtime owns the Executor's call budget (it counts calls in the model's
+            // order and blocks those past it); the registry adds the catalog check, the
+            // per-call timeout, the output cap and error handling.
             let cx = ToolContext {
                 clock: self.clock.as_ref(),
             };
-            let outcome = self.registry.session().call(name, arguments, &cx).await;
+            let outcome = self.registry.call(name, arguments, &cx).await;
             ToolResult {
                 status: outcome.status,
                 output: outcome.output,
@@ -185,7 +186,6 @@ pub fn tool_limits(config: &Config) -> ToolLimits {
     ToolLimits {
         timeout: Duration::from_secs(config.limits.tool_timeout_secs),
         max_output_bytes: config.limits.max_output_bytes,
-        max_calls: config.limits.max_tool_calls,
     }
 }
 

@@ -949,7 +949,7 @@ async fn the_output_cap_and_the_limit_are_told_apart() {
             LogSearchLimits::default(),
         )))
         .unwrap();
-    let session = registry.session();
+    let session = &registry;
 
     // The limit lets 50 through of 300: more matched; the 50 do not fit the cap either.
     let o = session

@@ -310,7 +310,6 @@ async fn bad_promql_is_an_error_with_prometheus_message() {
     registry.register(std::sync::Arc::new(metrics)).unwrap();
     let cx = ToolContext { clock: &clock };
     let outcome = registry
-        .session()
         .call("query_metrics", &json!({"query": "rate("}), &cx)
         .await;
     assert_eq!(outcome.status, InvocationStatus::Error);

@@ -7,8 +7,8 @@ use std::time::Duration;
 use diag::clock::{FixedClock, SystemClock, Timestamp};
 use diag::protocol::InvocationStatus;
 use diag::tools::{
-    AdmittedCall, CurrentTime, LogSearchLimits, RegistryError, SearchLogs, Tool, ToolContext,
-    ToolError, ToolFuture, ToolLimits, ToolOutcome, ToolRegistry, ToolSpec,
+    CurrentTime, LogSearchLimits, RegistryError, SearchLogs, Tool, ToolContext, ToolError,
+    ToolFuture, ToolLimits, ToolOutcome, ToolRegistry, ToolSpec,
 };
 use serde_json::{json, Value};
 
@@ -88,17 +88,6 @@ fn fixed() -> FixedClock {
     FixedClock(Timestamp::parse_rfc3339("2026-11-30T14:02:03.456Z").unwrap())
 }
 
-async fn run_admitted(
-    admission: Result<AdmittedCall<'_>, ToolOutcome>,
-    args: Value,
-    cx: &ToolContext<'_>,
-) -> ToolOutcome {
-    match admission {
-        Ok(call) => call.run(&args, cx).await,
-        Err(blocked) => blocked,
-    }
-}
-
 fn error_text(o: &ToolOutcome) -> &str {
     o.output["error"].as_str().unwrap_or("")
 }
@@ -135,7 +124,7 @@ async fn ok_calls_return_the_output() {
     let r = registry(ToolLimits::default());
     let clock = fixed();
     let cx = ToolContext { clock: &clock };
-    let s = r.session();
+    let s = &r;
     let o = s.call("echo", &json!({"q": "hi"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Ok);
     assert_eq!(o.output, json!({"echo": {"q": "hi"}}));
@@ -147,90 +136,25 @@ async fn ok_calls_return_the_output() {
 }
 
 #[tokio::test]
-async fn unknown_tools_are_blocked_and_not_counted() {
-    let r = registry(ToolLimits {
-        max_calls: 1,
-        ..ToolLimits::default()
-    });
+async fn unknown_tools_are_blocked() {
+    let r = registry(ToolLimits::default());
     let clock = fixed();
     let cx = ToolContext { clock: &clock };
-    let s = r.session();
+    let s = &r;
     let o = s.call("rm_rf", &json!({}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Blocked);
     assert!(
         error_text(&o).starts_with("tool 'rm_rf' is not available; available tools: echo, fail")
     );
-    assert_eq!(s.calls_admitted(), 0);
     assert_eq!(
         s.call("echo", &json!({"q": "x"}), &cx).await.status,
         InvocationStatus::Ok
     );
 }
 
-#[tokio::test]
-async fn calls_past_the_budget_are_blocked() {
-    let r = registry(ToolLimits {
-        max_calls: 2,
-        ..ToolLimits::default()
-    });
-    let clock = fixed();
-    let cx = ToolContext { clock: &clock };
-    let s = r.session();
-    assert_eq!(
-        s.call("echo", &json!({"q": "1"}), &cx).await.status,
-        InvocationStatus::Ok
-    );
-    // A failing call still spends budget: it reached the tool.
-    assert_eq!(
-        s.call("fail", &json!({"q": "2"}), &cx).await.status,
-        InvocationStatus::Error
-    );
-    let o = s.call("echo", &json!({"q": "3"}), &cx).await;
-    assert_eq!(o.status, InvocationStatus::Blocked);
-    assert_eq!(
-        error_text(&o),
-        "tool call budget exhausted: at most 2 tool calls per Executor invocation"
-    );
-    assert_eq!(s.calls_admitted(), 2);
-    // Each Executor invocation gets its own budget.
-    let s2 = r.session();
-    assert_eq!(
-        s2.call("echo", &json!({"q": "4"}), &cx).await.status,
-        InvocationStatus::Ok
-    );
-}
-
-#[tokio::test]
-async fn concurrent_calls_are_admitted_in_the_models_order() {
-    let r = registry(ToolLimits {
-        max_calls: 2,
-        ..ToolLimits::default()
-    });
-    let clock = fixed();
-    let cx = ToolContext { clock: &clock };
-    let s = r.session();
-    // Admitted in the model's order, then run concurrently (listed in reverse to show the
-    // order of running does not matter).
-    let a = s.admit("echo");
-    let b = s.admit("echo");
-    let c = s.admit("echo");
-    let (oc, ob, oa) = tokio::join!(
-        run_admitted(c, json!({"q": "c"}), &cx),
-        run_admitted(b, json!({"q": "b"}), &cx),
-        run_admitted(a, json!({"q": "a"}), &cx),
-    );
-    let outcomes = [oa, ob, oc];
-    let statuses: Vec<InvocationStatus> = outcomes.iter().map(|o| o.status).collect();
-    assert_eq!(
-        statuses,
-        [
-            InvocationStatus::Ok,
-            InvocationStatus::Ok,
-            InvocationStatus::Blocked
-        ]
-    );
-    assert_eq!(outcomes[1].output, json!({"echo": {"q": "b"}}));
-}
+// The Executor's call budget is the agent runtime's, not the registry's: see
+// `calls_past_the_budget_are_recorded_blocked_and_unknown_tools_blocked` in
+// tests/agent_runtime.rs.
 
 #[tokio::test]
 async fn slow_tools_time_out_as_errors() {
@@ -240,7 +164,7 @@ async fn slow_tools_time_out_as_errors() {
     });
     let clock = SystemClock::new();
     let cx = ToolContext { clock: &clock };
-    let o = r.session().call("sleep", &json!({"q": "x"}), &cx).await;
+    let o = r.call("sleep", &json!({"q": "x"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Error);
     assert_eq!(error_text(&o), "timed out after 50 ms");
     assert!(
@@ -258,7 +182,7 @@ async fn large_outputs_are_capped_and_marked() {
     });
     let clock = fixed();
     let cx = ToolContext { clock: &clock };
-    let s = r.session();
+    let s = &r;
 
     let o = s.call("logs", &json!({"q": "x"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Ok);
@@ -290,7 +214,7 @@ async fn invalid_arguments_are_errors() {
     let r = registry(ToolLimits::default());
     let clock = fixed();
     let cx = ToolContext { clock: &clock };
-    let s = r.session();
+    let s = &r;
     for (args, want) in [
         (
             json!({}),
@@ -322,7 +246,6 @@ async fn invalid_arguments_are_errors() {
     )))
     .unwrap();
     let o = r
-        .session()
         .call("search_logs", &json!({"query": "x", "limit": "ten"}), &cx)
         .await;
     assert_eq!(o.status, InvocationStatus::Error);
@@ -334,7 +257,7 @@ async fn tool_errors_and_panics_become_error_outcomes() {
     let r = registry(ToolLimits::default());
     let clock = fixed();
     let cx = ToolContext { clock: &clock };
-    let s = r.session();
+    let s = &r;
     let o = s.call("fail", &json!({"q": "x"}), &cx).await;
     assert_eq!(o.status, InvocationStatus::Error);
     assert_eq!(

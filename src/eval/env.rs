@@ -316,10 +316,9 @@ pub struct CheckRun {
 pub async fn run_checks(scenario: &Scenario, registry: &ToolRegistry) -> Vec<CheckRun> {
     let clock = ScenarioClock::new(scenario.now);
     let cx = ToolContext { clock: &clock };
-    let session = registry.session();
     let mut out = Vec::new();
     for (index, c) in scenario.file.checks.iter().enumerate() {
-        let outcome = session.call(&c.tool, &c.arguments, &cx).await;
+        let outcome = registry.call(&c.tool, &c.arguments, &cx).await;
         let text = outcome.output.to_string().to_lowercase();
         out.push(CheckRun {
             index,
@@ -383,11 +382,7 @@ pub async fn untimed_lines(scenario: &Scenario, registry: &ToolRegistry) -> (u64
     let clock = ScenarioClock::new(scenario.now);
     let cx = ToolContext { clock: &clock };
     let args = json!({"query": ".", "regex": true, "since": "1970-01-01T00:00:00Z", "limit": 1});
-    let out = registry
-        .session()
-        .call("search_logs", &args, &cx)
-        .await
-        .output;
+    let out = registry.call("search_logs", &args, &cx).await.output;
     (
         out["matches_found"].as_u64().unwrap_or(0),
         out["untimed_lines"].as_u64().unwrap_or(u64::MAX),

@@ -23,9 +23,7 @@ pub mod search_runbooks;
 
 pub use current_time::CurrentTime;
 pub use query_metrics::{MetricsLimits, MetricsSetupError, QueryMetrics};
-pub use registry::{
-    AdmittedCall, RegistryError, ToolLimits, ToolOutcome, ToolRegistry, ToolSession,
-};
+pub use registry::{AdmittedCall, RegistryError, ToolLimits, ToolOutcome, ToolRegistry};
 pub use search_logs::{LogQuery, LogSearchLimits, LogSearchOutput, SearchLogs};
 pub use search_runbooks::{RunbookSearchLimits, RunbookSearchOutput, SearchRunbooks};
 

@@ -1,6 +1,8 @@
-//! The tool registry: the catalog the Executor may call, and the one place where SPEC §4's
-//! limits are enforced (catalog membership, call budget, per-call timeout, output size), so no
-//! tool has to remember them and no model can talk its way past them.
+//! The tool registry: the catalog the Executor may call, and the one place where the per-call
+//! limits of openspec/specs/tools/spec.md are enforced (catalog membership, per-call timeout,
+//! output size), so no tool has to remember them and no model can talk its way past them.
+//! The Executor's call budget is not here: the agent runtime (`agent/runtime.rs`) owns it,
+//! because only it sees one Executor invocation's calls in the model's order.
 //!
 //! A call always ends in a [`ToolOutcome`] (never a panic, never a Rust error), because every
 //! call, good or bad, is recorded as a ToolInvocation:
@@ -8,19 +10,11 @@
 //! | situation | status | output |
 //! | --- | --- | --- |
 //! | name not in the catalog | `blocked` | `{"error": "tool 'x' is not available; …"}` |
-//! | call past the session's budget | `blocked` | `{"error": "tool call budget exhausted: …"}` |
 //! | arguments not an object, or a required parameter missing | `error` | `{"error": "invalid arguments: …"}` |
 //! | the tool returned a [`ToolError`] | `error` | `{"error": "<its message>"}` (≤ 1000 chars) |
 //! | the tool ran past the timeout | `error` | `{"error": "timed out after N ms"}` |
 //! | the tool panicked | `error` | `{"error": "tool 'x' failed unexpectedly"}` |
 //! | success | `ok` | the tool's output, capped (below) |
-//!
-//! **Budget.** A [`ToolSession`] is opened per Executor invocation and counts the calls it
-//! admits. A call is admitted, and counted, when its name is in the catalog and budget is left;
-//! a blocked call does not count, a call that then fails (bad arguments, timeout) does. Calls
-//! requested together in one model turn should be admitted with [`ToolSession::admit`] in the
-//! model's order and then run concurrently, so which call is blocked does not depend on
-//! scheduling.
 //!
 //! **Output cap.** An output whose compact JSON serialization exceeds `max_output_bytes` is
 //! cut deterministically and says so. If it is an object with a `matches`, `hits` or `result`
@@ -37,7 +31,6 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -61,8 +54,6 @@ pub struct ToolLimits {
     pub timeout: Duration,
     /// Serialized (compact JSON) size of one output.
     pub max_output_bytes: usize,
-    /// Tool calls admitted per session (one Executor invocation).
-    pub max_calls: u32,
 }
 
 impl Default for ToolLimits {
@@ -70,7 +61,6 @@ impl Default for ToolLimits {
         ToolLimits {
             timeout: Duration::from_secs(30),
             max_output_bytes: 64 * 1024,
-            max_calls: 20,
         }
     }
 }
@@ -157,42 +147,16 @@ impl ToolRegistry {
         &self.limits
     }
 
-    /// A fresh call budget, for one Executor invocation.
-    pub fn session(&self) -> ToolSession<'_> {
-        ToolSession {
-            registry: self,
-            used: AtomicU32::new(0),
-        }
-    }
-
     fn find(&self, name: &str) -> Option<&Entry> {
         self.entries.iter().find(|e| e.spec.name == name)
     }
 }
 
-/// The calls of one Executor invocation, counted against `max_calls`. Shared by reference
-/// between concurrent calls.
-pub struct ToolSession<'r> {
-    registry: &'r ToolRegistry,
-    used: AtomicU32,
-}
-
-impl<'r> ToolSession<'r> {
-    /// Calls admitted so far.
-    pub fn calls_admitted(&self) -> u32 {
-        self.used.load(Ordering::SeqCst)
-    }
-
-    /// Checks a call against the catalog and the budget and, when it passes, counts it. The
-    /// `Err` is the blocked outcome to record.
-    pub fn admit(&self, name: &str) -> Result<AdmittedCall<'r>, ToolOutcome> {
-        let Some(entry) = self.registry.find(name) else {
-            let available: Vec<&str> = self
-                .registry
-                .entries
-                .iter()
-                .map(|e| e.spec.name.as_str())
-                .collect();
+impl ToolRegistry {
+    /// Checks a call against the catalog. The `Err` is the blocked outcome to record.
+    pub fn admit(&self, name: &str) -> Result<AdmittedCall<'_>, ToolOutcome> {
+        let Some(entry) = self.find(name) else {
+            let available: Vec<&str> = self.entries.iter().map(|e| e.spec.name.as_str()).collect();
             return Err(ToolOutcome::blocked(format!(
                 "tool '{}' is not available; available tools: {}",
                 bounded(name, 64),
@@ -203,20 +167,9 @@ impl<'r> ToolSession<'r> {
                 }
             )));
         };
-        let max = self.registry.limits.max_calls;
-        let admitted = self
-            .used
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then(|| n + 1)
-            });
-        if admitted.is_err() {
-            return Err(ToolOutcome::blocked(format!(
-                "tool call budget exhausted: at most {max} tool calls per Executor invocation"
-            )));
-        }
         Ok(AdmittedCall {
             entry,
-            limits: &self.registry.limits,
+            limits: &self.limits,
         })
     }
 
@@ -229,7 +182,7 @@ impl<'r> ToolSession<'r> {
     }
 }
 
-/// A call that passed the catalog and budget checks and may now run.
+/// A call that passed the catalog check and may now run.
 pub struct AdmittedCall<'r> {
     entry: &'r Entry,
     limits: &'r ToolLimits,
