@@ -4,6 +4,9 @@
 //!
 //! The library holds everything; the `diag` binary only hands its arguments to [`cli::main`].
 
+// No `unwrap`/`expect` outside tests: a failure is a value (Cargo.toml's [lints] says why this is
+// an attribute and not a table entry).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod agent;
 pub mod ask;
 pub mod cli;

@@ -20,6 +20,10 @@
 //! `diag-bench logs [--dir DIR] [--size-mib N] [--runs N] [--write docs/BENCHMARKS.md]` times
 //! `search_logs` against ripgrep on a generated log (see `diag_bench/logs.rs`).
 
+// No `unwrap`/`expect` outside tests: a failure is a value (Cargo.toml's [lints] says why this is
+// an attribute and not a table entry).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -232,7 +236,7 @@ fn bench_graph(
     Ok(figures)
 }
 
-/// One run persisted the way the ask service does it (SPEC §3).
+/// One run persisted the way the ask service does it (openspec/specs/ask-service/spec.md).
 async fn stored_run(
     graph: &diag::diagnosis::DiagnosisGraph,
     store: &Store,
