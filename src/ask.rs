@@ -1,4 +1,4 @@
-//! The ask service (SPEC §3): one question → one stored run. It creates the run, invokes the
+//! The ask service (openspec/specs/ask-service/spec.md): one question → one stored run. It creates the run, invokes the
 //! compiled graph once with the run's `RunConfig`, writes the trace as it happens, maps the
 //! final state to a truthful run record (SUCCESS with an answer, or FAILED), and evaluates
 //! successful runs. It never talks to the user; the CLI renders what it returns.

@@ -48,7 +48,7 @@ pub struct AgentRequest {
     /// The node's declared input as canonical JSON; a technical retry sends the same bytes.
     pub input: String,
     /// Queries the previous round completed (tool and canonical arguments), for the round-2
-    /// Executor: a call that repeats one is blocked (SPEC §2.6). Empty otherwise.
+    /// Executor: a call that repeats one is blocked (openspec/specs/diagnosis-graph/spec.md). Empty otherwise.
     pub completed_queries: Vec<crate::protocol::QueryRef>,
     /// The JSON Schema of the contract the node will parse the reply with, for servers that
     /// constrain decoding (`response_format`).
@@ -62,7 +62,7 @@ pub struct AgentReply {
     pub content: String,
 }
 
-/// Why an agent attempt produced no reply, classified as SPEC §1.4 requires.
+/// Why an agent attempt produced no reply, classified as openspec/specs/model-endpoint/spec.md requires.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum InvokeError {
     /// Timeouts, connection errors, HTTP 408/409/429/5xx, truncated responses.
@@ -123,7 +123,7 @@ impl InvokeError {
         }
     }
 
-    /// Whether the technical retry may help (SPEC §1.4): transient failures only.
+    /// Whether the technical retry may help (openspec/specs/model-endpoint/spec.md): transient failures only.
     pub fn is_transient(&self) -> bool {
         matches!(self, InvokeError::Transient(_))
     }

@@ -91,7 +91,7 @@ mod tests {
             assert_eq!(a.prompt_id, role.as_str());
         }
         // The content-grounding rules the deterministic checks enforce are stated to the
-        // agents that must follow them (SPEC §2.9).
+        // agents that must follow them (openspec/specs/verified-evidence/spec.md).
         let composer = prompt(AgentRole::Composer).text;
         for rule in ["`[c1]`", "exactly", "is refused", "cite at least one"] {
             assert!(composer.contains(rule), "the composer prompt says {rule}");

@@ -489,7 +489,7 @@ impl ModelAgents {
             let recorded_before = self.log.invocations(config.run_id());
             let base = recorded_before.len();
             // A call that repeats one already made (in this invocation, or a completed query
-            // of the previous round, SPEC §2.6) is not run and spends no budget; neither is a
+            // of the previous round, openspec/specs/diagnosis-graph/spec.md) is not run and spends no budget; neither is a
             // call past the budget.
             let planned: Vec<(String, Option<Refusal>)> = response
                 .tool_calls
@@ -586,7 +586,7 @@ impl ModelAgents {
                         duration_ms,
                     },
                 );
-                // SPEC §4: each result is recorded before the model sees it. One that could
+                // openspec/specs/tools/spec.md: each result is recorded before the model sees it. One that could
                 // not be kept is never shown: the Executor stops here and fails.
                 if let Err(why) = recorded {
                     return Err(InvokeError::Permanent(format!(
@@ -614,7 +614,7 @@ impl ModelAgents {
                 )));
             }
         }
-        // SPEC §4: an Executor that ends blocked is TOOL_BLOCKED; one whose last calls ran
+        // openspec/specs/tools/spec.md: an Executor that ends blocked is TOOL_BLOCKED; one whose last calls ran
         // but that never answered simply failed.
         Err(if last_blocked {
             InvokeError::ToolBlocked(format!(

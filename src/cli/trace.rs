@@ -105,7 +105,7 @@ fn load(store: &Store, run_id: &str) -> Result<Stored, CommandError> {
     let events = store.events(&run.run_id).map_err(store_error)?;
     let invocations = store.invocations(&run.run_id).map_err(store_error)?;
     let evaluation = store.evaluation(&run.run_id).map_err(store_error)?;
-    // The Gatekeeper's raw result is kept in the self-evaluation (SPEC §2.3); a run stored
+    // The Gatekeeper's raw result is kept in the self-evaluation (openspec/specs/verified-evidence/spec.md); a run stored
     // before it was, or without one, shows no claims.
     let self_eval = |pointer: &str| {
         run.self_evaluation

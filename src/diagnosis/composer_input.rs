@@ -1,8 +1,8 @@
-//! Composer input (SPEC §2.7): the effective verdict and the Verifier-allowed claims with the
+//! Composer input (openspec/specs/verified-evidence/spec.md): the effective verdict and the Verifier-allowed claims with the
 //! text the Gatekeeper cut for them, the missing information and the recommendations —
 //! nothing else. The post-verification Fallback renders the same material.
 //!
-//! Content grounding (SPEC §2.9): an answer may hold a salient token (number, time, date,
+//! Content grounding (openspec/specs/verified-evidence/spec.md): an answer may hold a salient token (number, time, date,
 //! identifier, `#` reference, back-quoted span) only if it occurs in the *answer context*:
 //! the operator's question, the allowed claims' text and matched text, and the evidence
 //! context of their verified evidence among the run's own invocations. The Verifier's free

@@ -1,5 +1,5 @@
 //! What a finished run says about itself, built from graph state and the run's own records
-//! only: the `self_evaluation.verifier_evaluation` of SPEC §3 step 5, and the deterministic
+//! only: the `self_evaluation.verifier_evaluation` of openspec/specs/ask-service/spec.md step 5, and the deterministic
 //! metrics of the evaluation step. Neither ever holds raw Executor text or the tool trace.
 
 use serde::{Deserialize, Serialize};
@@ -66,7 +66,7 @@ pub struct ComposerAudit {
     /// Characters of the Composer's rendered answer when it is the run's answer; 0 when the
     /// Composer did not complete or a Fallback answered instead.
     pub answer_chars: usize,
-    /// Salient tokens of the Composer's last checked answer (SPEC §2.9); 0 when no answer
+    /// Salient tokens of the Composer's last checked answer (openspec/specs/verified-evidence/spec.md); 0 when no answer
     /// reached the token check.
     #[serde(default)]
     pub answer_tokens_checked: u32,
@@ -88,7 +88,7 @@ pub struct VerifierEvaluation {
     pub executor_status: Option<ExecutorStatus>,
     pub gatekeeper_status: Option<GateStatus>,
     pub gatekeeper_audit: Option<Audit>,
-    /// The Gatekeeper's raw result of the last round (SPEC §2.3: kept beside the normalized
+    /// The Gatekeeper's raw result of the last round (openspec/specs/verified-evidence/spec.md: kept beside the normalized
     /// status): result, severity and every checked binding with its failure reason.
     pub gatekeeper_raw: Option<GatekeeperRaw>,
     pub ceiling: Option<Verdict>,
@@ -107,7 +107,7 @@ pub struct VerifierEvaluation {
     pub prompt_audit: Vec<PromptAuditEntry>,
     pub composer_audit: ComposerAudit,
     /// Verifier free-text items (missing information, recommendations) dropped from the
-    /// answer's material because they hold an unbound salient token (SPEC §2.9).
+    /// answer's material because they hold an unbound salient token (openspec/specs/verified-evidence/spec.md).
     #[serde(default)]
     pub dropped_items: u32,
     pub degraded: bool,
@@ -227,7 +227,7 @@ pub struct Evaluation {
     pub completion_tokens: u64,
     pub node_executions: usize,
     pub latency_ms: u64,
-    /// What content grounding (SPEC §2.9) examined and refused in this run; zero for an
+    /// What content grounding (openspec/specs/verified-evidence/spec.md) examined and refused in this run; zero for an
     /// evaluation stored before it existed.
     #[serde(default)]
     pub grounding: GroundingFigures,

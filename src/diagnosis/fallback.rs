@@ -1,4 +1,4 @@
-//! Fallback templates (SPEC §2.8): deterministic answers written without a model.
+//! Fallback templates (openspec/specs/diagnosis-graph/spec.md): deterministic answers written without a model.
 //!
 //! The pre-verification template is built from bounded codes and tool names only, so it has
 //! no way to carry an Executor claim, a hypothesis or tool output even if a caller hands it

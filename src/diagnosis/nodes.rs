@@ -497,7 +497,7 @@ impl Node<DiagnosisState, Status> for ComposerNode {
 }
 
 impl ComposerNode {
-    /// The content rules of an answer as the operator would see it (SPEC §2.9): its citations,
+    /// The content rules of an answer as the operator would see it (openspec/specs/verified-evidence/spec.md): its citations,
     /// then its salient tokens against the question and the allowed claims with their
     /// evidence. A violation is INVALID_OUTPUT, and the answer is not kept.
     fn check_answer(

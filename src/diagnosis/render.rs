@@ -1,4 +1,4 @@
-//! Safe rendering of an answer for a terminal (SPEC §2.7): model-written text must not be
+//! Safe rendering of an answer for a terminal (openspec/specs/verified-evidence/spec.md): model-written text must not be
 //! able to move the cursor, rewrite the title, hide text, open hyperlinks or reorder what
 //! the operator reads, and it must stay bounded in size.
 

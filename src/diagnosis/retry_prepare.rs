@@ -1,4 +1,4 @@
-//! Retry Prepare (SPEC §2.6): the bounded context of the single evidence retry — the prior
+//! Retry Prepare (openspec/specs/diagnosis-graph/spec.md): the bounded context of the single evidence retry — the prior
 //! verified material, the critical gaps only, the queries already completed, and the fixed
 //! constraints. Planner mode, round and counters change on the graph edge, not here.
 

@@ -1,4 +1,4 @@
-//! The typed state of one diagnosis run: the fields each node reads and writes (SPEC §1.1),
+//! The typed state of one diagnosis run: the fields each node reads and writes (openspec/specs/diagnosis-graph/spec.md),
 //! the per-stage retry counters, and the orchestration events.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! The diagnosis topology of SPEC §1.2, written once as data: which outcomes each node may
+//! The diagnosis topology of openspec/specs/diagnosis-graph/spec.md, written once as data: which outcomes each node may
 //! return, where each leads, which counter bounds each cycle, and which effect each edge has.
 //! The routing table lives here and nowhere else; `diag graph` draws it from the compiled form.
 
@@ -126,7 +126,7 @@ fn technical_retry(node: &'static str, counter: Counter<DiagnosisState>) -> Bran
 }
 
 /// LOW_CONFID continues only with at least one accepted claim (all its bindings passed and
-/// its content bound, SPEC §2.9); a passed binding of a refused claim does not count.
+/// its content bound, openspec/specs/verified-evidence/spec.md); a passed binding of a refused claim does not count.
 pub fn has_accepted_claim(s: &DiagnosisState) -> bool {
     s.round
         .gatekeeper_raw
@@ -159,7 +159,7 @@ pub fn has_answer(s: &DiagnosisState) -> bool {
         .is_some_and(|a| !a.trim().is_empty())
 }
 
-/// The routing table of SPEC §1.2 over the given node implementations.
+/// The routing table of openspec/specs/diagnosis-graph/spec.md over the given node implementations.
 pub fn builder(nodes: DiagnosisNodes) -> GraphBuilder<DiagnosisState, Status> {
     use NodeKind::{Agent, Deterministic};
     let mut g = GraphBuilder::new(PLANNER);

@@ -1,4 +1,4 @@
-//! Verified Input (SPEC §2.4): the projection of the Executor output onto what the Gatekeeper
+//! Verified Input (openspec/specs/verified-evidence/spec.md): the projection of the Executor output onto what the Gatekeeper
 //! proved, and the Verifier's input built from that projection alone.
 //!
 //! The projection is the wall between the Executor and the Verifier: everything past it is
@@ -50,7 +50,7 @@ impl ProjectionError {
     }
 }
 
-/// Projects `output` onto the claims `raw` accepted (SPEC §2.4 as amended by §2.9). A claim
+/// Projects `output` onto the claims `raw` accepted (openspec/specs/verified-evidence/spec.md). A claim
 /// survives when the raw result accepts it (every checked binding of it passed, none refused
 /// it) and at least one passed checked binding carries its `claim_id` and the
 /// (source_invocation_id, tool_name, raw_path) of one of its own bindings; each such binding
@@ -154,7 +154,7 @@ pub struct VerifierRetryContext {
 }
 
 /// A claim the Gatekeeper refused, as the Verifier sees it: codes only, never model text
-/// (SPEC §2.9). The claim id passed the Executor contract's strict format; the refusal is
+/// (openspec/specs/verified-evidence/spec.md). The claim id passed the Executor contract's strict format; the refusal is
 /// its code, the failure codes of its failed bindings, and for an unbound token only the
 /// token's kind: the token itself is model text that no evidence holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

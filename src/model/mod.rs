@@ -250,7 +250,7 @@ pub struct ChatResponse {
     pub structured_output: Option<StructuredOutput>,
 }
 
-/// Whether a failed call may succeed if tried again (SPEC §1.4), and the one permanent
+/// Whether a failed call may succeed if tried again (openspec/specs/model-endpoint/spec.md), and the one permanent
 /// failure with its own remedy: a request larger than the model's context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -324,7 +324,7 @@ impl ModelError {
         Self::of_class(ErrorClass::ContextOverflow, message.into())
     }
 
-    /// SPEC §1.4: 408, 409, 429 and 5xx are transient; 400, 401, 403, 404, 422 and anything
+    /// openspec/specs/model-endpoint/spec.md: 408, 409, 429 and 5xx are transient; 400, 401, 403, 404, 422 and anything
     /// unrecognised are permanent.
     pub fn from_status(status: u16, message: impl Into<String>) -> Self {
         let class = match status {

@@ -7,7 +7,7 @@
 //!   only into the `Authorization: Bearer` header (marked sensitive), and never appears in
 //!   `Debug` output, error messages or the request body. Error excerpts from the server are
 //!   redacted (the key itself, `Bearer …`, `sk-…` tokens) and cut at 200 characters.
-//! - **Classification** (SPEC §1.4). HTTP 408/409/429/5xx, timeouts, connection errors (refused,
+//! - **Classification** (openspec/specs/model-endpoint/spec.md). HTTP 408/409/429/5xx, timeouts, connection errors (refused,
 //!   reset, dropped mid-body) and truncated or non-JSON answers are transient; every other
 //!   status is permanent. A 429 or 503 carries the server's `Retry-After` in
 //!   [`ModelError::retry_after`].

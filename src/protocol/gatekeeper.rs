@@ -39,7 +39,7 @@ impl GateStatus {
 /// The raw result as `validate_run` produced it. `result` and `severity` are kept as text so
 /// that a missing or unknown value is representable and can be normalized to REJECT.
 ///
-/// `refused_claims` and `grounding` were added with content grounding (SPEC §2.9); a raw
+/// `refused_claims` and `grounding` were added with content grounding (openspec/specs/verified-evidence/spec.md); a raw
 /// result stored before them reads with both empty.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct GatekeeperRaw {
@@ -90,7 +90,7 @@ pub fn binding_trusted(b: &CheckedBinding) -> bool {
     b.passed && b.failure.is_none() && b.matched_text.as_deref().is_some_and(|t| !t.is_empty())
 }
 
-/// Why a claim was refused as a whole (SPEC §2.9).
+/// Why a claim was refused as a whole (openspec/specs/verified-evidence/spec.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimRefusal {
@@ -186,7 +186,7 @@ pub fn normalize(raw: Option<&GatekeeperRaw>) -> GateStatus {
     }
 }
 
-/// A `pass` is believed only when its own bindings and audit say the same (SPEC §2.3: every
+/// A `pass` is believed only when its own bindings and audit say the same (openspec/specs/verified-evidence/spec.md: every
 /// claim has a passed binding and none failed): at least one binding, all passed, none
 /// failed or unbound in the audit, and the audit's passed count is the bindings'.
 ///
@@ -257,7 +257,7 @@ pub enum BindingFailure {
     QuoteNotFound,
 }
 
-/// The shortest quote accepted when it is not the whole target string (SPEC §2.9).
+/// The shortest quote accepted when it is not the whole target string (openspec/specs/verified-evidence/spec.md).
 pub const MIN_QUOTE_CHARS: usize = 12;
 
 impl BindingFailure {
@@ -302,7 +302,7 @@ impl std::fmt::Display for BindingFailure {
 }
 
 /// Checks every binding of `output` against the invocations recorded for `run_id`, then
-/// every claim as a whole (SPEC §2.3 as amended by §2.9), and applies the policy by
+/// every claim as a whole (openspec/specs/verified-evidence/spec.md), and applies the policy by
 /// *accepted* claims:
 ///
 /// - a claim is accepted when it has bindings, all of them pass, and every salient token of

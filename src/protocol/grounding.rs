@@ -1,4 +1,4 @@
-//! Content grounding (SPEC §2.9): the *salient tokens* of a text (numbers, times, dates,
+//! Content grounding (openspec/specs/verified-evidence/spec.md): the *salient tokens* of a text (numbers, times, dates,
 //! identifiers, `#` references, back-quoted spans) and the *evidence context* they must occur
 //! in. The Gatekeeper checks every claim's text against the context of its bindings; the
 //! Composer check and the Verifier free-text filter check answers against the context of the
@@ -50,7 +50,7 @@ use super::invocation::ToolInvocation;
 use super::json_pointer;
 use super::verified::VerifiedEvidence;
 
-/// What kind of salient token (SPEC §2.9).
+/// What kind of salient token (openspec/specs/verified-evidence/spec.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenKind {

@@ -1,4 +1,4 @@
-//! The one parser per agent output contract (SPEC §2), shared by every caller: model text in,
+//! The one parser per agent output contract (openspec/specs/verified-evidence/spec.md), shared by every caller: model text in,
 //! a typed contract value or a typed [`ContractViolation`] out. A violation is INVALID_OUTPUT;
 //! nothing is ever repaired, guessed or defaulted into a verdict.
 //!
@@ -145,7 +145,7 @@ pub enum ContractViolation {
     InvalidName { field: String, found: String },
 }
 
-/// The longest claim id (SPEC §2.9: model-written identifiers have strict formats).
+/// The longest claim id (openspec/specs/verified-evidence/spec.md: model-written identifiers have strict formats).
 pub const MAX_CLAIM_ID_CHARS: usize = 32;
 /// The longest `raw_path`, in bytes.
 pub const MAX_POINTER_BYTES: usize = 512;
@@ -440,7 +440,7 @@ pub fn parse_plan(
 /// non-blank `id`, non-blank `text` and a string `status`; `no_evidence` entries need non-blank
 /// `query_ref` and `reason`; limitations are non-blank strings. A document with no claims, no
 /// no_evidence entries and no limitations is [`ContractViolation::EmptyResult`].
-/// What a well-formed Executor result must also agree with (SPEC §2.2): in an evidence-retry
+/// What a well-formed Executor result must also agree with (openspec/specs/verified-evidence/spec.md): in an evidence-retry
 /// round its complete snapshot keeps every claim the prior round verified (`prior`), and a
 /// `no_evidence` entry's `query_ref` names a tool call this run really made
 /// (`invocation_ids`, the run's own). A broken reference is INVALID_OUTPUT like any other.
@@ -667,7 +667,7 @@ pub fn parse_verifier(text: &str, verified_claim_ids: &[String]) -> Result<Verif
     })
 }
 
-/// The Verifier agrees with itself (SPEC §2.9): every allowed claim is one its own
+/// The Verifier agrees with itself (openspec/specs/verified-evidence/spec.md): every allowed claim is one its own
 /// `claim_checks` mark `supported: true` (a claim without a check is not supported), no fact
 /// of its own with verification `contradicted` names an allowed claim, and a PASS verdict
 /// allows at least one claim. The first violation in `allowed_claims` order is reported.
@@ -730,7 +730,7 @@ pub fn parse_composer(text: &str, allowed_claims: &[String]) -> Result<ComposerA
     })
 }
 
-/// The citation rules of an answer (SPEC §2.9), over the answer as rendered: every inline
+/// The citation rules of an answer (openspec/specs/verified-evidence/spec.md), over the answer as rendered: every inline
 /// citation marker ([`composer::citation_markers`]) names an allowed claim, the set of ids the
 /// markers name equals `cited_claims`, and when any claim is allowed the answer cites at
 /// least one.
@@ -771,7 +771,7 @@ pub fn check_answer_citations(
     Ok(())
 }
 
-/// The token rule of an answer (SPEC §2.9), over the answer as rendered: every salient token
+/// The token rule of an answer (openspec/specs/verified-evidence/spec.md), over the answer as rendered: every salient token
 /// ([`salient_tokens`](super::grounding::salient_tokens); citation markers and Markdown are
 /// not tokens) occurs in `context`, the question and the allowed claims with their evidence.
 /// Returns what was checked beside the verdict, so a refused answer's figures are kept too;

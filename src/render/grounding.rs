@@ -1,6 +1,6 @@
 //! What content grounding decided, as a reader checks it: each claim of the last evidence
 //! round with its bindings, the tool output each points at with the quoted span marked, the
-//! refusal code of a refused claim, and the run's grounding figures (SPEC §2.9). Built from
+//! refusal code of a refused claim, and the run's grounding figures (openspec/specs/verified-evidence/spec.md). Built from
 //! stored records only (the Gatekeeper's raw result, the verified claims, the invocations and
 //! the evaluation's figures), so `diag trace` shows it for any stored run; a pure projection
 //! shared by the text and the `--json` output.

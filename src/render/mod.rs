@@ -206,7 +206,7 @@ pub fn refused_bindings(raw: Option<&GatekeeperRaw>) -> String {
         return String::new();
     };
     let refused: Vec<_> = raw.checked_bindings.iter().filter(|b| !b.passed).collect();
-    // Claims refused although every binding passed: for what they say (SPEC §2.9).
+    // Claims refused although every binding passed: for what they say (openspec/specs/verified-evidence/spec.md).
     let for_content: Vec<_> = raw
         .refused_claims
         .iter()

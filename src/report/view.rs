@@ -46,7 +46,7 @@ struct VerifierEvaluation {
     verified_executor_output: Option<VerifiedOutput>,
     verified_evidence: Vec<VerifiedEvidence>,
     composer_audit: Option<Value>,
-    /// The Verifier's free-text items the answer grounding rule dropped (SPEC §2.9).
+    /// The Verifier's free-text items the answer grounding rule dropped (openspec/specs/verified-evidence/spec.md).
     dropped_items: Option<Value>,
     fallback_kind: Option<String>,
     fallback_context: Option<FallbackContext>,
@@ -59,7 +59,7 @@ struct GatekeeperRaw {
     severity: Option<String>,
     checked_bindings: Vec<CheckedBinding>,
     audit: BTreeMap<String, Value>,
-    /// Claims refused as a whole, with their code (content grounding, SPEC §2.9); empty in
+    /// Claims refused as a whole, with their code (content grounding, openspec/specs/verified-evidence/spec.md); empty in
     /// runs stored before it.
     refused_claims: Vec<RefusedClaim>,
     /// The grounding figures (claims bound and refused, salient tokens checked and unbound).

@@ -16,7 +16,7 @@
 //! Those traits return nothing, because a progress display or an in-memory log cannot fail.
 //! A store can, so the recorder keeps the first write error (and counts the rest) for the
 //! caller, which asks [`RunRecorder::take_error`] before it finishes the run: a run whose
-//! trace could not be stored completely must not be reported as a clean SUCCESS (SPEC §3).
+//! trace could not be stored completely must not be reported as a clean SUCCESS (openspec/specs/ask-service/spec.md).
 
 use std::fmt::Display;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -138,7 +138,7 @@ impl<O: Display> Observer<O> for RunRecorder {
     }
 }
 
-/// Steps and exchanges go to the run named by the config every hook receives (SPEC §3: the
+/// Steps and exchanges go to the run named by the config every hook receives (openspec/specs/ask-service/spec.md: the
 /// config is how run ownership travels).
 impl RunHooks for RunRecorder {
     fn agent_step(&self, config: &RunConfig, step: &AgentStepRecord) {

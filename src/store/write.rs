@@ -97,7 +97,7 @@ UPDATE diagnosis_run SET
             WHERE run_id = ?1)
 WHERE run_id = ?1 AND status = 'RUNNING'";
 
-/// A SUCCESS needs a non-blank answer: a blank answer is a failed run (SPEC §3), so the store
+/// A SUCCESS needs a non-blank answer: a blank answer is a failed run (openspec/specs/ask-service/spec.md), so the store
 /// refuses to call it a success.
 fn require_answer(run_id: &str, summary: &RunSummary) -> Result<(), StoreError> {
     if summary
@@ -523,7 +523,7 @@ impl Store {
     }
 
     /// Finishes a RUNNING run as SUCCESS. The answer must be non-blank: a blank answer is a
-    /// failed run (SPEC §3), so the store refuses to call it a success.
+    /// failed run (openspec/specs/ask-service/spec.md), so the store refuses to call it a success.
     pub fn finish_success(&self, run_id: &str, summary: RunSummary) -> Result<(), StoreError> {
         require_answer(run_id, &summary)?;
         self.finish(run_id, RunStatus::Success, None, summary)
@@ -559,7 +559,7 @@ impl Store {
     ///
     /// A SUCCESS is all or nothing for the trace: a refused row leaves the run RUNNING and
     /// returns [`FinishError::Trace`], since a run whose trace is incomplete is not a clean
-    /// success (SPEC §3). A FAILED run stores the rows the store accepts (the run already says
+    /// success (openspec/specs/ask-service/spec.md). A FAILED run stores the rows the store accepts (the run already says
     /// it failed; a refused row is not invented). The evaluation runs under a savepoint: a
     /// refused evaluation is reported beside a SUCCESS that stands.
     fn finish_with(
@@ -653,7 +653,7 @@ impl Store {
     }
 
     /// Stores (or replaces) the evaluation of a SUCCESS run; a run that is RUNNING or
-    /// FAILED is not evaluated (SPEC §3).
+    /// FAILED is not evaluated (openspec/specs/ask-service/spec.md).
     pub fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), StoreError> {
         let metrics = canonical_json(metrics);
         let created_at = self.now().to_string();

@@ -2,7 +2,7 @@
 //! the log of recorded invocations the Gatekeeper checks claims against.
 //!
 //! The built-in tools live beside the ports: [`search_logs`], [`query_metrics`],
-//! [`search_runbooks`] and [`current_time`]. [`registry`] holds them and enforces SPEC §4's
+//! [`search_runbooks`] and [`current_time`]. [`registry`] holds them and enforces openspec/specs/tools/spec.md's
 //! limits (catalog, call budget, timeout, output cap) for every tool alike.
 
 use std::sync::Mutex;
@@ -39,7 +39,7 @@ pub struct ToolSpec {
 /// run: an invocation of another run, even of the same session, is never returned.
 pub trait InvocationLog: Send + Sync {
     /// Records an invocation before the model sees its result. `config` is the RunConfig of
-    /// the run that made the call, as the graph handed it to the agent (SPEC §3: it reaches
+    /// the run that made the call, as the graph handed it to the agent (openspec/specs/ask-service/spec.md: it reaches
     /// the tool recorders unchanged); the invocation carries its run and session ids too.
     /// `Err` (with the reason) when it could not be kept: the caller must then not show the
     /// result to the model, whose evidence would otherwise rest on an unrecorded output.

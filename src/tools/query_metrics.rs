@@ -2,7 +2,7 @@
 //! `/api/v1/query_range`), returning the API's `data` object with one addition: every sample
 //! carries its time as an RFC 3339 UTC string as a third element (`[1796047500, "120",
 //! "2026-11-30T14:05:00Z"]`), so a claim about "14:05" can be bound to and checked against
-//! the sample it speaks of (SPEC §2.9).
+//! the sample it speaks of (openspec/specs/verified-evidence/spec.md).
 //!
 //! Decisions:
 //! - An instant query without `time` is evaluated at the run clock's "now", not the server's,

@@ -47,7 +47,7 @@ const MAX_ERROR_CHARS: usize = 1000;
 /// Array keys whose trailing items may be dropped to fit the output cap, in order of priority.
 const LIST_KEYS: [&str; 3] = ["matches", "hits", "result"];
 
-/// The limits of SPEC §4.
+/// The limits of openspec/specs/tools/spec.md.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolLimits {
     /// Per call.
