@@ -13,7 +13,7 @@ use crate::agent::AgentRole;
 use crate::model::StructuredOutputSetting;
 
 /// The environment variable naming a configuration file.
-pub const ENV_CONFIG: &str = "DIAG_CONFIG";
+pub const ENV_CONFIG: &str = crate::env_vars::EnvVars::DIAG_CONFIG;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -623,10 +623,13 @@ impl Config {
         if let Some(p) = std::env::var_os(ENV_CONFIG).filter(|v| !v.is_empty()) {
             return Some(PathBuf::from(p));
         }
-        let dir = std::env::var_os("XDG_CONFIG_HOME")
+        let dir = std::env::var_os(crate::env_vars::EnvVars::XDG_CONFIG_HOME)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+            .or_else(|| {
+                std::env::var_os(crate::env_vars::EnvVars::HOME)
+                    .map(|h| PathBuf::from(h).join(".config"))
+            })?;
         let p = dir.join("diag").join("config.toml");
         p.is_file().then_some(p)
     }
@@ -653,7 +656,7 @@ fn missing_source(path: &str) -> Option<String> {
 }
 
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    crate::text::collapse_whitespace(text)
 }
 
 /// A configuration file's text and its name for errors.

@@ -32,7 +32,7 @@ fn time_ordered_hex() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX) & 0xffff_ffff_ffff;
+    let ms = crate::clock::millis(now) & 0xffff_ffff_ffff;
     let mut bytes = [0u8; 4];
     if getrandom::fill(&mut bytes).is_err() {
         // The OS generator is unavailable only on exotic platforms; fall back to the clock's

@@ -1735,7 +1735,7 @@ async fn record_returns_every_exchange_in_order_matching_the_store() {
         assert_eq!(m.request_sha256.as_deref(), Some(s.request_sha256.as_str()));
         assert_eq!(
             m.request_sha256.as_deref(),
-            Some(diag::store::request_sha256(&x.request).unwrap().as_str())
+            Some(diag::hash::request_sha256(&x.request).unwrap().as_str())
         );
         let response = x.outcome.as_ref().expect("every call answered");
         assert_eq!(

@@ -10,10 +10,11 @@ use diag::agent::runtime::{RunHooks, StepStatus};
 use diag::agent::AgentRole;
 use diag::diagnosis::{FallbackKind, Status};
 use diag::graph::{NodeKind, Observer, RunConfig};
+use diag::hash::request_sha256;
 use diag::protocol::Verdict;
 use diag::store::{
-    request_sha256, FinishError, RunFilter, RunRecorder, RunStatus, RunSummary, Store, StoreError,
-    INTERRUPTED, SCHEMA_VERSION,
+    FinishError, RunFilter, RunRecorder, RunStatus, RunSummary, Store, StoreError, INTERRUPTED,
+    SCHEMA_VERSION,
 };
 use diag::tools::InvocationLog;
 use serde_json::json;
@@ -328,7 +329,7 @@ fn request_sha256_is_over_the_canonical_request() {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    assert_eq!(sha, diag::agent::prompts::sha256_hex(text.as_bytes()));
+    assert_eq!(sha, diag::hash::sha256_hex(text.as_bytes()));
     assert!(
         text.starts_with("{\"max_tokens\":1024,\"messages\":["),
         "keys sorted: {text}"

@@ -1,8 +1,8 @@
 //! The four agent prompts, versioned files under `prompts/` embedded in the binary, and the
 //! audit entry every model call records (prompt id, version, sha256, size).
 
+use crate::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::AgentRole;
 
@@ -65,12 +65,6 @@ impl Prompt {
     }
 }
 
-/// Lowercase hex sha256 of some bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,9 +99,5 @@ mod tests {
         ] {
             assert!(verifier.contains(rule), "the verifier prompt says {rule}");
         }
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
     }
 }

@@ -353,7 +353,7 @@ impl ModelAgents {
         );
         let outcome = model.complete(chat).await;
         let duration = self.clock.elapsed().saturating_sub(began);
-        let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        let ms = crate::clock::millis(duration);
         match &outcome {
             Ok(r) => tracing::debug!(
                 agent = role.as_str(),
@@ -545,8 +545,8 @@ impl ModelAgents {
                                 .await
                         }
                     };
-                    let ms = self.clock.elapsed().saturating_sub(began).as_millis();
-                    (result, u64::try_from(ms).unwrap_or(u64::MAX))
+                    let ms = crate::clock::millis(self.clock.elapsed().saturating_sub(began));
+                    (result, ms)
                 },
             ))
             .await;

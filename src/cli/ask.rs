@@ -9,10 +9,10 @@ use clap::Args;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{interrupt_handler, open_store, runtime, store_error, write_json, write_text};
+use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
+use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::ids::RandomIds;
@@ -262,10 +262,7 @@ async fn run_ask(
     .await;
     progress.finish();
     on_ctrl_c.abort();
-    outcome.map_err(|e| match e {
-        AskError::EmptyQuestion => CommandError::usage("the question is empty"),
-        AskError::Store(e) => store_error(e),
-    })
+    outcome.map_err(CommandError::from)
 }
 
 /// Whether the run replayed a `--fixture` file, and where it left that recording.
@@ -299,7 +296,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     } = run;
     let row = store
         .get_run(&outcome.run_id)
-        .map_err(store_error)?
+        .map_err(CommandError::from)?
         .ok_or_else(|| CommandError::new(Exit::Internal, "the run vanished from the store"))?;
     let verdict = shown_verdict(outcome);
     if args.json {
@@ -344,7 +341,11 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
                 failure: outcome.failure(),
             }),
             render::timeline(&outcome.state.events),
-            render::invocations(&store.invocations(&outcome.run_id).map_err(store_error)?),
+            render::invocations(
+                &store
+                    .invocations(&outcome.run_id)
+                    .map_err(CommandError::from)?,
+            ),
             render::refused_bindings(outcome.state.round.gatekeeper_raw.as_ref()),
             render::answer(outcome.answer()),
         ]

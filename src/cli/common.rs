@@ -67,7 +67,7 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
 /// Opens (creating if needed) the store of a command that writes runs (`ask`, `replay`).
 pub fn open_store(g: &GlobalArgs, config: Option<&Config>) -> Result<Store, CommandError> {
     let at = db_location(g, config)?;
-    Store::open(&at.path).map_err(store_error)
+    Store::open(&at.path).map_err(CommandError::from)
 }
 
 /// Opens the store of a command that only reads or prunes it (`trace`, `runs`, `export`,
@@ -79,7 +79,7 @@ pub fn open_existing_store(g: &GlobalArgs) -> Result<Option<Store>, CommandError
     match Store::open_existing(&at.path, StoreOptions::default()) {
         Ok(store) => Ok(Some(store)),
         Err(StoreError::Missing { .. }) if at.origin == DbOrigin::Default => Ok(None),
-        Err(e) => Err(store_error(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -87,12 +87,24 @@ pub fn open_existing_store(g: &GlobalArgs) -> Result<Option<Store>, CommandError
 /// missing store is an error wherever it was expected.
 pub fn require_existing_store(g: &GlobalArgs) -> Result<Store, CommandError> {
     let at = db_location(g, None)?;
-    Store::open_existing(&at.path, StoreOptions::default()).map_err(store_error)
+    Store::open_existing(&at.path, StoreOptions::default()).map_err(CommandError::from)
 }
 
 /// Store errors are about the user's file (unwritable, full, foreign, too new): input errors.
-pub fn store_error(e: StoreError) -> CommandError {
-    CommandError::usage(e.to_string())
+impl From<StoreError> for CommandError {
+    fn from(e: StoreError) -> Self {
+        CommandError::usage(e.to_string())
+    }
+}
+
+/// The ask service's errors, as every command that runs a question reports them.
+impl From<crate::ask::AskError> for CommandError {
+    fn from(e: crate::ask::AskError) -> Self {
+        match e {
+            crate::ask::AskError::EmptyQuestion => CommandError::usage("the question is empty"),
+            crate::ask::AskError::Store(e) => e.into(),
+        }
+    }
 }
 
 /// A small multi-threaded runtime: model calls, tool calls and replays run concurrently.

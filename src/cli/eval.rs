@@ -11,10 +11,10 @@ use std::sync::Arc;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{interrupt_handler, open_store, runtime, store_error, write_json, write_text};
+use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOptions, AskRequest};
+use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::eval::env::{ScenarioClock, ScenarioEnv};
@@ -374,10 +374,7 @@ async fn run_one(
     .await;
     progress.finish();
     live.shutdown().await;
-    let outcome = outcome.map_err(|e| match e {
-        AskError::EmptyQuestion => CommandError::usage("the question is empty"),
-        AskError::Store(e) => store_error(e),
-    })?;
+    let outcome = outcome.map_err(CommandError::from)?;
     for w in &outcome.warnings {
         let _ = writeln!(
             std::io::stderr(),
@@ -387,17 +384,17 @@ async fn run_one(
     }
     let row = store
         .get_run(&outcome.run_id)
-        .map_err(store_error)?
+        .map_err(CommandError::from)?
         .ok_or_else(|| CommandError::new(Exit::Internal, "the run vanished from the store"))?;
     let steps: Vec<_> = store
         .agent_steps(&outcome.run_id)
-        .map_err(store_error)?
+        .map_err(CommandError::from)?
         .into_iter()
         .map(|s| s.step)
         .collect();
     let tool_calls = store
         .invocations(&outcome.run_id)
-        .map_err(store_error)?
+        .map_err(CommandError::from)?
         .len();
     let (prompt_tokens, completion_tokens, model_calls, cost) = usage_of(&steps, spec.config);
     let score = score_run(&spec.scenario.file.label, &facts_of(&outcome));

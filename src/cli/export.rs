@@ -7,12 +7,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{require_existing_store, store_error, write_text};
+use super::common::{require_existing_store, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::render::one_line;
 use crate::runfile::{
-    tape::request_sha256, Exchange, Expected, ModelRecord, RecordedError, RecordedResponse,
-    RunFile, ToolRecord, FORMAT,
+    Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, ToolRecord, FORMAT,
 };
 use crate::store::{RunStatus, Store};
 
@@ -30,20 +29,26 @@ pub struct ExportArgs {
 /// tables; each Executor turn that requested k tool calls is followed by exactly k recorded
 /// invocations (blocked ones included), which restores the order they happened in.
 pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
-    let run = store.get_run(run_id).map_err(store_error)?.ok_or_else(|| {
-        CommandError::usage(format!(
-            "unknown run `{}` (diag runs lists the stored runs)",
-            one_line(run_id, 80)
-        ))
-    })?;
+    let run = store
+        .get_run(run_id)
+        .map_err(CommandError::from)?
+        .ok_or_else(|| {
+            CommandError::usage(format!(
+                "unknown run `{}` (diag runs lists the stored runs)",
+                one_line(run_id, 80)
+            ))
+        })?;
     if run.status == RunStatus::Running {
         return Err(CommandError::usage(format!(
             "run {} is still RUNNING; export it when it has finished",
             run.run_id
         )));
     }
-    let exchanges = store.exchanges(run_id).map_err(store_error)?;
-    let mut invocations = store.invocations(run_id).map_err(store_error)?.into_iter();
+    let exchanges = store.exchanges(run_id).map_err(CommandError::from)?;
+    let mut invocations = store
+        .invocations(run_id)
+        .map_err(CommandError::from)?
+        .into_iter();
     let mut out = Vec::new();
     for x in exchanges {
         let m = x.exchange;
@@ -60,7 +65,7 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
             round: m.round,
             attempt: m.attempt,
             turn: m.turn,
-            request_sha256: Some(request_sha256(&m.request)),
+            request_sha256: crate::hash::request_sha256(&m.request).ok(),
             max_tokens: m.request.max_tokens,
             fit: m.request.fit,
             response,
@@ -106,7 +111,7 @@ pub fn cmd_export(
     // written, and the operator is told what its replay will say.
     let interrupted = store
         .get_run(&args.run_id)
-        .map_err(store_error)?
+        .map_err(CommandError::from)?
         .is_some_and(|r| r.failure.as_deref() == Some(crate::store::INTERRUPTED));
     if interrupted {
         let _ = writeln!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{require_existing_store, store_error, write_text};
+use super::common::{require_existing_store, write_text};
 use super::{CommandError, GlobalArgs};
 
 /// Delete old runs and everything they own (events, steps, tool calls, exchanges).
@@ -48,7 +48,9 @@ pub fn cmd_gc(g: &GlobalArgs, args: &GcArgs, out: &mut dyn Write) -> Result<(), 
         ));
     }
     let store = require_existing_store(g)?;
-    let report = store.gc(args.older_than, args.keep).map_err(store_error)?;
+    let report = store
+        .gc(args.older_than, args.keep)
+        .map_err(CommandError::from)?;
     write_text(
         out,
         &format!(

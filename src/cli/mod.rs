@@ -121,7 +121,7 @@ impl CommandError {
 
 fn init_logging() {
     // Logs go to stderr only when asked for, so stdout stays the command's output.
-    if let Ok(filter) = std::env::var("DIAG_LOG") {
+    if let Ok(filter) = std::env::var(crate::env_vars::EnvVars::DIAG_LOG) {
         if let Ok(filter) = tracing_subscriber::EnvFilter::try_new(filter) {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(filter)

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::common::{require_existing_store, store_error, write_text};
+use super::common::{require_existing_store, write_text};
 use super::{CommandError, Exit, GlobalArgs};
 use crate::diagnosis::topology;
 use crate::render::one_line;
@@ -81,7 +81,7 @@ pub fn check_output_path(path: &Path, what: &str) -> Result<(), CommandError> {
 /// Everything the report of `run_id` shows, read from the store.
 pub fn load(store: &Store, run_id: &str) -> Result<RunData, CommandError> {
     report::from_store(store, run_id)
-        .map_err(store_error)?
+        .map_err(CommandError::from)?
         .ok_or_else(|| {
             CommandError::usage(format!(
                 "unknown run `{}` (diag runs lists the stored runs)",

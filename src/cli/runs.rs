@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::Args;
 use serde_json::json;
 
-use super::common::{open_existing_store, store_error, write_json, write_text};
+use super::common::{open_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::render::one_line;
 use crate::store::{RunFilter, RunRow, RunStatus};
@@ -53,7 +53,7 @@ pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<
                 status,
                 limit: Some(args.limit),
             })
-            .map_err(store_error)?,
+            .map_err(CommandError::from)?,
         None => Vec::new(),
     };
     if args.json {

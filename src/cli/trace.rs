@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::Args;
 use serde_json::json;
 
-use super::common::{require_existing_store, store_error, write_json, write_text};
+use super::common::{require_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::agent::runtime::AgentStepRecord;
 use crate::diagnosis::evaluation::GroundingFigures;
@@ -96,15 +96,18 @@ struct Stored {
 }
 
 fn load(store: &Store, run_id: &str) -> Result<Stored, CommandError> {
-    let run = store.get_run(run_id).map_err(store_error)?.ok_or_else(|| {
-        CommandError::usage(format!(
-            "unknown run `{}` (diag runs lists the stored runs)",
-            render::one_line(run_id, 80)
-        ))
-    })?;
-    let events = store.events(&run.run_id).map_err(store_error)?;
-    let invocations = store.invocations(&run.run_id).map_err(store_error)?;
-    let evaluation = store.evaluation(&run.run_id).map_err(store_error)?;
+    let run = store
+        .get_run(run_id)
+        .map_err(CommandError::from)?
+        .ok_or_else(|| {
+            CommandError::usage(format!(
+                "unknown run `{}` (diag runs lists the stored runs)",
+                render::one_line(run_id, 80)
+            ))
+        })?;
+    let events = store.events(&run.run_id).map_err(CommandError::from)?;
+    let invocations = store.invocations(&run.run_id).map_err(CommandError::from)?;
+    let evaluation = store.evaluation(&run.run_id).map_err(CommandError::from)?;
     // The Gatekeeper's raw result is kept in the self-evaluation (openspec/specs/verified-evidence/spec.md); a run stored
     // before it was, or without one, shows no claims.
     let self_eval = |pointer: &str| {
@@ -126,7 +129,7 @@ fn load(store: &Store, run_id: &str) -> Result<Stored, CommandError> {
         .unwrap_or_else(|| stored_figures(gatekeeper.as_ref(), &self_eval));
     let grounding =
         render::grounding::grounding_view(gatekeeper.as_ref(), &verified, &invocations, figures);
-    let exchanges = store.exchanges(&run.run_id).map_err(store_error)?;
+    let exchanges = store.exchanges(&run.run_id).map_err(CommandError::from)?;
     Ok(Stored {
         run,
         events,
@@ -148,7 +151,7 @@ pub(super) fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Valu
         exchanges,
         grounding,
     } = load(store, run_id)?;
-    let steps = store.agent_steps(&run.run_id).map_err(store_error)?;
+    let steps = store.agent_steps(&run.run_id).map_err(CommandError::from)?;
     let steps: Vec<serde_json::Value> = steps
         .iter()
         .map(|s| step_json(&s.step, &exchanges))

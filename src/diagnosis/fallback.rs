@@ -247,21 +247,7 @@ fn push_list(out: &mut String, heading: &str, items: &[String]) {
 /// Whitespace collapsed to single spaces so model text cannot open Markdown structure
 /// (headings, fences) of its own; cut to `max` chars with an ellipsis.
 fn one_line(s: &str, max: usize) -> String {
-    let mut out = String::new();
-    for (n, word) in s.split_whitespace().enumerate() {
-        if n > 0 {
-            out.push(' ');
-        }
-        out.push_str(word);
-        if out.len() > max.saturating_mul(4) {
-            break;
-        }
-    }
-    if out.chars().count() > max {
-        out = out.chars().take(max).collect();
-        out.push('…');
-    }
-    out
+    crate::text::bounded(&crate::text::collapse_whitespace(s), max)
 }
 
 /// The next step the kind of failure calls for, first in the list: a model that broke its

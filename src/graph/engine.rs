@@ -122,7 +122,7 @@ where
                 round,
                 status: step.outcome,
                 started_at,
-                duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+                duration_ms: crate::clock::millis(duration),
                 detail: step.detail,
             };
             tracing::debug!(

@@ -419,7 +419,7 @@ impl OpenAiModel {
                     tracing::info!(
                         model = %self.model,
                         error = %err.message,
-                        wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                        wait_ms = crate::clock::millis(wait),
                         "transient failure; retrying the request"
                     );
                     tokio::time::sleep(wait).await;
@@ -460,7 +460,7 @@ impl OpenAiModel {
         if !left.is_zero() {
             tracing::info!(
                 model = %self.model,
-                wait_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                wait_ms = crate::clock::millis(left),
                 "waiting out the server's Retry-After"
             );
         }
@@ -769,18 +769,11 @@ fn json_error_text(v: &Value) -> Option<String> {
 
 /// One line, control characters removed, at most [`ERROR_EXCERPT_CHARS`] characters.
 fn bounded(text: &str) -> String {
-    let one_line = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect::<String>();
-    let collapsed = one_line.split_whitespace().collect::<Vec<_>>().join(" ");
-    if collapsed.chars().count() <= ERROR_EXCERPT_CHARS {
-        collapsed
-    } else {
-        let mut cut: String = collapsed.chars().take(ERROR_EXCERPT_CHARS - 1).collect();
-        cut.push('…');
-        cut
-    }
+    use crate::text::{bounded_within, collapse_whitespace, controls_to_spaces};
+    bounded_within(
+        &collapse_whitespace(&controls_to_spaces(text)),
+        ERROR_EXCERPT_CHARS,
+    )
 }
 
 /// Removes anything that looks like a credential: the configured key itself, the token after

@@ -24,17 +24,7 @@ pub struct Header<'a> {
 }
 
 /// Makes a one-line field safe to print: control characters become spaces, long text is cut.
-pub fn one_line(s: &str, max_chars: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max_chars)
-        .collect();
-    if s.chars().count() > max_chars {
-        out.push('…');
-    }
-    out
-}
+pub use crate::text::one_line;
 
 pub fn header(h: &Header<'_>) -> String {
     let mut out = String::new();

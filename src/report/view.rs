@@ -243,13 +243,7 @@ pub fn value_text(v: &Value) -> String {
 }
 
 /// At most `max` characters of `s`, with `…` when cut.
-pub fn bounded(s: &str, max: usize) -> String {
-    let mut out: String = s.chars().take(max).collect();
-    if s.chars().nth(max).is_some() {
-        out.push('…');
-    }
-    out
-}
+pub use crate::text::bounded;
 
 /// Claim ids cited in a text as `[c1]` or `[c1, c2]`, in order, without repeats.
 pub fn cited_ids(text: &str) -> Vec<String> {

@@ -502,11 +502,7 @@ const ERROR_TEXT_MAX: usize = 200;
 /// run file says never breaks the one-line error or writes to the terminal.
 fn one_line(text: &str) -> String {
     let mut out = String::new();
-    for (i, c) in text.chars().enumerate() {
-        if i == ERROR_TEXT_MAX {
-            out.push('…');
-            break;
-        }
+    for c in crate::text::bounded(text, ERROR_TEXT_MAX).chars() {
         if c.is_control() {
             out.extend(c.escape_default());
         } else {

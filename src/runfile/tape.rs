@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::{Exchange, ModelRecord, RecordedError, RecordedResponse, ToolRecord};
-use crate::agent::prompts::sha256_hex;
 use crate::agent::runtime::{ModelExchange, RunHooks, ToolResult, ToolResultFuture, ToolRunner};
 use crate::agent::AgentRole;
 use crate::graph::RunConfig;
+use crate::hash::request_sha256;
 use crate::model::{ChatFuture, ChatModel, ChatRequest, ModelError, RequestLimits};
 use crate::protocol::{canonical_json, InvocationStatus, ToolInvocation};
 use crate::tools::{InvocationLog, ToolSpec};
@@ -39,12 +39,6 @@ pub struct Tape {
     exchanges: Vec<Exchange>,
     tools: Vec<ToolSpec>,
     state: Mutex<TapeState>,
-}
-
-/// The sha256 of a request's canonical JSON: the hash a recording stores and a replay checks.
-pub fn request_sha256(request: &ChatRequest) -> String {
-    let value = serde_json::to_value(request).unwrap_or(Value::Null);
-    sha256_hex(canonical_json(&value).as_bytes())
 }
 
 impl Tape {
@@ -118,10 +112,16 @@ impl Tape {
             return Err(self.diverge(&mut st, m));
         }
         if let Some(want) = &record.request_sha256 {
-            let got = request_sha256(request);
-            if &got != want {
-                let m = format!("request for {role} changed (sha256 {got}, recorded {want})");
-                return Err(self.diverge(&mut st, m));
+            match request_sha256(request) {
+                Ok(got) if &got == want => {}
+                Ok(got) => {
+                    let m = format!("request for {role} changed (sha256 {got}, recorded {want})");
+                    return Err(self.diverge(&mut st, m));
+                }
+                Err(e) => {
+                    let m = format!("request for {role} could not be hashed: {e}");
+                    return Err(self.diverge(&mut st, m));
+                }
             }
         }
         st.next += 1;
@@ -213,11 +213,7 @@ impl Tape {
 }
 
 fn bounded(s: &str) -> String {
-    let mut t: String = s.chars().take(120).collect();
-    if t.len() < s.len() {
-        t.push('…');
-    }
-    t
+    crate::text::bounded(s, 120)
 }
 
 /// One agent's model during replay.
@@ -354,7 +350,7 @@ impl RunHooks for Recorder {
             round: x.round,
             attempt: x.attempt,
             turn: x.turn,
-            request_sha256: Some(request_sha256(&x.request)),
+            request_sha256: request_sha256(&x.request).ok(),
             max_tokens: x.request.max_tokens,
             fit: x.request.fit,
             response,

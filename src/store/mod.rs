@@ -63,13 +63,13 @@ pub use records::{
     StoredStep, INTERRUPTED,
 };
 pub use schema::SCHEMA_VERSION;
-pub use write::{request_sha256, FinishError, FinishReport};
+pub use write::{FinishError, FinishReport};
 
 use crate::clock::{Clock, SystemClock};
 
 /// The environment variable that overrides [`Store::default_path`] (the CLI's `--db` wins
 /// over both).
-pub const DB_ENV: &str = "DIAG_DB";
+pub const DB_ENV: &str = crate::env_vars::EnvVars::DIAG_DB;
 
 /// How a store is opened.
 #[derive(Clone)]
@@ -123,7 +123,10 @@ impl Store {
     /// neither variable gives an absolute path. The XDG rule is applied on every platform so
     /// the location is the same wherever `diag` runs and is documented in one sentence.
     pub fn default_path() -> Option<PathBuf> {
-        default_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
+        default_path_from(
+            std::env::var_os(crate::env_vars::EnvVars::XDG_DATA_HOME),
+            std::env::var_os(crate::env_vars::EnvVars::HOME),
+        )
     }
 
     /// Opens (creating if needed) the store at `path` with default options.

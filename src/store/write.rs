@@ -12,25 +12,17 @@ use serde_json::{json, Value};
 use super::owner::{self, Owner};
 use super::records::{NewRun, RunStatus, RunSummary, INTERRUPTED};
 use super::{RunRecorder, Store, StoreError};
-use crate::agent::prompts::sha256_hex;
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::graph::Event;
+use crate::hash::sha256_hex;
 use crate::model::{ChatRequest, ModelError};
 use crate::protocol::retry::canonical_json;
 use crate::protocol::ToolInvocation;
 
-/// The canonical form of a model request: its normalized JSON, compact, keys sorted at every
-/// depth. This exact text is stored and hashed.
-pub(crate) fn canonical_request(request: &ChatRequest) -> Result<String, StoreError> {
-    let value = serde_json::to_value(request).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    Ok(canonical_json(&value))
-}
-
-/// The sha256 (lowercase hex) of a model request's canonical JSON, as stored in
-/// `model_exchange.request_sha256` and written to run files; replay recomputes it with this
-/// same function to detect a changed request.
-pub fn request_sha256(request: &ChatRequest) -> Result<String, StoreError> {
-    Ok(sha256_hex(canonical_request(request)?.as_bytes()))
+/// The canonical form of a model request ([`crate::hash::canonical_request`]), stored beside
+/// its hash.
+fn canonical_request(request: &ChatRequest) -> Result<String, StoreError> {
+    crate::hash::canonical_request(request).map_err(|e| StoreError::Invalid(e.to_string()))
 }
 
 /// SQLite integers are signed 64-bit; a count or duration past that (only a saturated
@@ -47,7 +39,7 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
 pub(crate) fn error_json(e: &ModelError) -> Value {
     let mut v = json!({"class": e.class, "message": e.message});
     if let Some(after) = e.retry_after {
-        v["retry_after_ms"] = json!(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+        v["retry_after_ms"] = json!(crate::clock::millis(after));
     }
     if let Some(status) = e.status {
         v["status"] = json!(status);

@@ -122,26 +122,9 @@ pub(crate) fn json_type(v: &Value) -> &'static str {
     }
 }
 
-/// `s` cut to at most `max` characters, with `…` when something was cut. Used for every text
-/// that comes from outside (a server's error, a model's argument) before it enters a message.
-pub(crate) fn bounded(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_string(),
-        Some((i, _)) => format!("{}…", &s[..i]),
-    }
-}
-
-/// The longest prefix of `s` that is at most `max_bytes` long and ends on a char boundary.
-pub(crate) fn prefix_at_boundary(s: &str, max_bytes: usize) -> &str {
-    if s.len() <= max_bytes {
-        return s;
-    }
-    let mut end = max_bytes;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+// Every text that comes from outside (a server's error, a model's argument) is bounded before
+// it enters a message.
+pub(crate) use crate::text::{bounded, prefix_at_boundary};
 
 #[cfg(test)]
 mod tests {

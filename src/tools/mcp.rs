@@ -73,10 +73,7 @@ use super::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
 
 /// Environment variables passed from `diag` to every server; everything else must be named in
 /// the server's configuration.
-pub const PASSED_ENV: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
-    "TZ",
-];
+pub const PASSED_ENV: &[&str] = crate::env_vars::EnvVars::MCP_PASSED;
 
 /// The longest error text taken from a tool result, in bytes.
 pub const MAX_ERROR_TEXT: usize = 2048;
@@ -253,7 +250,7 @@ impl McpServer {
         let mut stderr = StderrTail::drain(stderr);
 
         let deadline = tokio::time::Instant::now() + config.startup_timeout;
-        let timeout_ms = duration_ms(config.startup_timeout);
+        let timeout_ms = crate::clock::millis(config.startup_timeout);
 
         let client = ClientConfig::new(
             ClientCapabilities::default(),
@@ -476,7 +473,7 @@ impl Connection {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         // Dropping the call on timeout makes the SDK send `notifications/cancelled`.
         match tokio::time::timeout(self.call_timeout, self.peer.call_tool(params)).await {
-            Err(_) => Err(ToolError::Timeout(duration_ms(self.call_timeout))),
+            Err(_) => Err(ToolError::Timeout(crate::clock::millis(self.call_timeout))),
             Ok(Ok(result)) => tool_output(result),
             Ok(Err(e)) => Err(self.service_error(e)),
         }
@@ -487,7 +484,9 @@ impl Connection {
             ServiceError::TransportClosed
             | ServiceError::TransportSend(_)
             | ServiceError::Cancelled { .. } => self.unavailable(),
-            ServiceError::Timeout { .. } => ToolError::Timeout(duration_ms(self.call_timeout)),
+            ServiceError::Timeout { .. } => {
+                ToolError::Timeout(crate::clock::millis(self.call_timeout))
+            }
             ServiceError::McpError(e) if e.code == ErrorCode::INVALID_PARAMS => {
                 ToolError::InvalidArguments(bounded(&e.message, MAX_ERROR_TEXT))
             }
@@ -794,20 +793,15 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// The start of `text`, at most `max` bytes on a character boundary, marked when cut.
 fn bounded(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… (truncated)", &text[..end])
+    format!(
+        "{}… (truncated)",
+        crate::text::prefix_at_boundary(text, max)
+    )
 }
 
 /// The end of `text`, at most `max` bytes on a character boundary, marked when cut.

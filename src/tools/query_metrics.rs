@@ -258,9 +258,7 @@ impl QueryMetrics {
 
     fn transport_error(&self, e: &reqwest::Error) -> ToolError {
         if e.is_timeout() {
-            return ToolError::Timeout(
-                u64::try_from(self.limits.timeout.as_millis()).unwrap_or(u64::MAX),
-            );
+            return ToolError::Timeout(crate::clock::millis(self.limits.timeout));
         }
         // reqwest's own text is generic ("error sending request"); the innermost cause
         // ("Connection refused") is what an operator needs. The URL is left out on purpose.

@@ -198,7 +198,7 @@ impl AdmittedCall<'_> {
         let started = cx.clock.elapsed();
         let elapsed_ms = || {
             let d = cx.clock.elapsed().saturating_sub(started);
-            u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+            crate::clock::millis(d)
         };
         if let Err(e) = check_arguments(&self.entry.spec.parameters, arguments) {
             return ToolOutcome::error(&e.to_string(), elapsed_ms());
@@ -211,7 +211,7 @@ impl AdmittedCall<'_> {
         let duration_ms = elapsed_ms();
         match result {
             Err(_) => {
-                let ms = u64::try_from(self.limits.timeout.as_millis()).unwrap_or(u64::MAX);
+                let ms = crate::clock::millis(self.limits.timeout);
                 ToolOutcome::error(&ToolError::Timeout(ms).to_string(), duration_ms)
             }
             Ok(Err(Panicked)) => self.panicked(duration_ms),

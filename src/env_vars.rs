@@ -1,0 +1,93 @@
+//! Every environment variable diag reads, in one table (in the manner of uv's `EnvVars`).
+//! Code reads a variable only through these constants;
+//! `tests::no_module_reads_an_environment_variable_by_literal_name` keeps it so.
+//!
+//! One more is read by a name that is not diag's: the model endpoint's API key, from the
+//! variable the configuration names (`api_key_env`, `src/model/openai.rs`).
+
+/// The environment variables diag reads.
+pub struct EnvVars;
+
+impl EnvVars {
+    /// The run store's path, when `--db` is not given (it overrides `[store] path` and the
+    /// data folder). Empty counts as unset.
+    pub const DIAG_DB: &'static str = "DIAG_DB";
+
+    /// The configuration file, when `--config` is not given. Empty counts as unset.
+    pub const DIAG_CONFIG: &'static str = "DIAG_CONFIG";
+
+    /// The log filter (`tracing-subscriber` `EnvFilter` syntax) for diag's own log on stderr.
+    pub const DIAG_LOG: &'static str = "DIAG_LOG";
+
+    /// The base of the default store folder (`$XDG_DATA_HOME/diag/`).
+    pub const XDG_DATA_HOME: &'static str = "XDG_DATA_HOME";
+
+    /// The base of the default configuration folder (`$XDG_CONFIG_HOME/diag/`).
+    pub const XDG_CONFIG_HOME: &'static str = "XDG_CONFIG_HOME";
+
+    /// The home folder: `~/.local/share` and `~/.config` when the XDG variables are unset.
+    pub const HOME: &'static str = "HOME";
+
+    /// Passed from diag's environment to every MCP server it starts (what a program needs to
+    /// run); the server's environment is otherwise cleared and holds only what its
+    /// configuration names.
+    pub const MCP_PASSED: &'static [&'static str] = &[
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
+        "TZ",
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Every `.rs` file under `dir`.
+    fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn no_module_reads_an_environment_variable_by_literal_name() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let read = regex::Regex::new(r#"\bvar(_os)?\(\s*""#).unwrap();
+        let mut offenders = Vec::new();
+        for file in &files {
+            if file.ends_with("env_vars.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(file).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if read.is_match(line) {
+                    offenders.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "read these through crate::env_vars::EnvVars:\n{}",
+            offenders.join("\n")
+        );
+        assert!(
+            files.len() > 50,
+            "the scan found the sources ({})",
+            files.len()
+        );
+    }
+
+    #[test]
+    fn the_check_catches_a_literal_read() {
+        let read = regex::Regex::new(r#"\bvar(_os)?\(\s*""#).unwrap();
+        assert!(read.is_match(r#"std::env::var("DIAG_LOG")"#));
+        assert!(read.is_match(r#"std::env::var_os("HOME")"#));
+        assert!(!read.is_match("std::env::var_os(EnvVars::HOME)"));
+    }
+}
