@@ -7,24 +7,34 @@
 // No `unwrap`/`expect` outside tests: a failure is a value (Cargo.toml's [lints] says why this is
 // an attribute and not a table entry).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
-pub mod agent;
+pub use diag_core::agent;
 pub mod ask;
 pub mod cli;
-pub mod clock;
+pub use diag_graph::clock;
 pub mod config;
-pub mod diagnosis;
-pub mod env_vars;
+pub use diag_core::diagnosis;
+pub use diag_core::env_vars;
 pub mod eval;
-pub mod graph;
-pub mod hash;
-pub mod ids;
-pub mod model;
-pub mod protocol;
+pub use diag_core::hash;
+pub use diag_core::ids;
+pub use diag_graph as graph;
+/// The model port (diag-core) and the OpenAI-compatible adapter (diag-model-openai), under the
+/// paths they had before the workspace.
+pub mod model {
+    pub use diag_core::model::*;
+    pub use diag_model_openai as openai;
+}
+pub use diag_core::protocol;
 pub mod render;
 pub mod replay;
 pub mod report;
 pub mod runfile;
 pub mod setup;
 pub mod store;
-pub mod text;
-pub mod tools;
+pub use diag_core::text;
+/// The tool ports and registry (diag-core) and the built-in tools and MCP client (diag-tools),
+/// under the paths they had before the workspace.
+pub mod tools {
+    pub use diag_core::tools::*;
+    pub use diag_tools::*;
+}

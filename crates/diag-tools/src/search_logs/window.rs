@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 
 use super::timefmt::TimeReader;
-use crate::clock::Timestamp;
+use diag_core::clock::Timestamp;
 
 /// First read of a probe.
 const PROBE_BYTES: usize = 16 * 1024;
@@ -304,7 +304,7 @@ impl Prober<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::search_logs::timefmt::{FileFormat, Kind, LogZone};
+    use crate::search_logs::timefmt::{FileFormat, Kind, LogZone};
     use std::io::Write;
 
     fn limits(granularity: u64, order_probes: u64) -> WindowLimits {

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use super::fit::{estimate, fit, Draft};
 use super::prompts::{self, PromptAudit};
 use super::{AgentInvoker, AgentReply, AgentRequest, AgentRole, InvokeError, InvokeFuture};
+use crate::agent::MaxTokensConfig;
 use crate::clock::Clock;
-use crate::config::MaxTokensConfig;
 use crate::graph::RunConfig;
 use crate::model::{
     ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Fit, Message, ModelError,
@@ -566,7 +566,7 @@ impl ModelAgents {
                 }
                 tracing::debug!(
                     invocation = %id,
-                    tool = %crate::render::one_line(&call.name, 64),
+                    tool = %crate::text::one_line(&call.name, 64),
                     status = result.status.as_str(),
                     duration_ms,
                     "tool call"

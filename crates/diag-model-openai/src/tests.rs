@@ -306,7 +306,7 @@ fn wire_request_has_the_openai_shape() {
         temperature: None,
         max_tokens: Some(7),
         response_format: None,
-        tool_choice: Some(crate::model::ToolChoice::Auto),
+        tool_choice: Some(diag_core::model::ToolChoice::Auto),
         fit: None,
     };
     let body = model.wire_request(&request);
@@ -335,7 +335,7 @@ fn wire_request_has_the_openai_shape() {
 
     let mut bare = ChatRequest::new(vec![Message::user("hi")]);
     bare.temperature = Some(0.0);
-    bare.tool_choice = Some(crate::model::ToolChoice::None);
+    bare.tool_choice = Some(diag_core::model::ToolChoice::None);
     let body = model.wire_request(&bare);
     assert!(body.get("tools").is_none(), "no empty tools array");
     assert!(
@@ -351,7 +351,7 @@ fn wire_request_has_the_openai_shape() {
 
 #[test]
 fn output_contracts_go_on_the_wire_in_the_configured_form() {
-    use crate::model::{OutputSchema, StructuredOutputSetting};
+    use diag_core::model::{OutputSchema, StructuredOutputSetting};
     let schema = OutputSchema {
         name: "composer_answer_v1".into(),
         schema: json!({"type": "object", "properties": {

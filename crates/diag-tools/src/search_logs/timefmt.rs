@@ -41,7 +41,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::clock::Timestamp;
+use diag_core::clock::Timestamp;
 
 const MS_PER_DAY: i64 = 86_400_000;
 /// Lines read from a file's head to detect its format.

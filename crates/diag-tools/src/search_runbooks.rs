@@ -32,9 +32,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::args::{bounded, invalid, Args};
-use super::search_logs::SkippedFile;
-use super::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
+use crate::search_logs::SkippedFile;
+use diag_core::tools::args::{bounded, invalid, Args};
+use diag_core::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;

@@ -12,7 +12,6 @@ use thiserror::Error;
 
 use crate::tools::ToolSpec;
 
-pub mod openai;
 pub mod structured;
 
 pub use structured::StructuredOutputSetting;

@@ -63,9 +63,9 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::args::{bounded, invalid, Args};
-use super::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
-use crate::clock::Timestamp;
+use diag_core::clock::Timestamp;
+use diag_core::tools::args::{bounded, invalid, Args};
+use diag_core::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
 
 pub mod scan;
 pub mod timefmt;

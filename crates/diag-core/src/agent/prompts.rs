@@ -17,22 +17,22 @@ pub struct Prompt {
 const PLANNER: Prompt = Prompt {
     id: "planner",
     version: 1,
-    text: include_str!("../../prompts/planner.v1.md"),
+    text: include_str!("../../../../prompts/planner.v1.md"),
 };
 const EXECUTOR: Prompt = Prompt {
     id: "executor",
     version: 1,
-    text: include_str!("../../prompts/executor.v1.md"),
+    text: include_str!("../../../../prompts/executor.v1.md"),
 };
 const VERIFIER: Prompt = Prompt {
     id: "verifier",
     version: 1,
-    text: include_str!("../../prompts/verifier.v1.md"),
+    text: include_str!("../../../../prompts/verifier.v1.md"),
 };
 const COMPOSER: Prompt = Prompt {
     id: "composer",
     version: 1,
-    text: include_str!("../../prompts/composer.v1.md"),
+    text: include_str!("../../../../prompts/composer.v1.md"),
 };
 
 /// The prompt of an agent.

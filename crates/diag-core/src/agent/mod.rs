@@ -159,7 +159,7 @@ impl AgentFailure {
         AgentFailure {
             agent,
             code: error.kind().to_string(),
-            message: crate::render::one_line(error.message(), Self::MESSAGE_MAX),
+            message: crate::text::one_line(error.message(), Self::MESSAGE_MAX),
             context_tokens,
             prompt_tokens,
         }
@@ -246,5 +246,7 @@ impl AgentInvoker for ScriptedInvoker {
     }
 }
 pub mod fit;
+mod max_tokens;
 pub mod prompts;
 pub mod runtime;
+pub use max_tokens::MaxTokensConfig;

@@ -4,8 +4,8 @@
 
 use serde_json::{json, Value};
 
-use super::args::Args;
-use super::{Tool, ToolContext, ToolFuture, ToolSpec};
+use diag_core::tools::args::Args;
+use diag_core::tools::{Tool, ToolContext, ToolFuture, ToolSpec};
 
 /// The `current_time` tool. It takes no parameters.
 #[derive(Debug, Clone, Copy, Default)]

@@ -31,12 +31,12 @@ use reqwest::{StatusCode, Url};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
-use super::structured::{self, StructuredOutputSetting};
-use super::{
+use diag_core::model::structured::{self, StructuredOutputSetting};
+use diag_core::model::{
     ChatFuture, ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Message,
     ModelError, Role, StructuredOutput, ToolCall, Usage,
 };
-use crate::tools::ToolSpec;
+use diag_core::tools::ToolSpec;
 
 /// Default time to establish a connection (TCP and TLS).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -419,7 +419,7 @@ impl OpenAiModel {
                     tracing::info!(
                         model = %self.model,
                         error = %err.message,
-                        wait_ms = crate::clock::millis(wait),
+                        wait_ms = diag_core::clock::millis(wait),
                         "transient failure; retrying the request"
                     );
                     tokio::time::sleep(wait).await;
@@ -460,7 +460,7 @@ impl OpenAiModel {
         if !left.is_zero() {
             tracing::info!(
                 model = %self.model,
-                wait_ms = crate::clock::millis(left),
+                wait_ms = diag_core::clock::millis(left),
                 "waiting out the server's Retry-After"
             );
         }
@@ -769,7 +769,7 @@ fn json_error_text(v: &Value) -> Option<String> {
 
 /// One line, control characters removed, at most [`ERROR_EXCERPT_CHARS`] characters.
 fn bounded(text: &str) -> String {
-    use crate::text::{bounded_within, collapse_whitespace, controls_to_spaces};
+    use diag_core::text::{bounded_within, collapse_whitespace, controls_to_spaces};
     bounded_within(
         &collapse_whitespace(&controls_to_spaces(text)),
         ERROR_EXCERPT_CHARS,
@@ -974,7 +974,7 @@ fn error_in_answer(error: &Value) -> ModelError {
         None => ModelError::permanent(format!("the endpoint answered with an error: {text}")),
     };
     let full = json_error_text(&json!({ "error": error })).unwrap_or_default();
-    if let Some((limit, prompt)) = super::structured::context_overflow(error, &full) {
+    if let Some((limit, prompt)) = structured::context_overflow(error, &full) {
         err.class = ErrorClass::ContextOverflow;
         err.context_tokens = limit;
         err.usage = prompt.map(|p| Usage {

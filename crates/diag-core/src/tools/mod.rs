@@ -1,31 +1,24 @@
 //! Tools as the diagnosis graph sees them: the catalog shown to the Planner and Executor, and
 //! the log of recorded invocations the Gatekeeper checks claims against.
 //!
-//! The built-in tools live beside the ports: [`search_logs`], [`query_metrics`],
-//! [`search_runbooks`] and [`current_time`]. [`registry`] holds them and enforces openspec/specs/tools/spec.md's
-//! limits (catalog, call budget, timeout, output cap) for every tool alike.
+//! The built-in tools (`search_logs`, `query_metrics`, `search_runbooks`, `current_time`) and the
+//! MCP client are adapters in the `diag-tools` crate; they implement [`Tool`]. [`registry`] holds
+//! them and enforces openspec/specs/tools/spec.md's per-call limits (catalog, timeout, output
+//! cap) for every tool alike.
 
 use std::sync::Mutex;
-
-pub mod mcp;
 
 use serde::{Deserialize, Serialize};
 
 use crate::graph::RunConfig;
 use crate::protocol::ToolInvocation;
 
-mod args;
-pub mod current_time;
-pub mod query_metrics;
+/// Argument reading and bounding shared by the registry and the built-in tools.
+#[doc(hidden)]
+pub mod args;
 pub mod registry;
-pub mod search_logs;
-pub mod search_runbooks;
 
-pub use current_time::CurrentTime;
-pub use query_metrics::{MetricsLimits, MetricsSetupError, QueryMetrics};
 pub use registry::{AdmittedCall, RegistryError, ToolLimits, ToolOutcome, ToolRegistry};
-pub use search_logs::{LogQuery, LogSearchLimits, LogSearchOutput, SearchLogs};
-pub use search_runbooks::{RunbookSearchLimits, RunbookSearchOutput, SearchRunbooks};
 
 /// A tool as offered to a model: name, description, JSON Schema of its parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -21,9 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use memchr::memmem;
 use regex::bytes::{Regex, RegexBuilder};
 
-use super::super::args::prefix_at_boundary;
 use super::timefmt::TimeReader;
-use crate::clock::Timestamp;
+use diag_core::clock::Timestamp;
+use diag_core::tools::args::prefix_at_boundary;
 
 /// Bytes read per `read` call.
 const CHUNK: usize = 1024 * 1024;
@@ -677,7 +677,7 @@ pub fn count_newlines(data: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::search_logs::timefmt::{FileFormat, LogZone};
+    use crate::search_logs::timefmt::{FileFormat, LogZone};
 
     fn spec<'a>(m: &'a Matcher, times: &'a TimeReader, cancel: &'a AtomicBool) -> ScanSpec<'a> {
         ScanSpec {

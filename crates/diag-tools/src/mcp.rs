@@ -69,11 +69,11 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
+use diag_core::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
 
 /// Environment variables passed from `diag` to every server; everything else must be named in
 /// the server's configuration.
-pub const PASSED_ENV: &[&str] = crate::env_vars::EnvVars::MCP_PASSED;
+pub const PASSED_ENV: &[&str] = diag_core::env_vars::EnvVars::MCP_PASSED;
 
 /// The longest error text taken from a tool result, in bytes.
 pub const MAX_ERROR_TEXT: usize = 2048;
@@ -250,7 +250,7 @@ impl McpServer {
         let mut stderr = StderrTail::drain(stderr);
 
         let deadline = tokio::time::Instant::now() + config.startup_timeout;
-        let timeout_ms = crate::clock::millis(config.startup_timeout);
+        let timeout_ms = diag_core::clock::millis(config.startup_timeout);
 
         let client = ClientConfig::new(
             ClientCapabilities::default(),
@@ -473,7 +473,9 @@ impl Connection {
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         // Dropping the call on timeout makes the SDK send `notifications/cancelled`.
         match tokio::time::timeout(self.call_timeout, self.peer.call_tool(params)).await {
-            Err(_) => Err(ToolError::Timeout(crate::clock::millis(self.call_timeout))),
+            Err(_) => Err(ToolError::Timeout(diag_core::clock::millis(
+                self.call_timeout,
+            ))),
             Ok(Ok(result)) => tool_output(result),
             Ok(Err(e)) => Err(self.service_error(e)),
         }
@@ -485,7 +487,7 @@ impl Connection {
             | ServiceError::TransportSend(_)
             | ServiceError::Cancelled { .. } => self.unavailable(),
             ServiceError::Timeout { .. } => {
-                ToolError::Timeout(crate::clock::millis(self.call_timeout))
+                ToolError::Timeout(diag_core::clock::millis(self.call_timeout))
             }
             ServiceError::McpError(e) if e.code == ErrorCode::INVALID_PARAMS => {
                 ToolError::InvalidArguments(bounded(&e.message, MAX_ERROR_TEXT))
@@ -800,7 +802,7 @@ fn bounded(text: &str, max: usize) -> String {
     }
     format!(
         "{}… (truncated)",
-        crate::text::prefix_at_boundary(text, max)
+        diag_core::text::prefix_at_boundary(text, max)
     )
 }
 

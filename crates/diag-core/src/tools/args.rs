@@ -7,14 +7,14 @@ use serde_json::{Map, Value};
 use super::ToolError;
 
 /// The arguments of one call, checked to be a JSON object whose keys are all known.
-pub(crate) struct Args<'a> {
+pub struct Args<'a> {
     map: Option<&'a Map<String, Value>>,
 }
 
 impl<'a> Args<'a> {
     /// Accepts an object, or `null` for a call without arguments. Unknown keys are rejected so
     /// a misspelt parameter (`services` for `service`) is reported instead of being ignored.
-    pub(crate) fn new(value: &'a Value, known: &[&str]) -> Result<Self, ToolError> {
+    pub fn new(value: &'a Value, known: &[&str]) -> Result<Self, ToolError> {
         let map = match value {
             Value::Null => None,
             Value::Object(m) => Some(m),
@@ -43,7 +43,7 @@ impl<'a> Args<'a> {
         self.map.and_then(|m| m.get(key)).filter(|v| !v.is_null())
     }
 
-    pub(crate) fn opt_str(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
+    pub fn opt_str(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.as_str())),
@@ -54,12 +54,12 @@ impl<'a> Args<'a> {
         }
     }
 
-    pub(crate) fn req_str(&self, key: &str) -> Result<&'a str, ToolError> {
+    pub fn req_str(&self, key: &str) -> Result<&'a str, ToolError> {
         self.opt_str(key)?
             .ok_or_else(|| invalid(format!("missing required parameter '{key}'")))
     }
 
-    pub(crate) fn opt_bool(&self, key: &str) -> Result<Option<bool>, ToolError> {
+    pub fn opt_bool(&self, key: &str) -> Result<Option<bool>, ToolError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -72,7 +72,7 @@ impl<'a> Args<'a> {
 
     /// A positive integer. `5.0` is accepted (some models write every number as a float);
     /// `5.5`, `0` and negatives are not.
-    pub(crate) fn opt_positive_int(&self, key: &str) -> Result<Option<u64>, ToolError> {
+    pub fn opt_positive_int(&self, key: &str) -> Result<Option<u64>, ToolError> {
         let Some(v) = self.get(key) else {
             return Ok(None);
         };
@@ -94,7 +94,7 @@ impl<'a> Args<'a> {
     }
 
     /// A value that may be a string or a number (Prometheus times and steps), as text.
-    pub(crate) fn opt_str_or_number(&self, key: &str) -> Result<Option<String>, ToolError> {
+    pub fn opt_str_or_number(&self, key: &str) -> Result<Option<String>, ToolError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -107,11 +107,11 @@ impl<'a> Args<'a> {
     }
 }
 
-pub(crate) fn invalid(message: String) -> ToolError {
+pub fn invalid(message: String) -> ToolError {
     ToolError::InvalidArguments(message)
 }
 
-pub(crate) fn json_type(v: &Value) -> &'static str {
+pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -124,7 +124,7 @@ pub(crate) fn json_type(v: &Value) -> &'static str {
 
 // Every text that comes from outside (a server's error, a model's argument) is bounded before
 // it enters a message.
-pub(crate) use crate::text::{bounded, prefix_at_boundary};
+pub use crate::text::{bounded, prefix_at_boundary};
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,10 @@
 //! **Architecture invariant:** nothing here performs I/O. Time enters through [`Clock`], and
 //! the nodes (which may do I/O) are trait objects supplied by the caller.
 
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod clock;
 mod compile;
 mod engine;
 mod event;

@@ -27,8 +27,8 @@ use reqwest::Url;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::args::{bounded, invalid, Args};
-use super::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
+use diag_core::tools::args::{bounded, invalid, Args};
+use diag_core::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
 
 const MAX_SERVER_TEXT: usize = 500;
 
@@ -258,7 +258,7 @@ impl QueryMetrics {
 
     fn transport_error(&self, e: &reqwest::Error) -> ToolError {
         if e.is_timeout() {
-            return ToolError::Timeout(crate::clock::millis(self.limits.timeout));
+            return ToolError::Timeout(diag_core::clock::millis(self.limits.timeout));
         }
         // reqwest's own text is generic ("error sending request"); the innermost cause
         // ("Connection refused") is what an operator needs. The URL is left out on purpose.

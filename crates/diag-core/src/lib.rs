@@ -1,0 +1,26 @@
+//! `diag-core`: the diagnosis itself, as plain functions over plain data, and the ports it runs
+//! behind. The typed agent contracts and the Gatekeeper (`protocol`), the diagnosis graph's
+//! state, nodes and topology (`diagnosis`), the agent runtime (`agent`), and the ports the edges
+//! implement: [`model::ChatModel`], [`tools::Tool`] and the registry, [`clock::Clock`] and
+//! [`ids::IdSource`].
+//!
+//! **Architecture invariant:** no HTTP, SQL, file or process crate is a dependency of this crate
+//! (see its Cargo.toml): the OpenAI-compatible adapter is `diag-model-openai`, the built-in tools
+//! and the MCP client are `diag-tools`, the run store is `diag-store-sqlite`. A module here that
+//! imports one of them does not compile.
+
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub use diag_graph as graph;
+pub use diag_graph::clock;
+
+pub mod agent;
+pub mod diagnosis;
+pub mod env_vars;
+pub mod hash;
+pub mod ids;
+pub mod model;
+pub mod protocol;
+pub mod text;
+pub mod tools;
