@@ -56,17 +56,12 @@ impl RunHooks for Exchanges {
 /// ten runs at the server's default temperature.
 const PLAN_TEMPERATURE: f32 = 0.2;
 
-/// One Planner run against `server` with `setting`: its status, its recorded exchanges and
-/// the events it left.
+/// One Planner run against `server` with `setting`: its recorded exchanges, the state it left
+/// and the catalog's tool names.
 async fn plan(
     server: &LlamaServer,
     setting: StructuredOutputSetting,
-) -> (
-    Option<AgentStatus>,
-    Vec<ModelExchange>,
-    DiagnosisState,
-    Vec<String>,
-) {
+) -> (Vec<ModelExchange>, DiagnosisState, Vec<String>) {
     let config = Config::parse(
         &format!(
             "[tools.search_logs]\npaths = [{:?}]\n[tools.search_runbooks]\npaths = [{:?}]\n",
@@ -115,20 +110,20 @@ async fn plan(
         )
         .await;
     let recorded = exchanges.0.lock().unwrap().clone();
-    (state.round.planner_status.clone(), recorded, state, catalog)
+    (recorded, state, catalog)
 }
 
 #[tokio::test]
 async fn with_structured_output_the_planner_meets_its_contract() {
     let server = LlamaServer::start(8192);
 
-    let (status, exchanges, state, catalog) = plan(&server, StructuredOutputSetting::Auto).await;
+    let (exchanges, state, catalog) = plan(&server, StructuredOutputSetting::Auto).await;
     let answer = exchanges
         .last()
         .and_then(|x| x.outcome.as_ref().ok())
         .unwrap_or_else(|| panic!("no answer: {exchanges:#?}\n{}", server.log()));
     assert_eq!(
-        status,
+        state.round.planner_status,
         Some(AgentStatus::Completed),
         "the plan broke its contract: {:?}\nevents: {:?}",
         answer.content,
@@ -150,14 +145,14 @@ async fn with_structured_output_the_planner_meets_its_contract() {
     );
 
     // The same model, the same request, without the contract on the wire: no plan.
-    let (status, exchanges, state, _) = plan(&server, StructuredOutputSetting::Off).await;
+    let (exchanges, state, _) = plan(&server, StructuredOutputSetting::Off).await;
     let answer = exchanges
         .last()
         .and_then(|x| x.outcome.as_ref().ok())
         .unwrap_or_else(|| panic!("no answer: {exchanges:#?}\n{}", server.log()));
     assert_eq!(answer.structured_output, Some(StructuredOutput::Off));
     assert_ne!(
-        status,
+        state.round.planner_status,
         Some(AgentStatus::Completed),
         "without structured output this model met the contract: {:?}",
         answer.content

@@ -5,20 +5,16 @@
 //! Prometheus and promtool come from `scripts/install-peers`; without them these tests fail
 //! and say so, they never skip.
 
-use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use diag::clock::{FixedClock, Timestamp};
+use diag::eval::env::Prometheus;
 use diag::protocol::InvocationStatus;
 use diag::tools::{
     MetricsLimits, QueryMetrics, Tool, ToolContext, ToolError, ToolLimits, ToolRegistry,
 };
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 mod bounded;
 
@@ -47,104 +43,14 @@ fn require(program: &str) {
     }
 }
 
-/// A Prometheus serving the fixture; killed on drop, even when the test panics.
-struct Prometheus {
-    // Declared first so it drops first: the server stops before its data directory goes.
-    _server: KillOnDrop,
-    base_url: String,
-    _dir: TempDir,
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port on 127.0.0.1")
-}
-
-fn is_ready(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /-/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut response = String::new();
-    let _ = s.read_to_string(&mut response);
-    response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
-}
-
-impl Prometheus {
-    fn start() -> Prometheus {
-        require("promtool");
-        require("prometheus");
-        let dir = TempDir::new().unwrap();
-        let data = dir.path().join("data");
-        let mut promtool = Command::new("promtool");
-        promtool
-            .args(["tsdb", "create-blocks-from", "openmetrics"])
-            .arg(fixture())
-            .arg(&data)
-            .stdin(Stdio::null());
-        let out = bounded::output(&mut promtool, bounded::LIMIT);
-        assert!(
-            out.status.success(),
-            "promtool failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let config = dir.path().join("prometheus.yml");
-        fs::write(&config, "global:\n  scrape_interval: 1h\n").unwrap();
-
-        // A port picked free may be taken before Prometheus binds it; try a few.
-        let mut last_log = String::new();
-        for _ in 0..3 {
-            let port = free_port();
-            let log = dir.path().join(format!("prometheus-{port}.log"));
-            let log_file = fs::File::create(&log).unwrap();
-            let mut server = KillOnDrop(
-                Command::new("prometheus")
-                    .arg(format!("--config.file={}", config.display()))
-                    .arg(format!("--storage.tsdb.path={}", data.display()))
-                    .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-                    // Without it the backfilled blocks could be deleted at compaction.
-                    .arg("--storage.tsdb.retention.time=100y")
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(log_file)
-                    .spawn()
-                    .expect("starting prometheus"),
-            );
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if is_ready(port) {
-                    return Prometheus {
-                        _server: server,
-                        base_url: format!("http://127.0.0.1:{port}"),
-                        _dir: dir,
-                    };
-                }
-                if let Ok(Some(_)) = server.0.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            drop(server);
-            last_log = fs::read_to_string(&log).unwrap_or_default();
-        }
-        panic!("prometheus did not become ready on 127.0.0.1:\n{last_log}");
-    }
+/// diag's own Prometheus starter (the one `diag eval` uses): the fixture backfilled with
+/// promtool, served on a free 127.0.0.1 port, killed and its folder removed on drop.
+async fn start_prometheus() -> Prometheus {
+    require("promtool");
+    require("prometheus");
+    Prometheus::start("tools_prometheus", &fixture(), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn at(s: &str) -> FixedClock {
@@ -162,8 +68,8 @@ async fn query(tool: &QueryMetrics, clock: &FixedClock, args: Value) -> Result<V
 
 #[tokio::test]
 async fn instant_queries_at_a_fixed_time_are_exact() {
-    let prom = Prometheus::start();
-    let metrics = tool(&prom.base_url);
+    let prom = start_prometheus().await;
+    let metrics = tool(prom.base_url());
     let clock = at("2026-11-30T15:00:00Z");
     let data = query(
         &metrics,
@@ -231,8 +137,8 @@ async fn instant_queries_at_a_fixed_time_are_exact() {
 
 #[tokio::test]
 async fn range_queries_return_the_matrix() {
-    let prom = Prometheus::start();
-    let metrics = tool(&prom.base_url);
+    let prom = start_prometheus().await;
+    let metrics = tool(prom.base_url());
     let data = query(
         &metrics,
         &at("2026-11-30T15:00:00Z"),
@@ -277,8 +183,8 @@ async fn range_queries_return_the_matrix() {
 
 #[tokio::test]
 async fn bad_promql_is_an_error_with_prometheus_message() {
-    let prom = Prometheus::start();
-    let metrics = tool(&prom.base_url);
+    let prom = start_prometheus().await;
+    let metrics = tool(prom.base_url());
     let clock = at("2026-11-30T14:30:00Z");
     let err = query(
         &metrics,
@@ -320,7 +226,10 @@ async fn bad_promql_is_an_error_with_prometheus_message() {
 #[tokio::test]
 async fn an_unreachable_server_is_unavailable() {
     // Bound, then released: nothing listens there.
-    let port = free_port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("no free port on 127.0.0.1")
+        .port();
     let metrics = tool(&format!("http://127.0.0.1:{port}"));
     let err = query(
         &metrics,
