@@ -1602,7 +1602,7 @@ fn without_diag_db_the_store_lives_in_the_xdg_data_folder() {
     out.expect(2);
     assert_eq!(
         out.one_error_line(),
-        "diag: no database path: set --db PATH or DIAG_DB (HOME is not set)"
+        "diag: no database path: HOME is not set (set --db PATH or DIAG_DB)"
     );
 }
 

@@ -533,6 +533,18 @@ async fn malformed_arguments_unknown_tools_and_unknown_runs_are_mcp_errors_and_w
         assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{what}: {e:?}");
         assert!(e.message.contains(expected), "{what}: {}", e.message);
     }
+    // What to do about an unknown run comes as data, next to the message.
+    let e = mcp_error(
+        "trace of an unknown run",
+        session
+            .call("trace", obj(json!({"run_id": unknown_run})))
+            .await,
+    );
+    assert_eq!(
+        e.data,
+        Some(json!({"hints": ["diag runs lists the stored runs"]}))
+    );
+    assert!(!e.message.contains("diag runs"), "{}", e.message);
     // The session survived every one of them.
     let runs = session.call("runs", JsonObject::new()).await.expect("runs");
     assert_eq!(runs.structured_content.unwrap()["runs"], json!([]));

@@ -74,11 +74,9 @@ enum Source {
 /// The configuration a live run uses (`--config`, `DIAG_CONFIG`, the user's config folder).
 pub(super) fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
     let Some(path) = Config::locate(g.config.as_deref()) else {
-        return Err(CommandError::usage(
-            "no model endpoint is configured: pass --config FILE or create \
-             ~/.config/diag/config.toml (commented example: fixtures/demo/diag.toml), \
-             or replay a recorded run with --fixture FILE",
-        ));
+        return Err(CommandError::usage("no model endpoint is configured")
+            .hint(super::CONFIG_HINT)
+            .hint("or replay a recorded run with --fixture FILE"));
     };
     let config = Config::load(&path).map_err(|e| CommandError::usage(e.to_string()))?;
     Ok((config, path))
@@ -394,9 +392,9 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
         super::report::write_file(store, &outcome.run_id, format, path)
             .err()
             .map(|e| {
-                CommandError::usage(format!(
-                    "{} (run {} is stored; diag report {} -o FILE writes it)",
-                    e.message, outcome.run_id, outcome.run_id
+                e.hint(format!(
+                    "run {} is stored; diag report {} -o FILE writes it",
+                    outcome.run_id, outcome.run_id
                 ))
             })
     });
@@ -415,7 +413,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     }
     let first = errors.remove(0);
     for e in errors {
-        let _ = writeln!(std::io::stderr(), "diag: {}", e.message);
+        let _ = writeln!(std::io::stderr(), "diag: {e}");
     }
     Err(first)
 }

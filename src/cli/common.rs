@@ -58,9 +58,8 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
     }
     match Store::default_path() {
         Some(path) => at(path, DbOrigin::Default),
-        None => Err(CommandError::usage(
-            "no database path: set --db PATH or DIAG_DB (HOME is not set)",
-        )),
+        None => Err(CommandError::usage("no database path: HOME is not set")
+            .hint("set --db PATH or DIAG_DB")),
     }
 }
 

@@ -9,7 +9,6 @@ use clap::Args;
 
 use super::common::{require_existing_store, write_text};
 use super::{CommandError, GlobalArgs};
-use crate::render::one_line;
 use crate::runfile::{
     Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, ToolRecord, FORMAT,
 };
@@ -32,12 +31,7 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
     let run = store
         .get_run(run_id)
         .map_err(CommandError::from)?
-        .ok_or_else(|| {
-            CommandError::usage(format!(
-                "unknown run `{}` (diag runs lists the stored runs)",
-                one_line(run_id, 80)
-            ))
-        })?;
+        .ok_or_else(|| CommandError::unknown_run(run_id))?;
     if run.status == RunStatus::Running {
         return Err(CommandError::usage(format!(
             "run {} is still RUNNING; export it when it has finished",

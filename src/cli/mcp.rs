@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ask::{check_session, first_model_error, live_config, live_deps, shown_verdict};
 use super::common::{interrupt_handler, open_store, runtime};
-use super::{CommandError, Exit, GlobalArgs};
+use super::{CommandError, ErrorKind, Exit, GlobalArgs, CONFIG_HINT};
 use crate::ask::{ask, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -79,9 +79,9 @@ pub struct McpArgs {}
 pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
     if Config::locate(g.config.as_deref()).is_none() {
         return Err(CommandError::usage(
-            "diag mcp serves the configured model endpoints and tools: pass --config FILE or \
-             create ~/.config/diag/config.toml (commented example: fixtures/demo/diag.toml)",
-        ));
+            "diag mcp serves the configured model endpoints and tools, and none is configured",
+        )
+        .hint(CONFIG_HINT));
     }
     let (config, path) = live_config(g)?;
     let store = open_store(g, Some(&config))?;
@@ -302,9 +302,10 @@ fn invalid(message: String) -> McpError {
 /// A CLI error from reading the store: an unknown run is the client's mistake, anything else
 /// the server's.
 fn read_error(e: CommandError) -> McpError {
-    match e.exit {
-        Exit::Usage if e.message.starts_with("unknown run") => invalid(e.message),
-        _ => McpError::internal_error(e.message, None),
+    let data = (!e.hints.is_empty()).then(|| serde_json::json!({ "hints": e.hints }));
+    match e.kind {
+        ErrorKind::UnknownRun => McpError::invalid_params(e.message, data),
+        ErrorKind::Other => McpError::internal_error(e.message, data),
     }
 }
 

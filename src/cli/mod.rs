@@ -95,17 +95,39 @@ pub enum Command {
 }
 
 /// A failure the CLI reports: one line, and the exit code its kind decides.
+///
+/// What the user can do about it is data (`hints`), not text baked into the message: the
+/// terminal gets `message (hint; hint)` on one line (see `Display`), and `diag mcp` sends the
+/// hints as structured error data. `kind` says what a caller may act on without reading the
+/// text (an MCP client's mistake versus the server's).
 #[derive(Debug)]
 pub struct CommandError {
     pub exit: Exit,
+    pub kind: ErrorKind,
     pub message: String,
+    pub hints: Vec<String>,
+}
+
+/// How to give diag a configuration: the hint of every command that needs one and has none.
+pub(crate) const CONFIG_HINT: &str = "pass --config FILE or create ~/.config/diag/config.toml, \
+     as in the commented example fixtures/demo/diag.toml";
+
+/// What kind of failure a `CommandError` is, where a caller needs to tell them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A run id that is not in the store.
+    UnknownRun,
+    /// Everything else: the exit code says whether it was the user's input or diag's fault.
+    Other,
 }
 
 impl CommandError {
     pub fn new(exit: Exit, message: impl Into<String>) -> Self {
         CommandError {
             exit,
+            kind: ErrorKind::Other,
             message: message.into(),
+            hints: Vec::new(),
         }
     }
 
@@ -113,9 +135,37 @@ impl CommandError {
         Self::new(Exit::Usage, message)
     }
 
+    /// A run id the store does not have (shown bounded: the id came from the user).
+    pub fn unknown_run(run_id: &str) -> Self {
+        let mut e = Self::usage(format!(
+            "unknown run `{}`",
+            crate::render::one_line(run_id, 80)
+        ))
+        .hint("diag runs lists the stored runs");
+        e.kind = ErrorKind::UnknownRun;
+        e
+    }
+
+    /// Adds what the user can do about it.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+
     /// Ends the command with an exit code but nothing more to say (the output said it).
     pub fn silent(exit: Exit) -> Self {
         Self::new(exit, "")
+    }
+}
+
+/// The one line the terminal shows: the message, then the hints in parentheses.
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)?;
+        if !self.hints.is_empty() {
+            write!(f, " ({})", self.hints.join("; "))?;
+        }
+        Ok(())
     }
 }
 
@@ -159,7 +209,7 @@ pub fn main() -> ExitCode {
         Ok(()) => Exit::Success.into(),
         Err(e) => {
             if !e.message.is_empty() {
-                let _ = writeln!(std::io::stderr(), "diag: {}", e.message);
+                let _ = writeln!(std::io::stderr(), "diag: {e}");
             }
             e.exit.into()
         }
@@ -190,5 +240,32 @@ pub(crate) fn io_error(e: std::io::Error) -> CommandError {
         CommandError::new(Exit::Success, "")
     } else {
         CommandError::new(Exit::Internal, format!("cannot write output: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_follow_the_message_on_one_line() {
+        let e = CommandError::usage("no model endpoint is configured")
+            .hint("pass --config FILE")
+            .hint("or replay a recorded run with --fixture FILE");
+        assert_eq!(
+            e.to_string(),
+            "no model endpoint is configured (pass --config FILE; or replay a recorded run with --fixture FILE)"
+        );
+        assert_eq!(CommandError::usage("plain").to_string(), "plain");
+    }
+
+    #[test]
+    fn an_unknown_run_is_a_kind_with_its_hint_as_data() {
+        let e = CommandError::unknown_run("run-1\nforged");
+        assert_eq!(e.kind, ErrorKind::UnknownRun);
+        assert_eq!(e.exit, Exit::Usage);
+        assert_eq!(e.hints, ["diag runs lists the stored runs"]);
+        assert!(!e.to_string().contains('\n'), "{e}");
+        assert_eq!(CommandError::usage("x").kind, ErrorKind::Other);
     }
 }

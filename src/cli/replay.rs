@@ -153,7 +153,7 @@ async fn replay_file(
     let run: RunFile = match load_run_file(&path) {
         Ok(r) => r,
         Err(e) => {
-            result.error = Some(e.message);
+            result.error = Some(e.to_string());
             return result;
         }
     };
@@ -297,7 +297,7 @@ pub fn cmd_replay(
     }
     if let Some(first) = report_errors.first() {
         for e in &report_errors[1..] {
-            let _ = writeln!(std::io::stderr(), "diag: {}", e.message);
+            let _ = writeln!(std::io::stderr(), "diag: {e}");
         }
         if failed == 0 {
             return Err(CommandError::usage(first.message.clone()));

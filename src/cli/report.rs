@@ -9,7 +9,6 @@ use clap::Args;
 use super::common::{require_existing_store, write_text};
 use super::{CommandError, Exit, GlobalArgs};
 use crate::diagnosis::topology;
-use crate::render::one_line;
 use crate::report::{self, Format, RunData};
 use crate::store::Store;
 
@@ -82,12 +81,7 @@ pub fn check_output_path(path: &Path, what: &str) -> Result<(), CommandError> {
 pub fn load(store: &Store, run_id: &str) -> Result<RunData, CommandError> {
     report::from_store(store, run_id)
         .map_err(CommandError::from)?
-        .ok_or_else(|| {
-            CommandError::usage(format!(
-                "unknown run `{}` (diag runs lists the stored runs)",
-                one_line(run_id, 80)
-            ))
-        })
+        .ok_or_else(|| CommandError::unknown_run(run_id))
 }
 
 /// The report of a stored run as text.

@@ -99,12 +99,7 @@ fn load(store: &Store, run_id: &str) -> Result<Stored, CommandError> {
     let run = store
         .get_run(run_id)
         .map_err(CommandError::from)?
-        .ok_or_else(|| {
-            CommandError::usage(format!(
-                "unknown run `{}` (diag runs lists the stored runs)",
-                render::one_line(run_id, 80)
-            ))
-        })?;
+        .ok_or_else(|| CommandError::unknown_run(run_id))?;
     let events = store.events(&run.run_id).map_err(CommandError::from)?;
     let invocations = store.invocations(&run.run_id).map_err(CommandError::from)?;
     let evaluation = store.evaluation(&run.run_id).map_err(CommandError::from)?;
