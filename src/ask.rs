@@ -14,15 +14,16 @@ use crate::agent::runtime::{
     AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
 };
 use crate::clock::Clock;
-use crate::diagnosis::evaluation::{evaluate, verifier_evaluation, Evaluation};
+use crate::diagnosis::evaluation::{evaluate, run_summary, verifier_evaluation, Evaluation};
 use crate::diagnosis::nodes::{real_nodes, NodeDeps};
 use crate::diagnosis::{topology, DiagnosisNodes, DiagnosisState, Status, STEP_LIMIT};
 use crate::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
 use crate::ids::IdSource;
 use crate::protocol::ToolInvocation;
 use crate::runfile::Recorder;
-use crate::store::{FinishError, NewRun, RunRecorder, RunStatus, RunSummary, Store, StoreError};
+use crate::store::{NewRun, RunStatus, RunSummary, Store, StoreError};
 use crate::tools::InvocationLog;
+use diag_core::store::{FinishError, RunReader, RunStore, TraceRecorder};
 
 /// Builds the eight nodes of a run from its dependencies; [`real_nodes`] in production,
 /// scripted nodes in tests of the run lifecycle.
@@ -33,15 +34,16 @@ pub fn production_nodes() -> NodeFactory {
     Arc::new(real_nodes)
 }
 
-/// Everything a run needs from outside the graph.
-pub struct AskDeps {
+/// Everything a run needs from outside the graph. `S` is the run store, through the port
+/// ([`RunStore`]); the command line uses the SQLite [`Store`].
+pub struct AskDeps<S = Store> {
     pub nodes: NodeFactory,
     pub models: AgentModels,
     pub tools: Arc<dyn ToolRunner>,
     pub limits: AgentLimits,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
-    pub store: Store,
+    pub store: S,
 }
 
 /// One question.
@@ -178,12 +180,13 @@ impl<'a> AskOptions<'a> {
     }
 }
 
+/// Why nothing could be stored. `E` is the run store's error ([`StoreError`] for SQLite).
 #[derive(Debug, Error)]
-pub enum AskError {
+pub enum AskError<E = StoreError> {
     #[error("the question is empty")]
     EmptyQuestion,
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] E),
 }
 
 /// Hooks that report to several observers in order.
@@ -207,38 +210,38 @@ impl RunHooks for TeeHooks {
 
 /// The store's recorder first (so the trace is written as it happens), then the caller's
 /// progress display.
-struct TeeObserver<'a> {
-    store: RunRecorder,
+struct TeeObserver<'a, R> {
+    store: R,
     progress: &'a mut dyn Observer<Status>,
 }
 
-impl Observer<Status> for TeeObserver<'_> {
+impl<R: TraceRecorder> Observer<Status> for TeeObserver<'_, R> {
     fn node_started(&mut self, node: &str, kind: NodeKind, attempt: u32, round: u32) {
-        Observer::<Status>::node_started(&mut self.store, node, kind, attempt, round);
+        self.store.observe_node(kind);
         self.progress.node_started(node, kind, attempt, round);
     }
     fn event(&mut self, event: &Event<Status>) {
-        Observer::<Status>::event(&mut self.store, event);
+        self.store.observe_event(event);
         self.progress.event(event);
     }
 }
 
 /// A run that ends FAILED before the graph could give a state (the topology did not compile,
 /// a node panicked): stored with `summary`, answered with an empty state.
-struct EarlyFailure<'a> {
-    deps: &'a AskDeps,
+struct EarlyFailure<'a, S> {
+    deps: &'a AskDeps<S>,
     run_id: String,
     session_id: String,
     question: String,
 }
 
-impl EarlyFailure<'_> {
+impl<S: RunStore> EarlyFailure<'_, S> {
     fn finish(
         self,
         failure: String,
         summary: RunSummary,
         tape: Option<Arc<Recorder>>,
-    ) -> Result<AskOutcome, AskError> {
+    ) -> Result<AskOutcome, AskError<S::Error>> {
         self.deps
             .store
             .finish_failed(&self.run_id, &failure, summary)?;
@@ -253,13 +256,13 @@ impl EarlyFailure<'_> {
 }
 
 /// A run that is stored RUNNING: its ids, question, trace recorder and optional tape.
-struct Started<'a> {
-    deps: &'a AskDeps,
+struct Started<'a, S: RunStore> {
+    deps: &'a AskDeps<S>,
     run_id: String,
     session_id: String,
     question: String,
     config: RunConfig,
-    recorder: RunRecorder,
+    recorder: S::Recorder,
     tape: Option<Arc<Recorder>>,
     /// The tool catalog, read once: stored with the run and handed to the nodes.
     catalog: Vec<crate::tools::ToolSpec>,
@@ -267,8 +270,8 @@ struct Started<'a> {
     began: std::time::Duration,
 }
 
-impl<'a> Started<'a> {
-    fn early_failure(self) -> (EarlyFailure<'a>, Option<Arc<Recorder>>) {
+impl<'a, S: RunStore> Started<'a, S> {
+    fn early_failure(self) -> (EarlyFailure<'a, S>, Option<Arc<Recorder>>) {
         (
             EarlyFailure {
                 deps: self.deps,
@@ -307,11 +310,11 @@ enum Ended {
 /// - `Err`: nothing could be stored at all (a blank question, a read-only store, a taken
 ///   run id), or not even FAILED could be written at the end; the run then stays RUNNING
 ///   until the sweep of a later open marks it `interrupted`.
-pub async fn ask(
-    deps: &AskDeps,
+pub async fn ask<S: RunStore>(
+    deps: &AskDeps<S>,
     request: AskRequest,
     options: AskOptions<'_>,
-) -> Result<AskOutcome, AskError> {
+) -> Result<AskOutcome, AskError<S::Error>> {
     let AskOptions {
         record,
         cancel,
@@ -357,7 +360,7 @@ pub async fn ask(
     // written; a read that fails leaves them empty, and the operator is told so.
     let mut warnings = Vec::new();
     let steps = read_steps(deps, &started.run_id, &mut warnings);
-    let mut summary = RunSummary::from_state(&state, finished_at, duration_ms);
+    let mut summary = run_summary(&state, finished_at, duration_ms);
     summary.self_evaluation = serde_json::to_value(serde_json::json!({
         "verifier_evaluation": verifier_evaluation(&state, &steps),
     }))
@@ -387,7 +390,11 @@ pub async fn ask(
 }
 
 /// Phase 1: checks the question, picks the ids and stores the run RUNNING.
-fn start_run(deps: &AskDeps, request: AskRequest, record: bool) -> Result<Started<'_>, AskError> {
+fn start_run<S: RunStore>(
+    deps: &AskDeps<S>,
+    request: AskRequest,
+    record: bool,
+) -> Result<Started<'_, S>, AskError<S::Error>> {
     let question = request.question.trim().to_string();
     if question.is_empty() {
         return Err(AskError::EmptyQuestion);
@@ -420,8 +427,8 @@ fn start_run(deps: &AskDeps, request: AskRequest, record: bool) -> Result<Starte
 }
 
 /// Phase 2: wires the agents (trace first, then the tape) and compiles the graph.
-fn compile_graph(
-    started: &Started<'_>,
+fn compile_graph<S: RunStore>(
+    started: &Started<'_, S>,
 ) -> Result<crate::diagnosis::topology::DiagnosisGraph, crate::graph::CompileError> {
     let deps = started.deps;
     let log: Arc<dyn InvocationLog> = match &started.tape {
@@ -453,8 +460,8 @@ type GraphResult = Result<DiagnosisState, crate::graph::EngineFailure<DiagnosisS
 /// Phase 3: invokes the graph once. A panic inside a node or an adapter is a bug, but the
 /// run must still end truthfully: FAILED with the events committed so far, never left
 /// RUNNING until a later sweep blames an interruption. `Err` holds the panic's message.
-async fn invoke_graph(
-    started: &Started<'_>,
+async fn invoke_graph<S: RunStore>(
+    started: &Started<'_, S>,
     graph: &crate::diagnosis::topology::DiagnosisGraph,
     cancel: Option<&CancellationToken>,
     progress: &mut dyn Observer<Status>,
@@ -486,7 +493,7 @@ async fn invoke_graph(
 
 /// Phase 4: how the run ended. A state without a non-blank answer, a trace write that failed
 /// during the run, an engine error and a cancellation all end FAILED.
-fn classify(started: &Started<'_>, result: GraphResult) -> (DiagnosisState, Ended) {
+fn classify<S: RunStore>(started: &Started<'_, S>, result: GraphResult) -> (DiagnosisState, Ended) {
     match result {
         Ok(state) => {
             let answer = state
@@ -521,7 +528,11 @@ fn classify(started: &Started<'_>, result: GraphResult) -> (DiagnosisState, Ende
 }
 
 /// The run's model calls, read back from the trace; a read that fails adds a warning.
-fn read_steps(deps: &AskDeps, run_id: &str, warnings: &mut Vec<String>) -> Vec<AgentStepRecord> {
+fn read_steps<S: RunReader>(
+    deps: &AskDeps<S>,
+    run_id: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<AgentStepRecord> {
     match deps.store.agent_steps(run_id) {
         Ok(s) => s.into_iter().map(|s| s.step).collect(),
         Err(e) => {
@@ -535,8 +546,8 @@ fn read_steps(deps: &AskDeps, run_id: &str, warnings: &mut Vec<String>) -> Vec<A
 }
 
 /// The run's tool calls, read back from the trace; a read that fails adds a warning.
-fn read_invocations(
-    deps: &AskDeps,
+fn read_invocations<S: RunReader>(
+    deps: &AskDeps<S>,
     run_id: &str,
     warnings: &mut Vec<String>,
 ) -> Vec<ToolInvocation> {
@@ -553,13 +564,13 @@ fn read_invocations(
 }
 
 /// Phase 5 (failed): a failed run keeps its real partial trace and gets no evaluation.
-fn finish_failed(
-    started: Started<'_>,
+fn finish_failed<S: RunStore>(
+    started: Started<'_, S>,
     end: RunEnd,
     state: DiagnosisState,
     mut summary: RunSummary,
     recorded: Option<Vec<crate::runfile::Exchange>>,
-) -> Result<AskOutcome, AskError> {
+) -> Result<AskOutcome, AskError<S::Error>> {
     let failure = match &end {
         RunEnd::Failed { failure } => failure.as_str(),
         RunEnd::Interrupted | RunEnd::Success { .. } => INTERRUPTED,
@@ -591,7 +602,10 @@ struct Success {
 /// Phase 5 (answered): one transaction writes the events still held, SUCCESS with the
 /// answer, and the evaluation under a savepoint (a refused evaluation leaves the SUCCESS
 /// standing, with a warning). A refused SUCCESS ends the run FAILED.
-fn finish_success(started: Started<'_>, success: Success) -> Result<AskOutcome, AskError> {
+fn finish_success<S: RunStore>(
+    started: Started<'_, S>,
+    success: Success,
+) -> Result<AskOutcome, AskError<S::Error>> {
     let Success {
         answer,
         evaluation,

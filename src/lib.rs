@@ -12,8 +12,8 @@ pub mod ask;
 pub mod cli;
 pub use diag_graph::clock;
 pub mod config;
-pub use diag_core::diagnosis;
 pub use diag_core::env_vars;
+pub use diag_diagnosis as diagnosis;
 pub mod eval;
 pub use diag_core::hash;
 pub use diag_core::ids;
@@ -30,8 +30,10 @@ pub mod replay;
 pub mod report;
 pub mod runfile;
 pub mod setup;
-pub mod store;
 pub use diag_core::text;
+/// The run store: the port and its records (diag-core) implemented by the SQLite store
+/// (diag-store-sqlite), under the path it had before the workspace.
+pub use diag_store_sqlite as store;
 /// The tool ports and registry (diag-core) and the built-in tools and MCP client (diag-tools),
 /// under the paths they had before the workspace.
 pub mod tools {

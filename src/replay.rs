@@ -17,7 +17,8 @@ use crate::graph::NoopObserver;
 use crate::ids::IdSource;
 use crate::model::ChatModel;
 use crate::runfile::{Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, Tape};
-use crate::store::{RunStatus, Store};
+use crate::store::RunStatus;
+use diag_core::store::{RunReader, RunStore};
 
 /// The agent limits a replay runs with: generous, so the recording decides the path.
 pub const REPLAY_LIMITS: AgentLimits = AgentLimits::DEFAULT;
@@ -94,7 +95,11 @@ pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
 
 /// The dependencies that serve a run file: recorded models for the four agents, recorded
 /// tools, and the clock pinned to `started_at`. The tape reports any divergence.
-pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (AskDeps, Arc<Tape>) {
+pub fn replay_deps<S: RunStore>(
+    run: &RunFile,
+    store: &S,
+    ids: Arc<dyn IdSource>,
+) -> (AskDeps<S>, Arc<Tape>) {
     let tape = Tape::new(run.exchanges.clone(), run.tools.clone());
     let mut overrides: HashMap<AgentRole, Arc<dyn ChatModel>> = HashMap::new();
     for role in [
@@ -125,21 +130,21 @@ pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (Ask
 }
 
 /// Replays one run file into `store` (a new run id from `ids`, the file's session).
-pub async fn replay(
+pub async fn replay<S: RunStore>(
     run: &RunFile,
-    store: &Store,
+    store: &S,
     ids: Arc<dyn IdSource>,
-) -> Result<Replayed, AskError> {
+) -> Result<Replayed, AskError<S::Error>> {
     replay_until(run, store, ids, None).await
 }
 
 /// [`replay`], ended as an interrupted run (stored FAILED `interrupted`) when `cancel` fires.
-pub async fn replay_until(
+pub async fn replay_until<S: RunStore>(
     run: &RunFile,
-    store: &Store,
+    store: &S,
     ids: Arc<dyn IdSource>,
     cancel: Option<&CancellationToken>,
-) -> Result<Replayed, AskError> {
+) -> Result<Replayed, AskError<S::Error>> {
     let (deps, tape) = replay_deps(run, store, ids);
     let outcome = ask(
         &deps,
@@ -162,10 +167,10 @@ pub async fn replay_until(
 
 /// Where the replay of `run`, stored as `run_id`, left its recording: the tape's first
 /// divergence, else the first model call made in another round, attempt or turn.
-pub fn divergence_of(
+pub fn divergence_of<S: RunReader>(
     run: &RunFile,
     tape: &Tape,
-    store: &Store,
+    store: &S,
     run_id: &str,
 ) -> Option<Divergence> {
     tape.divergence()
@@ -176,7 +181,7 @@ pub fn divergence_of(
 /// recording, read back from the stored run. The tape already matched each call's agent and
 /// (when recorded) request hash as it served it; a technical retry sends the same bytes as the
 /// first attempt, so only this check tells the two apart.
-fn metadata_divergence(run: &RunFile, store: &Store, run_id: &str) -> Option<Divergence> {
+fn metadata_divergence<S: RunReader>(run: &RunFile, store: &S, run_id: &str) -> Option<Divergence> {
     let stored = match store.exchanges(run_id) {
         Ok(stored) => stored,
         Err(e) => {

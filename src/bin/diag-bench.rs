@@ -36,7 +36,7 @@ use diag::diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
 use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
 use diag::ids::{IdSource, RandomIds};
 use diag::protocol::{Verdict, Verification};
-use diag::store::{NewRun, RunSummary, Store};
+use diag::store::{NewRun, Store};
 
 #[path = "diag_bench/logs.rs"]
 mod logs;
@@ -270,7 +270,7 @@ async fn stored_run(
         return Err(e.to_string());
     }
     let duration_ms = u64::try_from(clock.elapsed().saturating_sub(began).as_millis()).unwrap_or(0);
-    let mut summary = RunSummary::from_state(&state, clock.now(), duration_ms);
+    let mut summary = diag::diagnosis::evaluation::run_summary(&state, clock.now(), duration_ms);
     summary.self_evaluation = Some(serde_json::json!({"verifier_evaluation": {
         "verifier_status": state.round.verifier_status,
         "verifier_model_verdict": state.round.verifier_model_verdict,

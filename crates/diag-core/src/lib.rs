@@ -1,8 +1,11 @@
-//! `diag-core`: the diagnosis itself, as plain functions over plain data, and the ports it runs
-//! behind. The typed agent contracts and the Gatekeeper (`protocol`), the diagnosis graph's
-//! state, nodes and topology (`diagnosis`), the agent runtime (`agent`), and the ports the edges
-//! implement: [`model::ChatModel`], [`tools::Tool`] and the registry, [`clock::Clock`] and
-//! [`ids::IdSource`].
+//! `diag-core`: the contracts and the runtime a diagnosis runs on, as plain functions over plain
+//! data, and the ports it runs behind. The typed agent contracts and the Gatekeeper
+//! (`protocol`), the agent runtime (`agent`), and the ports the edges implement:
+//! [`model::ChatModel`], [`tools::Tool`] and the registry, the run store
+//! ([`store::RunStore`], [`store::TraceRecorder`], [`store::RunReader`] over the plain records
+//! of [`store::records`]), [`clock::Clock`] and [`ids::IdSource`]. The diagnosis graph itself
+//! (state, nodes, topology, evaluation) is the `diag-diagnosis` crate, above this one: the run
+//! store depends on this crate only, so it cannot name the diagnosis state.
 //!
 //! **Architecture invariant:** no HTTP, SQL, file or process crate is a dependency of this crate
 //! (see its Cargo.toml): the OpenAI-compatible adapter is `diag-model-openai`, the built-in tools
@@ -16,11 +19,11 @@ pub use diag_graph as graph;
 pub use diag_graph::clock;
 
 pub mod agent;
-pub mod diagnosis;
 pub mod env_vars;
 pub mod hash;
 pub mod ids;
 pub mod model;
 pub mod protocol;
+pub mod store;
 pub mod text;
 pub mod tools;

@@ -5,6 +5,7 @@
 
 pub mod composer;
 pub mod executor;
+pub mod fallback;
 pub mod gatekeeper;
 pub mod grounding;
 pub mod invocation;
@@ -18,6 +19,7 @@ pub mod verifier;
 
 pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
+pub use fallback::FallbackKind;
 pub use gatekeeper::{
     ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, ClaimRefusal,
     GateStatus, GatekeeperRaw, Grounding, RefusedClaim,

@@ -158,22 +158,9 @@ impl From<GateStatus> for Status {
     }
 }
 
-/// Which Fallback template answers: before trusted material existed, or after the Verifier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FallbackKind {
-    PreVerification,
-    PostVerification,
-}
-
-impl FallbackKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FallbackKind::PreVerification => "pre_verification",
-            FallbackKind::PostVerification => "post_verification",
-        }
-    }
-}
+/// Which Fallback template answers (a plain value a run store persists too, so it is defined
+/// with the contracts and re-exported here).
+pub use crate::protocol::FallbackKind;
 
 #[cfg(test)]
 mod tests {

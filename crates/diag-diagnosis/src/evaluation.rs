@@ -1,6 +1,8 @@
 //! What a finished run says about itself, built from graph state and the run's own records
 //! only: the `self_evaluation.verifier_evaluation` of openspec/specs/ask-service/spec.md step 5, and the deterministic
 //! metrics of the evaluation step. Neither ever holds raw Executor text or the tool trace.
+//! Also the [`RunSummary`] a run store is finished with ([`run_summary`]): the store takes
+//! that plain record and never reads the graph state itself (openspec/specs/run-store/spec.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -8,11 +10,29 @@ use super::state::DiagnosisState;
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind};
 use crate::agent::prompts::PromptAudit;
 use crate::agent::runtime::AgentStepRecord;
+use crate::clock::Timestamp;
 use crate::protocol::grounding::TokenKind;
 use crate::protocol::{
     Audit, ClaimCheck, Fact, GateStatus, GatekeeperRaw, InvocationStatus, ToolInvocation, Verdict,
     VerifiedEvidence, VerifiedExecutorOutput,
 };
+use diag_core::store::RunSummary;
+
+/// The summary fields a final graph state determines, as the plain record a run store
+/// finishes a run with: the answer, the end time and duration, `degraded`, the effective
+/// verdict and the Fallback kind. `self_evaluation` is left to the caller, which builds it from
+/// the same state and the run's read-back steps ([`verifier_evaluation`]).
+pub fn run_summary(state: &DiagnosisState, finished_at: Timestamp, duration_ms: u64) -> RunSummary {
+    RunSummary {
+        answer: state.final_answer.clone(),
+        finished_at: Some(finished_at),
+        duration_ms: Some(duration_ms),
+        degraded: state.degraded,
+        effective_verdict: state.round.effective_verdict,
+        fallback_kind: state.fallback_kind,
+        self_evaluation: None,
+    }
+}
 
 /// How a run ended in the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -312,5 +332,44 @@ pub fn evaluate(
         node_executions: state.events.len(),
         latency_ms,
         grounding: GroundingFigures::of(state),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_summary_carries_what_the_final_state_says() {
+        let finished_at = Timestamp::from_unix_ms(1_700_000_000_000);
+        let mut state = DiagnosisState::new("why 502s?");
+        let empty = run_summary(&state, finished_at, 12);
+        assert_eq!(
+            empty,
+            RunSummary {
+                answer: None,
+                finished_at: Some(finished_at),
+                duration_ms: Some(12),
+                degraded: false,
+                effective_verdict: None,
+                fallback_kind: None,
+                self_evaluation: None,
+            }
+        );
+
+        state.final_answer = Some("the pool is exhausted [c1]".into());
+        state.degraded = true;
+        state.round.effective_verdict = Some(Verdict::LowConfid);
+        state.fallback_kind = Some(FallbackKind::PostVerification);
+        let summary = run_summary(&state, finished_at, 34);
+        assert_eq!(
+            summary.answer.as_deref(),
+            Some("the pool is exhausted [c1]")
+        );
+        assert!(summary.degraded);
+        assert_eq!(summary.effective_verdict, Some(Verdict::LowConfid));
+        assert_eq!(summary.fallback_kind, Some(FallbackKind::PostVerification));
+        assert_eq!(summary.duration_ms, Some(34));
+        assert_eq!(summary.self_evaluation, None, "left to the caller");
     }
 }

@@ -1,5 +1,12 @@
-//! The run store: every diagnosis run and its whole trace in one SQLite file, written as the
-//! run happens, readable afterwards (`diag trace`, `diag runs`, `diag export`).
+//! `diag-store-sqlite`: the run store: every diagnosis run and its whole trace in one SQLite
+//! file, written as the run happens, readable afterwards (`diag trace`, `diag runs`,
+//! `diag export`). It implements diag-core's run store port ([`diag_core::store::RunStore`],
+//! [`diag_core::store::TraceRecorder`], [`diag_core::store::RunReader`]; `port.rs`).
+//!
+//! **Architecture invariant:** this crate depends on `diag-core` (contracts, agent runtime
+//! records, ports), never on `diag-diagnosis`: the store persists the plain records of
+//! `diag_core::store::records` and cannot name the diagnosis graph's state (a `use` of it does
+//! not compile). rusqlite is a dependency of this crate only.
 //!
 //! # Guarantees
 //!
@@ -40,10 +47,14 @@
 //!
 //! `docs/SCHEMA.md` documents every column and has sqlite3 queries for common questions.
 
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod checkpoint;
 mod error;
 mod gc;
 mod owner;
+mod port;
 mod read;
 mod recorder;
 mod records;
@@ -64,6 +75,9 @@ pub use records::{
 };
 pub use schema::SCHEMA_VERSION;
 pub use write::{FinishError, FinishReport};
+
+// The core's modules under the paths this code had in the diag crate (`crate::graph::…`).
+use diag_core::{agent, clock, env_vars, graph, hash, model, protocol, tools};
 
 use crate::clock::{Clock, SystemClock};
 
@@ -434,6 +448,74 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Stor
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dependency names a manifest declares (every `…dependencies]` table but the
+    /// workspace's version table; with `dev` false, not the dev-dependencies either).
+    fn dependencies(manifest: &Path, dev: bool) -> Vec<String> {
+        let text = std::fs::read_to_string(manifest).unwrap();
+        let mut in_deps = false;
+        let mut out = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_deps = line.ends_with("dependencies]")
+                    && line != "[workspace.dependencies]"
+                    && (dev || !line.ends_with("dev-dependencies]"));
+            } else if let Some((name, _)) = line.split_once('=').filter(|_| in_deps) {
+                out.push(name.trim().to_string());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_store_depends_on_the_core_and_not_on_the_diagnosis_graph() {
+        let deps = dependencies(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"),
+            true,
+        );
+        assert!(deps.iter().any(|d| d == "diag-core"), "{deps:?}");
+        assert!(deps.iter().any(|d| d == "rusqlite"), "{deps:?}");
+        for above in ["diag-diagnosis", "diag", "diag-tools", "diag-model-openai"] {
+            assert!(
+                !deps.iter().any(|d| d == above),
+                "the store must not depend on {above}: it would reach the diagnosis state \
+                 (openspec/specs/run-store/spec.md)"
+            );
+        }
+    }
+
+    /// The integration tests of the root crate open the store file with a second connection
+    /// (as an operator would with sqlite3), so rusqlite is a dev-dependency there; no library
+    /// or binary but this crate's links it.
+    #[test]
+    fn only_the_store_depends_on_rusqlite() {
+        let root =
+            std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")).unwrap();
+        let mut manifests = vec![root.join("Cargo.toml")];
+        for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+            let manifest = entry.unwrap().path().join("Cargo.toml");
+            if manifest.is_file() {
+                manifests.push(manifest);
+            }
+        }
+        assert!(
+            manifests.len() >= 6,
+            "the scan found the crates ({manifests:?})"
+        );
+        let users: Vec<_> = manifests
+            .iter()
+            .filter(|m| dependencies(m, false).iter().any(|d| d == "rusqlite"))
+            .map(|m| {
+                m.parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(users, ["diag-store-sqlite"]);
+    }
 
     #[test]
     fn default_path_follows_the_xdg_rule() {

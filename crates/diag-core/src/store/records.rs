@@ -1,5 +1,7 @@
-//! The values the store takes and hands back: a new run, the summary that finishes it, the
-//! stored run row, the stored forms of steps and exchanges, list filters and the gc report.
+//! The values a run store takes and hands back: a new run, the summary that finishes it, the
+//! stored run row, the stored forms of steps and exchanges, and list filters. Plain data over
+//! the contracts and the agent runtime's records: nothing here knows the diagnosis graph (its
+//! state is turned into a [`RunSummary`] by `diag_diagnosis::evaluation::run_summary`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -8,8 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::clock::Timestamp;
-use crate::diagnosis::{DiagnosisState, FallbackKind};
-use crate::protocol::Verdict;
+use crate::protocol::{FallbackKind, Verdict};
 use crate::tools::ToolSpec;
 
 /// The lifecycle of a run. Diagnosis quality is not a status: it lives in the verdict
@@ -82,22 +83,6 @@ pub struct RunSummary {
     pub self_evaluation: Option<serde_json::Value>,
 }
 
-impl RunSummary {
-    /// The summary fields a final graph state determines; `self_evaluation` is left to the
-    /// caller, which builds it from the same state.
-    pub fn from_state(state: &DiagnosisState, finished_at: Timestamp, duration_ms: u64) -> Self {
-        RunSummary {
-            answer: state.final_answer.clone(),
-            finished_at: Some(finished_at),
-            duration_ms: Some(duration_ms),
-            degraded: state.degraded,
-            effective_verdict: state.round.effective_verdict,
-            fallback_kind: state.fallback_kind,
-            self_evaluation: None,
-        }
-    }
-}
-
 /// One stored run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRow {
@@ -159,16 +144,4 @@ pub struct RunFilter {
     pub status: Option<RunStatus>,
     /// At most this many; `None` is all.
     pub limit: Option<usize>,
-}
-
-/// What `gc` did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct GcReport {
-    pub runs_deleted: u64,
-    /// Database plus WAL file size before and after.
-    pub bytes_before: u64,
-    pub bytes_after: u64,
-    /// False when a reader kept the final checkpoint from completing; the WAL is then
-    /// truncated by a later checkpoint.
-    pub checkpoint_complete: bool,
 }

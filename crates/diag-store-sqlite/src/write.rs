@@ -140,29 +140,12 @@ impl EventRow {
     }
 }
 
-/// What finishing a run reported besides success.
-#[derive(Debug, Default)]
-pub struct FinishReport {
-    /// The evaluation of a SUCCESS run, refused; the SUCCESS stands.
-    pub evaluation_error: Option<StoreError>,
-}
+/// What finishing a run reported besides success (the port's, with this store's error).
+pub type FinishReport = diag_core::store::FinishReport<StoreError>;
 
-/// Why a run could not be finished with the rows it still had to write.
-#[derive(Debug)]
-pub enum FinishError {
-    /// A trace row written with the finish was refused; nothing of the finish was stored.
-    Trace(StoreError),
-    /// The run row itself could not be finished.
-    Run(StoreError),
-}
-
-impl std::fmt::Display for FinishError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FinishError::Trace(e) | FinishError::Run(e) => e.fmt(f),
-        }
-    }
-}
+/// Why a run could not be finished with the rows it still had to write (the port's, with this
+/// store's error).
+pub type FinishError = diag_core::store::FinishError<StoreError>;
 
 /// A model exchange serialized for its row, before any transaction opens.
 pub(crate) struct ExchangeRow {

@@ -1,6 +1,6 @@
 //! [`RunRecorder`]: the store as the running graph sees it. One recorder per run, handed to
 //! the engine as its [`Observer`], to the agent runtime as its [`RunHooks`] and
-//! [`InvocationLog`].
+//! [`InvocationLog`]; it is the run store port's [`TraceRecorder`].
 //!
 //! Model calls (the agent step and the exchange, in one transaction) and tool invocations are
 //! written the moment they arrive.
@@ -28,6 +28,7 @@ use crate::agent::runtime::{AgentStepRecord, ModelExchange, RunHooks};
 use crate::graph::{Event, NodeKind, Observer, RunConfig};
 use crate::protocol::ToolInvocation;
 use crate::tools::InvocationLog;
+use diag_core::store::TraceRecorder;
 
 /// Records the trace of one run. Cheap to clone (an `Arc` inside); `Send + Sync`.
 #[derive(Clone)]
@@ -125,16 +126,43 @@ impl RunRecorder {
 impl<O: Display> Observer<O> for RunRecorder {
     /// An agent node is about to wait on a model: everything so far is committed first.
     fn node_started(&mut self, _node: &str, kind: NodeKind, _attempt: u32, _round: u32) {
-        if kind == NodeKind::Agent {
-            self.flush();
-        }
+        TraceRecorder::observe_node(self, kind);
     }
 
     fn event(&mut self, event: &Event<O>) {
+        TraceRecorder::observe_event(self, event);
+    }
+}
+
+/// The run store port's recorder (`diag_core::store`).
+impl TraceRecorder for RunRecorder {
+    type Error = StoreError;
+
+    fn run_id(&self) -> &str {
+        RunRecorder::run_id(self)
+    }
+
+    /// An agent node is about to wait on a model: everything so far is committed first.
+    fn observe_node(&self, kind: NodeKind) {
+        if kind == NodeKind::Agent {
+            RunRecorder::flush(self);
+        }
+    }
+
+    /// Held until the next commit point (see the module documentation).
+    fn observe_event<O: Display>(&self, event: &Event<O>) {
         match EventRow::of(event) {
             Ok(row) => self.inner.store.hold_event(&self.inner.run_id, row),
             Err(e) => self.keep(Err(e)),
         }
+    }
+
+    fn flush(&self) {
+        RunRecorder::flush(self);
+    }
+
+    fn take_error(&self) -> Option<StoreError> {
+        RunRecorder::take_error(self)
     }
 }
 

@@ -1,0 +1,19 @@
+//! The values the store takes and hands back: the run store port's plain records
+//! (`diag_core::store::records`: a new run, the summary that finishes it, the stored run row,
+//! the stored forms of steps and exchanges, list filters), and the gc report of this store.
+
+use serde::Serialize;
+
+pub use diag_core::store::records::*;
+
+/// What `gc` did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    pub runs_deleted: u64,
+    /// Database plus WAL file size before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// False when a reader kept the final checkpoint from completing; the WAL is then
+    /// truncated by a later checkpoint.
+    pub checkpoint_complete: bool,
+}
