@@ -5,12 +5,14 @@
 //! validated against its schema in `docs/schema/`. Every exit code is reached for real, and
 //! every bad input of SPEC §8 that reaches the command line ends with one stderr line.
 
+use crate::support::read_json;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-mod cli_env;
-use cli_env::{apply_filters, assert_schema, bounded, id_filters, repo_file, Out, TestEnv};
+use crate::support::bounded;
+use crate::support::cli_env;
+use cli_env::{apply_filters, assert_schema, id_filters, repo_file, Out, TestEnv};
 
 const PASS: &str = "tests/fixtures/runs/pass.json";
 const LOW_CONFID: &str = "tests/fixtures/runs/low_confid.json";
@@ -25,10 +27,6 @@ fn snapshot(env: &TestEnv, name: &str, out: &Out) {
         settings.add_filter(&re, to);
     }
     settings.bind(|| insta::assert_snapshot!(name, out.snapshot_text()));
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("read JSON")).expect("JSON")
 }
 
 fn write_json(path: &Path, value: &Value) {
@@ -1610,10 +1608,7 @@ fn without_diag_db_the_store_lives_in_the_xdg_data_folder() {
 fn an_unreachable_endpoint_answers_with_a_fallback_and_one_warning() {
     let env = TestEnv::new();
     // A port that was free a moment ago: nothing listens, the connection is refused.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let logs = repo_file("fixtures/demo/logs");
     std::fs::write(
         env.path("diag.toml"),
@@ -1833,10 +1828,7 @@ fn the_store_path_of_the_config_is_used_after_db_and_diag_db() {
 #[test]
 fn a_live_ask_stores_its_run_where_the_config_says() {
     let env = TestEnv::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     std::fs::write(
         env.path("diag.toml"),
         format!(

@@ -4,14 +4,15 @@
 //! stored FAILED (`interrupted`) with its partial trace, and a run killed outright (SIGKILL)
 //! leaves a store that passes `integrity_check`, which the next open sweeps to FAILED.
 
-use std::path::Path;
+use crate::support::read_json;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod cli_env;
-mod support;
+use crate::support;
+use crate::support::bounded;
+use crate::support::cli_env;
 use cli_env::{apply_filters, assert_schema, repo_file, TestEnv};
 use support::Aimock;
 
@@ -38,10 +39,6 @@ fn live_env(server: &Aimock) -> TestEnv {
     )
     .unwrap();
     env
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 #[test]
@@ -236,11 +233,7 @@ fn ctrl_c_during_a_live_run_exits_130_and_keeps_the_partial_trace() {
     let pid = i32::try_from(child.id()).unwrap();
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let output = cli_env::bounded::wait_with_output(
-        child,
-        cli_env::bounded::LIMIT,
-        "diag ask (after SIGINT)",
-    );
+    let output = bounded::wait_with_output(child, bounded::LIMIT, "diag ask (after SIGINT)");
     let stderr = String::from_utf8(output.stderr).unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert_eq!(output.status.code(), Some(130), "{stdout}\n{stderr}");

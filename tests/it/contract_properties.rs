@@ -23,7 +23,8 @@
 //! `ProptestConfig::with_cases(n)` overrides the variable, so it is read here explicitly, and
 //! each property asserts it really ran that many cases.
 
-mod seeded;
+use crate::support::builders::binding;
+use crate::support::seeded;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -41,7 +42,7 @@ use diag::diagnosis::{
 use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
 use diag::protocol::gatekeeper::normalize;
 use diag::protocol::{
-    ceiling, effective_verdict, validate_run, Binding, Claim, ExecutorHypothesis, ExecutorOutput,
+    ceiling, effective_verdict, validate_run, Claim, ExecutorHypothesis, ExecutorOutput,
     GateStatus, InvocationStatus, NoEvidence, ToolInvocation, Verdict, VerifierResult,
 };
 use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
@@ -452,15 +453,6 @@ fn genuine(inv: &Inv, picks: &[Index]) -> Option<(String, String, String)> {
     Some((leaf.pointer.clone(), quote, matched))
 }
 
-fn binding(id: &str, tool: &str, path: &str, quote: &str) -> Binding {
-    Binding {
-        source_invocation_id: id.into(),
-        tool_name: tool.into(),
-        raw_path: path.into(),
-        quote: quote.into(),
-    }
-}
-
 fn build(spec: Spec) -> World {
     let mut next = 0u32;
     let run: Vec<Inv> = spec
@@ -787,7 +779,7 @@ fn cases() -> u32 {
 
 /// Runs `property` over generated worlds drawn from `seed` and asserts that at least `cases()` of them ran
 /// (more only when a persisted regression seed is replayed first).
-fn check_property(seed: u64, property: fn(&World) -> Result<(), TestCaseError>) {
+fn check_property(seed: u64, property: impl Fn(&World) -> Result<(), TestCaseError>) {
     let mut config = seeded::config_with_cases(seed, cases());
     config.source_file = Some(file!());
     let want = config.cases;
@@ -922,7 +914,8 @@ fn catalog() -> Vec<ToolSpec> {
         .collect()
 }
 
-fn graph_run(w: &World) -> Result<(), TestCaseError> {
+/// `composer_answers` counts the runs that ended with the Composer's answer.
+fn graph_run(w: &World, composer_answers: &AtomicU32) -> Result<(), TestCaseError> {
     let _ = w.check_gatekeeper()?;
     let model = Arc::new(ScriptedInvoker::new());
     let log = Arc::new(MemoryInvocationLog::new());
@@ -1073,7 +1066,7 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
             w.check(answer, &allowed_allowance, "the post-verification answer")?;
         }
         None => {
-            COMPOSER_ANSWERS.fetch_add(1, Ordering::Relaxed);
+            composer_answers.fetch_add(1, Ordering::Relaxed);
             prop_assert_eq!(answer, composed.as_str());
             prop_assert_eq!(w.spec.composer, 0);
         }
@@ -1098,14 +1091,14 @@ fn graph_run(w: &World) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Graph runs that ended with the Composer's answer: the property must reach that path.
-static COMPOSER_ANSWERS: AtomicU32 = AtomicU32::new(0);
-
 #[test]
 fn no_unverified_material_crosses_the_real_graph() {
-    check_property(0xD1A6_0702, graph_run);
+    // This test's own count (not a static the other tests of the binary could touch): the
+    // property must reach the Composer's answer.
+    let composer_answers = AtomicU32::new(0);
+    check_property(0xD1A6_0702, |w| graph_run(w, &composer_answers));
     assert!(
-        COMPOSER_ANSWERS.load(Ordering::Relaxed) > 0,
+        composer_answers.load(Ordering::Relaxed) > 0,
         "no run reached the Composer's answer"
     );
 }

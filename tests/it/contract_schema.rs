@@ -16,7 +16,7 @@ use diag::store::Store;
 use serde_json::Value;
 
 fn run_files() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let root = crate::support::repo().join("fixtures");
     let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -7,8 +7,8 @@
 
 use serde_json::Value;
 
-mod cli_env;
-mod support;
+use crate::support;
+use crate::support::cli_env;
 use cli_env::{assert_schema, repo_file, TestEnv};
 use support::Aimock;
 

@@ -45,7 +45,7 @@ use diag::tools::mcp::{McpServer, McpServerConfig};
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-mod support;
+use crate::support;
 use support::{demo, peer_bin, Aimock};
 
 const KEY: &str = "sk-fault-matrix-key-5c2e91d04b";
@@ -315,7 +315,7 @@ const MAX_OUTPUT_BYTES: usize = 16 * 1024;
 // Fixtures
 
 fn graph_fixtures() -> Vec<Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aimock/graph.json");
+    let path = crate::support::repo().join("tests/fixtures/aimock/graph.json");
     let text = std::fs::read_to_string(&path).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     v["fixtures"].as_array().unwrap().clone()
@@ -829,11 +829,7 @@ async fn every_fault_ends_in_the_specified_path_and_a_consistent_store() {
     let logs_dir = tmp.path().join("logs");
     std::fs::create_dir_all(&logs_dir).unwrap();
     write_fault_logs(&logs_dir);
-    let closed_port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed_port = crate::support::free_port();
     let black_hole = TcpListener::bind("127.0.0.1:0").unwrap();
     let good = model(&server, GOOD_MODEL, KEY, GENEROUS);
     let env = Env {

@@ -9,6 +9,7 @@
 //! metadata (agent, round, attempt, turn; invocation id, tool, status) is what the replay
 //! really did.
 
+use crate::support::repo;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,17 +29,13 @@ use tempfile::TempDir;
 
 const MIN_RUN_FILES: usize = 25;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn incident() -> PathBuf {
-    root().join("fixtures/incident-checkout-502.json")
+    repo().join("fixtures/incident-checkout-502.json")
 }
 
 /// The run files of `fixtures/runs/`, sorted by name.
 fn run_files() -> Vec<PathBuf> {
-    let dir = root().join("fixtures/runs");
+    let dir = repo().join("fixtures/runs");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
@@ -353,7 +350,7 @@ fn the_routing_classes_are_all_present() {
             "fixtures/runs/{class}.json is missing"
         );
     }
-    let longest = load(&root().join("fixtures/runs/longest_path.json"));
+    let longest = load(&repo().join("fixtures/runs/longest_path.json"));
     assert_eq!(
         longest.expected.unwrap().path.len(),
         STEP_LIMIT as usize,
@@ -387,7 +384,7 @@ fn every_catalog_is_the_real_tools_specs() {
 #[test]
 fn recorded_tool_outputs_are_the_demo_environments() {
     let demo = |rel: &str| {
-        std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+        std::fs::read_to_string(repo().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
     };
     for path in all_files() {
         let file = name(&path);
@@ -536,7 +533,7 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
 
 /// Replays a corrupted copy of `file` and returns the replay.
 async fn replay_corrupted(file: &str, corrupt: impl FnOnce(&mut Value)) -> Replayed {
-    let path = root().join("fixtures/runs").join(file);
+    let path = repo().join("fixtures/runs").join(file);
     let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     corrupt(&mut doc);
     let run = RunFile::parse(&doc.to_string(), file).unwrap();
@@ -580,7 +577,7 @@ async fn changed_tool_arguments_are_a_divergence_at_that_tool_exchange() {
     assert!(d.message.contains("other arguments"), "{d}");
     // The run still ends, closed: the Executor fails and the Fallback answers.
     assert_eq!(r.actual.path, ["planner", "executor", "fallback"]);
-    let expected = load(&root().join("fixtures/runs/pass.json"))
+    let expected = load(&repo().join("fixtures/runs/pass.json"))
         .expected
         .unwrap();
     assert!(!compare(&expected, &r.actual).is_empty());
@@ -640,7 +637,7 @@ async fn a_recording_cut_short_is_a_divergence_at_its_end() {
 async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
     let (_dir, store) = temp_store();
     let ids = Arc::new(SequentialIds::default());
-    let run = load(&root().join("fixtures/runs/gatekeeper_reject.json"));
+    let run = load(&repo().join("fixtures/runs/gatekeeper_reject.json"));
     let replayed = replay_into(&run, &store, &ids).await;
     let stored = store.get_run(&replayed.outcome.run_id).unwrap().unwrap();
     let evaluation = stored.self_evaluation.expect("a self-evaluation");
@@ -676,7 +673,7 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
         "  c2      inv-2   search_logs          /matches/5/line          path_not_found"
     );
     // A run whose bindings all passed shows nothing.
-    let pass = load(&root().join("fixtures/runs/pass.json"));
+    let pass = load(&repo().join("fixtures/runs/pass.json"));
     let replayed = replay_into(&pass, &store, &ids).await;
     let stored = store.get_run(&replayed.outcome.run_id).unwrap().unwrap();
     let raw: diag::protocol::GatekeeperRaw = serde_json::from_value(
@@ -711,7 +708,7 @@ async fn the_grounding_fixtures_refuse_what_they_invent() {
             &["v2.3.1", "13:58", "deploy"][..],
         ),
     ] {
-        let run = load(&root().join("fixtures/runs").join(file));
+        let run = load(&repo().join("fixtures/runs").join(file));
         let (_dir, store) = temp_store();
         let r = replay_into(&run, &store, &Arc::new(SequentialIds::default())).await;
         assert_eq!(r.divergence, None, "{file}");

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 
 use diag::runfile::RunFileError;
 
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 #[allow(dead_code)]
 mod checks;
 
 fn fuzz_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz")
+    crate::support::repo().join("fuzz")
 }
 
 /// The corpus of one target: file name → bytes.

@@ -9,7 +9,7 @@
 //!   independently (and against serde_json's `Value::pointer` where the two must agree), on
 //!   every path of generated documents, on arbitrary pointers and on mutated valid ones.
 
-mod seeded;
+use crate::support::seeded;
 
 use std::sync::Arc;
 
@@ -22,7 +22,7 @@ use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use serde_json::{json, Value};
 
-mod mutate;
+use crate::support::mutate;
 use mutate::{all_pointers, arb_edit, arb_mutated, edit_text};
 
 // ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 //! must not make it panic or go quadratic, and the content-grounding rules (SPEC §2.9): quote
 //! strength, all bindings or nothing, salient tokens bound to their evidence context.
 
-mod seeded;
+use crate::support::builders::{binding, inv};
+use crate::support::seeded;
 
 use diag::diagnosis::verified_input::build_verified_input;
 use diag::protocol::gatekeeper::{normalize, normalize_whitespace};
@@ -17,33 +18,9 @@ use serde_json::{json, Value};
 
 const RUN: &str = "run-A";
 
-fn inv(run_id: &str, id: &str, tool: &str, output: Value) -> ToolInvocation {
-    ToolInvocation {
-        run_id: run_id.into(),
-        session_id: "sess-1".into(),
-        invocation_id: id.into(),
-        agent: "executor".into(),
-        round: 1,
-        tool_name: tool.into(),
-        arguments: json!({"query": "502"}),
-        output,
-        status: InvocationStatus::Ok,
-        duration_ms: 3,
-    }
-}
-
 fn logs(line: &str) -> Value {
     json!({"matches": [{"file": "app.log", "line_no": 7, "timestamp": "14:02", "line": line}],
            "truncated": false})
-}
-
-fn binding(id: &str, tool: &str, path: &str, quote: &str) -> Binding {
-    Binding {
-        source_invocation_id: id.into(),
-        tool_name: tool.into(),
-        raw_path: path.into(),
-        quote: quote.into(),
-    }
 }
 
 /// A claim whose text has no salient token, so only its bindings decide (the content rule
@@ -96,6 +73,7 @@ fn std_invs() -> Vec<ToolInvocation> {
         RUN,
         "inv-1",
         "search_logs",
+        json!({"query": "502"}),
         logs("checkout: upstream returned 502 from payment-service"),
     )]
 }
@@ -141,6 +119,7 @@ fn an_invocation_of_another_run_fails_exactly_like_an_unknown_one() {
         "run-B",
         "inv-1",
         "search_logs",
+        json!({"query": "502"}),
         logs("upstream returned 502"),
     )];
     let b = binding(
@@ -157,8 +136,20 @@ fn an_invocation_of_another_run_fails_exactly_like_an_unknown_one() {
 #[test]
 fn only_the_current_runs_record_of_a_shared_id_is_consulted() {
     let invs = vec![
-        inv("run-B", "inv-1", "search_logs", logs("foreign text only")),
-        inv(RUN, "inv-1", "search_logs", logs("own text here")),
+        inv(
+            "run-B",
+            "inv-1",
+            "search_logs",
+            json!({"query": "502"}),
+            logs("foreign text only"),
+        ),
+        inv(
+            RUN,
+            "inv-1",
+            "search_logs",
+            json!({"query": "502"}),
+            logs("own text here"),
+        ),
     ];
     let own = binding("inv-1", "search_logs", "/matches/0/line", "own text here");
     let foreign = binding(
@@ -232,6 +223,7 @@ fn a_quote_present_only_in_another_field_of_the_same_output_fails() {
         RUN,
         "inv-1",
         "search_logs",
+        json!({"query": "502"}),
         json!({"matches": [{"file": "payment-pool.log", "line": "all good"},
                            {"file": "x", "line": "pool exhausted at 14:02"}]}),
     )];
@@ -264,6 +256,7 @@ fn non_string_targets_fail_as_not_a_string() {
         RUN,
         "inv-1",
         "query_metrics",
+        json!({"query": "502"}),
         json!({"n": 502, "obj": {"line": "upstream returned 502"}, "nil": null,
                "flag": true, "list": ["upstream returned 502"], "f": 5.02}),
     )];
@@ -297,6 +290,7 @@ fn an_errored_or_blocked_invocation_cannot_support_a_claim() {
             RUN,
             "inv-1",
             "search_logs",
+            json!({"query": "502"}),
             json!({"error": "upstream returned 502"}),
         );
         i.status = status;
@@ -314,8 +308,20 @@ fn an_errored_or_blocked_invocation_cannot_support_a_claim() {
 #[test]
 fn an_id_recorded_twice_in_the_run_is_ambiguous() {
     let invs = vec![
-        inv(RUN, "inv-1", "search_logs", logs("upstream returned 502")),
-        inv(RUN, "inv-1", "search_logs", logs("upstream returned 502")),
+        inv(
+            RUN,
+            "inv-1",
+            "search_logs",
+            json!({"query": "502"}),
+            logs("upstream returned 502"),
+        ),
+        inv(
+            RUN,
+            "inv-1",
+            "search_logs",
+            json!({"query": "502"}),
+            logs("upstream returned 502"),
+        ),
     ];
     assert_eq!(
         check(
@@ -346,6 +352,7 @@ fn whitespace_is_normalised_on_both_sides() {
         RUN,
         "inv-1",
         "search_logs",
+        json!({"query": "502"}),
         logs("  upstream   returned\n\t502  from payment  "),
     )];
     let cases = [
@@ -391,6 +398,7 @@ fn matched_text_is_cut_from_the_tool_output_not_copied_from_the_model() {
         RUN,
         "inv-1",
         "search_logs",
+        json!({"query": "502"}),
         logs("pool\u{00a0}exhausted:\n    42 waiters"),
     )];
     let got = check(
@@ -428,7 +436,13 @@ fn case_differences_fail() {
 #[test]
 fn odd_unicode_is_matched_exactly_and_cut_on_char_boundaries() {
     let text = "Zürich\u{3000}\u{3000}节点 🚨 e\u{0301}rror \u{202e}reversed\u{202c} end";
-    let invs = vec![inv(RUN, "inv-1", "search_logs", logs(text))];
+    let invs = vec![inv(
+        RUN,
+        "inv-1",
+        "search_logs",
+        json!({"query": "502"}),
+        logs(text),
+    )];
     let cases = [
         (
             "Zürich 节点 🚨 e\u{0301}rror",
@@ -481,6 +495,7 @@ fn pointer_escapes_tilde_one_and_tilde_zero_are_decoded() {
         RUN,
         "inv-1",
         "query_metrics",
+        json!({"query": "502"}),
         json!({"a/b": "slash key", "m~n": "tilde key", "~1": "literal tilde-one", "": "empty key",
                "x": {"/": {"~": "nested"}}}),
     )];
@@ -506,6 +521,7 @@ fn invalid_pointer_escapes_name_nothing() {
         RUN,
         "inv-1",
         "query_metrics",
+        json!({"query": "502"}),
         json!({"m~n": "tilde key", "a/b": "slash key", "m~2n": "decoy"}),
     )];
     for path in ["/m~2n", "/m~", "/a/b", "/m~n"] {
@@ -519,7 +535,13 @@ fn invalid_pointer_escapes_name_nothing() {
 
 #[test]
 fn the_empty_pointer_is_the_whole_document() {
-    let invs = vec![inv(RUN, "inv-1", "current_time", json!("now is 14:02"))];
+    let invs = vec![inv(
+        RUN,
+        "inv-1",
+        "current_time",
+        json!({"query": "502"}),
+        json!("now is 14:02"),
+    )];
     assert_eq!(
         check(&invs, binding("inv-1", "current_time", "", "now is 14:02")),
         Ok("now is 14:02".to_string())
@@ -534,7 +556,13 @@ fn a_deep_document_and_pointer_resolve() {
         doc = json!({"k": [doc]});
     }
     let path = "/k/0".repeat(depth);
-    let invs = vec![inv(RUN, "inv-1", "search_logs", doc)];
+    let invs = vec![inv(
+        RUN,
+        "inv-1",
+        "search_logs",
+        json!({"query": "502"}),
+        doc,
+    )];
     assert_eq!(
         check(
             &invs,
@@ -556,7 +584,13 @@ fn a_deep_document_and_pointer_resolve() {
 fn a_ten_megabyte_string_is_checked_without_blowing_up() {
     let mut text = "lorem ipsum  dolor\n".repeat(10 * 1024 * 1024 / 19);
     text.push_str("FINAL upstream\treturned   502");
-    let invs = vec![inv(RUN, "inv-1", "search_logs", logs(&text))];
+    let invs = vec![inv(
+        RUN,
+        "inv-1",
+        "search_logs",
+        json!({"query": "502"}),
+        logs(&text),
+    )];
     // Several bindings into the same string, found and not found.
     let out = output(vec![
         claim(
@@ -613,11 +647,18 @@ fn a_huge_quote_against_a_short_text_simply_fails() {
 
 fn two_line_invs() -> Vec<ToolInvocation> {
     vec![
-        inv(RUN, "inv-1", "search_logs", logs("upstream returned 502")),
+        inv(
+            RUN,
+            "inv-1",
+            "search_logs",
+            json!({"query": "502"}),
+            logs("upstream returned 502"),
+        ),
         inv(
             RUN,
             "inv-2",
             "query_metrics",
+            json!({"query": "502"}),
             json!({"result": [{"value": "p99 latency 30s"}]}),
         ),
     ]
@@ -829,7 +870,7 @@ proptest! {
         } else {
             random_quote
         };
-        let invs = vec![inv(RUN, "inv-1", "t", json!({"a": text.clone(), "b": [text.clone()]}))];
+        let invs = vec![inv(RUN, "inv-1", "t", json!({"query": "502"}), json!({"a": text.clone(), "b": [text.clone()]}))];
         let out = output(vec![claim("c1", vec![binding("inv-1", "t", &path, &quote)])]);
         let raw = validate_run(RUN, &out, &invs);
         let _ = normalize(Some(&raw));
@@ -871,6 +912,7 @@ fn grounding_invs() -> Vec<ToolInvocation> {
         RUN,
         "inv-2",
         "search_logs",
+        json!({"query": "502"}),
         json!({"matches": [
             {"file": "fixtures/demo/logs/checkout-service.log", "line_no": 43,
              "timestamp": "2026-11-30T14:02:03.363Z",
@@ -888,6 +930,7 @@ fn grounding_invs() -> Vec<ToolInvocation> {
         RUN,
         "inv-3",
         "query_metrics",
+        json!({"query": "502"}),
         json!({"resultType": "matrix", "result": [
             {"metric": {"code": "502", "service": "checkout-service"},
              "values": [[1796047440, "96", "2026-11-30T14:04:00Z"],
@@ -1329,7 +1372,7 @@ proptest! {
         cut in (any::<usize>(), 0usize..30),
     ) {
         let line = pieces.join(" ");
-        let invs = vec![inv(RUN, "inv-1", "search_logs", logs(&line))];
+        let invs = vec![inv(RUN, "inv-1", "search_logs", json!({"query": "502"}), logs(&line))];
         let quote = strong_quote(&line, cut.0, cut.1);
         let text = claim_text(&pieces, &picks, &styles);
         let out = output(vec![text_claim(
@@ -1354,7 +1397,7 @@ proptest! {
         at in any::<usize>(),
     ) {
         let line = pieces.join(" ");
-        let invs = vec![inv(RUN, "inv-1", "search_logs", logs(&line))];
+        let invs = vec![inv(RUN, "inv-1", "search_logs", json!({"query": "502"}), logs(&line))];
         // Absent by plain substring search over everything recorded: a stronger absence
         // than the Gatekeeper's own rule, so the property does not lean on the code it tests.
         let recorded = format!("{} {}", invs[0].output, invs[0].arguments).to_lowercase();

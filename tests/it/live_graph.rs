@@ -20,7 +20,7 @@ use diag::setup::{builtin_registry, RegistryTools};
 use diag::tools::{InvocationLog, MemoryInvocationLog};
 use serde_json::Value;
 
-mod support;
+use crate::support;
 use support::{demo, Aimock};
 
 const KEY: &str = "sk-diag-live-graph-key-7f3a9c";

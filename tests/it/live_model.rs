@@ -24,9 +24,10 @@ use diag::setup::{builtin_registry, RegistryTools};
 use diag::tools::MemoryInvocationLog;
 use serde_json::Value;
 
-mod cli_env;
-mod support;
-use cli_env::{assert_schema, bounded, repo_file, TestEnv};
+use crate::support;
+use crate::support::bounded;
+use crate::support::cli_env;
+use cli_env::{assert_schema, repo_file, TestEnv};
 use support::{demo, LlamaServer, SMOLLM2};
 
 const QUESTION: &str = "why does checkout return 502 since 14:00?";

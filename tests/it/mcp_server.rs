@@ -22,8 +22,8 @@ use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-mod cli_env;
-mod support;
+use crate::support;
+use crate::support::cli_env;
 use cli_env::{assert_schema, repo_file, TestEnv};
 use support::Aimock;
 

@@ -17,7 +17,7 @@ use diag::model::{ChatModel, ChatRequest, ErrorClass, FinishReason, Message, Too
 use diag::tools::ToolSpec;
 use serde_json::json;
 
-mod support;
+use crate::support;
 use support::Aimock;
 
 /// The key aimock requires and the adapter reads from [`KEY_VAR`]. It also appears in one
@@ -564,11 +564,7 @@ async fn unmatched_request_is_a_permanent_404() {
 #[tokio::test]
 async fn refused_connection_is_transient() {
     // A port that was free a moment ago: nothing listens there.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let err = model(config(format!("http://127.0.0.1:{port}/v1"), 0))
         .complete(&ask("plain answer"))
         .await

@@ -23,7 +23,8 @@
 //! failed bindings, hypotheses, unreferenced tool output, another run's output) and assert
 //! they are absent.
 
-mod seeded;
+use crate::support::builders::inv;
+use crate::support::Row;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -46,7 +47,9 @@ use diag::graph::{
     DetailValue, Event, InvokeOptions, Node, NodeFuture, NodeKind, Observer, RunConfig,
 };
 use diag::protocol::gatekeeper::normalize;
-use diag::protocol::{ceiling, GateStatus, InvocationStatus, PlannerMode, ToolInvocation, Verdict};
+use diag::protocol::{
+    ceiling, GateStatus, GatekeeperRaw, InvocationStatus, PlannerMode, ToolInvocation, Verdict,
+};
 use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
 use serde_json::{json, Value};
 
@@ -158,21 +161,6 @@ fn assert_no_executor_material(answer: &str) {
 // ---------------------------------------------------------------------------------------------
 // Recorded tool invocations
 // ---------------------------------------------------------------------------------------------
-
-fn inv(run: &str, id: &str, tool: &str, args: Value, output: Value) -> ToolInvocation {
-    ToolInvocation {
-        run_id: run.into(),
-        session_id: SESSION.into(),
-        invocation_id: id.into(),
-        agent: "executor".into(),
-        round: 1,
-        tool_name: tool.into(),
-        arguments: args,
-        output,
-        status: InvocationStatus::Ok,
-        duration_ms: 3,
-    }
-}
 
 /// Round 1 of this run: two log lines (one never cited, one with an uncited `file` field),
 /// a metrics sample with an uncited label, and a runbook hit nobody cites.
@@ -551,6 +539,14 @@ impl Harness {
         }
     }
 
+    /// A harness whose Planner answers the normal plan and whose Executor answers `executor`.
+    fn planned(executor: impl Into<String>) -> Self {
+        let h = Self::new();
+        h.reply(AgentRole::Planner, plan_normal())
+            .reply(AgentRole::Executor, executor);
+        h
+    }
+
     fn reply(&self, role: AgentRole, content: impl Into<String>) -> &Self {
         self.model.reply(role, content);
         self
@@ -693,9 +689,12 @@ async fn run_with(h: &Harness, config: RunConfig, tweak: impl FnOnce(&mut Diagno
 
 /// A node that runs a real node and then changes what it wrote: a stand-in for a stage that
 /// misbehaves in a way the real one cannot be made to.
+/// The patch a [`Patched`] node applies to its state and outcome.
+type Patch = Box<dyn Fn(&mut DiagnosisState, Status) -> Status + Send + Sync>;
+
 struct Patched {
     inner: DiagnosisNode,
-    patch: fn(&mut DiagnosisState, Status) -> Status,
+    patch: Patch,
 }
 
 impl Node<DiagnosisState, Status> for Patched {
@@ -714,12 +713,28 @@ impl Node<DiagnosisState, Status> for Patched {
 
 fn patched(
     inner: &DiagnosisNode,
-    patch: fn(&mut DiagnosisState, Status) -> Status,
+    patch: impl Fn(&mut DiagnosisState, Status) -> Status + Send + Sync + 'static,
 ) -> DiagnosisNode {
     Arc::new(Patched {
         inner: inner.clone(),
-        patch,
+        patch: Box::new(patch),
     })
+}
+
+/// Runs with the Gatekeeper's raw result changed by `edit` after the Gatekeeper ran, and its
+/// status and ceiling normalized again from the changed result.
+async fn run_with_edited_gate(h: &Harness, edit: fn(&mut GatekeeperRaw)) -> Done {
+    run_with(h, config(), |n| {
+        n.gatekeeper = patched(&n.gatekeeper, move |s, _| {
+            let raw = s.round.gatekeeper_raw.as_mut().unwrap();
+            edit(raw);
+            let status = normalize(Some(raw));
+            s.round.gatekeeper_status = Some(status);
+            s.round.ceiling = Some(ceiling(status));
+            Status::from(status)
+        });
+    })
+    .await
 }
 
 fn detail<'e>(event: &'e Event<Status>, key: &str) -> Option<&'e DetailValue> {
@@ -816,14 +831,12 @@ fn assert_pre_fallback(done: &Done) {
 
 #[tokio::test]
 async fn every_agent_call_receives_the_exact_run_config() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &["c1", "c2"], json!([])),
-        )
-        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("PASS", &["c1", "c2"], json!([])),
+    )
+    .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
 
     assert_eq!(
@@ -963,9 +976,7 @@ async fn the_gatekeeper_validates_the_current_run_once_per_executor_round() {
 
 #[tokio::test]
 async fn a_pre_verification_fallback_reads_the_log_only_for_the_current_run() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_forged());
+    let h = Harness::planned(exec_forged());
     let done = run(&h).await;
 
     assert_eq!(
@@ -1352,9 +1363,7 @@ async fn a_failed_tool_with_limitations_is_completed_and_reaches_the_gatekeeper(
 
 #[tokio::test]
 async fn every_forged_binding_fails_and_the_reject_fails_closed() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_forged());
+    let h = Harness::planned(exec_forged());
     let done = run(&h).await;
 
     let raw = done.state.round.gatekeeper_raw.as_ref().unwrap();
@@ -1397,20 +1406,8 @@ async fn every_forged_binding_fails_and_the_reject_fails_closed() {
 async fn a_reject_with_some_passed_bindings_fails_closed() {
     // `validate_run` never rejects when a binding passed; a Gatekeeper result that does is
     // still a REJECT, and the passed claims must not leak through it.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed());
-    let done = run_with(&h, config(), |n| {
-        n.gatekeeper = patched(&n.gatekeeper, |s, _| {
-            let raw = s.round.gatekeeper_raw.as_mut().unwrap();
-            raw.severity = Some("reject".into());
-            let status = normalize(Some(raw));
-            s.round.gatekeeper_status = Some(status);
-            s.round.ceiling = Some(ceiling(status));
-            Status::from(status)
-        });
-    })
-    .await;
+    let h = Harness::planned(exec_mixed());
+    let done = run_with_edited_gate(&h, |raw| raw.severity = Some("reject".into())).await;
 
     let raw = done.state.round.gatekeeper_raw.as_ref().unwrap();
     assert_eq!(raw.passed_bindings(), 2, "c1 and c2 passed");
@@ -1424,20 +1421,8 @@ async fn a_reject_with_some_passed_bindings_fails_closed() {
 #[tokio::test]
 async fn low_confid_with_zero_passed_bindings_fails_closed() {
     // Claims exist, and the Gatekeeper's result says LOW_CONFID, but no binding passed.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_forged());
-    let done = run_with(&h, config(), |n| {
-        n.gatekeeper = patched(&n.gatekeeper, |s, _| {
-            let raw = s.round.gatekeeper_raw.as_mut().unwrap();
-            raw.severity = Some("low-confid".into());
-            let status = normalize(Some(raw));
-            s.round.gatekeeper_status = Some(status);
-            s.round.ceiling = Some(ceiling(status));
-            Status::from(status)
-        });
-    })
-    .await;
+    let h = Harness::planned(exec_forged());
+    let done = run_with_edited_gate(&h, |raw| raw.severity = Some("low-confid".into())).await;
 
     assert_eq!(
         done.state.round.gatekeeper_status,
@@ -1466,9 +1451,7 @@ async fn low_confid_with_zero_passed_bindings_fails_closed() {
 
 #[tokio::test]
 async fn missing_executor_output_fails_closed_at_the_gatekeeper() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed());
+    let h = Harness::planned(exec_mixed());
     // An Executor that reports COMPLETED but leaves no output behind.
     let done = run_with(&h, config(), |n| {
         n.executor = patched(&n.executor, |s, outcome| {
@@ -1492,20 +1475,8 @@ async fn missing_executor_output_fails_closed_at_the_gatekeeper() {
 #[tokio::test]
 async fn an_unknown_or_inconsistent_gatekeeper_result_fails_closed() {
     // An unknown `result` value normalizes to REJECT.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass());
-    let done = run_with(&h, config(), |n| {
-        n.gatekeeper = patched(&n.gatekeeper, |s, _| {
-            let raw = s.round.gatekeeper_raw.as_mut().unwrap();
-            raw.result = Some("maybe".into());
-            let status = normalize(Some(raw));
-            s.round.gatekeeper_status = Some(status);
-            s.round.ceiling = Some(ceiling(status));
-            Status::from(status)
-        });
-    })
-    .await;
+    let h = Harness::planned(exec_pass());
+    let done = run_with_edited_gate(&h, |raw| raw.result = Some("maybe".into())).await;
     assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Reject));
     assert_eq!(done.state.path(), [P, E, G, F]);
     assert_pre_fallback(&done);
@@ -1513,9 +1484,7 @@ async fn an_unknown_or_inconsistent_gatekeeper_result_fails_closed() {
     // A Gatekeeper that routes PASS while its raw result is a pass listing a failed binding:
     // Verified Input re-normalizes the raw result, refuses to project, and the run fails
     // closed there.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed());
+    let h = Harness::planned(exec_mixed());
     let done = run_with(&h, config(), |n| {
         n.gatekeeper = patched(&n.gatekeeper, |s, _| {
             let raw = s.round.gatekeeper_raw.as_mut().unwrap();
@@ -1550,9 +1519,7 @@ async fn an_unknown_or_inconsistent_gatekeeper_result_fails_closed() {
 async fn a_missing_gatekeeper_result_fails_closed_at_verified_input() {
     // A Gatekeeper that routes PASS but leaves no raw result behind: Verified Input has
     // nothing to project from, and the Verifier never sees the Executor's claims.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass());
+    let h = Harness::planned(exec_pass());
     let done = run_with(&h, config(), |n| {
         n.gatekeeper = patched(&n.gatekeeper, |s, _| {
             s.round.gatekeeper_raw = None;
@@ -1577,14 +1544,12 @@ async fn a_missing_gatekeeper_result_fails_closed_at_verified_input() {
 
 #[tokio::test]
 async fn the_verifier_receives_only_matched_claims_and_their_matched_text() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
-        .reply(
-            AgentRole::Verifier,
-            verifier("LOW_CONFID", &["c1"], json!([])),
-        )
-        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let h = Harness::planned(exec_mixed());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("LOW_CONFID", &["c1"], json!([])),
+    )
+    .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
 
     assert_eq!(
@@ -1646,9 +1611,7 @@ async fn the_verifier_receives_only_matched_claims_and_their_matched_text() {
 
 /// A round-1 run (Gatekeeper PASS) whose Verifier attempts are answered by `replies`.
 async fn verifier_failure_run(replies: Vec<Result<String, InvokeError>>) -> (Harness, Done) {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass());
+    let h = Harness::planned(exec_pass());
     for r in replies {
         match r {
             Ok(text) => h.reply(AgentRole::Verifier, text),
@@ -1675,70 +1638,86 @@ fn assert_no_verdict(done: &Done) {
     }
 }
 
+/// A row: the former test's name, the Verifier's replies, and what else holds of the run.
+type VerifierCase = (
+    &'static str,
+    Vec<Result<String, InvokeError>>,
+    fn(&Harness, &Done),
+);
+
+/// A Verifier that fails sets only its status: no verdict, a pre-verification Fallback.
 #[tokio::test]
-async fn an_invalid_verifier_output_sets_only_the_status() {
-    // A verdict outside the contract, twice.
+async fn verifier_failures_set_only_the_status() {
+    // A verdict outside the contract.
     let bad = verifier("PASS", &["c1"], json!([])).replace("\"PASS\"", "\"PROBABLY\"");
-    let (h, done) = verifier_failure_run(vec![Ok(bad.clone()), Ok(bad)]).await;
-    assert_eq!(
-        done.trail(),
-        trail(&[
-            (P, 1, 1, Status::Completed),
-            (E, 1, 1, Status::Completed),
-            (G, 1, 1, Status::Pass),
-            (VI, 1, 1, Status::Built),
-            (V, 1, 1, Status::InvalidOutput),
-            (V, 2, 1, Status::InvalidOutput),
-            (F, 1, 1, Status::Answered),
-        ])
-    );
-    assert_eq!(
-        done.state.round.verifier_status,
-        Some(AgentStatus::InvalidOutput)
-    );
-    for e in done.events_of(V) {
-        assert_eq!(detail_text(e, "reason"), "invalid_value");
+    let cases: [VerifierCase; 3] = [
+        (
+            "an_invalid_verifier_output_sets_only_the_status",
+            vec![Ok(bad.clone()), Ok(bad)],
+            |h, done| {
+                assert_eq!(
+                    done.trail(),
+                    trail(&[
+                        (P, 1, 1, Status::Completed),
+                        (E, 1, 1, Status::Completed),
+                        (G, 1, 1, Status::Pass),
+                        (VI, 1, 1, Status::Built),
+                        (V, 1, 1, Status::InvalidOutput),
+                        (V, 2, 1, Status::InvalidOutput),
+                        (F, 1, 1, Status::Answered),
+                    ])
+                );
+                assert_eq!(
+                    done.state.round.verifier_status,
+                    Some(AgentStatus::InvalidOutput)
+                );
+                for e in done.events_of(V) {
+                    assert_eq!(detail_text(e, "reason"), "invalid_value");
+                }
+                assert!(done.answer().contains("The Verifier could not verify"));
+                assert!(h.model.requests_for(AgentRole::Composer).is_empty());
+            },
+        ),
+        (
+            "a_transient_verifier_failure_sets_only_the_status",
+            vec![
+                Err(InvokeError::Transient("HTTP 503".into())),
+                Err(InvokeError::Transient("timeout".into())),
+            ],
+            |_, done| {
+                assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
+                assert_eq!(
+                    done.state.round.verifier_status,
+                    Some(AgentStatus::RetryableFailed)
+                );
+                assert_eq!(done.state.round.retries.verifier, 1);
+                for e in done.events_of(V) {
+                    assert_eq!(e.status, Status::RetryableFailed);
+                    assert_eq!(detail_text(e, "failure"), "transient");
+                }
+            },
+        ),
+        (
+            "a_permanent_verifier_failure_sets_only_the_status_without_a_retry",
+            vec![Err(InvokeError::Permanent("HTTP 401".into()))],
+            |h, done| {
+                assert_eq!(done.state.path(), [P, E, G, VI, V, F]);
+                assert_eq!(
+                    done.state.round.verifier_status,
+                    Some(AgentStatus::NonRetryableFailed)
+                );
+                assert_eq!(detail_text(done.events_of(V)[0], "failure"), "permanent");
+                assert_eq!(h.model.requests_for(AgentRole::Verifier).len(), 1);
+            },
+        ),
+    ];
+    for (name, replies, then) in cases {
+        let _row = Row::named(name);
+        let (h, done) = verifier_failure_run(replies).await;
+        then(&h, &done);
+        assert_no_verdict(&done);
+        assert_pre_fallback(&done);
     }
-    assert_no_verdict(&done);
-    assert_pre_fallback(&done);
-    assert!(done.answer().contains("The Verifier could not verify"));
-    assert!(h.model.requests_for(AgentRole::Composer).is_empty());
-}
-
-#[tokio::test]
-async fn a_transient_verifier_failure_sets_only_the_status() {
-    let (_, done) = verifier_failure_run(vec![
-        Err(InvokeError::Transient("HTTP 503".into())),
-        Err(InvokeError::Transient("timeout".into())),
-    ])
-    .await;
-    assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
-    assert_eq!(
-        done.state.round.verifier_status,
-        Some(AgentStatus::RetryableFailed)
-    );
-    assert_eq!(done.state.round.retries.verifier, 1);
-    for e in done.events_of(V) {
-        assert_eq!(e.status, Status::RetryableFailed);
-        assert_eq!(detail_text(e, "failure"), "transient");
-    }
-    assert_no_verdict(&done);
-    assert_pre_fallback(&done);
-}
-
-#[tokio::test]
-async fn a_permanent_verifier_failure_sets_only_the_status_without_a_retry() {
-    let (h, done) =
-        verifier_failure_run(vec![Err(InvokeError::Permanent("HTTP 401".into()))]).await;
-    assert_eq!(done.state.path(), [P, E, G, VI, V, F]);
-    assert_eq!(
-        done.state.round.verifier_status,
-        Some(AgentStatus::NonRetryableFailed)
-    );
-    assert_eq!(detail_text(done.events_of(V)[0], "failure"), "permanent");
-    assert_eq!(h.model.requests_for(AgentRole::Verifier).len(), 1);
-    assert_no_verdict(&done);
-    assert_pre_fallback(&done);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1747,18 +1726,16 @@ async fn a_permanent_verifier_failure_sets_only_the_status_without_a_retry() {
 
 #[tokio::test]
 async fn the_verifier_retry_sends_byte_identical_input_and_reruns_nothing_before_it() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
-        .fail(
-            AgentRole::Verifier,
-            InvokeError::Transient("HTTP 429".into()),
-        )
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &["c1", "c2"], json!([])),
-        )
-        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let h = Harness::planned(exec_mixed());
+    h.fail(
+        AgentRole::Verifier,
+        InvokeError::Transient("HTTP 429".into()),
+    )
+    .reply(
+        AgentRole::Verifier,
+        verifier("PASS", &["c1", "c2"], json!([])),
+    )
+    .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
 
     assert_eq!(
@@ -1794,18 +1771,16 @@ async fn the_verifier_retry_sends_byte_identical_input_and_reruns_nothing_before
 
 #[tokio::test]
 async fn the_composer_retry_sends_byte_identical_input() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &["c1", "c2"], json!([])),
-        )
-        .reply(
-            AgentRole::Composer,
-            format!("Here you go: {}", composer(ANSWER, &["c1"])),
-        )
-        .reply(AgentRole::Composer, composer(ANSWER, &["c1", "c2"]));
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("PASS", &["c1", "c2"], json!([])),
+    )
+    .reply(
+        AgentRole::Composer,
+        format!("Here you go: {}", composer(ANSWER, &["c1"])),
+    )
+    .reply(AgentRole::Composer, composer(ANSWER, &["c1", "c2"]));
     let done = run(&h).await;
 
     assert_eq!(
@@ -1834,9 +1809,8 @@ async fn the_composer_retry_sends_byte_identical_input() {
 
 #[tokio::test]
 async fn a_low_confid_ceiling_caps_a_model_pass() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
+    let h = Harness::planned(exec_mixed());
+    h
         // PASS with a critical gap: under a LOW_CONFID ceiling this is not retried.
         .reply(
             AgentRole::Verifier,
@@ -1867,14 +1841,12 @@ async fn a_low_confid_ceiling_caps_a_model_pass() {
 #[tokio::test]
 async fn allowed_claims_outside_the_verified_claims_are_invalid_output() {
     // c3 failed its binding; the Verifier was never shown it and cannot allow it.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &["c1", "c3"], json!([])),
-        )
-        .reply(AgentRole::Verifier, verifier("PASS", &["c3"], json!([])));
+    let h = Harness::planned(exec_mixed());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("PASS", &["c1", "c3"], json!([])),
+    )
+    .reply(AgentRole::Verifier, verifier("PASS", &["c3"], json!([])));
     let done = run(&h).await;
 
     assert_eq!(done.state.path(), [P, E, G, VI, V, V, F]);
@@ -1893,10 +1865,8 @@ async fn allowed_claims_outside_the_verified_claims_are_invalid_output() {
 #[tokio::test]
 async fn cited_claims_outside_the_allowed_claims_are_invalid_output() {
     // c2 is verified but not allowed; the Composer cites it twice.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1", "c2"]))
         .reply(AgentRole::Composer, composer(ANSWER, &["c2"]));
     let done = run(&h).await;
@@ -1940,9 +1910,7 @@ async fn each_contract_violation_reaches_the_event_detail_as_its_code() {
         ("[1, 2, 3]".to_string(), "not_an_object"),
         ("   ".to_string(), "empty_output"),
     ] {
-        let h = Harness::new();
-        h.reply(AgentRole::Planner, plan_normal())
-            .reply(AgentRole::Executor, output.clone());
+        let h = Harness::planned(output.clone());
         let done = run(&h).await;
         assert_eq!(done.state.path(), [P, E, F], "{output}");
         let e = done.events_of(E)[0];
@@ -2001,10 +1969,8 @@ async fn prose_around_json_is_invalid_output_for_every_agent() {
     assert_pre_fallback(&done);
 
     // Composer: twice, then the post-verification Fallback.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, wrap(composer(ANSWER, &["c1"])))
         .reply(AgentRole::Composer, wrap(composer(ANSWER, &["c1"])));
     let done = run(&h).await;
@@ -2336,10 +2302,8 @@ async fn the_first_verdict_is_never_reused() {
 async fn the_composer_answer_is_rendered_without_terminal_escapes() {
     let hostile = "\u{1b}]0;pwned\u{7}Root cause: \u{1b}[31mpayment-service\u{1b}[0m \
                    timeouts\u{1b}[2J\r\nsee\u{202e} [c1]\u{9b}1m";
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer_raw(hostile, &["c1"]));
     let done = run(&h).await;
 
@@ -2353,10 +2317,8 @@ async fn the_composer_answer_is_rendered_without_terminal_escapes() {
 
 #[tokio::test]
 async fn an_answer_that_renders_blank_falls_back_after_verification() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(
             AgentRole::Composer,
             composer_raw("\u{1b}[2J\u{1b}[H \u{7}", &["c1"]),
@@ -2375,21 +2337,19 @@ async fn an_answer_that_renders_blank_falls_back_after_verification() {
 
 #[tokio::test]
 async fn an_exhausted_composer_retry_falls_back_to_allowed_claims_only() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
-        .reply(
-            AgentRole::Verifier,
-            verifier("LOW_CONFID", &["c1"], json!([])),
-        )
-        .fail(
-            AgentRole::Composer,
-            InvokeError::Transient("HTTP 502".into()),
-        )
-        .fail(
-            AgentRole::Composer,
-            InvokeError::Transient("HTTP 502".into()),
-        );
+    let h = Harness::planned(exec_mixed());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("LOW_CONFID", &["c1"], json!([])),
+    )
+    .fail(
+        AgentRole::Composer,
+        InvokeError::Transient("HTTP 502".into()),
+    )
+    .fail(
+        AgentRole::Composer,
+        InvokeError::Transient("HTTP 502".into()),
+    );
     let done = run(&h).await;
 
     assert_eq!(
@@ -2434,10 +2394,8 @@ async fn an_exhausted_composer_retry_falls_back_to_allowed_claims_only() {
 
 #[tokio::test]
 async fn an_effective_reject_falls_back_after_verification_with_allowed_claims_only() {
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
-        .reply(AgentRole::Verifier, verifier("REJECT", &["c2"], json!([])));
+    let h = Harness::planned(exec_mixed());
+    h.reply(AgentRole::Verifier, verifier("REJECT", &["c2"], json!([])));
     let done = run(&h).await;
 
     assert_eq!(done.state.path(), [P, E, G, VI, V, F]);
@@ -2462,10 +2420,8 @@ async fn an_effective_reject_falls_back_after_verification_with_allowed_claims_o
 #[tokio::test]
 async fn events_carry_no_claim_text_quotes_or_tool_output() {
     let (_, done) = two_round_run().await;
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_mixed());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .fail(
             AgentRole::Composer,
             InvokeError::Permanent("HTTP 403".into()),
@@ -2557,9 +2513,7 @@ fn c_unbound_token() -> Value {
 #[tokio::test]
 async fn a_claim_bound_only_by_a_short_quote_never_reaches_an_answer() {
     // Failing: alone, the invented claim leaves nothing to verify.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, executor_doc(vec![c_short_quote()]));
+    let h = Harness::planned(executor_doc(vec![c_short_quote()]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, F]);
     assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Reject));
@@ -2652,10 +2606,8 @@ async fn refused_claims_reach_the_verifier_as_ids_and_codes_only() {
     assert_absent(done.answer(), &[M_HALF_BOUND, "#4411"], "the answer");
 
     // Passing: with nothing refused, the Verifier input has no `refused_claims` at all.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.round.gatekeeper_status, Some(GateStatus::Pass));
@@ -2744,9 +2696,7 @@ fn malformed_identifiers() -> Vec<(Value, &'static str)> {
 #[tokio::test]
 async fn model_written_identifiers_must_have_their_strict_formats() {
     for (bad, reason) in malformed_identifiers() {
-        let h = Harness::new();
-        h.reply(AgentRole::Planner, plan_normal())
-            .reply(AgentRole::Executor, executor_doc(vec![c1(), bad.clone()]));
+        let h = Harness::planned(executor_doc(vec![c1(), bad.clone()]));
         let done = run(&h).await;
         assert_eq!(done.state.path(), [P, E, F], "{bad}");
         let e = done.events_of(E)[0];
@@ -2767,17 +2717,15 @@ async fn model_written_identifiers_must_have_their_strict_formats() {
             "upstream returned 502",
         )],
     );
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, executor_doc(vec![ok]))
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &[longest_id.as_str()], json!([])),
-        )
-        .reply(
-            AgentRole::Composer,
-            composer(ANSWER, &[longest_id.as_str()]),
-        );
+    let h = Harness::planned(executor_doc(vec![ok]));
+    h.reply(
+        AgentRole::Verifier,
+        verifier("PASS", &[longest_id.as_str()], json!([])),
+    )
+    .reply(
+        AgentRole::Composer,
+        composer(ANSWER, &[longest_id.as_str()]),
+    );
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
 }
@@ -2847,14 +2795,12 @@ async fn rule_verifier_allows_only_claims_its_own_checks_support() {
     // Passing: c2 is checked unsupported and not allowed; c1 is supported and allowed.
     let checks = json!([{"claim_id": "c1", "supported": true},
                         {"claim_id": "c2", "supported": false}]);
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(
-            AgentRole::Verifier,
-            verifier_doc("PASS", checks.clone(), json!([]), &["c1"]),
-        )
-        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier_doc("PASS", checks.clone(), json!([]), &["c1"]),
+    )
+    .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
     assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
@@ -2883,14 +2829,12 @@ async fn rule_verifier_allows_no_claim_its_own_facts_contradict() {
                         {"claim_id": "c2", "supported": true}]);
     let contradicts_c2 = json!([{"fact": "latency explains the 502s", "is_critical": true,
                                  "verification": "contradicted", "claim_ids": ["c2"]}]);
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(
-            AgentRole::Verifier,
-            verifier_doc("PASS", checks.clone(), contradicts_c2.clone(), &["c1"]),
-        )
-        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier_doc("PASS", checks.clone(), contradicts_c2.clone(), &["c1"]),
+    )
+    .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
 
@@ -2925,14 +2869,12 @@ async fn rule_a_pass_verdict_needs_an_allowed_claim() {
     // Passing: LOW_CONFID may allow nothing; the Composer then cites nothing and says only
     // what the question says.
     let nothing = "No verified finding explains the 502s since 14:00.";
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(
-            AgentRole::Verifier,
-            verifier_doc("LOW_CONFID", json!([]), json!([]), &[]),
-        )
-        .reply(AgentRole::Composer, composer_raw(nothing, &[]));
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier_doc("LOW_CONFID", json!([]), json!([]), &[]),
+    )
+    .reply(AgentRole::Composer, composer_raw(nothing, &[]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
     assert_eq!(done.answer(), nothing);
@@ -2956,34 +2898,30 @@ async fn rule_a_pass_verdict_needs_an_allowed_claim() {
 #[tokio::test]
 async fn rule_inline_citations_name_only_allowed_claims() {
     // Passing: the one allowed claim, cited inline and in `cited_claims`.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
-        .reply(
-            AgentRole::Verifier,
-            verifier("LOW_CONFID", &["c1"], json!([])),
-        )
-        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let h = Harness::planned(exec_mixed());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("LOW_CONFID", &["c1"], json!([])),
+    )
+    .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
 
     // Failing: an inline `[c3]` naming a claim the Gatekeeper refused, then `[c2]` naming a
     // claim that was verified but not allowed; `cited_claims` lists only c1 both times.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_mixed())
-        .reply(
-            AgentRole::Verifier,
-            verifier("LOW_CONFID", &["c1"], json!([])),
-        )
-        .reply(
-            AgentRole::Composer,
-            composer_raw(&format!("{} [c3]", cited(ANSWER, &["c1"])), &["c1"]),
-        )
-        .reply(
-            AgentRole::Composer,
-            composer_raw(&format!("{} [c1, c2]", ANSWER), &["c1"]),
-        );
+    let h = Harness::planned(exec_mixed());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("LOW_CONFID", &["c1"], json!([])),
+    )
+    .reply(
+        AgentRole::Composer,
+        composer_raw(&format!("{} [c3]", cited(ANSWER, &["c1"])), &["c1"]),
+    )
+    .reply(
+        AgentRole::Composer,
+        composer_raw(&format!("{} [c1, c2]", ANSWER), &["c1"]),
+    );
     let done = run(&h).await;
     assert_composer_refused_twice(&done, "inline_citation_not_allowed");
     assert_absent(done.answer(), &["[c3]", "[c2]", ANSWER], "the answer");
@@ -2992,37 +2930,33 @@ async fn rule_inline_citations_name_only_allowed_claims() {
 #[tokio::test]
 async fn rule_inline_citations_and_cited_claims_agree() {
     // Passing: the same set, in another order.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &["c1", "c2"], json!([])),
-        )
-        .reply(
-            AgentRole::Composer,
-            composer_raw(&cited(ANSWER, &["c1", "c2"]), &["c2", "c1"]),
-        );
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("PASS", &["c1", "c2"], json!([])),
+    )
+    .reply(
+        AgentRole::Composer,
+        composer_raw(&cited(ANSWER, &["c1", "c2"]), &["c2", "c1"]),
+    );
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
 
     // Failing: `cited_claims` lists a claim no marker cites, then a marker cites a claim
     // `cited_claims` leaves out.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(
-            AgentRole::Verifier,
-            verifier("PASS", &["c1", "c2"], json!([])),
-        )
-        .reply(
-            AgentRole::Composer,
-            composer_raw(&cited(ANSWER, &["c1"]), &["c1", "c2"]),
-        )
-        .reply(
-            AgentRole::Composer,
-            composer_raw(&cited(ANSWER, &["c1", "c2"]), &["c1"]),
-        );
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("PASS", &["c1", "c2"], json!([])),
+    )
+    .reply(
+        AgentRole::Composer,
+        composer_raw(&cited(ANSWER, &["c1"]), &["c1", "c2"]),
+    )
+    .reply(
+        AgentRole::Composer,
+        composer_raw(&cited(ANSWER, &["c1", "c2"]), &["c1"]),
+    );
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C, C, F]);
     assert_eq!(
@@ -3036,10 +2970,8 @@ async fn rule_inline_citations_and_cited_claims_agree() {
 async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
     // Failing, then passing on the technical retry: no citation at all although c1 is
     // allowed, then the same answer citing c1.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer_raw(ANSWER, &[]))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
@@ -3070,10 +3002,8 @@ async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence(
     // `payment-service` from the claim, and a single-digit number that is not salient.
     let grounded = "Since 14:00 checkout logged `upstream returned 502` from payment-service \
                     at 14:02:03, 1 line [c1]";
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer_raw(grounded, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
@@ -3093,10 +3023,8 @@ async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence(
     let invented =
         "Root cause: a bad deploy of payment-service v2.3.1 at 13:58. Roll back now. [c1]";
     let borrowed = "checkout 502s come from payment-service; the 99th percentile is slow [c1]";
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer_raw(invented, &["c1"]))
         .reply(AgentRole::Composer, composer_raw(borrowed, &["c1"]));
     let done = run(&h).await;
@@ -3144,10 +3072,8 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
     .to_string();
 
     // Through the Composer: only the bound items are in its input, and two are counted.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, doc.clone())
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, doc.clone())
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
@@ -3165,14 +3091,11 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
     assert!(eval.composer_audit.answer_tokens_checked > 0);
 
     // Through the post-verification Fallback: the same items, the same count.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, doc)
-        .fail(
-            AgentRole::Composer,
-            InvokeError::Permanent("HTTP 422".into()),
-        );
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, doc).fail(
+        AgentRole::Composer,
+        InvokeError::Permanent("HTTP 422".into()),
+    );
     let done = run(&h).await;
     assert_eq!(done.state.path(), [P, E, G, VI, V, C, F]);
     let answer = done.answer();
@@ -3188,10 +3111,8 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
     assert_eq!(done.state.round.dropped_items, 2);
 
     // Passing: items whose tokens are all bound are kept, and nothing is counted.
-    let h = Harness::new();
-    h.reply(AgentRole::Planner, plan_normal())
-        .reply(AgentRole::Executor, exec_pass())
-        .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     let input = &h.json_inputs(AgentRole::Composer)[0];
@@ -3279,7 +3200,7 @@ mod invented_tokens {
 
     proptest! {
         // At least 10,000 cases, whatever PROPTEST_CASES says.
-        #![proptest_config(crate::seeded::config_with_min_cases(0xD1A6_0C01, 10_000))]
+        #![proptest_config(crate::support::seeded::config_with_min_cases(0xD1A6_0C01, 10_000))]
 
         /// A grounded answer with one invented token inserted between two of its words is
         /// refused by the Composer check on both attempts, and the run's answer (the
@@ -3298,9 +3219,8 @@ mod invented_tokens {
             let answer = format!("{} [c1]", words.join(" "));
 
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-            let h = Harness::new();
-            h.reply(AgentRole::Planner, plan_normal())
-                .reply(AgentRole::Executor, exec_pass())
+            let h = Harness::planned(exec_pass());
+            h
                 .reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
                 .reply(AgentRole::Composer, composer_raw(&answer, &["c1"]))
                 .reply(AgentRole::Composer, composer_raw(&answer, &["c1"]));

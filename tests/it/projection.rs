@@ -3,7 +3,8 @@
 //! rendering and both Fallback templates. Leak tests plant distinctive marker strings in
 //! material that must not pass and assert they never appear.
 
-mod seeded;
+use crate::support::builders::{binding, inv};
+use crate::support::seeded;
 
 use diag::clock::Timestamp;
 use diag::diagnosis::composer_input::{
@@ -24,7 +25,7 @@ use diag::diagnosis::{
 use diag::graph::{Detail, Event};
 use diag::protocol::gatekeeper::normalize;
 use diag::protocol::{
-    ceiling, validate_run, Binding, Claim, CriticalGap, ExecutorHypothesis, ExecutorOutput, Fact,
+    ceiling, validate_run, Claim, CriticalGap, ExecutorHypothesis, ExecutorOutput, Fact,
     GateStatus, GatekeeperRaw, InvocationStatus, NoEvidence, QueryRef, RetryContext,
     ToolInvocation, Verdict, Verification, VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput,
     VerifierResult,
@@ -43,30 +44,6 @@ const OTHER_FIELD_MARKER: &str = "ZZUNREFERENCEDTOOLZZ";
 const UNREFERENCED_INV_MARKER: &str = "ZZUNUSEDINVOCATIONZZ";
 const NOT_ALLOWED_MARKER: &str = "ZZNOTALLOWEDZZ";
 const HALF_BOUND_MARKER: &str = "ZZHALFBOUNDZZ";
-
-fn inv(run_id: &str, id: &str, tool: &str, args: Value, output: Value) -> ToolInvocation {
-    ToolInvocation {
-        run_id: run_id.into(),
-        session_id: "sess-1".into(),
-        invocation_id: id.into(),
-        agent: "executor".into(),
-        round: 1,
-        tool_name: tool.into(),
-        arguments: args,
-        output,
-        status: InvocationStatus::Ok,
-        duration_ms: 1,
-    }
-}
-
-fn binding(id: &str, tool: &str, path: &str, quote: &str) -> Binding {
-    Binding {
-        source_invocation_id: id.into(),
-        tool_name: tool.into(),
-        raw_path: path.into(),
-        quote: quote.into(),
-    }
-}
 
 /// A recorded run: two log lines in one invocation (one of them also has a marked field the
 /// claims never reference), one metrics invocation, and one invocation nobody cites.

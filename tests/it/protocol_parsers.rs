@@ -2,7 +2,7 @@
 //! form, every violation kind by its reason code, hostile input, and a property test that no
 //! input panics and every accepted document keeps its contract's invariants.
 
-mod seeded;
+use crate::support::mutate::all_pointers;
 
 use diag::protocol::parse::{json_document, MAX_OUTPUT_BYTES, SNIPPET_CHARS};
 use diag::protocol::{
@@ -1433,27 +1433,6 @@ fn answer_tokens_occur_in_the_question_or_the_evidence() {
 // ---------------------------------------------------------------------------------------------
 // null in every field.
 
-/// Every pointer to a value inside `doc` (not the root).
-fn all_pointers(doc: &Value, prefix: String, out: &mut Vec<String>) {
-    match doc {
-        Value::Object(m) => {
-            for (k, v) in m {
-                let p = format!("{prefix}/{}", json_pointer::escape_token(k));
-                out.push(p.clone());
-                all_pointers(v, p, out);
-            }
-        }
-        Value::Array(a) => {
-            for (i, v) in a.iter().enumerate() {
-                let p = format!("{prefix}/{i}");
-                out.push(p.clone());
-                all_pointers(v, p, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Sets every field in turn to null: optional fields are accepted as absent, everything else
 /// is a `wrong_type` that names the field, and nothing panics. An `optional` entry ending in
 /// `/` covers everything below it (tool arguments are opaque to the plan contract).
@@ -1465,6 +1444,7 @@ fn null_everywhere<T: Debug>(
 ) {
     let mut pointers = Vec::new();
     all_pointers(&doc, String::new(), &mut pointers);
+    pointers.retain(|p| !p.is_empty()); // every member, not the document itself
     assert!(pointers.len() >= 3);
     for p in pointers {
         let mut d = doc.clone();
@@ -1830,7 +1810,7 @@ mod properties {
 
     proptest! {
         // At least 512 cases, more when PROPTEST_CASES asks (10,000 in CI).
-        #![proptest_config(crate::seeded::config_with_min_cases(0xD1A6_0101, 512))]
+        #![proptest_config(crate::support::seeded::config_with_min_cases(0xD1A6_0101, 512))]
 
         #[test]
         fn arbitrary_strings_never_panic(text in ".{0,200}") {

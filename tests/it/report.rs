@@ -8,8 +8,8 @@ use std::path::Path;
 
 use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 
-mod cli_env;
-mod report_fixtures;
+use crate::support::cli_env;
+use crate::support::report_fixtures;
 use cli_env::{repo_file, TestEnv};
 use report_fixtures::{
     hostile_answer, hostile_run_file, replay, replay_repo, DEMO, EVIDENCE_RETRY, FALLBACK,

@@ -6,9 +6,9 @@
 //! element, that the page requested nothing but itself and raised no console error, and that
 //! hostile model and tool text ran nothing and fetched nothing.
 
-mod browser;
-mod cli_env;
-mod report_fixtures;
+use crate::support::browser;
+use crate::support::cli_env;
+use crate::support::report_fixtures;
 
 use std::path::{Path, PathBuf};
 

@@ -9,7 +9,7 @@ use diag::report::html::markdown_to_html;
 use diag::report::markdown::{escape_md, gfm_options, sanitize};
 use diag::report::safe_link;
 
-mod seeded;
+use crate::support::seeded;
 
 /// Pieces of Markdown and HTML that matter for safety, mixed with arbitrary text.
 fn piece() -> impl Strategy<Value = String> {

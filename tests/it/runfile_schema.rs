@@ -9,7 +9,8 @@
 //! - a property: a valid run file mutated node by node that the schema refuses, the loader
 //!   refuses too (`PROPTEST_CASES`, 10,000 in CI).
 
-mod seeded;
+use crate::support::repo;
+use crate::support::seeded;
 
 use std::path::{Path, PathBuf};
 
@@ -18,14 +19,10 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Value};
 
-mod mutate;
+use crate::support::mutate;
 use mutate::arb_mutated;
 
 const FILE: &str = "schema.json";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn schema() -> Value {
     let path = repo().join("docs/schema/diag_run_v1.json");

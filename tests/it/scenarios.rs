@@ -10,6 +10,7 @@
 //! Prometheus and promtool come from `scripts/install-peers`; without them the tests fail
 //! and say so.
 
+use crate::support::repo;
 use std::path::{Path, PathBuf};
 
 use diag::config::Config;
@@ -17,10 +18,6 @@ use diag::eval::env::{check_problems, run_checks, untimed_lines, ScenarioEnv};
 use diag::eval::scenario::{discover, Scenario, ScenarioError};
 use diag::setup::builtin_registry;
 use serde_json::{json, Value};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn folders() -> Vec<PathBuf> {
     let all = discover(&[repo().join("scenarios")]).expect("scenarios/ holds scenario folders");

@@ -11,13 +11,13 @@
 //!   and its `Authorization` header, as some gateways do: that message is stored, shown on
 //!   stderr and exported, so it must be redacted everywhere.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 use assert_cmd::Command;
 use serde_json::{json, Value};
 
-mod support;
+use crate::support;
 use support::{demo, peer_bin, Aimock};
 
 const KEY: &str = "sk-diag-hygiene-4f8b2a9c7e1d0356";
@@ -28,7 +28,7 @@ const KEY_VAR: &str = "DIAG_HYGIENE_API_KEY";
 /// graph.json's good run, with the Executor's first turn also calling `everything__get-env`
 /// (so the log searches become inv-2 and inv-3), and a model that answers 400 quoting the key.
 fn fixtures() -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aimock/graph.json");
+    let path = crate::support::repo().join("tests/fixtures/aimock/graph.json");
     let mut good: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     for f in good["fixtures"].as_array_mut().unwrap() {
         if f["match"]["hasToolResult"] == true {

@@ -1,7 +1,7 @@
 //! Building a run's environment from a configuration: built-in tools per configured source,
 //! MCP servers' tools offered beside them, one model per agent, and clear errors.
 
-use std::path::PathBuf;
+use crate::support::peers_dir;
 use std::sync::Arc;
 
 use diag::agent::runtime::ToolRunner;
@@ -10,12 +10,6 @@ use diag::config::Config;
 use diag::protocol::InvocationStatus;
 use diag::setup::{builtin_registry, live, models, SetupError};
 use serde_json::json;
-
-fn peers() -> PathBuf {
-    std::env::var_os("DIAG_PEERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".peers"))
-}
 
 fn clock() -> Arc<FixedClock> {
     Arc::new(FixedClock(
@@ -45,7 +39,7 @@ fn only_configured_builtin_tools_are_offered_and_current_time_always() {
 
 #[tokio::test]
 async fn mcp_servers_tools_are_offered_and_callable_beside_the_builtins() {
-    let bin = peers().join("npm/node_modules/.bin/mcp-server-everything");
+    let bin = peers_dir().join("npm/node_modules/.bin/mcp-server-everything");
     assert!(
         bin.exists(),
         "run scripts/install-peers: {} is missing",

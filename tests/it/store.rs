@@ -1,11 +1,10 @@
 //! The run store in one process: schema and migrations, the full lifecycle of every record
 //! type, per-run scoping, the interrupted-run sweep, retention, and bad files and locations.
 
-mod common;
+use crate::support::records;
 
 use std::time::Duration;
 
-use common::*;
 use diag::agent::runtime::{RunHooks, StepStatus};
 use diag::agent::AgentRole;
 use diag::diagnosis::{FallbackKind, Status};
@@ -17,6 +16,7 @@ use diag::store::{
     SCHEMA_VERSION,
 };
 use diag::tools::InvocationLog;
+use records::*;
 use serde_json::json;
 
 fn temp() -> (tempfile::TempDir, std::path::PathBuf) {

@@ -5,19 +5,19 @@
 //! `child_process_role` selected and `DIAG_STORE_TEST_ROLE` naming what to do; without that
 //! variable the role test returns at once, so a normal test run just passes it.
 
-mod common;
+use crate::support::records;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::*;
 use diag::agent::runtime::{RunHooks, StepStatus};
 use diag::agent::AgentRole;
 use diag::diagnosis::Status;
 use diag::graph::{NodeKind, Observer, RunConfig};
 use diag::store::{RunFilter, RunStatus, Store, INTERRUPTED};
+use records::*;
 use serde_json::json;
 
 const ROLE: &str = "DIAG_STORE_TEST_ROLE";
@@ -156,10 +156,17 @@ impl Drop for ChildGuard {
     }
 }
 
+/// The role test's name as libtest knows it: its module path inside the test binary (this
+/// module is one of many in `it`), without the crate's name.
+fn role_test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    format!("{module}::child_process_role")
+}
+
 fn spawn(role: &str, db: &Path, prefix: &str, runs: usize, start_at_ms: Option<u64>) -> ChildGuard {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
-        "child_process_role",
+        role_test_name().as_str(),
         "--exact",
         "--nocapture",
         "--test-threads=1",
@@ -297,7 +304,7 @@ fn a_run_killed_mid_way_is_swept_with_its_partial_trace() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("killed.db");
     let mut child = spawn("stall", &db, "k", 5, None);
-    // libtest prints `test child_process_role ... ` without a newline, so the first report
+    // libtest prints `test store_concurrency::child_process_role ... ` without a newline, so the first report
     // may share its line.
     let line = wait_for_line(&mut child, Duration::from_secs(60), |l| {
         l.contains("MIDRUN ")

@@ -16,7 +16,7 @@ use diag::protocol::schema;
 use diag::tools::ToolSpec;
 use serde_json::{json, Value};
 
-mod support;
+use crate::support;
 use support::Aimock;
 
 fn model(server: &Aimock, setting: StructuredOutputSetting) -> OpenAiModel {

@@ -3,7 +3,7 @@
 //! (default `<repo>/.peers`). A missing server fails the test with the command to run: these
 //! tests are never skipped silently.
 
-mod support;
+use crate::support;
 use support::peer_bin;
 
 use std::path::PathBuf;
@@ -32,26 +32,24 @@ async fn everything() -> McpServer {
         .expect("server-everything starts")
 }
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+/// A fresh directory of this test's own (its canonical path, and the directory, removed on
+/// drop).
+struct TempDir {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
 
 impl TempDir {
     fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let path =
-            std::env::temp_dir().join(format!("diag-mcp-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("diag-mcp-{tag}-"))
+            .tempdir()
+            .unwrap();
         // The filesystem server resolves symlinks in its allowed roots; so must we.
-        Self(path.canonicalize().unwrap())
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        Self {
+            path: dir.path().canonicalize().unwrap(),
+            _dir: dir,
+        }
     }
 }
 
@@ -223,11 +221,15 @@ async fn an_unknown_tool_is_a_failed_call() {
 #[tokio::test]
 async fn filesystem_reads_a_file_and_lists_a_directory() {
     let dir = TempDir::new("fs");
-    std::fs::write(dir.0.join("notes.txt"), "disk full on db-1\nsecond line\n").unwrap();
-    std::fs::create_dir(dir.0.join("sub")).unwrap();
+    std::fs::write(
+        dir.path.join("notes.txt"),
+        "disk full on db-1\nsecond line\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path.join("sub")).unwrap();
 
     let mut config = McpServerConfig::new("fs", peer_bin("mcp-server-filesystem"));
-    config.args = vec![dir.0.display().to_string()];
+    config.args = vec![dir.path.display().to_string()];
     config.startup_timeout = BOUND;
     config.call_timeout = BOUND;
     let server = McpServer::start(config)
@@ -237,14 +239,14 @@ async fn filesystem_reads_a_file_and_lists_a_directory() {
     assert!(names.contains(&("fs__read_text_file".into(), "read_text_file".into())));
     assert!(names.contains(&("fs__list_directory".into(), "list_directory".into())));
 
-    let path = dir.0.join("notes.txt").display().to_string();
+    let path = dir.path.join("notes.txt").display().to_string();
     let out = call(&*tool(&server, "fs__read_text_file"), json!({"path": path}))
         .await
         .unwrap();
     // The server sends structuredContent {"content": <text>} beside its text block.
     assert_eq!(out, json!({"content": "disk full on db-1\nsecond line\n"}));
 
-    let dir_path = dir.0.display().to_string();
+    let dir_path = dir.path.display().to_string();
     let out = call(
         &*tool(&server, "fs__list_directory"),
         json!({"path": dir_path}),
@@ -355,7 +357,7 @@ async fn a_server_that_never_answers_initialize_times_out_and_is_killed() {
     let dir = TempDir::new("mute");
     // `cat` reads the request and answers nothing a client accepts; `sleep` reads nothing.
     for (name, program) in [("cat", "cat"), ("sleep", "sleep 100")] {
-        let pid_file = dir.0.join(name);
+        let pid_file = dir.path.join(name);
         let mut config = McpServerConfig::new("mute", "sh");
         config.args = vec![
             "-c".into(),

@@ -5,7 +5,7 @@
 //! Prometheus and promtool come from `scripts/install-peers`; without them these tests fail
 //! and say so, they never skip.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use diag::clock::{FixedClock, Timestamp};
@@ -16,10 +16,10 @@ use diag::tools::{
 };
 use serde_json::{json, Value};
 
-mod bounded;
+use crate::support::bounded;
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/prometheus/metrics.om")
+    crate::support::repo().join("tests/fixtures/prometheus/metrics.om")
 }
 
 fn require(program: &str) {

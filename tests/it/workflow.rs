@@ -1,5 +1,5 @@
 //! Workflow suite: the real compiled diagnosis topology over scripted nodes (no model, no
-//! tool). One test per routing class of SPEC §1.2, each asserting the executed node sequence,
+//! tool). One test or table row per routing class of SPEC §1.2, each asserting the executed node sequence,
 //! the orchestration events, the terminal path and the counters; then the engine's step limit,
 //! cancellation and undeclared-outcome errors, and what `compile()` rejects.
 
@@ -20,6 +20,8 @@ use diag::graph::{
 };
 use diag::protocol::{Fact, PlannerMode, Verdict, Verification};
 use tokio_util::sync::CancellationToken;
+
+use crate::support::Row;
 
 const QUESTION: &str = "why does checkout-service return 502 since 14:00?";
 /// The answer the default scripted Composer writes.
@@ -333,36 +335,92 @@ const ROUND1_TO_RETRY: [Ev; 6] = [
 // Planner
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn planner_pass_straight_path_ends_at_composer() {
-    let r = run(Scripts::default()).await;
-    check(
-        &r,
-        Expect {
-            events: PASS_PATH,
-            ..ROUND1
-        },
-    );
-    assert_eq!(r.state.round.effective_verdict, Some(Verdict::Pass));
-    assert_eq!(r.state.round.verifier_model_verdict, Some(Verdict::Pass));
-    assert_eq!(r.state.round.ceiling, Some(Verdict::Pass));
-    assert_eq!(r.state.retry_context, None);
+/// One routing case of round 1, as a table row: the scripts, the run they must give, and
+/// what else must hold of it (`then`). The row's name is the test it used to be, and a failing
+/// row names itself.
+struct Case {
+    name: &'static str,
+    scripts: Scripts,
+    events: Vec<Ev>,
+    end: End,
+    retries: (u32, u32, u32),
+    then: fn(&Run),
+}
+
+impl Case {
+    /// A row whose run ends at the Composer with no retry; `then` checks nothing more.
+    fn new(name: &'static str, scripts: Scripts, events: &[Ev]) -> Case {
+        Case {
+            name,
+            scripts,
+            events: events.to_vec(),
+            end: End::Composer,
+            retries: (0, 0, 0),
+            then: |_| {},
+        }
+    }
+
+    fn end(self, end: End) -> Case {
+        Case { end, ..self }
+    }
+
+    fn retries(self, retries: (u32, u32, u32)) -> Case {
+        Case { retries, ..self }
+    }
+
+    fn then(self, then: fn(&Run)) -> Case {
+        Case { then, ..self }
+    }
+}
+
+/// Runs every row, checking each against [`check`] and its own `then`.
+async fn check_cases(cases: Vec<Case>) {
+    for case in cases {
+        let _row = Row::named(case.name);
+        let r = run(case.scripts).await;
+        check(
+            &r,
+            Expect {
+                events: &case.events,
+                end: case.end,
+                retries: case.retries,
+                ..ROUND1
+            },
+        );
+        (case.then)(&r);
+    }
+}
+
+fn planner_scripts(statuses: Vec<AgentStatus>) -> Scripts {
+    Scripts {
+        planner: statuses.into_iter().map(planner).collect(),
+        ..Scripts::default()
+    }
+}
+
+fn no_executor_call(r: &Run) {
+    assert_eq!(r.g.executor.call_count(), 0);
 }
 
 #[tokio::test]
-async fn planner_invalid_output_then_success() {
-    let r = run(Scripts {
-        planner: vec![
-            planner(AgentStatus::InvalidOutput),
-            planner(AgentStatus::Completed),
-        ],
-        ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: &[
+async fn planner_routes() {
+    use AgentStatus::{Completed, InvalidOutput, NonRetryableFailed, RetryableFailed};
+    check_cases(vec![
+        Case::new(
+            "planner_pass_straight_path_ends_at_composer",
+            Scripts::default(),
+            PASS_PATH,
+        )
+        .then(|r| {
+            assert_eq!(r.state.round.effective_verdict, Some(Verdict::Pass));
+            assert_eq!(r.state.round.verifier_model_verdict, Some(Verdict::Pass));
+            assert_eq!(r.state.round.ceiling, Some(Verdict::Pass));
+            assert_eq!(r.state.retry_context, None);
+        }),
+        Case::new(
+            "planner_invalid_output_then_success",
+            planner_scripts(vec![InvalidOutput, Completed]),
+            &[
                 (P, 1, 1, Status::InvalidOutput),
                 (P, 2, 1, Status::Completed),
                 (E, 1, 1, Status::Completed),
@@ -371,26 +429,12 @@ async fn planner_invalid_output_then_success() {
                 (V, 1, 1, Status::Completed),
                 (C, 1, 1, Status::Completed),
             ],
-            retries: (1, 0, 0),
-            ..ROUND1
-        },
-    );
-}
-
-#[tokio::test]
-async fn planner_retryable_failed_then_success() {
-    let r = run(Scripts {
-        planner: vec![
-            planner(AgentStatus::RetryableFailed),
-            planner(AgentStatus::Completed),
-        ],
-        ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: &[
+        )
+        .retries((1, 0, 0)),
+        Case::new(
+            "planner_retryable_failed_then_success",
+            planner_scripts(vec![RetryableFailed, Completed]),
+            &[
                 (P, 1, 1, Status::RetryableFailed),
                 (P, 2, 1, Status::Completed),
                 (E, 1, 1, Status::Completed),
@@ -399,100 +443,61 @@ async fn planner_retryable_failed_then_success() {
                 (V, 1, 1, Status::Completed),
                 (C, 1, 1, Status::Completed),
             ],
-            retries: (1, 0, 0),
-            ..ROUND1
-        },
-    );
-    // The retry gets the same input: the only differences are the failed attempt's own
-    // status, the retry counter and the event it produced.
-    let calls = r.g.planner.calls();
-    let (mut first, mut second) = (calls[0].state.clone(), calls[1].state.clone());
-    for s in [&mut first, &mut second] {
-        s.events.clear();
-        s.round.retries = RetryCounters::default();
-        s.round.planner_status = None;
-    }
-    assert_eq!(first, second);
-}
-
-#[tokio::test]
-async fn planner_second_technical_failure_falls_back() {
-    let r = run(Scripts {
-        planner: vec![
-            planner(AgentStatus::InvalidOutput),
-            planner(AgentStatus::RetryableFailed),
-            planner(AgentStatus::Completed),
-        ],
-        ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: &[
+        )
+        .retries((1, 0, 0))
+        .then(|r| {
+            // The retry gets the same input: the only differences are the failed attempt's
+            // own status, the retry counter and the event it produced.
+            let calls = r.g.planner.calls();
+            let (mut first, mut second) = (calls[0].state.clone(), calls[1].state.clone());
+            for s in [&mut first, &mut second] {
+                s.events.clear();
+                s.round.retries = RetryCounters::default();
+                s.round.planner_status = None;
+            }
+            assert_eq!(first, second);
+        }),
+        Case::new(
+            "planner_second_technical_failure_falls_back",
+            planner_scripts(vec![InvalidOutput, RetryableFailed, Completed]),
+            &[
                 (P, 1, 1, Status::InvalidOutput),
                 (P, 2, 1, Status::RetryableFailed),
                 (F, 1, 1, Status::Answered),
             ],
-            end: End::PreFallback,
-            retries: (1, 0, 0),
-            ..ROUND1
-        },
-    );
-    assert_eq!(r.g.executor.call_count(), 0);
-}
-
-#[tokio::test]
-async fn planner_non_retryable_failed_falls_back_without_retry() {
-    let r = run(Scripts {
-        planner: vec![
-            planner(AgentStatus::NonRetryableFailed),
-            planner(AgentStatus::Completed),
-        ],
-        ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: &[
+        )
+        .end(End::PreFallback)
+        .retries((1, 0, 0))
+        .then(no_executor_call),
+        Case::new(
+            "planner_non_retryable_failed_falls_back_without_retry",
+            planner_scripts(vec![NonRetryableFailed, Completed]),
+            &[
                 (P, 1, 1, Status::NonRetryableFailed),
                 (F, 1, 1, Status::Answered),
             ],
-            end: End::PreFallback,
-            ..ROUND1
-        },
-    );
-    assert_eq!(r.g.executor.call_count(), 0);
-}
-
-#[tokio::test]
-async fn planner_unknown_status_fails_closed() {
-    let r = run(Scripts {
-        planner: vec![
-            planner(AgentStatus::Unknown("MOSTLY_DONE".into())),
-            planner(AgentStatus::Completed),
-        ],
-        ..Scripts::default()
-    })
+        )
+        .end(End::PreFallback)
+        .then(no_executor_call),
+        Case::new(
+            "planner_unknown_status_fails_closed",
+            planner_scripts(vec![AgentStatus::Unknown("MOSTLY_DONE".into()), Completed]),
+            &[(P, 1, 1, Status::Unknown), (F, 1, 1, Status::Answered)],
+        )
+        .end(End::PreFallback)
+        .then(|r| {
+            assert_eq!(
+                r.state.round.planner_status,
+                Some(AgentStatus::Unknown("MOSTLY_DONE".into()))
+            );
+            assert_eq!(
+                r.state.events[0].detail.get("status"),
+                Some(&DetailValue::Text("MOSTLY_DONE".into()))
+            );
+            no_executor_call(r);
+        }),
+    ])
     .await;
-    check(
-        &r,
-        Expect {
-            events: &[(P, 1, 1, Status::Unknown), (F, 1, 1, Status::Answered)],
-            end: End::PreFallback,
-            ..ROUND1
-        },
-    );
-    assert_eq!(
-        r.state.round.planner_status,
-        Some(AgentStatus::Unknown("MOSTLY_DONE".into()))
-    );
-    assert_eq!(
-        r.state.events[0].detail.get("status"),
-        Some(&DetailValue::Text("MOSTLY_DONE".into()))
-    );
-    assert_eq!(r.g.executor.call_count(), 0);
 }
 
 #[tokio::test]
@@ -598,27 +603,44 @@ async fn executor_fails_closed(status: ExecutorStatus, event_status: Status) -> 
 }
 
 #[tokio::test]
-async fn executor_failed_falls_back() {
-    executor_fails_closed(ExecutorStatus::Failed, Status::Failed).await;
-}
-
-#[tokio::test]
-async fn executor_tool_blocked_falls_back() {
-    executor_fails_closed(ExecutorStatus::ToolBlocked, Status::ToolBlocked).await;
-}
-
-#[tokio::test]
-async fn executor_invalid_output_falls_back_without_retry() {
-    executor_fails_closed(ExecutorStatus::InvalidOutput, Status::InvalidOutput).await;
-}
-
-#[tokio::test]
-async fn executor_unknown_status_fails_closed() {
-    let r = executor_fails_closed(ExecutorStatus::Unknown("PARTIAL".into()), Status::Unknown).await;
-    assert_eq!(
-        r.state.events[1].detail.get("status"),
-        Some(&DetailValue::Text("PARTIAL".into()))
-    );
+async fn executor_failures_fall_back_without_retry() {
+    // (former test, status, its event's status, the event's `status` detail)
+    let cases = [
+        (
+            "executor_failed_falls_back",
+            ExecutorStatus::Failed,
+            Status::Failed,
+            None,
+        ),
+        (
+            "executor_tool_blocked_falls_back",
+            ExecutorStatus::ToolBlocked,
+            Status::ToolBlocked,
+            None,
+        ),
+        (
+            "executor_invalid_output_falls_back_without_retry",
+            ExecutorStatus::InvalidOutput,
+            Status::InvalidOutput,
+            None,
+        ),
+        (
+            "executor_unknown_status_fails_closed",
+            ExecutorStatus::Unknown("PARTIAL".into()),
+            Status::Unknown,
+            Some("PARTIAL"),
+        ),
+    ];
+    for (name, status, event_status, detail) in cases {
+        let _row = Row::named(name);
+        let r = executor_fails_closed(status, event_status).await;
+        if let Some(detail) = detail {
+            assert_eq!(
+                r.state.events[1].detail.get("status"),
+                Some(&DetailValue::Text(detail.into()))
+            );
+        }
+    }
 }
 
 #[tokio::test]
@@ -734,38 +756,56 @@ async fn gatekeeper_fails_closed(gate: ScriptStep, status: Status) -> Run {
     r
 }
 
-#[tokio::test]
-async fn gatekeeper_low_confid_with_zero_passed_falls_back() {
-    let r = gatekeeper_fails_closed(steps::gate_low_confid(0, 2), Status::LowConfid).await;
-    assert_eq!(r.state.round.ceiling, Some(Verdict::LowConfid));
-}
+/// A row: the former test's name, the Gatekeeper's step, its event's status, what else holds.
+type GateCase = (&'static str, ScriptStep, Status, fn(&Run));
 
 #[tokio::test]
-async fn gatekeeper_reject_falls_back() {
-    let r = gatekeeper_fails_closed(steps::gate_reject(0, 1), Status::Reject).await;
-    assert_eq!(r.state.round.ceiling, Some(Verdict::Reject));
-}
-
-#[tokio::test]
-async fn gatekeeper_reject_with_some_passed_bindings_falls_back() {
-    let r = gatekeeper_fails_closed(steps::gate_reject(2, 1), Status::Reject).await;
-    assert_eq!(
-        r.state
-            .round
-            .gatekeeper_raw
-            .as_ref()
-            .map(|raw| raw.passed_bindings()),
-        Some(2)
-    );
-}
-
-#[tokio::test]
-async fn gatekeeper_unknown_raw_result_is_reject() {
-    let r = gatekeeper_fails_closed(steps::gate_unknown(), Status::Reject).await;
-    assert_eq!(
-        r.state.round.gatekeeper_status,
-        Some(diag::protocol::GateStatus::Reject)
-    );
+async fn gatekeeper_failures_fall_back() {
+    let cases: [GateCase; 4] = [
+        (
+            "gatekeeper_low_confid_with_zero_passed_falls_back",
+            steps::gate_low_confid(0, 2),
+            Status::LowConfid,
+            |r| assert_eq!(r.state.round.ceiling, Some(Verdict::LowConfid)),
+        ),
+        (
+            "gatekeeper_reject_falls_back",
+            steps::gate_reject(0, 1),
+            Status::Reject,
+            |r| assert_eq!(r.state.round.ceiling, Some(Verdict::Reject)),
+        ),
+        (
+            "gatekeeper_reject_with_some_passed_bindings_falls_back",
+            steps::gate_reject(2, 1),
+            Status::Reject,
+            |r| {
+                assert_eq!(
+                    r.state
+                        .round
+                        .gatekeeper_raw
+                        .as_ref()
+                        .map(|raw| raw.passed_bindings()),
+                    Some(2)
+                )
+            },
+        ),
+        (
+            "gatekeeper_unknown_raw_result_is_reject",
+            steps::gate_unknown(),
+            Status::Reject,
+            |r| {
+                assert_eq!(
+                    r.state.round.gatekeeper_status,
+                    Some(diag::protocol::GateStatus::Reject)
+                )
+            },
+        ),
+    ];
+    for (name, gate, status, then) in cases {
+        let _row = Row::named(name);
+        let r = gatekeeper_fails_closed(gate, status).await;
+        then(&r);
+    }
 }
 
 #[tokio::test]
@@ -1107,50 +1147,35 @@ async fn verifier_critical_gap_triggers_one_evidence_retry() {
 }
 
 #[tokio::test]
-async fn verifier_low_confid_without_valid_gap_goes_to_composer() {
-    let r = run(Scripts {
-        verifier: vec![steps::verifier_verdict(
-            Verdict::LowConfid,
-            vec![
+async fn verifier_low_confid_without_a_critical_gap_goes_to_composer() {
+    let low_confid = |facts: Vec<Fact>| Scripts {
+        verifier: vec![steps::verifier_verdict(Verdict::LowConfid, facts)],
+        ..Scripts::default()
+    };
+    let effective_low_confid: fn(&Run) =
+        |r| assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
+    check_cases(vec![
+        Case::new(
+            "verifier_low_confid_without_valid_gap_goes_to_composer",
+            low_confid(vec![
                 steps::fact(true, Verification::Supported),
                 steps::fact(true, Verification::Contradicted),
-            ],
-        )],
-        ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: PASS_PATH,
-            ..ROUND1
-        },
-    );
-    assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
-}
-
-#[tokio::test]
-async fn verifier_non_critical_gap_only_goes_to_composer() {
-    let r = run(Scripts {
-        verifier: vec![steps::verifier_verdict(
-            Verdict::LowConfid,
-            vec![
+            ]),
+            PASS_PATH,
+        )
+        .then(effective_low_confid),
+        Case::new(
+            "verifier_non_critical_gap_only_goes_to_composer",
+            low_confid(vec![
                 steps::fact(false, Verification::NoEvidence),
                 steps::fact(false, Verification::IndirectSupport),
                 steps::fact(true, Verification::Supported),
-            ],
-        )],
-        ..Scripts::default()
-    })
+            ]),
+            PASS_PATH,
+        )
+        .then(effective_low_confid),
+    ])
     .await;
-    check(
-        &r,
-        Expect {
-            events: PASS_PATH,
-            ..ROUND1
-        },
-    );
-    assert_eq!(r.state.round.effective_verdict, Some(Verdict::LowConfid));
 }
 
 #[tokio::test]
@@ -1551,134 +1576,87 @@ fn composer_path(tail: &[Ev]) -> Vec<Ev> {
 }
 
 #[tokio::test]
-async fn composer_normal_completion() {
-    let r = run(Scripts::default()).await;
-    check(
-        &r,
-        Expect {
-            events: &composer_path(&[(C, 1, 1, Status::Completed)]),
-            ..ROUND1
-        },
-    );
-    assert_eq!(r.g.composer.call_count(), 1);
-}
-
-#[tokio::test]
-async fn composer_technical_retry_then_success() {
-    let r = run(Scripts {
-        composer: vec![
-            steps::composer(AgentStatus::RetryableFailed),
-            steps::composer_answer(ANSWER),
-        ],
+async fn composer_routes() {
+    let composer = |steps: Vec<ScriptStep>| Scripts {
+        composer: steps,
         ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: &composer_path(&[
+    };
+    check_cases(vec![
+        Case::new(
+            "composer_normal_completion",
+            Scripts::default(),
+            &composer_path(&[(C, 1, 1, Status::Completed)]),
+        )
+        .then(|r| assert_eq!(r.g.composer.call_count(), 1)),
+        Case::new(
+            "composer_technical_retry_then_success",
+            composer(vec![
+                steps::composer(AgentStatus::RetryableFailed),
+                steps::composer_answer(ANSWER),
+            ]),
+            &composer_path(&[
                 (C, 1, 1, Status::RetryableFailed),
                 (C, 2, 1, Status::Completed),
             ]),
-            retries: (0, 0, 1),
-            ..ROUND1
-        },
-    );
-    for node in [&r.g.planner, &r.g.executor, &r.g.gatekeeper, &r.g.verifier] {
-        assert_eq!(node.call_count(), 1);
-    }
-}
-
-#[tokio::test]
-async fn composer_retry_exhausted_falls_back_post_verification() {
-    let r = run(Scripts {
-        composer: vec![
-            steps::composer(AgentStatus::InvalidOutput),
-            steps::composer(AgentStatus::InvalidOutput),
-            steps::composer_answer(ANSWER),
-        ],
-        ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: &composer_path(&[
+        )
+        .retries((0, 0, 1))
+        .then(|r| {
+            for node in [&r.g.planner, &r.g.executor, &r.g.gatekeeper, &r.g.verifier] {
+                assert_eq!(node.call_count(), 1);
+            }
+        }),
+        Case::new(
+            "composer_retry_exhausted_falls_back_post_verification",
+            composer(vec![
+                steps::composer(AgentStatus::InvalidOutput),
+                steps::composer(AgentStatus::InvalidOutput),
+                steps::composer_answer(ANSWER),
+            ]),
+            &composer_path(&[
                 (C, 1, 1, Status::InvalidOutput),
                 (C, 2, 1, Status::InvalidOutput),
                 (F, 1, 1, Status::Answered),
             ]),
-            end: End::PostFallback,
-            retries: (0, 0, 1),
-            ..ROUND1
-        },
-    );
-}
-
-#[tokio::test]
-async fn composer_non_retryable_failed_falls_back_post_verification() {
-    let r = run(Scripts {
-        composer: vec![
-            steps::composer(AgentStatus::NonRetryableFailed),
-            steps::composer_answer(ANSWER),
-        ],
-        ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: &composer_path(&[
+        )
+        .end(End::PostFallback)
+        .retries((0, 0, 1)),
+        Case::new(
+            "composer_non_retryable_failed_falls_back_post_verification",
+            composer(vec![
+                steps::composer(AgentStatus::NonRetryableFailed),
+                steps::composer_answer(ANSWER),
+            ]),
+            &composer_path(&[
                 (C, 1, 1, Status::NonRetryableFailed),
                 (F, 1, 1, Status::Answered),
             ]),
-            end: End::PostFallback,
-            ..ROUND1
-        },
-    );
-}
-
-#[tokio::test]
-async fn composer_unknown_status_falls_back_post_verification() {
-    let r = run(Scripts {
-        composer: vec![
-            steps::composer(AgentStatus::Unknown("DRAFT".into())),
-            steps::composer_answer(ANSWER),
-        ],
-        ..Scripts::default()
-    })
+        )
+        .end(End::PostFallback),
+        Case::new(
+            "composer_unknown_status_falls_back_post_verification",
+            composer(vec![
+                steps::composer(AgentStatus::Unknown("DRAFT".into())),
+                steps::composer_answer(ANSWER),
+            ]),
+            &composer_path(&[(C, 1, 1, Status::Unknown), (F, 1, 1, Status::Answered)]),
+        )
+        .end(End::PostFallback),
+        Case::new(
+            "composer_blank_answer_falls_back_post_verification",
+            composer(vec![steps::composer_answer(" \n\t ")]),
+            &composer_path(&[(C, 1, 1, Status::Completed), (F, 1, 1, Status::Answered)]),
+        )
+        .end(End::PostFallback)
+        .then(|r| {
+            assert_eq!(r.state.composer_status, Some(AgentStatus::Completed));
+            // The Fallback saw the blank answer and replaced it.
+            assert_eq!(
+                r.g.fallback.calls()[0].state.final_answer.as_deref(),
+                Some(" \n\t ")
+            );
+        }),
+    ])
     .await;
-    check(
-        &r,
-        Expect {
-            events: &composer_path(&[(C, 1, 1, Status::Unknown), (F, 1, 1, Status::Answered)]),
-            end: End::PostFallback,
-            ..ROUND1
-        },
-    );
-}
-
-#[tokio::test]
-async fn composer_blank_answer_falls_back_post_verification() {
-    let r = run(Scripts {
-        composer: vec![steps::composer_answer(" \n\t ")],
-        ..Scripts::default()
-    })
-    .await;
-    check(
-        &r,
-        Expect {
-            events: &composer_path(&[(C, 1, 1, Status::Completed), (F, 1, 1, Status::Answered)]),
-            end: End::PostFallback,
-            ..ROUND1
-        },
-    );
-    assert_eq!(r.state.composer_status, Some(AgentStatus::Completed));
-    // The Fallback saw the blank answer and replaced it.
-    assert_eq!(
-        r.g.fallback.calls()[0].state.final_answer.as_deref(),
-        Some(" \n\t ")
-    );
 }
 
 // ---------------------------------------------------------------------------------------------

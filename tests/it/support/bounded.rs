@@ -1,6 +1,5 @@
 //! Waiting on child processes with a deadline: a command that hangs fails its test, naming
 //! the command, instead of stalling the whole suite.
-#![allow(dead_code)]
 
 use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};

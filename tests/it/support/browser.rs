@@ -5,7 +5,6 @@
 //!
 //! Every wait is for a condition (the DevTools port file, a protocol answer, the load event)
 //! with a generous bound, never a fixed sleep that lets something happen.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

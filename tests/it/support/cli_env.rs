@@ -4,21 +4,15 @@
 //! captured whole (exit code, stdout, stderr) and can be snapshotted with filters that
 //! replace run ids, session ids, times, durations and temporary paths. Every run is bounded
 //! (`bounded::LIMIT`): a hanging `diag` fails its test, naming the command.
-#![allow(dead_code)]
 
-#[path = "../bounded/mod.rs"]
-pub mod bounded;
+use super::bounded;
+use super::repo;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
-
-/// The repository root (for fixtures and schemas).
-pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A file under the repository root.
 pub fn repo_file(path: &str) -> PathBuf {

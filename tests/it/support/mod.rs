@@ -1,13 +1,77 @@
-//! Shared harness for tests that run against real peer servers installed by
-//! `scripts/install-peers`. A missing peer fails the test with the command that installs it.
-#![allow(dead_code)]
+//! What the tests share, one definition each: the repository's paths, local ports, the
+//! harness for real peer servers installed by `scripts/install-peers` (here; a missing peer
+//! fails the test with the command that installs it), and in submodules the protocol
+//! builders, the hermetic `diag` environment, the store's records, bounded child processes,
+//! the property-test configuration, document mutations, report fixtures and the browser.
 
+pub mod bounded;
+pub mod browser;
+pub mod builders;
+pub mod cli_env;
+pub mod mutate;
+pub mod records;
+pub mod report_fixtures;
+pub mod seeded;
+
+use std::collections::BTreeSet;
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// The repository root (for fixtures and schemas).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A JSON file's document.
+pub fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read JSON")).expect("JSON")
+}
+
+/// A table row's name, said on stderr (which the failing test's report shows) when the row's
+/// scope unwinds from a failed assertion: rows replace test functions, and a failure must still
+/// name the case. `let _row = Row::named("the_former_test_name");` at the top of the loop body.
+pub struct Row(&'static str);
+
+impl Row {
+    pub fn named(name: &'static str) -> Row {
+        Row(name)
+    }
+}
+
+impl Drop for Row {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("failing row: {}", self.0);
+        }
+    }
+}
+
+/// A local port that was free a moment ago and that no other test of this process has been
+/// given: the tests share one process, and a port released by one test (a refused-connection
+/// endpoint, or a peer that has stopped) must not become another test's server, whose URL
+/// would then also key the model adapter's per-endpoint memory. The set of given ports is the
+/// one piece of state the tests share on purpose; it only ever grows.
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free local port")
+            .port();
+        if GIVEN
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(port)
+        {
+            return port;
+        }
+    }
+}
 
 /// One aimock process on a free port; killed when dropped, whatever the test did.
 pub struct Aimock {
@@ -26,25 +90,17 @@ impl Aimock {
 
     /// Starts aimock with `tests/fixtures/aimock/<fixtures>`.
     pub fn start_with(fixtures: &str, api_key: Option<&'static str>) -> Aimock {
-        let peers = std::env::var_os("DIAG_PEERS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".peers"));
-        let cli = peers.join("npm/node_modules/@copilotkit/aimock/dist/cli.js");
+        let cli = peers_dir().join("npm/node_modules/@copilotkit/aimock/dist/cli.js");
         assert!(
             cli.is_file(),
             "aimock is not installed at {}: run scripts/install-peers (or set DIAG_PEERS_DIR \
              to a directory where it was installed)",
             cli.display()
         );
-        let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/aimock")
-            .join(fixtures);
+        let fixtures = repo().join("tests/fixtures/aimock").join(fixtures);
 
-        // Port 0 lets the OS pick a free port; it is released just before aimock binds it.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free local port")
-            .port();
+        // The OS picks a free port; it is released just before aimock binds it.
+        let port = free_port();
         let log =
             std::env::temp_dir().join(format!("diag-aimock-{}-{port}.log", std::process::id()));
         let log_file = std::fs::File::create(&log).expect("aimock log file");
@@ -180,7 +236,7 @@ impl Drop for Aimock {
 pub fn peers_dir() -> PathBuf {
     std::env::var_os("DIAG_PEERS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".peers"))
+        .unwrap_or_else(|| repo().join(".peers"))
 }
 
 /// An npm-installed peer's executable; a missing one fails with the command that installs it.
@@ -196,7 +252,7 @@ pub fn peer_bin(name: &str) -> PathBuf {
 
 /// A path in the demo environment, `fixtures/demo/PATH`, as a string for configurations.
 pub fn demo(path: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    repo()
         .join("fixtures/demo")
         .join(path)
         .display()
@@ -260,10 +316,7 @@ impl LlamaServer {
     /// `/v1/models` answers.
     pub fn start(n_ctx: u32) -> LlamaServer {
         let (python, model) = Self::installation();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free local port")
-            .port();
+        let port = free_port();
         let log =
             std::env::temp_dir().join(format!("diag-llama-{}-{port}.log", std::process::id()));
         let log_file = std::fs::File::create(&log).expect("llama log file");

@@ -1,7 +1,6 @@
 //! Mutations of valid documents, shared by the fuzzing tests: edits of a text character by
 //! character (delete, insert a JSON-significant snippet, replace, truncate, duplicate), and
 //! edits of a JSON value node by node (remove, replace, null, edit its text, duplicate, swap).
-#![allow(dead_code)]
 
 use diag::protocol::json_pointer;
 use proptest::prelude::*;

@@ -1,8 +1,6 @@
 //! Builders shared by the store tests: realistic records of every kind, and a raw SQLite
 //! connection for looking at the file the way an operator's sqlite3 shell would.
 
-#![allow(dead_code)]
-
 use std::path::Path;
 
 use diag::agent::prompts;

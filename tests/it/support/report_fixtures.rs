@@ -1,13 +1,12 @@
 //! Stored runs to report on: replays of committed run files into a hermetic store, and a
 //! hostile run whose tool output, claim and answer carry markup, scripts, `javascript:`
 //! links and a remote image.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cli_env::{repo_file, TestEnv};
+use super::cli_env::{repo_file, TestEnv};
 
 /// The demo incident of the README.
 pub const DEMO: &str = "fixtures/incident-checkout-502.json";

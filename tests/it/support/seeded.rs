@@ -29,7 +29,6 @@ pub fn config(seed: u64) -> Config {
 }
 
 /// [`config`] with at least `min_cases` cases.
-#[allow(dead_code)] // not every test binary needs a floor
 pub fn config_with_min_cases(seed: u64, min_cases: u32) -> Config {
     let mut c = config(seed);
     c.cases = c.cases.max(min_cases);
@@ -38,7 +37,6 @@ pub fn config_with_min_cases(seed: u64, min_cases: u32) -> Config {
 
 /// [`config`] with exactly `cases` cases, for a property whose cases are expensive; the macro
 /// still lets `PROPTEST_CASES` override it, as it did before.
-#[allow(dead_code)]
 pub fn config_with_cases(seed: u64, cases: u32) -> Config {
     let mut c = config(seed);
     c.cases = cases;
