@@ -18,6 +18,11 @@ use serde_json::{json, Value};
 
 const RUN: &str = "run-A";
 
+/// The arguments every invocation here was called with (the Gatekeeper does not read them).
+fn query() -> Value {
+    json!({"query": "502"})
+}
+
 fn logs(line: &str) -> Value {
     json!({"matches": [{"file": "app.log", "line_no": 7, "timestamp": "14:02", "line": line}],
            "truncated": false})
@@ -73,43 +78,58 @@ fn std_invs() -> Vec<ToolInvocation> {
         RUN,
         "inv-1",
         "search_logs",
-        json!({"query": "502"}),
+        query(),
         logs("checkout: upstream returned 502 from payment-service"),
     )]
 }
 
 // ---- failures by name ---------------------------------------------------------------------
 
+/// One binding to `/matches/0/line` checked against [`std_invs`]: (former test, invocation
+/// id, tool, quote, result).
 #[test]
-fn a_binding_to_recorded_text_passes_with_the_cut_text() {
-    assert_eq!(
-        check(
-            &std_invs(),
-            binding(
-                "inv-1",
-                "search_logs",
-                "/matches/0/line",
-                "upstream returned 502"
-            )
+fn single_bindings_against_the_recorded_invocations() {
+    let cases = [
+        (
+            "a_binding_to_recorded_text_passes_with_the_cut_text",
+            "inv-1",
+            "search_logs",
+            "upstream returned 502",
+            Ok("upstream returned 502".to_string()),
         ),
-        Ok("upstream returned 502".to_string())
-    );
-}
-
-#[test]
-fn unknown_invocation_fails() {
-    assert_eq!(
-        check(
-            &std_invs(),
-            binding(
-                "inv-9",
-                "search_logs",
-                "/matches/0/line",
-                "upstream returned 502"
-            )
+        (
+            "unknown_invocation_fails",
+            "inv-9",
+            "search_logs",
+            "upstream returned 502",
+            failed(BindingFailure::UnknownInvocation),
         ),
-        failed(BindingFailure::UnknownInvocation)
-    );
+        (
+            "tool_name_mismatch_fails",
+            "inv-1",
+            "query_metrics",
+            "upstream returned 502",
+            failed(BindingFailure::ToolNameMismatch),
+        ),
+        (
+            "quote_not_in_the_text_fails",
+            "inv-1",
+            "search_logs",
+            "upstream returned 504",
+            failed(BindingFailure::QuoteNotFound),
+        ),
+        (
+            "whitespace_cannot_be_invented_inside_a_word",
+            "inv-1",
+            "search_logs",
+            "up stream returned",
+            failed(BindingFailure::QuoteNotFound),
+        ),
+    ];
+    for (name, id, tool, quote, want) in cases {
+        let b = binding(id, tool, "/matches/0/line", quote);
+        assert_eq!(check(&std_invs(), b), want, "{name}");
+    }
 }
 
 #[test]
@@ -119,7 +139,7 @@ fn an_invocation_of_another_run_fails_exactly_like_an_unknown_one() {
         "run-B",
         "inv-1",
         "search_logs",
-        json!({"query": "502"}),
+        query(),
         logs("upstream returned 502"),
     )];
     let b = binding(
@@ -140,16 +160,10 @@ fn only_the_current_runs_record_of_a_shared_id_is_consulted() {
             "run-B",
             "inv-1",
             "search_logs",
-            json!({"query": "502"}),
+            query(),
             logs("foreign text only"),
         ),
-        inv(
-            RUN,
-            "inv-1",
-            "search_logs",
-            json!({"query": "502"}),
-            logs("own text here"),
-        ),
+        inv(RUN, "inv-1", "search_logs", query(), logs("own text here")),
     ];
     let own = binding("inv-1", "search_logs", "/matches/0/line", "own text here");
     let foreign = binding(
@@ -160,22 +174,6 @@ fn only_the_current_runs_record_of_a_shared_id_is_consulted() {
     );
     assert_eq!(check(&invs, own), Ok("own text here".to_string()));
     assert_eq!(check(&invs, foreign), failed(BindingFailure::QuoteNotFound));
-}
-
-#[test]
-fn tool_name_mismatch_fails() {
-    assert_eq!(
-        check(
-            &std_invs(),
-            binding(
-                "inv-1",
-                "query_metrics",
-                "/matches/0/line",
-                "upstream returned 502"
-            )
-        ),
-        failed(BindingFailure::ToolNameMismatch)
-    );
 }
 
 #[test]
@@ -202,28 +200,12 @@ fn path_not_found_fails_for_every_kind_of_miss() {
 }
 
 #[test]
-fn quote_not_in_the_text_fails() {
-    assert_eq!(
-        check(
-            &std_invs(),
-            binding(
-                "inv-1",
-                "search_logs",
-                "/matches/0/line",
-                "upstream returned 504"
-            )
-        ),
-        failed(BindingFailure::QuoteNotFound)
-    );
-}
-
-#[test]
 fn a_quote_present_only_in_another_field_of_the_same_output_fails() {
     let invs = vec![inv(
         RUN,
         "inv-1",
         "search_logs",
-        json!({"query": "502"}),
+        query(),
         json!({"matches": [{"file": "payment-pool.log", "line": "all good"},
                            {"file": "x", "line": "pool exhausted at 14:02"}]}),
     )];
@@ -256,7 +238,7 @@ fn non_string_targets_fail_as_not_a_string() {
         RUN,
         "inv-1",
         "query_metrics",
-        json!({"query": "502"}),
+        query(),
         json!({"n": 502, "obj": {"line": "upstream returned 502"}, "nil": null,
                "flag": true, "list": ["upstream returned 502"], "f": 5.02}),
     )];
@@ -290,7 +272,7 @@ fn an_errored_or_blocked_invocation_cannot_support_a_claim() {
             RUN,
             "inv-1",
             "search_logs",
-            json!({"query": "502"}),
+            query(),
             json!({"error": "upstream returned 502"}),
         );
         i.status = status;
@@ -312,14 +294,14 @@ fn an_id_recorded_twice_in_the_run_is_ambiguous() {
             RUN,
             "inv-1",
             "search_logs",
-            json!({"query": "502"}),
+            query(),
             logs("upstream returned 502"),
         ),
         inv(
             RUN,
             "inv-1",
             "search_logs",
-            json!({"query": "502"}),
+            query(),
             logs("upstream returned 502"),
         ),
     ];
@@ -352,7 +334,7 @@ fn whitespace_is_normalised_on_both_sides() {
         RUN,
         "inv-1",
         "search_logs",
-        json!({"query": "502"}),
+        query(),
         logs("  upstream   returned\n\t502  from payment  "),
     )];
     let cases = [
@@ -377,28 +359,12 @@ fn whitespace_is_normalised_on_both_sides() {
 }
 
 #[test]
-fn whitespace_cannot_be_invented_inside_a_word() {
-    assert_eq!(
-        check(
-            &std_invs(),
-            binding(
-                "inv-1",
-                "search_logs",
-                "/matches/0/line",
-                "up stream returned"
-            )
-        ),
-        failed(BindingFailure::QuoteNotFound)
-    );
-}
-
-#[test]
 fn matched_text_is_cut_from_the_tool_output_not_copied_from_the_model() {
     let invs = vec![inv(
         RUN,
         "inv-1",
         "search_logs",
-        json!({"query": "502"}),
+        query(),
         logs("pool\u{00a0}exhausted:\n    42 waiters"),
     )];
     let got = check(
@@ -436,13 +402,7 @@ fn case_differences_fail() {
 #[test]
 fn odd_unicode_is_matched_exactly_and_cut_on_char_boundaries() {
     let text = "Zürich\u{3000}\u{3000}节点 🚨 e\u{0301}rror \u{202e}reversed\u{202c} end";
-    let invs = vec![inv(
-        RUN,
-        "inv-1",
-        "search_logs",
-        json!({"query": "502"}),
-        logs(text),
-    )];
+    let invs = vec![inv(RUN, "inv-1", "search_logs", query(), logs(text))];
     let cases = [
         (
             "Zürich 节点 🚨 e\u{0301}rror",
@@ -495,7 +455,7 @@ fn pointer_escapes_tilde_one_and_tilde_zero_are_decoded() {
         RUN,
         "inv-1",
         "query_metrics",
-        json!({"query": "502"}),
+        query(),
         json!({"a/b": "slash key", "m~n": "tilde key", "~1": "literal tilde-one", "": "empty key",
                "x": {"/": {"~": "nested"}}}),
     )];
@@ -521,7 +481,7 @@ fn invalid_pointer_escapes_name_nothing() {
         RUN,
         "inv-1",
         "query_metrics",
-        json!({"query": "502"}),
+        query(),
         json!({"m~n": "tilde key", "a/b": "slash key", "m~2n": "decoy"}),
     )];
     for path in ["/m~2n", "/m~", "/a/b", "/m~n"] {
@@ -539,7 +499,7 @@ fn the_empty_pointer_is_the_whole_document() {
         RUN,
         "inv-1",
         "current_time",
-        json!({"query": "502"}),
+        query(),
         json!("now is 14:02"),
     )];
     assert_eq!(
@@ -556,13 +516,7 @@ fn a_deep_document_and_pointer_resolve() {
         doc = json!({"k": [doc]});
     }
     let path = "/k/0".repeat(depth);
-    let invs = vec![inv(
-        RUN,
-        "inv-1",
-        "search_logs",
-        json!({"query": "502"}),
-        doc,
-    )];
+    let invs = vec![inv(RUN, "inv-1", "search_logs", query(), doc)];
     assert_eq!(
         check(
             &invs,
@@ -584,13 +538,7 @@ fn a_deep_document_and_pointer_resolve() {
 fn a_ten_megabyte_string_is_checked_without_blowing_up() {
     let mut text = "lorem ipsum  dolor\n".repeat(10 * 1024 * 1024 / 19);
     text.push_str("FINAL upstream\treturned   502");
-    let invs = vec![inv(
-        RUN,
-        "inv-1",
-        "search_logs",
-        json!({"query": "502"}),
-        logs(&text),
-    )];
+    let invs = vec![inv(RUN, "inv-1", "search_logs", query(), logs(&text))];
     // Several bindings into the same string, found and not found.
     let out = output(vec![
         claim(
@@ -651,14 +599,14 @@ fn two_line_invs() -> Vec<ToolInvocation> {
             RUN,
             "inv-1",
             "search_logs",
-            json!({"query": "502"}),
+            query(),
             logs("upstream returned 502"),
         ),
         inv(
             RUN,
             "inv-2",
             "query_metrics",
-            json!({"query": "502"}),
+            query(),
             json!({"result": [{"value": "p99 latency 30s"}]}),
         ),
     ]
@@ -870,7 +818,7 @@ proptest! {
         } else {
             random_quote
         };
-        let invs = vec![inv(RUN, "inv-1", "t", json!({"query": "502"}), json!({"a": text.clone(), "b": [text.clone()]}))];
+        let invs = vec![inv(RUN, "inv-1", "t", query(), json!({"a": text.clone(), "b": [text.clone()]}))];
         let out = output(vec![claim("c1", vec![binding("inv-1", "t", &path, &quote)])]);
         let raw = validate_run(RUN, &out, &invs);
         let _ = normalize(Some(&raw));
@@ -912,7 +860,7 @@ fn grounding_invs() -> Vec<ToolInvocation> {
         RUN,
         "inv-2",
         "search_logs",
-        json!({"query": "502"}),
+        query(),
         json!({"matches": [
             {"file": "fixtures/demo/logs/checkout-service.log", "line_no": 43,
              "timestamp": "2026-11-30T14:02:03.363Z",
@@ -930,7 +878,7 @@ fn grounding_invs() -> Vec<ToolInvocation> {
         RUN,
         "inv-3",
         "query_metrics",
-        json!({"query": "502"}),
+        query(),
         json!({"resultType": "matrix", "result": [
             {"metric": {"code": "502", "service": "checkout-service"},
              "values": [[1796047440, "96", "2026-11-30T14:04:00Z"],
@@ -1372,7 +1320,7 @@ proptest! {
         cut in (any::<usize>(), 0usize..30),
     ) {
         let line = pieces.join(" ");
-        let invs = vec![inv(RUN, "inv-1", "search_logs", json!({"query": "502"}), logs(&line))];
+        let invs = vec![inv(RUN, "inv-1", "search_logs", query(), logs(&line))];
         let quote = strong_quote(&line, cut.0, cut.1);
         let text = claim_text(&pieces, &picks, &styles);
         let out = output(vec![text_claim(
@@ -1397,7 +1345,7 @@ proptest! {
         at in any::<usize>(),
     ) {
         let line = pieces.join(" ");
-        let invs = vec![inv(RUN, "inv-1", "search_logs", json!({"query": "502"}), logs(&line))];
+        let invs = vec![inv(RUN, "inv-1", "search_logs", query(), logs(&line))];
         // Absent by plain substring search over everything recorded: a stronger absence
         // than the Gatekeeper's own rule, so the property does not lean on the code it tests.
         let recorded = format!("{} {}", invs[0].output, invs[0].arguments).to_lowercase();
