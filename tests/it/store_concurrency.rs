@@ -16,7 +16,7 @@ use diag::agent::runtime::{RunHooks, StepStatus};
 use diag::agent::AgentRole;
 use diag::diagnosis::Status;
 use diag::graph::{NodeKind, Observer, RunConfig};
-use diag::store::{RunFilter, RunStatus, Store, INTERRUPTED};
+use diag::store::{RunFilter, RunStatus, Store, StoreOptions, INTERRUPTED};
 use records::*;
 use serde_json::json;
 
@@ -115,7 +115,15 @@ fn child_process_role() {
             std::thread::sleep(Duration::from_millis(start - now));
         }
     }
-    let store = Store::open(&db).unwrap_or_else(|e| panic!("open: {e}"));
+    // The busy timeout bounds a wait for another writer's lock, not a speed: four processes
+    // migrating one new file at once on a loaded two-core machine (the whole suite runs beside
+    // them in the one test binary) can hold each other off past the default 5 s, which is no
+    // fault of the store. What this checks is that nothing is lost or corrupted.
+    let options = StoreOptions {
+        busy_timeout: Duration::from_secs(120),
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(&db, options).unwrap_or_else(|e| panic!("open: {e}"));
     match role.as_str() {
         "writer" => {
             for i in 0..runs {
