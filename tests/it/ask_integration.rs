@@ -207,7 +207,9 @@ fn plan_json() -> String {
     .to_string()
 }
 
-fn binding(invocation: &str, quote: &str) -> Value {
+/// A binding as the model writes it (hand-written JSON, not the product's serializer: this is
+/// the contract's wire form), to `/matches/0/line` of a `search_logs` invocation.
+fn binding_json(invocation: &str, quote: &str) -> Value {
     json!({"source_invocation_id": invocation, "tool_name": "search_logs",
            "raw_path": "/matches/0/line", "quote": quote})
 }
@@ -236,7 +238,7 @@ fn bound_claim(invocation: &str) -> Value {
     json!([{
         "claim_id": "c1",
         "text": "checkout-service logged upstream 502 from payment-service at 14:02",
-        "bindings": [binding(invocation, QUOTE)]
+        "bindings": [binding_json(invocation, QUOTE)]
     }])
 }
 
@@ -817,9 +819,9 @@ async fn gatekeeper_ceiling_caps_the_model_verdict_and_both_are_stored() {
     // passed binding, so the Verifier sees c1 only and its PASS is capped.
     let claims = json!([
         {"claim_id": "c1", "text": "checkout-service logged upstream 502",
-         "bindings": [binding("inv-1", QUOTE)]},
+         "bindings": [binding_json("inv-1", QUOTE)]},
         {"claim_id": "c2", "text": format!("payment-service database is down {FAILED_CLAIM_MARKER}"),
-         "bindings": [binding("inv-1", "database is down")]}
+         "bindings": [binding_json("inv-1", "database is down")]}
     ]);
     script_until_evidence(&r.model, &default_calls(), &evidence_json(claims));
     text(&r.model, &verdict_json("PASS", &["c1"]), VERIFIER_TOKENS);
@@ -866,7 +868,7 @@ async fn forged_binding_rejected_by_gatekeeper_is_a_handled_fallback_success() {
     let claims = json!([{
         "claim_id": "c1",
         "text": format!("payment-service database is down {FORGED_CLAIM_MARKER}"),
-        "bindings": [binding("inv-1", "database is down")]
+        "bindings": [binding_json("inv-1", "database is down")]
     }]);
     script_until_evidence(&r.model, &default_calls(), &evidence_json(claims));
     let out = ask_once(&r).await;
