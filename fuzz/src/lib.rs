@@ -1,5 +1,5 @@
 //! What each fuzz target checks, one function per target. The targets in `fuzz_targets/` call
-//! these on libFuzzer's input; the main crate's `tests/fuzz_corpus.rs` includes this file and
+//! these on libFuzzer's input; the main crate's `tests/it/fuzz_corpus.rs` includes this file and
 //! calls them on every file of `corpus/`, so CI runs the very same checks on stable.
 //!
 //! Each function panics when a property fails and otherwise returns what the entry point

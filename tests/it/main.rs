@@ -1,0 +1,55 @@
+//! The root crate's one integration-test binary (as jj's `tests/runner.rs`): every test file
+//! under `tests/it/` is a module of it, so the test code links SQLite, reqwest and rmcp once.
+//!
+//! Adding a test: put it in a module here (or a new `tests/it/<name>.rs` declared below, in
+//! alphabetical order); shared builders and peer harnesses live in `support/`. A `.rs` file no
+//! `mod` reaches, or a new top-level `tests/*.rs` (a binary of its own), fails
+//! `test_files::every_test_file_is_compiled` (see `test_files.rs`).
+//!
+//! The tests share one process: none may set environment variables, change the working
+//! directory, install a global subscriber or panic hook, or share a fixed port or path; each
+//! passes what it needs explicitly, in a temporary directory of its own
+//! (openspec/specs/testing/spec.md).
+
+mod support;
+
+mod agent_runtime;
+mod ask_integration;
+mod bench_cli;
+mod cli;
+mod cli_live;
+mod contract_properties;
+mod contract_schema;
+mod eval_cli;
+mod failure_explained;
+mod fault_matrix;
+mod fixture_library;
+mod fuzz_contracts;
+mod fuzz_corpus;
+mod fuzz_runfile;
+mod gatekeeper;
+mod graph_cli;
+mod live_graph;
+mod live_model;
+mod mcp_server;
+mod model_openai;
+mod node_contract;
+mod projection;
+mod protocol_parsers;
+mod report;
+mod report_browser;
+mod report_render;
+mod runfile_schema;
+mod scenarios;
+mod secret_hygiene;
+mod setup;
+mod store;
+mod store_concurrency;
+mod structured_output;
+mod test_files;
+mod tools_logs;
+mod tools_mcp;
+mod tools_prometheus;
+mod tools_registry;
+mod tools_runbooks;
+mod workflow;

@@ -1,0 +1,1256 @@
+//! The run store in one process: schema and migrations, the full lifecycle of every record
+//! type, per-run scoping, the interrupted-run sweep, retention, and bad files and locations.
+
+use crate::support::records;
+
+use std::time::Duration;
+
+use diag::agent::runtime::{RunHooks, StepStatus};
+use diag::agent::AgentRole;
+use diag::diagnosis::{FallbackKind, Status};
+use diag::graph::{NodeKind, Observer, RunConfig};
+use diag::hash::request_sha256;
+use diag::protocol::Verdict;
+use diag::store::{
+    FinishError, RunFilter, RunRecorder, RunStatus, RunSummary, Store, StoreError, INTERRUPTED,
+    SCHEMA_VERSION,
+};
+use diag::tools::InvocationLog;
+use records::*;
+use serde_json::json;
+
+fn temp() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("diag.db");
+    (dir, path)
+}
+
+/// Records a complete pass run through the trait hooks, as a live run would.
+fn record_pass_run(store: &Store, run_id: &str, session: &str, offset_ms: i64) -> RunRecorder {
+    let recorder = store
+        .create_run(new_run(run_id, session, offset_ms))
+        .unwrap();
+    let config = RunConfig::new(session, run_id);
+    let mut observer = recorder.clone();
+    for (i, (node, status)) in PASS_PATH.iter().enumerate() {
+        Observer::<Status>::event(&mut observer, &event(i as u32 + 1, node, *status));
+    }
+    recorder.agent_step(&config, &step(AgentRole::Planner, 1, StepStatus::Ok));
+    recorder.model_exchange(&config, &exchange_ok(AgentRole::Planner, 1));
+    recorder.record_own(invocation(run_id, session, 1, json!({"matches": []})));
+    assert!(recorder.take_error().is_none());
+    store
+        .finish_success(run_id, summary("payment-service timed out"))
+        .unwrap();
+    store
+        .record_evaluation(run_id, &json!({"groundedness": 0.9}))
+        .unwrap();
+    recorder
+}
+
+#[test]
+fn migrates_an_empty_file_and_reopens_idempotently() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    assert!(path.exists(), "parent folders and file are created");
+    assert!(!store.is_read_only());
+    drop(store);
+
+    let conn = raw(&path);
+    let version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let auto_vacuum: i64 = conn
+        .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(auto_vacuum, 2, "INCREMENTAL, chosen before the first table");
+    let schema = |c: &rusqlite::Connection| -> Vec<String> {
+        let mut s = c
+            .prepare("SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL ORDER BY name")
+            .unwrap();
+        s.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let before = schema(&conn);
+    for t in TABLES {
+        assert!(
+            before.iter().any(|s| s.contains(&format!("TABLE {t} "))),
+            "{t}"
+        );
+    }
+    drop(conn);
+
+    for _ in 0..3 {
+        let store = Store::open(&path).unwrap();
+        record_pass_run(
+            &store,
+            &format!(
+                "run-{}",
+                store.list_runs(&RunFilter::default()).unwrap().len()
+            ),
+            "s",
+            0,
+        );
+    }
+    assert_eq!(schema(&raw(&path)), before, "reopening changes no schema");
+    assert_eq!(integrity(&path), "ok");
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_untouched() {
+    let (_dir, path) = temp();
+    drop(Store::open(&path).unwrap());
+    raw(&path)
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 7)
+        .unwrap();
+    let err = Store::open(&path).err().expect("a newer schema is refused");
+    assert!(
+        matches!(err, StoreError::NewerSchema { found, supported, .. }
+            if found == SCHEMA_VERSION + 7 && supported == SCHEMA_VERSION),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("newer") && text.contains(&path.display().to_string()),
+        "{text}"
+    );
+    let version: u32 = raw(&path)
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION + 7, "never downgraded");
+}
+
+#[test]
+fn a_foreign_database_is_refused() {
+    let (_dir, path) = temp();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    raw(&path)
+        .execute_batch("CREATE TABLE customers (id INTEGER PRIMARY KEY);")
+        .unwrap();
+    let err = Store::open(&path).err().expect("refused");
+    assert!(matches!(err, StoreError::ForeignDatabase { .. }), "{err}");
+}
+
+#[test]
+fn full_lifecycle_round_trips_every_record() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let run = new_run("run-1", "session-1", 0);
+    let recorder = store.create_run(run.clone()).unwrap();
+    assert_eq!(recorder.run_id(), "run-1");
+    assert_eq!(recorder.session_id(), "session-1");
+
+    let running = store.get_run("run-1").unwrap().unwrap();
+    assert_eq!(running.status, RunStatus::Running);
+    assert_eq!(running.owner_pid, std::process::id());
+    assert_eq!(running.tools, run.tools);
+    assert!(running.path.is_empty());
+
+    // The engine's observer, the runtime's hooks and the invocation log, each as a trait.
+    let config = RunConfig::new("session-1", "run-1");
+    let events: Vec<_> = PASS_PATH
+        .iter()
+        .enumerate()
+        .map(|(i, (n, s))| event(i as u32 + 1, n, *s))
+        .collect();
+    let mut observer: Box<dyn Observer<Status>> = Box::new(recorder.clone());
+    let hooks: std::sync::Arc<dyn RunHooks> = std::sync::Arc::new(recorder.clone());
+    let log: std::sync::Arc<dyn InvocationLog> = std::sync::Arc::new(recorder.clone());
+    let steps = vec![
+        step(AgentRole::Planner, 1, StepStatus::Ok),
+        step(AgentRole::Executor, 1, StepStatus::Ok),
+        step(AgentRole::Executor, 2, StepStatus::Transient),
+    ];
+    let exchanges = vec![
+        exchange_ok(AgentRole::Planner, 1),
+        exchange_ok(AgentRole::Executor, 1),
+        exchange_err(AgentRole::Executor, 2),
+    ];
+    let invocations: Vec<_> = (1..=3)
+        .map(|n| invocation("run-1", "session-1", n, json!({"matches": [{"line": format!("upstream returned 502 #{n}")}], "truncated": false})))
+        .collect();
+    observer.node_started("planner", NodeKind::Agent, 1, 1);
+    observer.event(&events[0]);
+    hooks.agent_step(&config, &steps[0]);
+    hooks.model_exchange(&config, &exchanges[0]);
+    observer.event(&events[1]);
+    for (s, x) in steps[1..].iter().zip(&exchanges[1..]) {
+        hooks.agent_step(&config, s);
+        hooks.model_exchange(&config, x);
+    }
+    for inv in &invocations {
+        log.record_own(inv.clone());
+    }
+    for e in &events[2..] {
+        observer.event(e);
+    }
+    // Events are held until the run next waits on the outside world; an explicit flush is
+    // that moment here.
+    recorder.flush();
+    assert!(recorder.take_error().is_none());
+    assert_eq!(recorder.failed_writes(), 0);
+
+    // Everything is readable while the run is still RUNNING.
+    assert_eq!(store.events("run-1").unwrap().len(), 6);
+    assert_eq!(log.invocations("run-1"), invocations);
+
+    let mut done = summary("payment-service timed out (c1)");
+    done.degraded = true;
+    done.fallback_kind = Some(FallbackKind::PostVerification);
+    done.effective_verdict = Some(Verdict::LowConfid);
+    store.finish_success("run-1", done.clone()).unwrap();
+    store
+        .record_evaluation("run-1", &json!({"groundedness": 0.92, "claims": 3}))
+        .unwrap();
+
+    let row = store.get_run("run-1").unwrap().unwrap();
+    assert_eq!(row.status, RunStatus::Success);
+    assert_eq!(
+        row.answer.as_deref(),
+        Some("payment-service timed out (c1)")
+    );
+    assert_eq!(row.failure, None);
+    assert_eq!(row.question, run.question);
+    assert_eq!(row.session_id, "session-1");
+    assert_eq!(row.started_at, run.started_at);
+    assert_eq!(row.finished_at, done.finished_at);
+    assert_eq!(row.duration_ms, Some(5_000));
+    assert!(row.degraded);
+    assert_eq!(row.effective_verdict, Some(Verdict::LowConfid));
+    assert_eq!(row.fallback_kind, Some(FallbackKind::PostVerification));
+    assert_eq!(row.self_evaluation, done.self_evaluation);
+    assert_eq!(
+        row.path,
+        PASS_PATH
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect::<Vec<_>>()
+    );
+    // Counts come from the stored rows.
+    assert_eq!(row.step_count, 3);
+    assert_eq!(row.tool_count, 3);
+    assert_eq!(
+        row.prompt_tokens,
+        steps.iter().map(|s| s.prompt_tokens).sum::<u64>()
+    );
+    assert_eq!(
+        row.completion_tokens,
+        steps.iter().map(|s| s.completion_tokens).sum::<u64>()
+    );
+
+    let stored_events = store.events("run-1").unwrap();
+    for (stored, original) in stored_events.iter().zip(&events) {
+        assert_eq!(stored.seq, original.seq);
+        assert_eq!(stored.node, original.node);
+        assert_eq!(stored.attempt, original.attempt);
+        assert_eq!(stored.round, original.round);
+        assert_eq!(stored.status, original.status.to_string());
+        assert_eq!(stored.started_at, original.started_at);
+        assert_eq!(stored.duration_ms, original.duration_ms);
+        assert_eq!(stored.detail, original.detail);
+    }
+
+    let stored_steps = store.agent_steps("run-1").unwrap();
+    assert_eq!(
+        stored_steps.iter().map(|s| s.seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        stored_steps.into_iter().map(|s| s.step).collect::<Vec<_>>(),
+        steps
+    );
+
+    let stored_exchanges = store.exchanges("run-1").unwrap();
+    assert_eq!(stored_exchanges.len(), 3);
+    for (stored, original) in stored_exchanges.iter().zip(&exchanges) {
+        assert_eq!(stored.exchange, *original);
+        assert_eq!(
+            stored.request_sha256,
+            request_sha256(&original.request).unwrap()
+        );
+        assert_eq!(stored.request_sha256.len(), 64);
+    }
+    let error_json: String = raw(&path)
+        .query_row(
+            "SELECT error FROM model_exchange WHERE run_id = 'run-1' AND seq = 3",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&error_json).unwrap(),
+        json!({"class": "transient", "message": "HTTP 503 Service Unavailable", "retry_after_ms": 2000,
+               "status": 503}),
+        "the run file's error shape"
+    );
+
+    assert_eq!(store.invocations("run-1").unwrap(), invocations);
+    let evaluation = store.evaluation("run-1").unwrap().unwrap();
+    assert_eq!(
+        evaluation.metrics,
+        json!({"groundedness": 0.92, "claims": 3})
+    );
+    assert_eq!(store.evaluation("nope").unwrap(), None);
+    assert_eq!(store.get_run("nope").unwrap(), None);
+
+    drop(store);
+    assert_eq!(integrity(&path), "ok");
+    // Re-opened, the same rows come back.
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.get_run("run-1").unwrap().unwrap(), row);
+}
+
+#[test]
+fn request_sha256_is_over_the_canonical_request() {
+    let a = request(AgentRole::Verifier, "{\"b\":1,\"a\":2}");
+    let same = a.clone();
+    assert_eq!(request_sha256(&a).unwrap(), request_sha256(&same).unwrap());
+    let other = request(AgentRole::Verifier, "{\"b\":1,\"a\":3}");
+    assert_ne!(request_sha256(&a).unwrap(), request_sha256(&other).unwrap());
+
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    rec.model_exchange(
+        &RunConfig::new("s", "r"),
+        &exchange_ok(AgentRole::Planner, 1),
+    );
+    let (text, sha): (String, String) = raw(&path)
+        .query_row(
+            "SELECT request, request_sha256 FROM model_exchange",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(sha, diag::hash::sha256_hex(text.as_bytes()));
+    assert!(
+        text.starts_with("{\"max_tokens\":1024,\"messages\":["),
+        "keys sorted: {text}"
+    );
+}
+
+#[test]
+fn a_recorder_refuses_an_invocation_its_run_config_does_not_own() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let a = store
+        .create_run(new_run("run-a", "shared-session", 0))
+        .unwrap();
+    store
+        .create_run(new_run("run-b", "shared-session", 1))
+        .unwrap();
+    // Run a's recorder, told by run a's config about an invocation that names run b.
+    let config = diag::graph::RunConfig::new("shared-session", "run-a");
+    let refused = a.record(
+        &config,
+        invocation("run-b", "shared-session", 1, json!({"matches": []})),
+    );
+    let err = a.take_error().expect("refused").to_string();
+    assert_eq!(refused, Err(err.clone()), "the caller is told, too");
+    assert!(
+        err.contains("inv-1 of run run-b") && err.contains("reported by run run-a"),
+        "{err}"
+    );
+    assert!(store.invocations("run-a").unwrap().is_empty());
+    assert!(store.invocations("run-b").unwrap().is_empty());
+    // The same with another session.
+    assert!(a
+        .record(
+            &config,
+            invocation("run-a", "other-session", 1, json!({"matches": []})),
+        )
+        .is_err());
+    assert!(a.take_error().is_some());
+    assert!(store.invocations("run-a").unwrap().is_empty());
+    // Its own invocation goes in.
+    a.record(
+        &config,
+        invocation("run-a", "shared-session", 1, json!({"matches": []})),
+    )
+    .expect("its own invocation is kept");
+    assert!(a.take_error().is_none());
+    assert_eq!(store.invocations("run-a").unwrap().len(), 1);
+}
+
+#[test]
+fn invocations_are_scoped_to_their_run() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let a = store
+        .create_run(new_run("run-a", "shared-session", 0))
+        .unwrap();
+    let b = store
+        .create_run(new_run("run-b", "shared-session", 1))
+        .unwrap();
+    // Same run-local ids in both runs, recorded interleaved; eleven of them so that
+    // `inv-10` would sort before `inv-2` as text.
+    for n in 1..=11 {
+        a.record_own(invocation(
+            "run-a",
+            "shared-session",
+            n,
+            json!({"run": "a", "n": n}),
+        ));
+        b.record_own(invocation(
+            "run-b",
+            "shared-session",
+            n,
+            json!({"run": "b", "n": n}),
+        ));
+    }
+    assert!(a.take_error().is_none() && b.take_error().is_none());
+    for (log, run) in [(&a, "a"), (&b, "b")] {
+        let seen = log.invocations(&format!("run-{run}"));
+        assert_eq!(seen.len(), 11);
+        for (i, inv) in seen.iter().enumerate() {
+            assert_eq!(
+                inv.invocation_id,
+                format!("inv-{}", i + 1),
+                "recording order"
+            );
+            assert_eq!(inv.output["run"], run, "only this run's rows");
+            assert_eq!(inv.run_id, format!("run-{run}"));
+        }
+    }
+    // Through either recorder, a lookup is scoped by the run id asked for.
+    assert_eq!(a.invocations("run-b")[0].output["run"], "b");
+    assert!(a.invocations("run-c").is_empty());
+}
+
+#[test]
+fn lifecycle_rules_are_enforced_as_errors() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let rec = store.create_run(new_run("r1", "s", 0)).unwrap();
+
+    let dup = store.create_run(new_run("r1", "s", 0)).err().unwrap();
+    assert!(
+        matches!(dup, StoreError::DuplicateRun(ref id) if id == "r1"),
+        "{dup}"
+    );
+    let empty = store.create_run(new_run(" ", "s", 0)).err().unwrap();
+    assert!(matches!(empty, StoreError::Invalid(_)), "{empty}");
+
+    store
+        .record_invocation(&invocation("r1", "s", 1, json!({})))
+        .unwrap();
+    let again = store
+        .record_invocation(&invocation("r1", "s", 1, json!({})))
+        .unwrap_err();
+    assert!(
+        matches!(
+            again,
+            StoreError::Duplicate {
+                what: "tool invocation",
+                ..
+            }
+        ),
+        "{again}"
+    );
+    store
+        .record_event("r1", &event(1, "planner", Status::Completed))
+        .unwrap();
+    let again = store
+        .record_event("r1", &event(1, "planner", Status::Completed))
+        .unwrap_err();
+    assert!(
+        matches!(again, StoreError::Duplicate { what: "event", .. }),
+        "{again}"
+    );
+
+    let unknown = store
+        .record_event("ghost", &event(1, "planner", Status::Completed))
+        .unwrap_err();
+    assert!(
+        matches!(unknown, StoreError::UnknownRun(ref id) if id == "ghost"),
+        "{unknown}"
+    );
+    assert!(matches!(
+        store.finish_success("ghost", summary("x")).unwrap_err(),
+        StoreError::UnknownRun(_)
+    ));
+
+    let blank = store.finish_success("r1", summary("  \n")).unwrap_err();
+    assert!(matches!(blank, StoreError::Invalid(_)), "{blank}");
+    let none = store
+        .finish_success("r1", RunSummary::default())
+        .unwrap_err();
+    assert!(matches!(none, StoreError::Invalid(_)), "{none}");
+    let early = store.record_evaluation("r1", &json!({})).unwrap_err();
+    assert!(matches!(early, StoreError::NotEvaluable { .. }), "{early}");
+
+    store
+        .finish_failed("r1", "engine error: step limit", RunSummary::default())
+        .unwrap();
+    let row = store.get_run("r1").unwrap().unwrap();
+    assert_eq!(row.status, RunStatus::Failed);
+    assert_eq!(row.failure.as_deref(), Some("engine error: step limit"));
+    assert_eq!(row.path, ["planner"]);
+    assert_eq!(row.tool_count, 1);
+    assert!(
+        row.finished_at.is_some(),
+        "the store's clock fills a missing finish time"
+    );
+
+    let twice = store.finish_success("r1", summary("late")).unwrap_err();
+    assert!(
+        matches!(twice, StoreError::NotRunning { ref status, .. } if status == "FAILED"),
+        "{twice}"
+    );
+    let failed_eval = store.record_evaluation("r1", &json!({})).unwrap_err();
+    assert!(
+        matches!(failed_eval, StoreError::NotEvaluable { .. }),
+        "{failed_eval}"
+    );
+
+    // A finished run's trace is final; through the trait hooks the error is kept.
+    let mut observer = rec.clone();
+    Observer::<Status>::event(&mut observer, &event(2, "executor", Status::Completed));
+    rec.record_own(invocation("r1", "s", 2, json!({})));
+    assert_eq!(rec.failed_writes(), 2);
+    let kept = rec.take_error().expect("the first error is kept");
+    assert!(matches!(kept, StoreError::NotRunning { .. }), "{kept}");
+    assert!(rec.take_error().is_none());
+    assert_eq!(store.events("r1").unwrap().len(), 1);
+}
+
+#[test]
+fn evaluation_is_replaced_not_duplicated() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    record_pass_run(&store, "r", "s", 0);
+    store.record_evaluation("r", &json!({"v": 2})).unwrap();
+    assert_eq!(
+        store.evaluation("r").unwrap().unwrap().metrics,
+        json!({"v": 2})
+    );
+    assert_eq!(counts(&path)[5], 1);
+}
+
+#[test]
+fn list_runs_filters_and_orders_newest_first() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    record_pass_run(&store, "a1", "alpha", 0);
+    record_pass_run(&store, "b1", "beta", 1_000);
+    store.create_run(new_run("a2", "alpha", 2_000)).unwrap();
+    record_pass_run(&store, "a3", "alpha", -5_000); // started earliest, created last
+    let ids = |f: RunFilter| -> Vec<String> {
+        store
+            .list_runs(&f)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect()
+    };
+    assert_eq!(ids(RunFilter::default()), ["a3", "a2", "b1", "a1"]);
+    assert_eq!(
+        ids(RunFilter {
+            session_id: Some("alpha".into()),
+            ..Default::default()
+        }),
+        ["a3", "a2", "a1"]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            status: Some(RunStatus::Running),
+            ..Default::default()
+        }),
+        ["a2"]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            session_id: Some("alpha".into()),
+            status: Some(RunStatus::Success),
+            limit: Some(1),
+        }),
+        ["a3"]
+    );
+    assert!(ids(RunFilter {
+        limit: Some(0),
+        ..Default::default()
+    })
+    .is_empty());
+    assert_eq!("failed".parse::<RunStatus>().unwrap(), RunStatus::Failed);
+    assert!("DEGRADED".parse::<RunStatus>().is_err());
+}
+
+/// The pid of a process that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn opening_sweeps_runs_of_dead_owners_only() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let orphan = store.create_run(new_run("orphan", "s", 0)).unwrap();
+    let mut observer = orphan.clone();
+    for (i, (node, status)) in PASS_PATH[..2].iter().enumerate() {
+        Observer::<Status>::event(&mut observer, &event(i as u32 + 1, node, *status));
+    }
+    orphan.agent_step(
+        &RunConfig::new("s", "orphan"),
+        &step(AgentRole::Planner, 1, StepStatus::Ok),
+    );
+    orphan.record_own(invocation("orphan", "s", 1, json!({})));
+    store.create_run(new_run("mine", "s", 1)).unwrap();
+    store.create_run(new_run("reused-pid", "s", 2)).unwrap();
+    drop(store);
+
+    let dead = dead_pid();
+    let conn = raw(&path);
+    conn.execute(
+        "UPDATE diagnosis_run SET owner_pid = ?1 WHERE run_id = 'orphan'",
+        [dead],
+    )
+    .unwrap();
+    // This process's pid, but the start token of an earlier process that had the same pid.
+    let token: String = conn
+        .query_row(
+            "SELECT owner_token FROM diagnosis_run WHERE run_id = 'reused-pid'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let (prefix, start) = token.rsplit_once(':').unwrap();
+    let earlier = format!(
+        "{prefix}:{}",
+        start.parse::<u64>().unwrap().saturating_sub(1)
+    );
+    conn.execute(
+        "UPDATE diagnosis_run SET owner_token = ?1 WHERE run_id = 'reused-pid'",
+        [earlier],
+    )
+    .unwrap();
+    drop(conn);
+
+    let store = Store::open(&path).unwrap();
+    let orphan = store.get_run("orphan").unwrap().unwrap();
+    assert_eq!(orphan.status, RunStatus::Failed);
+    assert_eq!(orphan.failure.as_deref(), Some(INTERRUPTED));
+    assert!(orphan.finished_at.is_some());
+    assert_eq!(orphan.path, ["planner", "executor"], "partial trace kept");
+    assert_eq!(orphan.step_count, 1);
+    assert_eq!(orphan.tool_count, 1);
+    assert_eq!(store.events("orphan").unwrap().len(), 2);
+    assert_eq!(store.invocations("orphan").unwrap().len(), 1);
+
+    let reused = store.get_run("reused-pid").unwrap().unwrap();
+    assert_eq!(
+        reused.status,
+        RunStatus::Failed,
+        "a reused pid does not keep a run alive"
+    );
+
+    let mine = store.get_run("mine").unwrap().unwrap();
+    assert_eq!(
+        mine.status,
+        RunStatus::Running,
+        "the live owner's run is left alone"
+    );
+    assert_eq!(store.sweep_interrupted().unwrap(), 0);
+    // Its owner can still finish it.
+    store.finish_success("mine", summary("ok")).unwrap();
+}
+
+fn fill(store: &Store, prefix: &str, n: usize, offset_ms: i64) {
+    for i in 0..n {
+        let run_id = format!("{prefix}-{i}");
+        let rec = store
+            .create_run(new_run(&run_id, "s", offset_ms + i as i64))
+            .unwrap();
+        let config = RunConfig::new("s", &run_id);
+        let mut observer = rec.clone();
+        for (k, (node, status)) in PASS_PATH.iter().enumerate() {
+            Observer::<Status>::event(&mut observer, &event(k as u32 + 1, node, *status));
+        }
+        rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
+        rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, 1));
+        rec.record_own(invocation(
+            &run_id,
+            "s",
+            1,
+            json!({"matches": [{"line": "x".repeat(2_000)}]}),
+        ));
+        assert!(rec.take_error().is_none());
+        store.finish_success(&run_id, summary("answer")).unwrap();
+        store.record_evaluation(&run_id, &json!({"n": i})).unwrap();
+    }
+}
+
+/// A store whose clock reads `now_ms` after the epoch of the test timestamps.
+fn store_at(path: &std::path::Path, now_offset_ms: i64) -> Store {
+    Store::open_with(
+        path,
+        diag::store::StoreOptions {
+            clock: std::sync::Arc::new(diag::clock::FixedClock(ts(now_offset_ms))),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn gc_by_age_and_by_count_removes_everything_a_run_owns() {
+    let (_dir, path) = temp();
+    let day = 86_400_000;
+    fill(&store_at(&path, 0), "old", 5, 0); // stored ten days before the gc
+    fill(&store_at(&path, 9 * day), "new", 5, 0); // stored one day before
+    let store = store_at(&path, 10 * day);
+    store.create_run(new_run("live", "s", 0)).unwrap(); // oldest start, but RUNNING here
+    assert_eq!(counts(&path), [11, 60, 10, 10, 10, 10, 1]);
+
+    let report = store.gc(None, None).unwrap();
+    assert_eq!(report.runs_deleted, 0, "no rule, no deletion");
+
+    let report = store
+        .gc(Some(Duration::from_millis(5 * day as u64)), None)
+        .unwrap();
+    assert_eq!(report.runs_deleted, 5);
+    assert_eq!(counts(&path), [6, 30, 5, 5, 5, 5, 1]);
+    assert!(store.get_run("live").unwrap().is_some());
+    assert!(store.get_run("old-0").unwrap().is_none());
+
+    let report = store.gc(None, Some(3)).unwrap();
+    assert_eq!(
+        report.runs_deleted, 3,
+        "keeps the 3 most recently created runs"
+    );
+    let left: Vec<String> = store
+        .list_runs(&RunFilter::default())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run_id)
+        .collect();
+    assert_eq!(left, ["live", "new-4", "new-3"]);
+    assert_eq!(counts(&path), [3, 12, 2, 2, 2, 2, 1]);
+
+    let report = store.gc(None, Some(0)).unwrap();
+    assert_eq!(report.runs_deleted, 2);
+    assert_eq!(
+        counts(&path),
+        [1, 0, 0, 0, 0, 0, 1],
+        "the RUNNING run stays"
+    );
+    assert!(report.checkpoint_complete);
+    assert!(report.bytes_after <= report.bytes_before);
+
+    store
+        .finish_failed("live", "cancelled", RunSummary::default())
+        .unwrap();
+    store.gc(None, Some(0)).unwrap();
+    assert_eq!(
+        counts(&path),
+        [0, 0, 0, 0, 0, 0, 0],
+        "an unused catalog goes too"
+    );
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn repeated_fill_and_gc_does_not_grow_the_file() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let mut sizes = Vec::new();
+    for cycle in 0..5 {
+        fill(&store, &format!("c{cycle}"), 150, 0);
+        let report = store.gc(None, Some(0)).unwrap();
+        assert_eq!(report.runs_deleted, 150);
+        assert!(
+            report.bytes_before > report.bytes_after,
+            "gc gives space back: {report:?}"
+        );
+        sizes.push(store.file_bytes());
+    }
+    assert_eq!(counts(&path)[0], 0);
+    let first = sizes[0];
+    assert!(
+        sizes.iter().all(|&s| s <= first + 64 * 1024),
+        "file size stays bounded across cycles: {sizes:?}"
+    );
+    assert!(first < 256 * 1024, "an emptied store is small: {sizes:?}");
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn a_write_protected_file_reads_but_refuses_writes() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    record_pass_run(&store, "r", "s", 0);
+    drop(store);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+
+    let store = Store::open(&path).expect("a read-only store still opens for reading");
+    assert!(store.is_read_only());
+    assert_eq!(
+        store.get_run("r").unwrap().unwrap().status,
+        RunStatus::Success
+    );
+    assert_eq!(store.events("r").unwrap().len(), 6);
+
+    let err = store.create_run(new_run("r2", "s", 0)).err().unwrap();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("read-only") && text.contains("diag.db"),
+        "{text}"
+    );
+    assert!(matches!(
+        store
+            .record_event("r", &event(7, "x", Status::Completed))
+            .unwrap_err(),
+        StoreError::ReadOnly { .. }
+    ));
+    assert!(matches!(
+        store.gc(None, Some(0)).unwrap_err(),
+        StoreError::ReadOnly { .. }
+    ));
+    drop(store);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(integrity(&path), "ok");
+}
+
+#[test]
+fn an_uncreatable_location_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-folder");
+    std::fs::write(&file, "plain file").unwrap();
+    let err = Store::open(file.join("sub").join("diag.db")).err().unwrap();
+    assert!(matches!(err, StoreError::CreateDir { .. }), "{err}");
+    assert!(err.to_string().contains("not-a-folder"), "{err}");
+
+    // A folder where the file should be.
+    let err = Store::open(dir.path()).err().unwrap();
+    assert!(matches!(err, StoreError::Open { .. }), "{err}");
+    assert!(!err.to_string().contains('\n'));
+
+    // A file that is not a database at all.
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![0x42u8; 8192]).unwrap();
+    let err = Store::open(&junk).err().unwrap();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+}
+
+#[test]
+fn secrets_are_stored_only_where_the_caller_put_them() {
+    const SECRET: &str = "sk-test-SECRET";
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let mut run = new_run("r", "s", 0);
+    run.question = format!("why does auth fail with key {SECRET}?");
+    let rec = store.create_run(run).unwrap();
+    let config = RunConfig::new("s", "r");
+    let mut observer = rec.clone();
+    for (i, (node, status)) in PASS_PATH.iter().enumerate() {
+        Observer::<Status>::event(&mut observer, &event(i as u32 + 1, node, *status));
+    }
+    rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
+    rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, 1));
+    rec.record_own(invocation(
+        "r",
+        "s",
+        1,
+        json!({"matches": [{"line": format!("Authorization: Bearer {SECRET}")}]}),
+    ));
+    store
+        .finish_success("r", summary("rotate the key"))
+        .unwrap();
+    store.record_evaluation("r", &json!({"ok": true})).unwrap();
+
+    // Every text column of every table, scanned for the secret.
+    let conn = raw(&path);
+    let mut found = Vec::new();
+    for table in TABLES {
+        let columns: Vec<String> = conn
+            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for column in columns {
+            let hits: i64 = conn
+                .query_row(
+                    &format!(
+                        "SELECT count(*) FROM {table} WHERE instr(CAST({column} AS TEXT), ?1) > 0"
+                    ),
+                    [SECRET],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            if hits > 0 {
+                found.push(format!("{table}.{column}"));
+            }
+        }
+    }
+    assert_eq!(found, ["diagnosis_run.question", "tool_invocation.output"]);
+}
+
+#[test]
+fn a_writer_waits_for_a_short_lock_and_reports_a_long_one_as_busy() {
+    let (_dir, path) = temp();
+    let patient = Store::open_with(
+        &path,
+        diag::store::StoreOptions {
+            busy_timeout: Duration::from_secs(60),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    // Another connection (as another process would) holds the write lock while a writer
+    // tries to create a run: the writer cannot finish while the lock is held, and finishes
+    // once it is released, however busy the machine is.
+    let holder = raw(&path);
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let result = patient.create_run(new_run("waited", "s", 0));
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            result.map(|_recorder| patient)
+        })
+    };
+    // Give the writer a moment to reach the lock; the assertions hold whether or not it did.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !done.load(std::sync::atomic::Ordering::SeqCst),
+        "a write cannot finish while another connection holds the lock"
+    );
+    holder.execute_batch("COMMIT").unwrap();
+    let patient = writer
+        .join()
+        .unwrap()
+        .expect("a write queues behind a short lock");
+    assert!(
+        patient.get_run("waited").unwrap().is_some(),
+        "the queued write is stored"
+    );
+
+    // Held past the busy timeout: a clear error, and the store keeps working afterwards. The
+    // lock is held until the error is back, so the timeout expires on any machine.
+    let hasty = Store::open_with(
+        &path,
+        diag::store::StoreOptions {
+            busy_timeout: Duration::from_millis(300),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err = hasty
+        .record_event("waited", &event(1, "planner", Status::Completed))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Busy { .. }), "{err}");
+    assert!(err.to_string().contains("busy timeout"), "{err}");
+    holder.execute_batch("COMMIT").unwrap();
+    hasty
+        .record_event("waited", &event(1, "planner", Status::Completed))
+        .unwrap();
+    assert_eq!(hasty.events("waited").unwrap().len(), 1);
+}
+
+#[test]
+fn checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let db_only = || std::fs::metadata(&path).unwrap().len();
+    let before = db_only();
+    // 40 runs of 12 commits each: past the background threshold, far below SQLite's own
+    // auto-checkpoint (4096 pages), so only the background thread copies pages back.
+    fill(&store, "c", 40, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db_only() <= before && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        db_only() > before,
+        "the database file grew while the store was open"
+    );
+    drop(store);
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    assert!(
+        !std::path::Path::new(&wal).exists(),
+        "the last close checkpoints and removes the WAL"
+    );
+    assert_eq!(integrity(&path), "ok");
+}
+
+// ---------------------------------------------------------------------------------------------
+// When orchestration events are committed
+// ---------------------------------------------------------------------------------------------
+
+fn stored_nodes(store: &Store, run_id: &str) -> Vec<String> {
+    store
+        .events(run_id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.node)
+        .collect()
+}
+
+/// Reports `PASS_PATH[i]`'s event and the start of the node after it, as the engine does.
+fn node_done(observer: &mut RunRecorder, i: usize) {
+    let (node, status) = PASS_PATH[i];
+    Observer::<Status>::event(observer, &event(i as u32 + 1, node, status));
+    if let Some((next, _)) = PASS_PATH.get(i + 1) {
+        let kind = if matches!(*next, "gatekeeper" | "verified_input") {
+            NodeKind::Deterministic
+        } else {
+            NodeKind::Agent
+        };
+        Observer::<Status>::node_started(observer, next, kind, 1, 1);
+    }
+}
+
+#[test]
+fn events_are_committed_before_each_agent_node_and_with_the_finish() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let mut rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    Observer::<Status>::node_started(&mut rec, "planner", NodeKind::Agent, 1, 1);
+
+    node_done(&mut rec, 0); // planner; the executor (an agent) starts
+    assert_eq!(stored_nodes(&store, "r"), ["planner"]);
+    node_done(&mut rec, 1); // executor; the gatekeeper (deterministic) starts
+    assert_eq!(
+        stored_nodes(&store, "r"),
+        ["planner"],
+        "held while code runs"
+    );
+    node_done(&mut rec, 2); // gatekeeper; verified_input starts
+    assert_eq!(stored_nodes(&store, "r"), ["planner"]);
+    node_done(&mut rec, 3); // verified_input; the verifier (an agent) starts
+    assert_eq!(
+        stored_nodes(&store, "r"),
+        ["planner", "executor", "gatekeeper", "verified_input"],
+        "committed before the model call"
+    );
+    node_done(&mut rec, 4); // verifier; the composer starts
+    node_done(&mut rec, 5); // composer: the last event, held
+    assert_eq!(stored_nodes(&store, "r").len(), 5);
+    assert!(rec.take_error().is_none());
+
+    let report = store
+        .finish_success_evaluated("r", summary("payment-service timed out"), &json!({"g": 1}))
+        .unwrap();
+    assert!(report.evaluation_error.is_none());
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Success);
+    assert_eq!(
+        run.path,
+        PASS_PATH.map(|(n, _)| n),
+        "the finish carried the last event"
+    );
+    assert_eq!(
+        store.evaluation("r").unwrap().unwrap().metrics,
+        json!({"g": 1})
+    );
+}
+
+#[test]
+fn any_other_trace_write_and_a_dropped_recorder_commit_held_events() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let mut rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    let config = RunConfig::new("s", "r");
+    Observer::<Status>::event(&mut rec, &event(1, "planner", Status::Completed));
+    assert!(stored_nodes(&store, "r").is_empty());
+    rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
+    assert_eq!(
+        stored_nodes(&store, "r"),
+        ["planner"],
+        "an agent step flushes first"
+    );
+
+    Observer::<Status>::event(&mut rec, &event(2, "executor", Status::Completed));
+    rec.record_own(invocation("r", "s", 1, json!({"matches": []})));
+    assert_eq!(stored_nodes(&store, "r"), ["planner", "executor"]);
+
+    Observer::<Status>::event(&mut rec, &event(3, "gatekeeper", Status::Pass));
+    drop(rec);
+    assert_eq!(
+        stored_nodes(&store, "r"),
+        ["planner", "executor", "gatekeeper"],
+        "the last recorder commits what it held"
+    );
+}
+
+#[test]
+fn a_refused_held_event_blocks_success_and_the_failed_finish_keeps_the_rest() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    raw(&path)
+        .execute_batch(
+            "CREATE TRIGGER lose_verifier BEFORE INSERT ON orchestration_event \
+             WHEN NEW.node = 'verifier' \
+             BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END;",
+        )
+        .unwrap();
+    let mut rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    for (i, (node, status)) in PASS_PATH.iter().enumerate() {
+        Observer::<Status>::event(&mut rec, &event(i as u32 + 1, node, *status));
+    }
+    let err = store
+        .finish_success_evaluated("r", summary("payment-service timed out"), &json!({}))
+        .unwrap_err();
+    assert!(matches!(err, FinishError::Trace(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("simulated storage failure"),
+        "{err}"
+    );
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Running,
+        "nothing of the finish was stored"
+    );
+    assert!(stored_nodes(&store, "r").is_empty());
+    assert_eq!(store.evaluation("r").unwrap(), None);
+
+    store
+        .finish_failed(
+            "r",
+            "persistence: the trace could not be stored",
+            RunSummary::default(),
+        )
+        .unwrap();
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(
+        run.path,
+        [
+            "planner",
+            "executor",
+            "gatekeeper",
+            "verified_input",
+            "composer"
+        ],
+        "every event the store accepts is kept; the refused one is not invented"
+    );
+    drop(rec);
+    assert_eq!(
+        stored_nodes(&store, "r").len(),
+        5,
+        "nothing is left to commit later"
+    );
+}
+
+#[test]
+fn a_refused_evaluation_in_the_finishing_transaction_leaves_the_success_standing() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    raw(&path)
+        .execute_batch(
+            "CREATE TRIGGER refuse_evaluation BEFORE INSERT ON evaluation \
+             BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END;",
+        )
+        .unwrap();
+    let mut rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    Observer::<Status>::event(&mut rec, &event(1, "planner", Status::Completed));
+    let report = store
+        .finish_success_evaluated("r", summary("payment-service timed out"), &json!({}))
+        .unwrap();
+    let e = report.evaluation_error.expect("the refusal is reported");
+    assert!(e.to_string().contains("simulated storage failure"), "{e}");
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Success);
+    assert_eq!(run.path, ["planner"]);
+    assert_eq!(store.evaluation("r").unwrap(), None);
+}
+
+#[test]
+fn a_blank_answer_cannot_finish_success_even_with_an_evaluation() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    let _rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    let err = store
+        .finish_success_evaluated("r", summary("  "), &json!({}))
+        .unwrap_err();
+    assert!(
+        matches!(err, FinishError::Run(StoreError::Invalid(_))),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.get_run("r").unwrap().unwrap().status,
+        RunStatus::Running
+    );
+}
+
+#[test]
+fn a_model_call_is_stored_as_its_step_and_its_exchange_together() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    store.create_run(new_run("r", "s", 0)).unwrap();
+    let errors = store.record_model_call(
+        "r",
+        &step(AgentRole::Planner, 1, StepStatus::Ok),
+        &exchange_ok(AgentRole::Planner, 1),
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    let steps = store.agent_steps("r").unwrap();
+    let exchanges = store.exchanges("r").unwrap();
+    assert_eq!((steps.len(), exchanges.len()), (1, 1));
+    assert_eq!(steps[0].step.agent, AgentRole::Planner);
+    assert_eq!(exchanges[0].exchange.agent, AgentRole::Planner);
+    // A finished run refuses both rows, each with its own error, and keeps what it had.
+    store
+        .finish_failed("r", "engine: stopped", RunSummary::default())
+        .unwrap();
+    let errors = store.record_model_call(
+        "r",
+        &step(AgentRole::Executor, 1, StepStatus::Ok),
+        &exchange_ok(AgentRole::Executor, 1),
+    );
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(store.agent_steps("r").unwrap().len(), 1);
+    assert_eq!(store.exchanges("r").unwrap().len(), 1);
+}
+
+#[test]
+fn a_sweep_that_cannot_write_leaves_the_store_open_and_the_run_for_later() {
+    let (_dir, path) = temp();
+    let store = Store::open(&path).unwrap();
+    store.create_run(new_run("orphan", "s", 0)).unwrap();
+    drop(store);
+    let conn = raw(&path);
+    conn.execute(
+        "UPDATE diagnosis_run SET owner_pid = ?1 WHERE run_id = 'orphan'",
+        [dead_pid()],
+    )
+    .unwrap();
+    // Any write to the runs fails, as on a full disk.
+    conn.execute_batch(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON diagnosis_run \
+         BEGIN SELECT RAISE(ABORT, 'no room'); END;",
+    )
+    .unwrap();
+    drop(conn);
+
+    // The store still opens and reads (so `trace` works and `gc` can free space); the run
+    // waits, RUNNING, for a sweep that can write.
+    let store = Store::open(&path).expect("the store opens although the sweep failed");
+    assert_eq!(
+        store.get_run("orphan").unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    drop(store);
+    raw(&path).execute_batch("DROP TRIGGER refuse;").unwrap();
+    let store = Store::open(&path).unwrap();
+    let run = store.get_run("orphan").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
+}

@@ -1,0 +1,227 @@
+//! Builders shared by the store tests: realistic records of every kind, and a raw SQLite
+//! connection for looking at the file the way an operator's sqlite3 shell would.
+
+use std::path::Path;
+
+use diag::agent::prompts;
+use diag::agent::runtime::{AgentStepRecord, ModelExchange, StepStatus};
+use diag::agent::AgentRole;
+use diag::clock::Timestamp;
+use diag::diagnosis::Status;
+use diag::graph::{Detail, Event, RunConfig};
+use diag::model::{ChatRequest, ChatResponse, FinishReason, Message, ModelError, ToolCall, Usage};
+use diag::protocol::{InvocationStatus, ToolInvocation};
+use diag::store::{NewRun, RunSummary};
+use diag::tools::{InvocationLog, ToolSpec};
+use serde_json::json;
+
+pub const T0: i64 = 1_764_510_000_000; // 2025-11-30T13:40:00Z
+
+pub fn ts(offset_ms: i64) -> Timestamp {
+    Timestamp::from_unix_ms(T0 + offset_ms)
+}
+
+pub fn catalog() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: "search_logs".into(),
+            description: "Search log files".into(),
+            parameters: json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+        },
+        ToolSpec {
+            name: "current_time".into(),
+            description: "The run clock".into(),
+            parameters: json!({"type": "object"}),
+        },
+    ]
+}
+
+pub fn new_run(run_id: &str, session_id: &str, offset_ms: i64) -> NewRun {
+    NewRun {
+        run_id: run_id.into(),
+        session_id: session_id.into(),
+        question: "why does checkout-service return 502 since 14:00?".into(),
+        started_at: ts(offset_ms),
+        tools: catalog(),
+    }
+}
+
+pub const PASS_PATH: [(&str, Status); 6] = [
+    ("planner", Status::Completed),
+    ("executor", Status::Completed),
+    ("gatekeeper", Status::Pass),
+    ("verified_input", Status::Built),
+    ("verifier", Status::Completed),
+    ("composer", Status::Completed),
+];
+
+pub fn event(seq: u32, node: &str, status: Status) -> Event<Status> {
+    let mut detail = Detail::default();
+    detail.insert("claims", 2u32);
+    detail.insert("verdict", "PASS");
+    detail.insert("retry", false);
+    Event {
+        seq,
+        node: node.into(),
+        attempt: 1,
+        round: 1,
+        status,
+        started_at: ts(i64::from(seq) * 100),
+        duration_ms: u64::from(seq) * 7,
+        detail,
+    }
+}
+
+pub fn step(agent: AgentRole, turn: u32, status: StepStatus) -> AgentStepRecord {
+    AgentStepRecord {
+        agent,
+        round: 1,
+        attempt: 1,
+        turn,
+        status,
+        model: "qwen2.5-7b-instruct".into(),
+        prompt_tokens: 1200 + u64::from(turn),
+        completion_tokens: 80 + u64::from(turn),
+        finish_reason: (status == StepStatus::Ok).then_some(FinishReason::Stop),
+        duration_ms: 900,
+        prompt: prompts::prompt(agent).audit(),
+    }
+}
+
+pub fn request(agent: AgentRole, input: &str) -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::system(prompts::prompt(agent).text),
+            Message::user(input),
+        ],
+        tools: if agent == AgentRole::Executor {
+            catalog()
+        } else {
+            Vec::new()
+        },
+        temperature: Some(0.2),
+        max_tokens: Some(1024),
+        response_format: None,
+        tool_choice: None,
+        fit: None,
+    }
+}
+
+pub fn exchange_ok(agent: AgentRole, turn: u32) -> ModelExchange {
+    ModelExchange {
+        agent,
+        round: 1,
+        attempt: 1,
+        turn,
+        request: request(agent, "{\"question\":\"why 502?\"}"),
+        outcome: Ok(ChatResponse {
+            content: Some("{\"schema\":\"planner_plan_v1\"}".into()),
+            tool_calls: vec![ToolCall {
+                id: "call_1".into(),
+                name: "search_logs".into(),
+                arguments: json!({"query": "502", "service": "checkout"}),
+            }],
+            finish_reason: FinishReason::ToolCalls,
+            usage: Some(Usage {
+                prompt_tokens: 1200,
+                completion_tokens: 80,
+            }),
+            structured_output: None,
+        }),
+    }
+}
+
+pub fn exchange_err(agent: AgentRole, turn: u32) -> ModelExchange {
+    let mut error = ModelError::from_status(503, "HTTP 503 Service Unavailable");
+    error.retry_after = Some(std::time::Duration::from_secs(2));
+    ModelExchange {
+        agent,
+        round: 1,
+        attempt: 2,
+        turn,
+        request: request(agent, "{\"question\":\"why 502?\"}"),
+        outcome: Err(error),
+    }
+}
+
+pub fn invocation(
+    run_id: &str,
+    session_id: &str,
+    n: u32,
+    output: serde_json::Value,
+) -> ToolInvocation {
+    ToolInvocation {
+        run_id: run_id.into(),
+        session_id: session_id.into(),
+        invocation_id: format!("inv-{n}"),
+        agent: "executor".into(),
+        round: 1,
+        tool_name: "search_logs".into(),
+        arguments: json!({"query": "502", "n": n}),
+        output,
+        status: InvocationStatus::Ok,
+        duration_ms: 12,
+    }
+}
+
+pub fn summary(answer: &str) -> RunSummary {
+    RunSummary {
+        answer: Some(answer.into()),
+        finished_at: Some(ts(5_000)),
+        duration_ms: Some(5_000),
+        degraded: false,
+        effective_verdict: Some(diag::protocol::Verdict::Pass),
+        fallback_kind: None,
+        self_evaluation: Some(json!({"verifier_evaluation": {"verdict": "PASS", "round": 1}})),
+    }
+}
+
+/// A plain connection to the store file, as the sqlite3 shell would open it.
+pub fn raw(path: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    conn
+}
+
+pub const TABLES: [&str; 7] = [
+    "diagnosis_run",
+    "orchestration_event",
+    "agent_step",
+    "tool_invocation",
+    "model_exchange",
+    "evaluation",
+    "tool_catalog",
+];
+
+/// Row count of every table, in [`TABLES`] order.
+pub fn counts(path: &Path) -> Vec<i64> {
+    let conn = raw(path);
+    TABLES
+        .iter()
+        .map(|t| {
+            conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+                .unwrap()
+        })
+        .collect()
+}
+
+pub fn integrity(path: &Path) -> String {
+    raw(path)
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Records an invocation with the RunConfig of the run and session it names, as the agent
+/// runtime does for its own run.
+pub trait RecordOwn {
+    fn record_own(&self, invocation: ToolInvocation);
+}
+
+impl<T: InvocationLog + ?Sized> RecordOwn for T {
+    fn record_own(&self, invocation: ToolInvocation) {
+        let config = RunConfig::new(invocation.session_id.clone(), invocation.run_id.clone());
+        // A refused record is kept by the store's recorder; the tests read it there.
+        let _ = self.record(&config, invocation);
+    }
+}
