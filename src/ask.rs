@@ -300,7 +300,7 @@ enum Ended {
 /// [`invoke_graph`], [`classify`] (how it ended), then [`finish_failed`] or
 /// [`finish_success`]. `options.record` additionally collects every exchange for a run file.
 ///
-/// The contract, as `tests/ask_integration.rs` checks it:
+/// The contract, as `tests/it/ask_integration.rs` checks it:
 /// - `Ok` with SUCCESS: a non-blank answer from the Composer or a handled Fallback, the run
 ///   row finished SUCCESS and exactly one evaluation stored (an evaluation that cannot be
 ///   stored leaves the SUCCESS standing and adds a line to `warnings`).
