@@ -16,11 +16,14 @@ use crate::clock::FixedClock;
 use crate::graph::NoopObserver;
 use crate::ids::IdSource;
 use crate::model::ChatModel;
-use crate::runfile::{Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, Tape};
+use crate::runfile::{
+    Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, RunLimits, Tape,
+};
 use crate::store::RunStatus;
 use diag_core::store::{RunReader, RunStore};
 
-/// The agent limits a replay runs with: generous, so the recording decides the path.
+/// The agent limits a replay of a file that records none runs with (a v1 file, a
+/// hand-written one): today's defaults, the limits every run had before they were recorded.
 pub const REPLAY_LIMITS: AgentLimits = AgentLimits::DEFAULT;
 
 /// The outcome of replaying one run file.
@@ -94,7 +97,8 @@ pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
 }
 
 /// The dependencies that serve a run file: recorded models for the four agents, recorded
-/// tools, and the clock pinned to `started_at`. The tape reports any divergence.
+/// tools, the limits the file records (today's defaults when it records none), and the clock
+/// pinned to `started_at`. The tape reports any divergence.
 pub fn replay_deps<S: RunStore>(
     run: &RunFile,
     store: &S,
@@ -121,7 +125,7 @@ pub fn replay_deps<S: RunStore>(
         nodes: production_nodes(),
         models: AgentModels { default, overrides },
         tools: Arc::new(RecordedTools { tape: tape.clone() }),
-        limits: REPLAY_LIMITS,
+        limits: run.limits.map_or(REPLAY_LIMITS, |l| l.agent()),
         clock: Arc::new(FixedClock(run.started_at)),
         ids,
         store: store.clone(),
@@ -173,8 +177,55 @@ pub fn divergence_of<S: RunReader>(
     store: &S,
     run_id: &str,
 ) -> Option<Divergence> {
-    tape.divergence()
-        .or_else(|| metadata_divergence(run, store, run_id))
+    tape.divergence().or_else(|| {
+        let model = metadata_divergence(run, store, run_id);
+        let tool = invocation_divergence(run, store, run_id);
+        match (model, tool) {
+            (Some(m), Some(t)) => Some(if t.exchange < m.exchange { t } else { m }),
+            (m, t) => m.or(t),
+        }
+    })
+}
+
+/// The first tool call the replay gave another invocation id than the recording, read back
+/// from the stored run. Invocation ids are what claims bind to (`source_invocation_id`), so a
+/// recording whose ids the replay does not reproduce is not the run it claims to be.
+fn invocation_divergence<S: RunReader>(
+    run: &RunFile,
+    store: &S,
+    run_id: &str,
+) -> Option<Divergence> {
+    let stored = match store.invocations(run_id) {
+        Ok(stored) => stored,
+        Err(e) => {
+            return Some(Divergence {
+                exchange: 0,
+                message: format!("the replayed tool calls cannot be read back: {e}"),
+            })
+        }
+    };
+    let recorded = run
+        .exchanges
+        .iter()
+        .enumerate()
+        .filter_map(|(i, x)| match x {
+            Exchange::Tool(t) => Some((i, t)),
+            Exchange::Model(_) => None,
+        });
+    for ((i, want), got) in recorded.zip(stored.iter()) {
+        if want.invocation_id != got.invocation_id {
+            return Some(Divergence {
+                exchange: i,
+                message: format!(
+                    "tool call {} recorded as invocation {:?}, replayed as {:?}",
+                    want.tool_name,
+                    crate::text::bounded(&want.invocation_id, 80),
+                    got.invocation_id
+                ),
+            });
+        }
+    }
+    None
 }
 
 /// The first model call the replay made in another round, attempt or turn than the
@@ -224,10 +275,13 @@ fn metadata_divergence<S: RunReader>(run: &RunFile, store: &S, run_id: &str) -> 
 }
 
 /// The run file a finished live run produces: its exchanges and its result as `expected`.
+/// `limits` are the limits the run ran under, written into the file so a replay runs under
+/// them too.
 pub fn run_file_of(
     outcome: &AskOutcome,
     question: &str,
     started_at: crate::clock::Timestamp,
+    limits: RunLimits,
     tools: Vec<crate::tools::ToolSpec>,
 ) -> RunFile {
     RunFile {
@@ -236,6 +290,7 @@ pub fn run_file_of(
         session_id: outcome.session_id.clone(),
         run_id: outcome.run_id.clone(),
         started_at,
+        limits: Some(limits),
         tools,
         exchanges: outcome.recorded.clone().unwrap_or_default(),
         expected: Some(actual_of(outcome)),

@@ -19,6 +19,7 @@ use crate::ids::RandomIds;
 use crate::protocol::Verdict;
 use crate::render;
 use crate::replay::{divergence_of, replay_deps, run_file_of};
+use crate::runfile::RunLimits;
 use crate::runfile::{Divergence, RunFile};
 use crate::setup;
 use crate::store::{RunStatus, Store};
@@ -41,7 +42,7 @@ pub struct AskArgs {
     /// Continue this session (a new one is created otherwise)
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
-    /// Also write the run as a run file (diag_run_v1) for replay
+    /// Also write the run as a run file (diag_run_v2) for replay
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Also write a report of the run to FILE: HTML for .html, Markdown for .md (see diag
@@ -196,6 +197,10 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     };
     let rt = runtime()?;
     let show_progress = !(g.quiet || g.no_progress || args.json);
+    let limits = match &source {
+        Source::Fixture(run) => run.limits(),
+        Source::Live(config, _) => RunLimits::of_config(&config.limits),
+    };
     rt.block_on(async {
         let (deps, tape, env) = match source {
             Source::Fixture(run) => {
@@ -229,6 +234,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                     fixture: tape.is_some(),
                     divergence,
                 },
+                limits,
                 question: &question,
                 outcome: &outcome,
             },
@@ -276,6 +282,8 @@ struct Finished<'a> {
     deps: &'a AskDeps,
     store: &'a Store,
     replaying: Replaying,
+    /// The limits the run ran under (the configuration's, or the fixture's).
+    limits: RunLimits,
     question: &'a str,
     outcome: &'a AskOutcome,
 }
@@ -289,6 +297,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
         deps,
         store,
         replaying,
+        limits,
         question,
         outcome,
     } = run;
@@ -357,7 +366,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     // Written after the output, so a run file that cannot be written never hides the
     // answer; the run itself is stored either way.
     let record_error = args.record.as_ref().and_then(|path| {
-        let file = run_file_of(outcome, question, row.started_at, deps.tools.catalog());
+        let file = run_file_of(outcome, question, row.started_at, limits, deps.tools.catalog());
         std::fs::write(path, file.to_json()).err().map(|e| {
             CommandError::usage(format!(
                 "{}: cannot write the run file: {e} (run {} is stored; diag export {} -o FILE \

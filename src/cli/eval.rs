@@ -26,6 +26,7 @@ use crate::eval::{
 };
 use crate::ids::RandomIds;
 use crate::replay::run_file_of;
+use crate::runfile::RunLimits;
 use crate::report::Format;
 use crate::setup;
 use crate::store::Store;
@@ -52,7 +53,7 @@ pub struct EvalArgs {
     /// Print a JSON document (schema diag_eval_v1) instead of tables
     #[arg(long)]
     pub json: bool,
-    /// Write every run's run file (diag_run_v1) under DIR/<scenario>/, for diag replay DIR
+    /// Write every run's run file (diag_run_v2) under DIR/<scenario>/, for diag replay DIR
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
     /// Write every run's report under DIR/<scenario>/ and a summary DIR/eval.md
@@ -413,7 +414,13 @@ async fn run_one(
         let folder = dir.join(&scenario_dir);
         make_dir(&folder, "--record")?;
         let path = folder.join(format!("{stem}.json"));
-        let file = run_file_of(&outcome, &question, row.started_at, deps.tools.catalog());
+        let file = run_file_of(
+            &outcome,
+            &question,
+            row.started_at,
+            RunLimits::of_config(&spec.config.limits),
+            deps.tools.catalog(),
+        );
         std::fs::write(&path, file.to_json()).map_err(|e| {
             CommandError::usage(format!(
                 "{}: cannot write the run file: {e} (run {} is stored; diag export writes it)",

@@ -14,7 +14,7 @@ use crate::runfile::{
 };
 use crate::store::{RunStatus, Store};
 
-/// Write the run file (diag_run_v1) of a stored run.
+/// Write the run file (diag_run_v2) of a stored run.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// The run to export
@@ -81,6 +81,9 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
         session_id: run.session_id.clone(),
         run_id: run.run_id.clone(),
         started_at: run.started_at,
+        // The store does not keep the limits a run ran under: the file records none, and
+        // replays under the defaults.
+        limits: None,
         tools: run.tools.clone(),
         exchanges: out,
         expected: Some(Expected {

@@ -1,7 +1,7 @@
-//! Run files (`diag_run_v1`): a self-contained JSON record of one run — question, identity,
-//! tool catalog, every model and tool exchange in order, and the expected result — and the
-//! tape that replays one offline. Hand-written run files (no `request_sha256`) are how
-//! scenarios are authored.
+//! Run files (`diag_run_v2`; `diag_run_v1` still loads): a self-contained JSON record of one
+//! run — question, identity, the limits it ran under, tool catalog, every model and tool
+//! exchange in order, and the expected result — and the tape that replays one offline.
+//! Hand-written run files (no `request_sha256`, no `limits`) are how scenarios are authored.
 
 pub mod tape;
 
@@ -12,7 +12,8 @@ use thiserror::Error;
 
 pub use tape::{Divergence, RecordedModel, RecordedTools, Recorder, Tape};
 
-use crate::agent::AgentRole;
+use crate::agent::runtime::AgentLimits;
+use crate::agent::{AgentRole, MaxTokensConfig};
 use crate::clock::Timestamp;
 use crate::diagnosis::topology::NODES;
 use crate::model::{
@@ -21,8 +22,16 @@ use crate::model::{
 use crate::protocol::{InvocationStatus, Verdict};
 use crate::tools::ToolSpec;
 
-/// The only format version this build reads and writes.
-pub const FORMAT: &str = "diag_run_v1";
+/// The format version this build writes (and reads).
+pub const FORMAT: &str = "diag_run_v2";
+
+/// The earlier format, still read: it has no `limits` (a `limits` member is ignored, as any
+/// unknown member), so it replays under [`RunLimits::DEFAULT`], the limits every run had
+/// before they were recorded.
+pub const FORMAT_V1: &str = "diag_run_v1";
+
+/// The formats this build reads.
+pub const FORMATS: [&str; 2] = [FORMAT_V1, FORMAT];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunFile {
@@ -32,6 +41,14 @@ pub struct RunFile {
     pub session_id: String,
     pub run_id: String,
     pub started_at: Timestamp,
+    /// The limits the run ran under; absent in v1 files, in hand-written files and in files
+    /// exported from a store (which does not keep them): then [`RunLimits::DEFAULT`].
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub limits: Option<RunLimits>,
     #[serde(default, deserialize_with = "objects")]
     pub tools: Vec<ToolSpec>,
     #[serde(default)]
@@ -42,6 +59,139 @@ pub struct RunFile {
         deserialize_with = "present"
     )]
     pub expected: Option<Expected>,
+}
+
+/// The limits a run ran under (`[limits]` of the configuration). A replay runs with the
+/// agent limits (`max_turns`, `max_tool_calls`, `max_tokens`), so a recording made with other
+/// limits than the defaults takes the same path; the tool limits (`tool_timeout_secs`,
+/// `max_output_bytes`) are already applied to the recorded outputs, which a replay serves as
+/// recorded. A member left out takes its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLimits {
+    #[serde(default = "default_max_turns", deserialize_with = "at_least_1_u32")]
+    pub max_turns: u32,
+    #[serde(default = "default_max_tool_calls", deserialize_with = "at_least_1_u32")]
+    pub max_tool_calls: u32,
+    #[serde(default, deserialize_with = "max_tokens")]
+    pub max_tokens: MaxTokensConfig,
+    #[serde(default = "default_tool_timeout", deserialize_with = "at_least_1_u64")]
+    pub tool_timeout_secs: u64,
+    #[serde(default = "default_max_output_bytes", deserialize_with = "at_least_1_u64")]
+    pub max_output_bytes: u64,
+}
+
+impl RunLimits {
+    /// Today's defaults: the limits of a run file that records none.
+    pub const DEFAULT: RunLimits = RunLimits {
+        max_turns: AgentLimits::DEFAULT.max_turns,
+        max_tool_calls: AgentLimits::DEFAULT.max_tool_calls,
+        max_tokens: MaxTokensConfig::DEFAULT,
+        tool_timeout_secs: 30,
+        max_output_bytes: 64 * 1024,
+    };
+
+    /// The limits of a configuration.
+    pub fn of_config(limits: &crate::config::LimitsConfig) -> RunLimits {
+        RunLimits {
+            max_turns: limits.max_turns,
+            max_tool_calls: limits.max_tool_calls,
+            max_tokens: limits.max_tokens,
+            tool_timeout_secs: limits.tool_timeout_secs,
+            max_output_bytes: u64::try_from(limits.max_output_bytes).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The agent runtime's share: what a replay runs with.
+    pub fn agent(&self) -> AgentLimits {
+        AgentLimits {
+            max_turns: self.max_turns,
+            max_tool_calls: self.max_tool_calls,
+            max_tokens: self.max_tokens,
+        }
+    }
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+fn default_max_turns() -> u32 {
+    RunLimits::DEFAULT.max_turns
+}
+fn default_max_tool_calls() -> u32 {
+    RunLimits::DEFAULT.max_tool_calls
+}
+fn default_tool_timeout() -> u64 {
+    RunLimits::DEFAULT.tool_timeout_secs
+}
+fn default_max_output_bytes() -> u64 {
+    RunLimits::DEFAULT.max_output_bytes
+}
+
+/// A count of at least 1 (schema: `minimum: 1`), as the configuration requires.
+fn at_least_1_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let n = u32::deserialize(d)?;
+    if n == 0 {
+        return Err(D::Error::custom("invalid value: 0, expected at least 1"));
+    }
+    Ok(n)
+}
+
+fn at_least_1_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let n = u64::deserialize(d)?;
+    if n == 0 {
+        return Err(D::Error::custom("invalid value: 0, expected at least 1"));
+    }
+    Ok(n)
+}
+
+/// Completion tokens per agent, each at least 64 as the configuration requires; an agent left
+/// out takes its default.
+fn max_tokens<'de, D: Deserializer<'de>>(d: D) -> Result<MaxTokensConfig, D::Error> {
+    let t = Object::<RecordedMaxTokens>::deserialize(d)?.0;
+    Ok(MaxTokensConfig {
+        planner: t.planner,
+        executor: t.executor,
+        verifier: t.verifier,
+        composer: t.composer,
+    })
+}
+
+#[derive(Deserialize)]
+struct RecordedMaxTokens {
+    #[serde(default = "default_planner_tokens", deserialize_with = "at_least_64")]
+    planner: u32,
+    #[serde(default = "default_executor_tokens", deserialize_with = "at_least_64")]
+    executor: u32,
+    #[serde(default = "default_verifier_tokens", deserialize_with = "at_least_64")]
+    verifier: u32,
+    #[serde(default = "default_composer_tokens", deserialize_with = "at_least_64")]
+    composer: u32,
+}
+
+fn default_planner_tokens() -> u32 {
+    MaxTokensConfig::DEFAULT.planner
+}
+fn default_executor_tokens() -> u32 {
+    MaxTokensConfig::DEFAULT.executor
+}
+fn default_verifier_tokens() -> u32 {
+    MaxTokensConfig::DEFAULT.verifier
+}
+fn default_composer_tokens() -> u32 {
+    MaxTokensConfig::DEFAULT.composer
+}
+
+fn at_least_64<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let n = u32::deserialize(d)?;
+    if n < 64 {
+        return Err(D::Error::custom(format!(
+            "invalid value: {n}, expected at least 64"
+        )));
+    }
+    Ok(n)
 }
 
 /// One recorded exchange, in the order it happened.
@@ -378,7 +528,9 @@ impl RecordedError {
 pub enum RunFileError {
     #[error("{file}: not valid JSON ({reason})")]
     Malformed { file: String, reason: String },
-    #[error("{file}: unknown run file format `{found}` (this diag reads `{FORMAT}`)")]
+    #[error(
+        "{file}: unknown run file format `{found}` (this diag reads `{FORMAT}` and `{FORMAT_V1}`)"
+    )]
     UnknownFormat { file: String, found: String },
     #[error("{file}: {reason}")]
     Invalid { file: String, reason: String },
@@ -386,9 +538,11 @@ pub enum RunFileError {
 
 impl RunFile {
     /// Parses a run file: one leading UTF-8 byte order mark is skipped; any format other than
-    /// `diag_run_v1` is refused before the rest is read; then every value must be one
-    /// `docs/schema/diag_run_v1.json` allows, and a refusal names the file and the path of the
-    /// value (`run.json: exchanges[0].agent: unknown variant …`), on one line.
+    /// `diag_run_v2` and `diag_run_v1` is refused before the rest is read; then every value
+    /// must be one its schema (`docs/schema/diag_run_v2.json`, `…/diag_run_v1.json`) allows,
+    /// and a refusal names the file and the path of the value (`run.json: exchanges[0].agent:
+    /// unknown variant …`), on one line. A v1 file has no limits (`limits` is `None`, a
+    /// `limits` member in it is ignored as unknown): it replays under [`RunLimits::DEFAULT`].
     pub fn parse(text: &str, file: &str) -> Result<RunFile, RunFileError> {
         let text = strip_bom(text);
         let mut value: Value = serde_json::from_str(text).map_err(|e| RunFileError::Malformed {
@@ -405,7 +559,7 @@ impl RunFile {
                 })
             }
         };
-        if found != FORMAT {
+        if !FORMATS.contains(&found.as_str()) {
             return Err(RunFileError::UnknownFormat {
                 file: file.to_string(),
                 found: one_line(&found.chars().take(40).collect::<String>()),
@@ -418,6 +572,11 @@ impl RunFile {
         // Exchanges are read one by one below: `kind` picks the record type, and the path of
         // a refusal inside one keeps its index (serde's tagged enums would lose the path).
         let exchanges = value.as_object_mut().and_then(|m| m.remove("exchanges"));
+        if found == FORMAT_V1 {
+            if let Some(m) = value.as_object_mut() {
+                m.remove("limits");
+            }
+        }
         let mut run: RunFile = from_value_at("", value).map_err(invalid)?;
         if let Some(exchanges) = exchanges {
             let items: Vec<Value> = from_value_at("exchanges", exchanges).map_err(invalid)?;
@@ -431,12 +590,88 @@ impl RunFile {
         Ok(run)
     }
 
-    /// The run file as pretty JSON with a trailing newline.
+    /// The limits the run ran under: the recorded ones, else today's defaults.
+    pub fn limits(&self) -> RunLimits {
+        self.limits.unwrap_or(RunLimits::DEFAULT)
+    }
+
+    /// The run file as pretty JSON with a trailing newline, always in the current format
+    /// (a v1 file read and written again becomes a v2 file without `limits`, which means
+    /// the same defaults).
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        let current;
+        let file = if self.format == FORMAT {
+            self
+        } else {
+            current = RunFile {
+                format: FORMAT.to_string(),
+                ..self.clone()
+            };
+            &current
+        };
+        let mut s = serde_json::to_string_pretty(file).unwrap_or_default();
         s.push('\n');
         s
     }
+}
+
+/// Rewrites a `diag_run_v1` file as `diag_run_v2` by a text edit that leaves every other
+/// byte as it was: the `format` value becomes `diag_run_v2`, and a one-line `limits` member
+/// with [`RunLimits::DEFAULT`] (the limits a v1 file replays under) follows it. `Ok(None)`: the
+/// file is already v2. The result is checked: it loads, and it is the v1 file as loaded with
+/// only `format` and `limits` set, so it replays exactly as the v1 file did.
+pub fn upgrade_v1(text: &str, file: &str) -> Result<Option<String>, RunFileError> {
+    let before = RunFile::parse(text, file)?;
+    if before.format == FORMAT {
+        return Ok(None);
+    }
+    let invalid = |reason: &str| RunFileError::Invalid {
+        file: file.to_string(),
+        reason: reason.to_string(),
+    };
+    let doc: Value = serde_json::from_str(strip_bom(text)).map_err(|e| RunFileError::Malformed {
+        file: file.to_string(),
+        reason: one_line(&e.to_string()),
+    })?;
+    if doc.get("limits").is_some() {
+        return Err(invalid(
+            "limits: a v1 file with a `limits` member is ambiguous (v1 ignores it); remove it \
+             or write the file as v2 by hand",
+        ));
+    }
+    let format = regex::Regex::new(r#""format"\s*:\s*"diag_run_v1""#)
+        .map_err(|e| invalid(&e.to_string()))?;
+    let mut matches = format.find_iter(text);
+    let (Some(found), None) = (matches.next(), matches.next()) else {
+        return Err(invalid(
+            "the `format` member cannot be told apart in the text; upgrade the file by hand",
+        ));
+    };
+    let limits = serde_json::to_string(&RunLimits::DEFAULT).map_err(|e| invalid(&e.to_string()))?;
+    let line_start = text[..found.start()].rfind('\n').map_or(0, |i| i + 1);
+    let indent = &text[line_start..found.start()];
+    let separator = if indent.chars().all(|c| c == ' ' || c == '\t') && line_start > 0 {
+        format!(",\n{indent}")
+    } else {
+        ", ".to_string()
+    };
+    let after = format!(
+        "{}\"format\": \"{FORMAT}\"{separator}\"limits\": {limits}{}",
+        &text[..found.start()],
+        &text[found.end()..]
+    );
+    let upgraded = RunFile::parse(&after, file)?;
+    let expected = RunFile {
+        format: FORMAT.to_string(),
+        limits: Some(RunLimits::DEFAULT),
+        ..before
+    };
+    if upgraded != expected {
+        return Err(invalid(
+            "the upgraded text does not load as the same run; upgrade the file by hand",
+        ));
+    }
+    Ok(Some(after))
 }
 
 /// The text without one leading UTF-8 byte order mark (Windows editors write one).

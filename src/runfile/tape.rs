@@ -13,6 +13,7 @@ use crate::graph::RunConfig;
 use crate::hash::request_sha256;
 use crate::model::{ChatFuture, ChatModel, ChatRequest, ModelError, RequestLimits};
 use crate::protocol::{canonical_json, InvocationStatus, ToolInvocation};
+use crate::tools::registry::unknown_tool;
 use crate::tools::{InvocationLog, ToolSpec};
 
 /// The first point where a replayed run did something other than the recording.
@@ -197,6 +198,28 @@ impl Tape {
                 bounded(&canonical_json(&record.arguments))
             );
             return Err(self.diverge(&mut st, m));
+        }
+        if !budget_blocked && !self.tools.iter().any(|t| t.name == name) {
+            // A live run's registry blocks a call outside its catalog; so does the replay,
+            // whatever the recording says it returned.
+            let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+            let blocked = unknown_tool(name, &names);
+            if record.status != InvocationStatus::Blocked || record.output != blocked.output {
+                let m = format!(
+                    "tool call {} ({name}) names a tool outside the run file's catalog, which a \
+                     live run blocks, but the recording has status {} and output {}",
+                    record.invocation_id,
+                    record.status.as_str(),
+                    bounded(&canonical_json(&record.output))
+                );
+                self.diverge(&mut st, m);
+            }
+            st.next += 1;
+            return Ok(ToolRecord {
+                status: blocked.status,
+                output: blocked.output,
+                ..record
+            });
         }
         if budget_blocked && record.status != InvocationStatus::Blocked {
             let m = format!(

@@ -91,6 +91,21 @@ impl ToolOutcome {
     }
 }
 
+/// The outcome of a call to a tool that is not in the catalog `available` (names in catalog
+/// order): `blocked`, with an output naming the tools there are. A replay blocks a recorded
+/// call outside the run file's catalog with this same outcome.
+pub fn unknown_tool(name: &str, available: &[&str]) -> ToolOutcome {
+    ToolOutcome::blocked(format!(
+        "tool '{}' is not available; available tools: {}",
+        bounded(name, 64),
+        if available.is_empty() {
+            "none".to_string()
+        } else {
+            available.join(", ")
+        }
+    ))
+}
+
 /// Why a tool could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
@@ -157,15 +172,7 @@ impl ToolRegistry {
     pub fn admit(&self, name: &str) -> Result<AdmittedCall<'_>, ToolOutcome> {
         let Some(entry) = self.find(name) else {
             let available: Vec<&str> = self.entries.iter().map(|e| e.spec.name.as_str()).collect();
-            return Err(ToolOutcome::blocked(format!(
-                "tool '{}' is not available; available tools: {}",
-                bounded(name, 64),
-                if available.is_empty() {
-                    "none".to_string()
-                } else {
-                    available.join(", ")
-                }
-            )));
+            return Err(unknown_tool(name, &available));
         };
         Ok(AdmittedCall {
             entry,
