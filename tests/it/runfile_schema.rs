@@ -1,4 +1,5 @@
-//! The run-file loader against its published JSON Schema, `docs/schema/diag_run_v1.json`:
+//! The run-file loader against its published JSON Schema, `docs/schema/diag_run_v2.json` (and
+//! `diag_run_v1.json` for a file that says it is v1, which still loads):
 //! every value the schema forbids is refused by `RunFile::parse` with one line naming the file
 //! and the path of the value, and every run file the project ships loads.
 //!
@@ -24,35 +25,50 @@ use mutate::arb_mutated;
 
 const FILE: &str = "schema.json";
 
-fn schema() -> Value {
-    let path = repo().join("docs/schema/diag_run_v1.json");
+fn schema_of(name: &str) -> Value {
+    let path = repo().join("docs/schema").join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn validator() -> jsonschema::Validator {
+fn schema() -> Value {
+    schema_of("diag_run_v2.json")
+}
+
+fn validator(name: &str) -> jsonschema::Validator {
     jsonschema::options()
         .should_validate_formats(true)
-        .build(&schema())
-        .expect("diag_run_v1.json is a valid JSON Schema")
+        .build(&schema_of(name))
+        .unwrap_or_else(|e| panic!("{name} is a valid JSON Schema: {e}"))
 }
 
 thread_local! {
-    static VALIDATOR: jsonschema::Validator = validator();
+    static VALIDATOR: jsonschema::Validator = validator("diag_run_v2.json");
+    static VALIDATOR_V1: jsonschema::Validator = validator("diag_run_v1.json");
 }
 
+/// Whether the schema of the file's format allows it: a file that says `diag_run_v1` is a v1
+/// file (the loader reads it as one), anything else is held to v2.
 fn schema_allows(doc: &Value) -> bool {
-    VALIDATOR.with(|v| v.is_valid(doc))
+    if doc["format"] == "diag_run_v1" {
+        VALIDATOR_V1.with(|v| v.is_valid(doc))
+    } else {
+        VALIDATOR.with(|v| v.is_valid(doc))
+    }
 }
 
 /// A run file with every kind of member the schema describes: a model response with tool
 /// calls and usage, a model error, a tool exchange, a tool catalog and `expected`.
 fn seed() -> Value {
     json!({
-        "format": "diag_run_v1",
+        "format": "diag_run_v2",
         "question": "why does checkout return 502 since 14:00?",
         "session_id": "ses-1",
         "run_id": "run-1",
         "started_at": "2026-11-30T14:10:00Z",
+        "limits": {"max_turns": 8, "max_tool_calls": 20,
+                   "max_tokens": {"planner": 1024, "executor": 4096, "verifier": 1536,
+                                  "composer": 1536},
+                   "tool_timeout_secs": 30, "max_output_bytes": 65536},
         "tools": [{"name": "search_logs", "description": "Search the logs.",
                    "parameters": {"type": "object"}}],
         "exchanges": [
@@ -340,6 +356,22 @@ fn every_other_rule_of_the_schema_is_enforced_by_the_loader() {
         ("/expected/degraded", json!("false")),
         ("/expected/degraded", Value::Null),
         ("/expected/answer", json!(42)),
+        ("/limits", Value::Null),
+        ("/limits", json!([8, 12])),
+        ("/limits/max_turns", json!(0)),
+        ("/limits/max_turns", Value::Null),
+        ("/limits/max_turns", json!("8")),
+        ("/limits/max_tool_calls", json!(0)),
+        ("/limits/max_tool_calls", json!(-1)),
+        ("/limits/max_tool_calls", json!(4_294_967_296u64)),
+        ("/limits/max_tokens", Value::Null),
+        ("/limits/max_tokens", json!([1024])),
+        ("/limits/max_tokens/planner", json!(63)),
+        ("/limits/max_tokens/executor", Value::Null),
+        ("/limits/tool_timeout_secs", json!(0)),
+        ("/limits/tool_timeout_secs", json!(1.5)),
+        ("/limits/max_output_bytes", json!(0)),
+        ("/limits/max_output_bytes", Value::Null),
     ];
     for (at, value) in cases {
         let doc = set(&base, at, value.clone());
@@ -405,6 +437,12 @@ fn edge_values_the_schema_allows_load() {
         ("/expected/effective_verdict", Value::Null),
         ("/expected/path", json!([])),
         ("/tools", json!([])),
+        ("/limits", json!({})),
+        ("/limits/max_turns", json!(1)),
+        ("/limits/max_tool_calls", json!(4_294_967_295u64)),
+        ("/limits/max_tokens", json!({})),
+        ("/limits/max_tokens/planner", json!(64)),
+        ("/limits/max_output_bytes", json!(u64::MAX)),
     ] {
         let doc = set(&base, at, value.clone());
         assert!(schema_allows(&doc), "{at} = {value}");
@@ -452,7 +490,7 @@ fn every_shipped_run_file_loads_and_matches_the_schema() {
         let text = std::fs::read_to_string(path).unwrap();
         let doc: Value = serde_json::from_str(&text).unwrap();
         let name = path.display().to_string();
-        assert_eq!(doc["format"], "diag_run_v1", "{name}");
+        assert_eq!(doc["format"], "diag_run_v2", "{name}");
         let errors: Vec<String> = VALIDATOR.with(|v| {
             v.iter_errors(&doc)
                 .map(|e| format!("{e} at {}", e.instance_path()))
@@ -470,6 +508,7 @@ fn every_shipped_run_file_loads_and_matches_the_schema() {
 fn arb_value() -> BoxedStrategy<Value> {
     let words: &[&str] = &[
         "diag_run_v1",
+        "diag_run_v2",
         "model",
         "tool",
         "planner",
@@ -536,5 +575,65 @@ proptest! {
             let loaded = RunFile::parse(&doc.to_string(), FILE);
             prop_assert!(loaded.is_err(), "the schema forbids it, the loader accepts it: {}", doc);
         }
+    }
+}
+
+/// A v1 file (the seed without `limits`, as every file was before they were recorded) loads
+/// with today's defaults; a `limits` member in a v1 file is unknown there, so it is ignored.
+#[test]
+fn a_v1_file_loads_with_todays_limits() {
+    use diag::runfile::RunLimits;
+    let mut v1 = remove(&seed(), "/limits");
+    v1["format"] = json!("diag_run_v1");
+    assert!(schema_allows(&v1));
+    let run = RunFile::parse(&v1.to_string(), FILE).unwrap();
+    assert_eq!(run.format, "diag_run_v1");
+    assert_eq!(run.limits, None);
+    assert_eq!(run.limits(), RunLimits::DEFAULT);
+    assert_eq!(run.limits().agent(), diag::replay::REPLAY_LIMITS);
+    assert_eq!((RunLimits::DEFAULT.max_turns, RunLimits::DEFAULT.max_tool_calls), (8, 12));
+    // A limits member in a v1 file, even one v2 would refuse, is ignored.
+    let mut with_limits = v1.clone();
+    with_limits["limits"] = json!({"max_tool_calls": 0});
+    assert!(schema_allows(&with_limits));
+    assert_eq!(RunFile::parse(&with_limits.to_string(), FILE).unwrap().limits, None);
+    // Written again, it is a v2 file with the same meaning.
+    let again = RunFile::parse(&run.to_json(), FILE).unwrap();
+    assert_eq!(again.format, "diag_run_v2");
+    assert_eq!(again.limits(), RunLimits::DEFAULT);
+    // The seed's own limits load as recorded.
+    let v2 = RunFile::parse(&seed().to_string(), FILE).unwrap();
+    assert_eq!(v2.limits().max_tool_calls, 20);
+    assert_eq!(v2.limits().agent().max_tokens.executor, 4096);
+}
+
+/// The upgrade of the fixture library: a v1 file becomes v2 by a text edit that keeps every
+/// other byte, and loads as the same run with the default limits.
+#[test]
+fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
+    use diag::runfile::{upgrade_v1, RunLimits};
+    let mut v1 = remove(&seed(), "/limits");
+    v1["format"] = json!("diag_run_v1");
+    for text in [
+        serde_json::to_string_pretty(&v1).unwrap(),
+        v1.to_string(),
+        format!("\u{feff}{}", serde_json::to_string_pretty(&v1).unwrap()),
+    ] {
+        let before = RunFile::parse(&text, FILE).unwrap();
+        let after = upgrade_v1(&text, FILE).unwrap().expect("a v1 file is upgraded");
+        let run = RunFile::parse(&after, FILE).unwrap();
+        assert_eq!(run.format, "diag_run_v2");
+        assert_eq!(run.limits, Some(RunLimits::DEFAULT));
+        assert_eq!(run.exchanges, before.exchanges);
+        assert_eq!(run.expected, before.expected);
+        // Only the format value changed and one member was added.
+        let removed: String = after.replacen("diag_run_v2", "diag_run_v1", 1);
+        let limits_at = removed.find(",\n  \"limits\"").or_else(|| removed.find(", \"limits\""));
+        let limits_at = limits_at.expect("the limits member follows the format");
+        let end = removed[limits_at..].find("65536}").unwrap() + limits_at + "65536}".len();
+        assert_eq!(format!("{}{}", &removed[..limits_at], &removed[end..]), text);
+        // Twice changes nothing.
+        assert_eq!(upgrade_v1(&after, FILE).unwrap(), None);
+        assert!(VALIDATOR.with(|v| v.is_valid(&serde_json::from_str::<Value>(diag::runfile::strip_bom(&after)).unwrap())));
     }
 }
