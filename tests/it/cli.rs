@@ -382,13 +382,14 @@ fn replay_prints_a_summary_table_and_its_json_follows_the_schema() {
 }
 
 #[test]
-fn every_schema_is_valid_and_every_committed_run_file_follows_diag_run_v1() {
+fn every_schema_is_valid_and_every_committed_run_file_follows_diag_run_v2() {
     for name in [
         "ask.v1.json",
         "trace.v1.json",
         "runs.v1.json",
         "replay.v1.json",
         "diag_run_v1.json",
+        "diag_run_v2.json",
     ] {
         let schema = read_json(&repo_file("docs/schema").join(name));
         jsonschema::meta::validate(&schema)
@@ -418,7 +419,7 @@ fn every_schema_is_valid_and_every_committed_run_file_follows_diag_run_v1() {
             .is_some_and(|s| s.starts_with("diag_run_"));
         if is_run_file {
             run_files += 1;
-            assert_schema("diag_run_v1.json", &doc);
+            assert_schema("diag_run_v2.json", &doc);
         }
     }
     assert!(run_files >= 4, "found {run_files} run files");
@@ -426,7 +427,7 @@ fn every_schema_is_valid_and_every_committed_run_file_follows_diag_run_v1() {
     // The schema is not looser than the parser on what the parser refuses.
     let mut both = read_json(&repo_file(PASS));
     both["exchanges"][0]["error"] = json!({"class": "permanent", "message": "x"});
-    let schema = read_json(&repo_file("docs/schema/diag_run_v1.json"));
+    let schema = read_json(&repo_file("docs/schema/diag_run_v2.json"));
     assert!(!jsonschema::is_valid(&schema, &both));
     let mut v9 = read_json(&repo_file(PASS));
     v9["format"] = json!("diag_run_v9");
@@ -449,7 +450,7 @@ fn ask_then_trace_export_and_replay_round_trip() {
         .expect(0)
         .quiet_stderr();
     let exported = read_json(&env.path("out.json"));
-    assert_schema("diag_run_v1.json", &exported);
+    assert_schema("diag_run_v2.json", &exported);
     assert_eq!(exported["run_id"], run_id.as_str());
     assert_eq!(exported["expected"], read_json(&pass)["expected"]);
     let model_exchanges: Vec<&Value> = exported["exchanges"]
@@ -545,7 +546,7 @@ fn every_library_fixture_round_trips_through_trace_and_export() {
             .expect(0)
             .quiet_stderr();
         let exported = read_json(&exported_path);
-        assert_schema("diag_run_v1.json", &exported);
+        assert_schema("diag_run_v2.json", &exported);
         assert_eq!(exported["run_id"], run_id.as_str(), "{name}");
         // An export always carries each model request's sha256 and max_tokens; hand-written
         // library files may leave them out (the tape then does not check the request).
@@ -670,7 +671,7 @@ fn replay_of_a_wrong_expected_exits_5_and_update_rewrites_it() {
     assert_eq!(rewritten["expected"], original["expected"]);
     assert_eq!(rewritten["exchanges"], original["exchanges"]);
     assert_eq!(rewritten["tools"], original["tools"]);
-    assert_schema("diag_run_v1.json", &rewritten);
+    assert_schema("diag_run_v2.json", &rewritten);
 
     env.run(&["replay", "wrong.json"]).expect(0).quiet_stderr();
     let out = env.run(&["replay", "--update", "wrong.json", "--json"]);
@@ -926,14 +927,14 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
     .unwrap();
     std::fs::write(
         env.path("v9.json"),
-        pass_text.replace("\"diag_run_v1\"", "\"diag_run_v9\""),
+        pass_text.replace("\"diag_run_v2\"", "\"diag_run_v9\""),
     )
     .unwrap();
     std::fs::write(env.path("no_format.json"), "{\"question\": \"q\"}").unwrap();
     let mut no_question = read_json(&repo_file(PASS));
     no_question["question"] = json!("  ");
     write_json(&env.path("no_question.json"), &no_question);
-    // Values the schema (docs/schema/diag_run_v1.json) forbids, named by their path.
+    // Values the schema (docs/schema/diag_run_v2.json) forbids, named by their path.
     let mut degraded = read_json(&repo_file(PASS));
     degraded["expected"]["status"] = json!("DEGRADED");
     write_json(&env.path("degraded.json"), &degraded);
@@ -975,7 +976,7 @@ fn bad_questions_and_run_files_are_refused_in_one_line() {
         ("malformed.json", "malformed.json: not valid JSON"),
         (
             "v9.json",
-            "v9.json: unknown run file format `diag_run_v9` (this diag reads `diag_run_v1`)",
+            "v9.json: unknown run file format `diag_run_v9` (this diag reads `diag_run_v2` and `diag_run_v1`)",
         ),
         ("no_format.json", "no_format.json: missing field `format`"),
         ("no_question.json", "no_question.json: question: empty"),
@@ -1273,7 +1274,7 @@ fn an_unwritable_record_path_is_refused_before_the_run() {
     // A record path that works writes a run file that replays.
     let out = env.run(&["ask", "--fixture", "pass.json", "--record", "rec.json"]);
     out.expect(0).quiet_stderr();
-    assert_schema("diag_run_v1.json", &read_json(&env.path("rec.json")));
+    assert_schema("diag_run_v2.json", &read_json(&env.path("rec.json")));
     env.run(&["replay", "rec.json"]).expect(0);
 }
 

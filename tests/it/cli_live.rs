@@ -65,7 +65,9 @@ fn a_recorded_live_run_replays_green_and_byte_identical_apart_from_run_ids() {
     let text = std::fs::read_to_string(env.path("rec.json")).unwrap();
     assert!(!text.contains(KEY), "the run file carries the API key");
     let rec = read_json(&env.path("rec.json"));
-    assert_schema("diag_run_v1.json", &rec);
+    assert_schema("diag_run_v2.json", &rec);
+    assert_eq!(rec["format"], "diag_run_v2");
+    assert_eq!(rec["limits"]["max_tool_calls"], 12);
     assert_eq!(rec["run_id"], asked["run_id"]);
     let exchanges = rec["exchanges"].as_array().unwrap();
     let kinds: Vec<&str> = exchanges
@@ -321,4 +323,35 @@ fn a_live_run_killed_outright_leaves_a_sound_store_and_is_swept_to_failed() {
     );
     let out = env.run(&["replay", "killed.json"]);
     out.expect(5);
+}
+
+/// A run recorded under limits other than the defaults replays green under them: the file
+/// records them, and the replay runs with them. The same file with its limits taken out (so
+/// the defaults apply) leaves its recording.
+#[test]
+fn a_run_recorded_with_other_limits_replays_green_under_them() {
+    let server = Aimock::start_with("graph.json", Some(KEY));
+    let env = live_env(&server);
+    let mut config = std::fs::read_to_string(env.path("diag.toml")).unwrap();
+    config.push_str("[limits]\nmax_turns = 1\nmax_tool_calls = 20\n");
+    std::fs::write(env.path("diag.toml"), config).unwrap();
+
+    let out = env.run(&["--config", "diag.toml", "ask", QUESTION, "--record", "rec.json"]);
+    assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
+    drop(server);
+    let rec = read_json(&env.path("rec.json"));
+    assert_schema("diag_run_v2.json", &rec);
+    assert_eq!(rec["limits"]["max_turns"], 1);
+    assert_eq!(rec["limits"]["max_tool_calls"], 20);
+
+    let replayed = env.run(&["replay", "rec.json"]);
+    replayed.expect(0).quiet_stderr();
+    assert!(replayed.stdout.ends_with("1 passed, 0 failed\n"), "{}", replayed.stdout);
+
+    let mut defaults = rec.clone();
+    defaults.as_object_mut().unwrap().remove("limits");
+    std::fs::write(env.path("defaults.json"), defaults.to_string()).unwrap();
+    let diverged = env.run(&["replay", "defaults.json", "--json"]);
+    diverged.expect(5);
+    assert_eq!(diverged.json()["files"][0]["result"], "diverged");
 }
