@@ -366,7 +366,13 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     // Written after the output, so a run file that cannot be written never hides the
     // answer; the run itself is stored either way.
     let record_error = args.record.as_ref().and_then(|path| {
-        let file = run_file_of(outcome, question, row.started_at, limits, deps.tools.catalog());
+        let file = run_file_of(
+            outcome,
+            question,
+            row.started_at,
+            limits,
+            deps.tools.catalog(),
+        );
         std::fs::write(path, file.to_json()).err().map(|e| {
             CommandError::usage(format!(
                 "{}: cannot write the run file: {e} (run {} is stored; diag export {} -o FILE \

@@ -26,8 +26,8 @@ use crate::eval::{
 };
 use crate::ids::RandomIds;
 use crate::replay::run_file_of;
-use crate::runfile::RunLimits;
 use crate::report::Format;
+use crate::runfile::RunLimits;
 use crate::setup;
 use crate::store::Store;
 

@@ -70,13 +70,19 @@ pub struct RunFile {
 pub struct RunLimits {
     #[serde(default = "default_max_turns", deserialize_with = "at_least_1_u32")]
     pub max_turns: u32,
-    #[serde(default = "default_max_tool_calls", deserialize_with = "at_least_1_u32")]
+    #[serde(
+        default = "default_max_tool_calls",
+        deserialize_with = "at_least_1_u32"
+    )]
     pub max_tool_calls: u32,
     #[serde(default, deserialize_with = "max_tokens")]
     pub max_tokens: MaxTokensConfig,
     #[serde(default = "default_tool_timeout", deserialize_with = "at_least_1_u64")]
     pub tool_timeout_secs: u64,
-    #[serde(default = "default_max_output_bytes", deserialize_with = "at_least_1_u64")]
+    #[serde(
+        default = "default_max_output_bytes",
+        deserialize_with = "at_least_1_u64"
+    )]
     pub max_output_bytes: u64,
 }
 
@@ -629,10 +635,11 @@ pub fn upgrade_v1(text: &str, file: &str) -> Result<Option<String>, RunFileError
         file: file.to_string(),
         reason: reason.to_string(),
     };
-    let doc: Value = serde_json::from_str(strip_bom(text)).map_err(|e| RunFileError::Malformed {
-        file: file.to_string(),
-        reason: one_line(&e.to_string()),
-    })?;
+    let doc: Value =
+        serde_json::from_str(strip_bom(text)).map_err(|e| RunFileError::Malformed {
+            file: file.to_string(),
+            reason: one_line(&e.to_string()),
+        })?;
     if doc.get("limits").is_some() {
         return Err(invalid(
             "limits: a v1 file with a `limits` member is ambiguous (v1 ignores it); remove it \
@@ -655,8 +662,10 @@ pub fn upgrade_v1(text: &str, file: &str) -> Result<Option<String>, RunFileError
     } else {
         ", ".to_string()
     };
+    // The format member keeps its own spacing: only its value changes.
+    let format_member = found.as_str().replacen(FORMAT_V1, FORMAT, 1);
     let after = format!(
-        "{}\"format\": \"{FORMAT}\"{separator}\"limits\": {limits}{}",
+        "{}{format_member}{separator}\"limits\": {limits}{}",
         &text[..found.start()],
         &text[found.end()..]
     );

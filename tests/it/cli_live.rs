@@ -336,7 +336,14 @@ fn a_run_recorded_with_other_limits_replays_green_under_them() {
     config.push_str("[limits]\nmax_turns = 1\nmax_tool_calls = 20\n");
     std::fs::write(env.path("diag.toml"), config).unwrap();
 
-    let out = env.run(&["--config", "diag.toml", "ask", QUESTION, "--record", "rec.json"]);
+    let out = env.run(&[
+        "--config",
+        "diag.toml",
+        "ask",
+        QUESTION,
+        "--record",
+        "rec.json",
+    ]);
     assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
     drop(server);
     let rec = read_json(&env.path("rec.json"));
@@ -346,7 +353,11 @@ fn a_run_recorded_with_other_limits_replays_green_under_them() {
 
     let replayed = env.run(&["replay", "rec.json"]);
     replayed.expect(0).quiet_stderr();
-    assert!(replayed.stdout.ends_with("1 passed, 0 failed\n"), "{}", replayed.stdout);
+    assert!(
+        replayed.stdout.ends_with("1 passed, 0 failed\n"),
+        "{}",
+        replayed.stdout
+    );
 
     let mut defaults = rec.clone();
     defaults.as_object_mut().unwrap().remove("limits");

@@ -88,8 +88,11 @@ fn a_recorded_invocation_id_the_replay_does_not_reproduce_is_a_divergence() {
         doc["exchanges"][at]["invocation_id"] = json!("inv-7");
     });
     // Unchanged, the file replays green.
-    env.run(&["replay", repo_file("fixtures/runs/pass.json").to_str().unwrap()])
-        .expect(0);
+    env.run(&[
+        "replay",
+        repo_file("fixtures/runs/pass.json").to_str().unwrap(),
+    ])
+    .expect(0);
     let out = env.run(&["replay", "ids.json", "--json"]);
     out.expect(5);
     let doc = out.json();

@@ -591,12 +591,23 @@ fn a_v1_file_loads_with_todays_limits() {
     assert_eq!(run.limits, None);
     assert_eq!(run.limits(), RunLimits::DEFAULT);
     assert_eq!(run.limits().agent(), diag::replay::REPLAY_LIMITS);
-    assert_eq!((RunLimits::DEFAULT.max_turns, RunLimits::DEFAULT.max_tool_calls), (8, 12));
+    assert_eq!(
+        (
+            RunLimits::DEFAULT.max_turns,
+            RunLimits::DEFAULT.max_tool_calls
+        ),
+        (8, 12)
+    );
     // A limits member in a v1 file, even one v2 would refuse, is ignored.
     let mut with_limits = v1.clone();
     with_limits["limits"] = json!({"max_tool_calls": 0});
     assert!(schema_allows(&with_limits));
-    assert_eq!(RunFile::parse(&with_limits.to_string(), FILE).unwrap().limits, None);
+    assert_eq!(
+        RunFile::parse(&with_limits.to_string(), FILE)
+            .unwrap()
+            .limits,
+        None
+    );
     // Written again, it is a v2 file with the same meaning.
     let again = RunFile::parse(&run.to_json(), FILE).unwrap();
     assert_eq!(again.format, "diag_run_v2");
@@ -620,7 +631,9 @@ fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
         format!("\u{feff}{}", serde_json::to_string_pretty(&v1).unwrap()),
     ] {
         let before = RunFile::parse(&text, FILE).unwrap();
-        let after = upgrade_v1(&text, FILE).unwrap().expect("a v1 file is upgraded");
+        let after = upgrade_v1(&text, FILE)
+            .unwrap()
+            .expect("a v1 file is upgraded");
         let run = RunFile::parse(&after, FILE).unwrap();
         assert_eq!(run.format, "diag_run_v2");
         assert_eq!(run.limits, Some(RunLimits::DEFAULT));
@@ -628,12 +641,18 @@ fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
         assert_eq!(run.expected, before.expected);
         // Only the format value changed and one member was added.
         let removed: String = after.replacen("diag_run_v2", "diag_run_v1", 1);
-        let limits_at = removed.find(",\n  \"limits\"").or_else(|| removed.find(", \"limits\""));
+        let limits_at = removed
+            .find(",\n  \"limits\"")
+            .or_else(|| removed.find(", \"limits\""));
         let limits_at = limits_at.expect("the limits member follows the format");
         let end = removed[limits_at..].find("65536}").unwrap() + limits_at + "65536}".len();
-        assert_eq!(format!("{}{}", &removed[..limits_at], &removed[end..]), text);
+        assert_eq!(
+            format!("{}{}", &removed[..limits_at], &removed[end..]),
+            text
+        );
         // Twice changes nothing.
         assert_eq!(upgrade_v1(&after, FILE).unwrap(), None);
-        assert!(VALIDATOR.with(|v| v.is_valid(&serde_json::from_str::<Value>(diag::runfile::strip_bom(&after)).unwrap())));
+        assert!(VALIDATOR.with(|v| v
+            .is_valid(&serde_json::from_str::<Value>(diag::runfile::strip_bom(&after)).unwrap())));
     }
 }
