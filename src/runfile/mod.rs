@@ -605,8 +605,11 @@ impl RunFile {
     /// (a v1 file read and written again becomes a v2 file without `limits`, which means
     /// the same defaults).
     pub fn to_json(&self) -> String {
+        // A file keeps the version it was loaded as, so `to_json` of a loaded file loads back
+        // as the same value; a v1 value that carries limits (only code builds one) is written
+        // as v2, since v1 would drop them.
         let current;
-        let file = if self.format == FORMAT {
+        let file = if self.format == FORMAT || (self.format == FORMAT_V1 && self.limits.is_none()) {
             self
         } else {
             current = RunFile {

@@ -608,10 +608,19 @@ fn a_v1_file_loads_with_todays_limits() {
             .limits,
         None
     );
-    // Written again, it is a v2 file with the same meaning.
+    // Written again, it keeps its version and loads back as the same value
+    // (`diag-runfile-upgrade` is what turns it into v2).
     let again = RunFile::parse(&run.to_json(), FILE).unwrap();
-    assert_eq!(again.format, "diag_run_v2");
-    assert_eq!(again.limits(), RunLimits::DEFAULT);
+    assert_eq!(again.format, "diag_run_v1");
+    assert_eq!(again, run);
+    // A v1 value that carries limits (only code builds one) is written as v2, keeping them.
+    let limited = RunFile {
+        limits: Some(RunLimits::DEFAULT),
+        ..run.clone()
+    };
+    let written = RunFile::parse(&limited.to_json(), FILE).unwrap();
+    assert_eq!(written.format, "diag_run_v2");
+    assert_eq!(written.limits, Some(RunLimits::DEFAULT));
     // The seed's own limits load as recorded.
     let v2 = RunFile::parse(&seed().to_string(), FILE).unwrap();
     assert_eq!(v2.limits().max_tool_calls, 20);
