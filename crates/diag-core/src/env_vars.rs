@@ -3,7 +3,7 @@
 //! `tests::no_module_reads_an_environment_variable_by_literal_name` keeps it so.
 //!
 //! One more is read by a name that is not diag's: the model endpoint's API key, from the
-//! variable the configuration names (`api_key_env`, `src/model/openai.rs`).
+//! variable the configuration names (`api_key_env`, `crates/diag-model-openai/src/lib.rs`).
 
 /// The environment variables diag reads.
 pub struct EnvVars;
