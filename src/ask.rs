@@ -20,7 +20,7 @@ use crate::diagnosis::{topology, DiagnosisNodes, DiagnosisState, Status, STEP_LI
 use crate::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
 use crate::ids::IdSource;
 use crate::protocol::ToolInvocation;
-use crate::runfile::Recorder;
+use crate::runfile::{Recorder, RunLimits};
 use crate::store::{NewRun, RunStatus, RunSummary, Store, StoreError};
 use crate::tools::InvocationLog;
 use diag_core::store::{FinishError, RunReader, RunStore, TraceRecorder};
@@ -41,6 +41,10 @@ pub struct AskDeps<S = Store> {
     pub models: AgentModels,
     pub tools: Arc<dyn ToolRunner>,
     pub limits: AgentLimits,
+    /// The limits stored with the run and exported into its run file (a live run's
+    /// configured limits, a replayed file's recorded ones); `None` when the run has none to
+    /// record (a replay of a file that records none).
+    pub run_limits: Option<RunLimits>,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
     pub store: S,
@@ -410,6 +414,12 @@ fn start_run<S: RunStore>(
         question: question.clone(),
         started_at,
         tools: catalog.clone(),
+        // A struct of numbers always serialises; were it ever not to, the run keeps no
+        // limits and its export replays under the defaults, which `replay` reports.
+        limits: deps
+            .run_limits
+            .as_ref()
+            .and_then(|l| serde_json::to_value(l).ok()),
     })?;
     let config = RunConfig::new(session_id.clone(), run_id.clone());
     let tape = record.then(|| Recorder::new(Arc::new(recorder.clone())));

@@ -126,6 +126,7 @@ pub fn replay_deps<S: RunStore>(
         models: AgentModels { default, overrides },
         tools: Arc::new(RecordedTools { tape: tape.clone() }),
         limits: run.limits.map_or(REPLAY_LIMITS, |l| l.agent()),
+        run_limits: run.limits,
         clock: Arc::new(FixedClock(run.started_at)),
         ids,
         store: store.clone(),

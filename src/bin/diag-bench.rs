@@ -251,6 +251,7 @@ async fn stored_run(
             question: question.to_string(),
             started_at: clock.now(),
             tools: Vec::new(),
+            limits: None,
         })
         .map_err(|e| e.to_string())?;
     let config = RunConfig::new("bench-session", run_id);
@@ -466,6 +467,7 @@ fn synthetic_run(n: usize) -> diag::report::RunData {
                 "claim_checks": (1..=n).map(|i| json!({"claim_id": format!("c{i}"), "supported": true})).collect::<Vec<_>>(),
             }})),
             tools: Vec::new(),
+            limits: None,
             owner_pid: 0,
             created_at: t0,
         },

@@ -108,6 +108,7 @@ pub(super) fn live_deps(
         models: env.models.clone(),
         tools: env.tools.clone(),
         limits: env.limits,
+        run_limits: Some(env.run_limits),
         clock,
         ids: Arc::new(RandomIds),
         store: store.clone(),

@@ -355,6 +355,7 @@ async fn run_one(
         models: live.models.clone(),
         tools: live.tools.clone(),
         limits: live.limits,
+        run_limits: Some(live.run_limits),
         clock,
         ids: Arc::new(RandomIds),
         store: store.clone(),

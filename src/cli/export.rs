@@ -10,7 +10,8 @@ use clap::Args;
 use super::common::{require_existing_store, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::runfile::{
-    Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, ToolRecord, FORMAT,
+    Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, RunLimits,
+    ToolRecord, FORMAT,
 };
 use crate::store::{RunStatus, Store};
 
@@ -81,9 +82,19 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
         session_id: run.session_id.clone(),
         run_id: run.run_id.clone(),
         started_at: run.started_at,
-        // The store does not keep the limits a run ran under: the file records none, and
-        // replays under the defaults.
-        limits: None,
+        // As the run was created with them; a run stored before the store kept limits, or a
+        // replay of a file that records none, exports none and replays under the defaults.
+        limits: run
+            .limits
+            .clone()
+            .map(serde_json::from_value::<RunLimits>)
+            .transpose()
+            .map_err(|e| {
+                CommandError::usage(format!(
+                    "run {}: the stored limits are not valid: {e}",
+                    run.run_id
+                ))
+            })?,
         tools: run.tools.clone(),
         exchanges: out,
         expected: Some(Expected {

@@ -340,6 +340,7 @@ fn rig_with(busy_timeout: Duration) -> Rig {
             mode: ToolMode::Fixed,
         }),
         limits: AgentLimits::default(),
+        run_limits: None,
         clock: Arc::new(FixedClock(T0)),
         ids: Arc::new(SequentialIds::default()),
         store: store.clone(),

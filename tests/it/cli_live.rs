@@ -359,6 +359,17 @@ fn a_run_recorded_with_other_limits_replays_green_under_them() {
         replayed.stdout
     );
 
+    // The store keeps the limits: the export of the live run records them and replays green.
+    let run_id = rec["run_id"].as_str().unwrap();
+    let exported = env.run(&["export", run_id, "-o", "exported.json"]);
+    exported.expect(0);
+    let exported = read_json(&env.path("exported.json"));
+    assert_schema("diag_run_v2.json", &exported);
+    assert_eq!(exported["limits"], rec["limits"]);
+    env.run(&["replay", "exported.json"])
+        .expect(0)
+        .quiet_stderr();
+
     let mut defaults = rec.clone();
     defaults.as_object_mut().unwrap().remove("limits");
     std::fs::write(env.path("defaults.json"), defaults.to_string()).unwrap();

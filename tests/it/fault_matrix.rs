@@ -448,6 +448,7 @@ impl Env {
                 clock: clock.clone(),
             }),
             limits: AgentLimits::default(),
+            run_limits: None,
             clock,
             ids: self.ids.clone(),
             store: self.store.clone(),

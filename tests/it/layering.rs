@@ -74,6 +74,20 @@ const LAYERS: &[Layer] = &[
     },
 ];
 
+/// Third-party crates that one crate alone may use (as a normal dependency; the root's
+/// integration tests may still open the store file as an operator would, so a
+/// dev-dependency is allowed): SQL is spoken in the store adapter only.
+const OWNED: &[(&str, &str)] = &[("rusqlite", "diag-store-sqlite")];
+
+/// Every way the manifest of `krate` uses a crate another one owns, one line each.
+fn owned_violations(krate: &str, deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+    OWNED
+        .iter()
+        .filter(|(dep, owner)| *owner != krate && deps.contains_key(*dep))
+        .map(|(dep, owner)| format!("{krate} must not depend on {dep}: only {owner} may"))
+        .collect()
+}
+
 /// A manifest's normal dependencies: name → the features it asks for.
 fn dependencies(manifest: &str) -> BTreeMap<String, Vec<String>> {
     let doc: toml::Table = toml::from_str(manifest).expect("a manifest is TOML");
@@ -139,8 +153,12 @@ fn every_crate_depends_only_on_what_its_layer_allows() {
             .find(|l| l.name == name)
             .unwrap_or_else(|| panic!("crates/{name} has no rule in LAYERS: add its layer"));
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-        found.extend(violations(layer, &dependencies(&manifest)));
+        let deps = dependencies(&manifest);
+        found.extend(violations(layer, &deps));
+        found.extend(owned_violations(&name, &deps));
     }
+    let root_deps = dependencies(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap());
+    found.extend(owned_violations("diag", &root_deps));
     assert!(found.is_empty(), "layering broken:\n{}", found.join("\n"));
     // Features set in `[workspace.dependencies]` would reach every crate, the pure ones too.
     let workspace: toml::Table =
@@ -168,7 +186,7 @@ fn every_layer_has_its_crate() {
 }
 
 #[test]
-fn the_check_refuses_an_adapter_in_core_and_a_process_feature() {
+fn the_check_refuses_an_adapter_in_core_a_process_feature_and_an_owned_crate() {
     let core = LAYERS.iter().find(|l| l.name == "diag-core").unwrap();
     let manifest = r#"
         [dependencies]
@@ -188,6 +206,17 @@ fn the_check_refuses_an_adapter_in_core_and_a_process_feature() {
             "diag-core must not use tokio's `process` feature",
         ]
     );
+    // An adapter may use any crate but one another crate owns; so may the root.
+    let manifest = "[dependencies]\nrusqlite = \"0.40\"\nreqwest = \"1\"\n";
+    assert_eq!(
+        owned_violations("diag-tools", &dependencies(manifest)),
+        ["diag-tools must not depend on rusqlite: only diag-store-sqlite may"]
+    );
+    assert_eq!(
+        owned_violations("diag", &dependencies(manifest)),
+        ["diag must not depend on rusqlite: only diag-store-sqlite may"]
+    );
+    assert!(owned_violations("diag-store-sqlite", &dependencies(manifest)).is_empty());
     let tools = LAYERS.iter().find(|l| l.name == "diag-tools").unwrap();
     let manifest = "[dependencies]\ndiag-store-sqlite = { path = \"x\" }\nreqwest = \"1\"\n";
     assert_eq!(

@@ -34,7 +34,7 @@ fn time(what: &'static str, text: &str) -> Decoded<Timestamp> {
 const RUN_COLUMNS: &str = "r.run_id, r.session_id, r.question, r.status, r.failure, r.answer, \
      r.started_at, r.finished_at, r.duration_ms, r.prompt_tokens, r.completion_tokens, \
      r.step_count, r.tool_count, r.degraded, r.effective_verdict, r.fallback_kind, r.path, \
-     r.self_evaluation, c.catalog, r.owner_pid, r.created_at \
+     r.self_evaluation, c.catalog, r.owner_pid, r.created_at, r.limits \
      FROM diagnosis_run r JOIN tool_catalog c ON c.sha256 = r.tools_sha256";
 
 /// The raw text columns of a run row; decoded after the SQLite cursor is done.
@@ -60,6 +60,7 @@ struct RawRun {
     catalog: String,
     owner_pid: u32,
     created_at: String,
+    limits: Option<String>,
 }
 
 fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -85,6 +86,7 @@ fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
         catalog: r.get(18)?,
         owner_pid: r.get(19)?,
         created_at: r.get(20)?,
+        limits: r.get(21)?,
     })
 }
 
@@ -123,6 +125,11 @@ impl RawRun {
                 .map(|e| json("self evaluation", e))
                 .transpose()?,
             tools: json("tool catalog", &self.catalog)?,
+            limits: self
+                .limits
+                .as_deref()
+                .map(|l| json("run limits", l))
+                .transpose()?,
             created_at: time("run created_at", &self.created_at)?,
             run_id: self.run_id,
             session_id: self.session_id,

@@ -129,8 +129,15 @@ CREATE TABLE evaluation (
 ) STRICT, WITHOUT ROWID;
 "#;
 
+/// Version 2: the limits a run ran under (the run file's `limits` object, JSON text), so an
+/// export records them and its replay runs under them. Runs stored before have none (NULL),
+/// and export as files that record none, which replay under the defaults those runs had.
+const V2: &str = r#"
+ALTER TABLE diagnosis_run ADD COLUMN limits TEXT;
+"#;
+
 /// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -232,4 +239,74 @@ pub(crate) fn check_read_only(conn: &Connection, path: &Path) -> Result<(), Stor
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::NewRun;
+    use crate::Store;
+    use diag_core::clock::Timestamp;
+    use serde_json::json;
+
+    fn new_run(run_id: &str, limits: Option<serde_json::Value>) -> NewRun {
+        NewRun {
+            run_id: run_id.into(),
+            session_id: "ses-1".into(),
+            question: "why does checkout return 502?".into(),
+            started_at: Timestamp::parse_rfc3339("2026-11-30T14:00:00Z").unwrap(),
+            tools: Vec::new(),
+            limits,
+        }
+    }
+
+    #[test]
+    fn a_run_keeps_the_limits_it_was_created_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("runs.db")).unwrap();
+        let limits = json!({"max_turns": 1, "max_tool_calls": 20, "tool_timeout_secs": 5});
+        store
+            .create_run(new_run("run-limits", Some(limits.clone())))
+            .unwrap();
+        store.create_run(new_run("run-none", None)).unwrap();
+        let got = |id: &str| store.get_run(id).unwrap().unwrap().limits;
+        assert_eq!(got("run-limits"), Some(limits));
+        assert_eq!(got("run-none"), None);
+    }
+
+    /// A store written at version 1 (before limits were kept) opens, migrates, and its runs
+    /// read back with no limits; new runs keep theirs.
+    #[test]
+    fn a_version_1_store_migrates_and_its_runs_have_no_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(V1).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO tool_catalog VALUES ('c0', '[]');
+                 INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at,
+                     tools_sha256, owner_pid, created_at)
+                 VALUES ('run-old', 'ses-1', 'q?', 'FAILED', '2026-11-30T14:00:00.000Z',
+                     'c0', 1, '2026-11-30T14:00:00.000Z');",
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let old = store.get_run("run-old").unwrap().unwrap();
+        assert_eq!(old.limits, None);
+        assert_eq!(old.question, "q?");
+        let limits = json!({"max_turns": 3});
+        store
+            .create_run(new_run("run-new", Some(limits.clone())))
+            .unwrap();
+        assert_eq!(
+            store.get_run("run-new").unwrap().unwrap().limits,
+            Some(limits)
+        );
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
+    }
 }

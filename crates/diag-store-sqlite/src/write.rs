@@ -180,6 +180,7 @@ impl Store {
         }
         let catalog = to_json(&run.tools)?;
         let catalog_sha = sha256_hex(catalog.as_bytes());
+        let limits = run.limits.as_ref().map(to_json).transpose()?;
         let me = Owner::current();
         let created_at = self.now().to_string();
         self.write("create a run", |tx| {
@@ -192,8 +193,8 @@ impl Store {
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO diagnosis_run (run_id, session_id, question, status, \
-                     started_at, tools_sha256, owner_pid, owner_token, created_at) \
-                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8)",
+                     started_at, tools_sha256, owner_pid, owner_token, created_at, limits) \
+                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -205,6 +206,7 @@ impl Store {
                         me.pid,
                         me.token,
                         created_at,
+                        limits,
                     ])
                 });
             match inserted {

@@ -43,6 +43,7 @@ pub fn new_run(run_id: &str, session_id: &str, offset_ms: i64) -> NewRun {
         question: "why does checkout-service return 502 since 14:00?".into(),
         started_at: ts(offset_ms),
         tools: catalog(),
+        limits: None,
     }
 }
 

@@ -67,6 +67,10 @@ pub struct NewRun {
     pub started_at: Timestamp,
     /// The tool catalog offered to the agents (the run file's `tools`).
     pub tools: Vec<ToolSpec>,
+    /// The limits the run runs under, as the run file's `limits` object (opaque to the
+    /// store, which keeps and returns it as given); `None` when they are not known (a replay
+    /// of a file that records none).
+    pub limits: Option<serde_json::Value>,
 }
 
 /// What the caller knows when a run ends. Token, step and tool counts are not here: the
@@ -108,6 +112,10 @@ pub struct RunRow {
     pub path: Vec<String>,
     pub self_evaluation: Option<serde_json::Value>,
     pub tools: Vec<ToolSpec>,
+    /// The limits the run ran under (the run file's `limits` object), as the run was
+    /// created with them; `None` for runs stored before limits were kept, and for replays of
+    /// files that record none.
+    pub limits: Option<serde_json::Value>,
     /// The process that wrote the run (used to tell interrupted runs from live ones).
     pub owner_pid: u32,
     /// When the store created the row, by the store's own clock (retention goes by this).
