@@ -12,7 +12,8 @@ use std::path::{Component, Path};
 
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
-use sha2::{Digest, Sha256};
+
+use crate::hash::sha256_hex;
 
 /// The value of `--jobs`: a whole number of at least 1.
 pub fn parse_jobs(text: &str) -> Result<usize, String> {
@@ -81,10 +82,10 @@ pub fn shard_key(path: &Path, cwd: Option<&Path>) -> String {
 
 /// The shard (1 ..= `count`) a file with this key belongs to.
 pub fn shard_of(key: &str, count: u64) -> u64 {
-    let digest = Sha256::digest(key.as_bytes());
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    1 + u64::from_be_bytes(first) % count.max(1)
+    // The first 8 bytes of the digest, big-endian (16 hex digits always parse).
+    let hex = sha256_hex(key.as_bytes());
+    let first = u64::from_str_radix(hex.get(..16).unwrap_or("0"), 16).unwrap_or(0);
+    1 + first % count.max(1)
 }
 
 /// How one run file ended, as JUnit tells it.
@@ -269,6 +270,9 @@ mod tests {
         }
         assert!(counts.iter().all(|&c| c > 60), "{counts:?}");
         assert_eq!(shard_of("anything", 1), 1);
+        // 1 + (first 8 bytes of sha256, big-endian) mod N, as documented.
+        assert_eq!(shard_of("fixtures/runs/pass.json", 3), 3);
+        assert_eq!(shard_of("fixtures/runs/pass.json", 7), 5);
     }
 
     #[test]
