@@ -28,7 +28,6 @@ use crate::store::Store;
 /// The schema name of `diag replay --json` output.
 pub const REPLAY_JSON_SCHEMA: &str = "diag.replay.v1";
 
-
 /// Replay run files (or folders of them) offline and compare each with its expected result.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {

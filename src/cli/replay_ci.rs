@@ -99,7 +99,9 @@ pub enum CaseOutcome {
         details: String,
     },
     /// The file could not be loaded or replayed.
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 /// One `<testcase>`.
@@ -239,7 +241,9 @@ mod tests {
         assert!(parse_jobs("-1").is_err());
         assert_eq!(parse_shard("2/3"), Ok(Shard { index: 2, count: 3 }));
         assert_eq!(parse_shard("1/1"), Ok(Shard { index: 1, count: 1 }));
-        for bad in ["0/3", "4/3", "x", "1/0", "0/0", "1/", "/3", "a/b", "1/3/2", "-1/3"] {
+        for bad in [
+            "0/3", "4/3", "x", "1/0", "0/0", "1/", "/3", "a/b", "1/3/2", "-1/3",
+        ] {
             assert!(parse_shard(bad).is_err(), "{bad}");
         }
     }
@@ -305,6 +309,9 @@ mod tests {
         assert!(xml.contains("&quot;x&quot; &lt;y&gt; \u{FFFD}"), "{xml}");
         assert!(xml.contains("]]&gt; &amp; &lt;z&gt;"), "{xml}");
         assert!(!xml.contains('\u{1}'));
-        assert!(xml.contains("tests=\"2\" failures=\"1\" errors=\"0\""), "{xml}");
+        assert!(
+            xml.contains("tests=\"2\" failures=\"1\" errors=\"0\""),
+            "{xml}"
+        );
     }
 }

@@ -61,11 +61,14 @@ fn replay_json(env: &TestEnv, args: &[&str]) -> (Out, Value) {
 /// `xmllint`, which the test command installs (scripts/install-peers): missing, the test
 /// fails rather than skipping the schema check.
 fn xmllint(args: &[&str]) -> std::process::Output {
-    Command::new("xmllint").args(args).output().unwrap_or_else(|e| {
-        panic!(
-            "xmllint cannot be run ({e}): install libxml2-utils (scripts/install-peers does)"
-        )
-    })
+    Command::new("xmllint")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "xmllint cannot be run ({e}): install libxml2-utils (scripts/install-peers does)"
+            )
+        })
 }
 
 /// Validates a JUnit document against the JUnit schema CI tools use.
@@ -168,7 +171,11 @@ fn a_files_shard_does_not_depend_on_the_order_or_spelling_of_the_arguments() {
             let root = format!("{}/", env.work().display());
             let mut got: Vec<String> = files_of(&doc)
                 .into_iter()
-                .map(|f| f.trim_start_matches(&root).trim_start_matches("./").to_string())
+                .map(|f| {
+                    f.trim_start_matches(&root)
+                        .trim_start_matches("./")
+                        .to_string()
+                })
                 .collect();
             got.sort();
             got
@@ -377,7 +384,9 @@ fn two_jobs_and_one_job_give_the_same_store_and_the_same_summaries() {
         let out = env.run(&["--db", db_arg, "replay", "fixtures", "--jobs", jobs]);
         out.expect(0).quiet_stderr();
         tables.push(out.stdout.clone());
-        let out = env.run(&["--db", db_arg, "replay", "fixtures", "--jobs", jobs, "--json"]);
+        let out = env.run(&[
+            "--db", db_arg, "replay", "fixtures", "--jobs", jobs, "--json",
+        ]);
         out.expect(0);
         docs.push(out.json());
     }
@@ -395,7 +404,14 @@ fn two_jobs_and_one_job_give_the_same_store_and_the_same_summaries() {
     }
     // Both stores hold the same number of runs (two replays of every file).
     let count = |db: &PathBuf| {
-        let out = env.run(&["--db", db.to_str().unwrap(), "runs", "--json", "--limit", "1000"]);
+        let out = env.run(&[
+            "--db",
+            db.to_str().unwrap(),
+            "runs",
+            "--json",
+            "--limit",
+            "1000",
+        ]);
         out.expect(0);
         out.json()["runs"].as_array().map(Vec::len)
     };
@@ -463,5 +479,20 @@ fn bad_jobs_and_shard_values_are_one_line_usage_errors() {
         let line = out.one_error_line();
         assert!(line.starts_with(&format!("diag: {says}: ")), "{line}");
         assert!(out.stdout.is_empty(), "{}", out.stdout);
+    }
+}
+
+#[test]
+fn help_and_completions_offer_the_ci_options() {
+    let env = TestEnv::new();
+    let help = env.run(&["replay", "--help"]);
+    help.expect(0).quiet_stderr();
+    for opt in ["--jobs <N>", "--shard <K/N>", "--junit <FILE>"] {
+        assert!(help.stdout.contains(opt), "{opt}:\n{}", help.stdout);
+    }
+    let bash = env.run(&["completions", "bash"]);
+    bash.expect(0).quiet_stderr();
+    for opt in ["--jobs", "--shard", "--junit"] {
+        assert!(bash.stdout.contains(opt), "{opt}");
     }
 }
