@@ -263,9 +263,8 @@ pub fn cmd_replay(
         None => Vec::new(),
     };
     let store = open_store(g, None)?;
-    // Worker threads: one per job, at most one per core and at least two as every command
-    // runtime has (more jobs than cores still run
-    // concurrently, interleaved while they wait on the store).
+    // Worker threads: one per job, at most one per core, at least the two every command's
+    // runtime has. More jobs than cores still run concurrently, interleaved.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = runtime_with_workers(jobs.min(cores).max(2))?;
     let total = files.len();
