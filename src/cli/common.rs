@@ -108,8 +108,13 @@ impl From<crate::ask::AskError> for CommandError {
 
 /// A small multi-threaded runtime: model calls, tool calls and replays run concurrently.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
+    runtime_with_workers(2)
+}
+
+/// A multi-threaded runtime with `workers` worker threads (at least one).
+pub fn runtime_with_workers(workers: usize) -> Result<tokio::runtime::Runtime, CommandError> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers.max(1))
         .enable_all()
         .build()
         .map_err(|e| CommandError::new(Exit::Internal, format!("cannot start the runtime: {e}")))

@@ -12,6 +12,7 @@ mod graph;
 mod mcp;
 mod progress;
 mod replay;
+mod replay_ci;
 mod report;
 mod runs;
 mod trace;

@@ -1,5 +1,9 @@
 //! `diag replay FILE|DIR…`: replays run files offline, compares each with its `expected`,
 //! prints a summary table (or `--json`), and exits 5 on any mismatch or divergence.
+//!
+//! At CI scale: `--jobs N` replays N files at once (each in a task of its own; results are
+//! reported in file order whatever order they finish in), `--shard K/N` keeps the files of one
+//! of N stable shards (see [`super::replay_ci`]), and `--junit FILE` writes JUnit XML.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +15,8 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::ask::load_run_file;
-use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
+use super::common::{interrupt_handler, open_store, runtime_with_workers, write_json, write_text};
+use super::replay_ci::{self, Case, CaseOutcome, Shard, SuiteInfo};
 use super::{CommandError, Exit, GlobalArgs};
 use crate::ids::RandomIds;
 use crate::render::one_line;
@@ -22,9 +27,6 @@ use crate::store::Store;
 
 /// The schema name of `diag replay --json` output.
 pub const REPLAY_JSON_SCHEMA: &str = "diag.replay.v1";
-
-/// Files replayed at once.
-const PARALLEL: usize = 4;
 
 /// Replay run files (or folders of them) offline and compare each with its expected result.
 #[derive(Debug, Args)]
@@ -46,6 +48,17 @@ pub struct ReplayArgs {
     /// intended change)
     #[arg(long)]
     pub update: bool,
+    /// Replay N files at once (default: the number of cores); output keeps the files' order
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<String>,
+    /// Replay only shard K of N: each file belongs to one shard, fixed by a hash of its path
+    /// (relative to the working directory), so N runners with the same arguments together
+    /// replay every file once
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
+    /// Also write the results as JUnit XML to FILE (one test case per run file)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -68,6 +81,9 @@ struct FileResult {
     mismatches: Vec<Mismatch>,
     divergence: Option<String>,
     error: Option<String>,
+    /// Wall time of the replay, for JUnit only (the JSON output stays deterministic).
+    #[serde(skip)]
+    seconds: f64,
 }
 
 /// Every run file named, folders expanded recursively in sorted order.
@@ -130,7 +146,10 @@ async fn replay_one(
     if cancel.is_cancelled() {
         return None;
     }
-    Some(replay_file(path, store, update, &cancel).await)
+    let started = std::time::Instant::now();
+    let mut result = replay_file(path, store, update, &cancel).await;
+    result.seconds = started.elapsed().as_secs_f64();
+    Some(result)
 }
 
 async fn replay_file(
@@ -149,6 +168,7 @@ async fn replay_file(
         mismatches: Vec::new(),
         divergence: None,
         error: None,
+        seconds: 0.0,
     };
     let run: RunFile = match load_run_file(&path) {
         Ok(r) => r,
@@ -209,10 +229,24 @@ pub fn cmd_replay(
     args: &ReplayArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
+    let jobs = match &args.jobs {
+        Some(text) => replay_ci::parse_jobs(text).map_err(CommandError::usage)?,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let shard = match &args.shard {
+        Some(text) => Some(replay_ci::parse_shard(text).map_err(CommandError::usage)?),
+        None => None,
+    };
     let files = expand(&args.paths)?;
     if files.is_empty() {
         return Err(CommandError::usage("no run files found"));
     }
+    // An empty shard is not an error: with few files, some of N runners get none, and they
+    // must pass (an empty summary, an empty JUnit suite, exit 0).
+    let files = match shard {
+        Some(shard) => in_shard(files, shard),
+        None => files,
+    };
     let report_names = match &args.report_dir {
         Some(dir) => {
             if dir.exists() && !dir.is_dir() {
@@ -229,19 +263,35 @@ pub fn cmd_replay(
         None => Vec::new(),
     };
     let store = open_store(g, None)?;
-    let rt = runtime()?;
+    // Worker threads: one per job, at most one per core, at least the two every command's
+    // runtime has. More jobs than cores still run concurrently, interleaved.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let rt = runtime_with_workers(jobs.min(cores).max(2))?;
     let total = files.len();
     let cancel = CancellationToken::new();
+    let started = std::time::Instant::now();
     let results: Vec<Option<FileResult>> = rt.block_on(async {
         let on_ctrl_c = interrupt_handler(cancel.clone())?;
+        // Each file is a task of its own (so files replay on several threads at once);
+        // `buffered` starts at most `jobs` of them and yields results in file order.
         let results = stream::iter(files)
-            .map(|p| replay_one(p, store.clone(), args.update, cancel.clone()))
-            .buffered(PARALLEL)
+            .map(|p| {
+                let file = p.display().to_string();
+                let task = tokio::spawn(replay_one(p, store.clone(), args.update, cancel.clone()));
+                async move {
+                    match task.await {
+                        Ok(r) => r,
+                        Err(e) => Some(FileResult::error(file, format!("replay failed: {e}"))),
+                    }
+                }
+            })
+            .buffered(jobs)
             .collect()
             .await;
         on_ctrl_c.abort();
         Ok::<_, CommandError>(results)
     })?;
+    let seconds = started.elapsed().as_secs_f64();
     if cancel.is_cancelled() {
         // Files that finished before Ctrl-C are stored as usual; the ones in flight are
         // stored FAILED (`interrupted`); the rest were not started.
@@ -267,6 +317,11 @@ pub fn cmd_replay(
                     report_errors.push(e);
                 }
             }
+        }
+    }
+    if let Some(path) = &args.junit {
+        if let Err(e) = write_junit(path, &results, shard, jobs, seconds) {
+            report_errors.push(e);
         }
     }
     let failed = results
@@ -320,6 +375,130 @@ pub fn cmd_replay(
             ),
         ))
     }
+}
+
+impl FileResult {
+    fn error(file: String, message: String) -> FileResult {
+        FileResult {
+            file,
+            result: Verdict::Error,
+            run_id: None,
+            status: None,
+            path: Vec::new(),
+            mismatches: Vec::new(),
+            divergence: None,
+            error: Some(message),
+            seconds: 0.0,
+        }
+    }
+}
+
+/// The files of one shard, in their order.
+fn in_shard(files: Vec<PathBuf>, shard: Shard) -> Vec<PathBuf> {
+    let cwd = std::env::current_dir().ok();
+    files
+        .into_iter()
+        .filter(|f| {
+            let key = replay_ci::shard_key(f, cwd.as_deref());
+            replay_ci::shard_of(&key, shard.count) == shard.index
+        })
+        .collect()
+}
+
+/// A JUnit test case per result: a mismatch's message names the first mismatched field, a
+/// divergence's where it diverged; the details carry every mismatch.
+fn junit_case(r: &FileResult) -> Case {
+    let outcome = match r.result {
+        Verdict::Ok | Verdict::Updated => CaseOutcome::Passed,
+        Verdict::Mismatch => {
+            let mut details = String::new();
+            for m in &r.mismatches {
+                details.push_str(&format!(
+                    "{}:\n  - expected: {}\n  + actual:   {}\n",
+                    m.field, m.expected, m.actual
+                ));
+            }
+            let message = match r.mismatches.first() {
+                Some(m) => format!(
+                    "{}: expected {}, got {}",
+                    m.field,
+                    one_line(&m.expected, 200),
+                    one_line(&m.actual, 200)
+                ),
+                None => "the replay did not reproduce the expected result".to_string(),
+            };
+            CaseOutcome::Failure {
+                kind: "mismatch",
+                message,
+                details,
+            }
+        }
+        Verdict::Diverged => {
+            let d = r.divergence.clone().unwrap_or_default();
+            CaseOutcome::Failure {
+                kind: "divergence",
+                message: format!("diverged at {}", one_line(&d, 300)),
+                details: d,
+            }
+        }
+        Verdict::Error => CaseOutcome::Error {
+            message: r.error.clone().unwrap_or_else(|| "error".to_string()),
+        },
+    };
+    Case {
+        name: r.file.clone(),
+        seconds: r.seconds,
+        outcome,
+    }
+}
+
+fn write_junit(
+    path: &Path,
+    results: &[FileResult],
+    shard: Option<Shard>,
+    jobs: usize,
+    seconds: f64,
+) -> Result<(), CommandError> {
+    let now = time::OffsetDateTime::now_utc();
+    let timestamp = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    );
+    let mut properties = vec![("jobs".to_string(), jobs.to_string())];
+    if let Some(shard) = shard {
+        properties.push(("shard".to_string(), shard.to_string()));
+    }
+    let suite = SuiteInfo {
+        name: match shard {
+            Some(shard) => format!("diag.replay shard {shard}"),
+            None => "diag.replay".to_string(),
+        },
+        timestamp,
+        hostname: hostname(),
+        seconds,
+        properties,
+    };
+    let cases: Vec<Case> = results.iter().map(junit_case).collect();
+    let cannot = |e: std::io::Error| {
+        CommandError::usage(format!("{}: cannot write JUnit XML: {e}", path.display()))
+    };
+    let xml = replay_ci::junit_xml(&suite, &cases).map_err(cannot)?;
+    std::fs::write(path, xml).map_err(cannot)
+}
+
+/// This machine's name, or `localhost` when it has none to give.
+fn hostname() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|s| s.trim().to_string())
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
 }
 
 /// The report file name of each run file, in order: its stem and the format's extension,

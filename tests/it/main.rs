@@ -37,6 +37,7 @@ mod model_openai;
 mod node_contract;
 mod projection;
 mod protocol_parsers;
+mod replay_ci;
 mod replay_fidelity;
 mod report;
 mod report_browser;
