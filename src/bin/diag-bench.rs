@@ -251,6 +251,7 @@ async fn stored_run(
             question: question.to_string(),
             started_at: clock.now(),
             tools: Vec::new(),
+            resumed_from: None,
         })
         .map_err(|e| e.to_string())?;
     let config = RunConfig::new("bench-session", run_id);
@@ -468,6 +469,8 @@ fn synthetic_run(n: usize) -> diag::report::RunData {
             tools: Vec::new(),
             owner_pid: 0,
             created_at: t0,
+            resumed_from: None,
+            reuse: None,
         },
         events,
         model_calls,

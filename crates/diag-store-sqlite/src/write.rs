@@ -79,6 +79,7 @@ const FINISH: &str = "
 UPDATE diagnosis_run SET
     status = ?2, failure = ?3, answer = ?4, finished_at = ?5, duration_ms = ?6,
     degraded = ?7, effective_verdict = ?8, fallback_kind = ?9, self_evaluation = ?10,
+    reused_model_calls = ?11, reused_tool_calls = ?12, reuse_stopped = ?13,
     prompt_tokens =
         (SELECT CAST(total(prompt_tokens) AS INTEGER) FROM agent_step WHERE run_id = ?1),
     completion_tokens =
@@ -192,8 +193,9 @@ impl Store {
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO diagnosis_run (run_id, session_id, question, status, \
-                     started_at, tools_sha256, owner_pid, owner_token, created_at) \
-                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8)",
+                     started_at, tools_sha256, owner_pid, owner_token, created_at, \
+                     resumed_from) \
+                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -205,6 +207,7 @@ impl Store {
                         me.pid,
                         me.token,
                         created_at,
+                        run.resumed_from,
                     ])
                 });
             match inserted {
@@ -582,6 +585,9 @@ impl Store {
                     summary.effective_verdict.map(|v| v.as_str()),
                     summary.fallback_kind.map(|k| k.as_str()),
                     self_evaluation,
+                    summary.reuse.as_ref().map(|r| r.model_calls),
+                    summary.reuse.as_ref().map(|r| r.tool_calls),
+                    summary.reuse.as_ref().and_then(|r| r.stopped.as_deref()),
                 ])
             });
             match changed {

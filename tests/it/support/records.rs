@@ -43,6 +43,7 @@ pub fn new_run(run_id: &str, session_id: &str, offset_ms: i64) -> NewRun {
         question: "why does checkout-service return 502 since 14:00?".into(),
         started_at: ts(offset_ms),
         tools: catalog(),
+        resumed_from: None,
     }
 }
 
@@ -173,6 +174,7 @@ pub fn summary(answer: &str) -> RunSummary {
         effective_verdict: Some(diag::protocol::Verdict::Pass),
         fallback_kind: None,
         self_evaluation: Some(json!({"verifier_evaluation": {"verdict": "PASS", "round": 1}})),
+        reuse: None,
     }
 }
 

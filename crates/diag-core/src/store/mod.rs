@@ -34,7 +34,7 @@ use crate::protocol::ToolInvocation;
 use crate::tools::InvocationLog;
 
 pub use records::{
-    EvaluationRow, NewRun, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange, StoredStep,
+    EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange, StoredStep,
     INTERRUPTED,
 };
 
