@@ -326,10 +326,7 @@ mod tests {
             Vec::new(),
         );
         let served = reusing.model(AgentRole::Planner, &request("plan"));
-        assert_eq!(
-            served.and_then(|r| r.content),
-            Some("the plan".to_string())
-        );
+        assert_eq!(served.and_then(|r| r.content), Some("the plan".to_string()));
         assert_eq!(reusing.model(AgentRole::Executor, &request("act")), None);
         assert_eq!(
             reusing.reuse(),
@@ -351,7 +348,9 @@ mod tests {
             ],
             Vec::new(),
         );
-        assert!(reusing.model(AgentRole::Planner, &request("plan")).is_some());
+        assert!(reusing
+            .model(AgentRole::Planner, &request("plan"))
+            .is_some());
         assert_eq!(
             reusing.model(AgentRole::Executor, &request("act differently")),
             None

@@ -70,8 +70,8 @@ use rusqlite::{Connection, OpenFlags};
 pub use error::StoreError;
 pub use recorder::RunRecorder;
 pub use records::{
-    EvaluationRow, GcReport, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
-    StoredStep, INTERRUPTED,
+    EvaluationRow, GcReport, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary,
+    StoredExchange, StoredStep, INTERRUPTED,
 };
 pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 pub use write::{FinishError, FinishReport};
