@@ -365,7 +365,7 @@ fn resuming_a_success_a_running_or_an_unknown_run_is_refused_with_nothing_writte
     assert_eq!(succeeded["status"], "SUCCESS");
     let success = succeeded["run_id"].as_str().unwrap().to_string();
     // A RUNNING run owned by this (live) process: another process may still be writing it.
-    let store = Store::open(&env.db()).unwrap();
+    let store = Store::open(env.db()).unwrap();
     store
         .create_run(crate::support::records::new_run("run-running", "ses-1", 0))
         .unwrap();
