@@ -151,10 +151,20 @@ impl AskOutcome {
     }
 }
 
+/// A run that resumes a FAILED one (`diag ask --resume`): the original run's id, stored as
+/// `resumed_from` when the run is created, and what the run reused of it, asked for when the
+/// run is finished.
+pub struct Resume<'a> {
+    pub from: String,
+    pub reuse: &'a (dyn Fn() -> crate::store::Reuse + Send + Sync),
+}
+
 /// How to run one question, beyond the question itself.
 pub struct AskOptions<'a> {
     /// Also collect every exchange, for a run file.
     pub record: bool,
+    /// The run resumes another; see [`Resume`].
+    pub resume: Option<Resume<'a>>,
     /// Cancels the run (it then ends [`RunEnd::Interrupted`]).
     pub cancel: Option<&'a CancellationToken>,
     /// Told of every node start and event, after the store.
@@ -166,9 +176,16 @@ impl<'a> AskOptions<'a> {
     pub fn new(progress: &'a mut dyn Observer<Status>) -> Self {
         AskOptions {
             record: false,
+            resume: None,
             cancel: None,
             progress,
         }
+    }
+
+    /// The run resumes another (see [`Resume`]).
+    pub fn resuming(mut self, resume: Option<Resume<'a>>) -> Self {
+        self.resume = resume;
+        self
     }
 
     /// Also collect every exchange, for a run file.
@@ -321,16 +338,23 @@ pub async fn ask<S: RunStore>(
 ) -> Result<AskOutcome, AskError<S::Error>> {
     let AskOptions {
         record,
+        resume,
         cancel,
         progress,
     } = options;
-    let started = start_run(deps, request, record)?;
+    let resumed_from = resume.as_ref().map(|r| r.from.clone());
+    let reuse = || resume.as_ref().map(|r| (r.reuse)());
+    let started = start_run(deps, request, record, resumed_from)?;
     let graph = match compile_graph(&started) {
         Ok(g) => g,
         Err(e) => {
             let failure = format!("engine: topology does not compile: {e}");
             let (early, tape) = started.early_failure();
-            return early.finish(failure, RunSummary::default(), tape);
+            let summary = RunSummary {
+                reuse: reuse(),
+                ..RunSummary::default()
+            };
+            return early.finish(failure, summary, tape);
         }
     };
 
@@ -349,6 +373,7 @@ pub async fn ask<S: RunStore>(
             let summary = RunSummary {
                 finished_at: Some(deps.clock.now()),
                 duration_ms: Some(started.duration_ms()),
+                reuse: reuse(),
                 ..RunSummary::default()
             };
             let (early, tape) = started.early_failure();
@@ -365,6 +390,7 @@ pub async fn ask<S: RunStore>(
     let mut warnings = Vec::new();
     let steps = read_steps(deps, &started.run_id, &mut warnings);
     let mut summary = run_summary(&state, finished_at, duration_ms);
+    summary.reuse = reuse();
     summary.self_evaluation = serde_json::to_value(serde_json::json!({
         "verifier_evaluation": verifier_evaluation(&state, &steps),
     }))
@@ -398,6 +424,7 @@ fn start_run<S: RunStore>(
     deps: &AskDeps<S>,
     request: AskRequest,
     record: bool,
+    resumed_from: Option<String>,
 ) -> Result<Started<'_, S>, AskError<S::Error>> {
     let question = request.question.trim().to_string();
     if question.is_empty() {
@@ -420,6 +447,7 @@ fn start_run<S: RunStore>(
             .run_limits
             .as_ref()
             .and_then(|l| serde_json::to_value(l).ok()),
+        resumed_from,
     })?;
     let config = RunConfig::new(session_id.clone(), run_id.clone());
     let tape = record.then(|| Recorder::new(Arc::new(recorder.clone())));

@@ -252,6 +252,7 @@ async fn stored_run(
             started_at: clock.now(),
             tools: Vec::new(),
             limits: None,
+            resumed_from: None,
         })
         .map_err(|e| e.to_string())?;
     let config = RunConfig::new("bench-session", run_id);
@@ -470,6 +471,8 @@ fn synthetic_run(n: usize) -> diag::report::RunData {
             limits: None,
             owner_pid: 0,
             created_at: t0,
+            resumed_from: None,
+            reuse: None,
         },
         events,
         model_calls,

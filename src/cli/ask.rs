@@ -12,13 +12,14 @@ use tokio_util::sync::CancellationToken;
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest};
+use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::ids::RandomIds;
 use crate::protocol::Verdict;
 use crate::render;
 use crate::replay::{divergence_of, replay_deps, run_file_of};
+use crate::runfile::resume::{resumed_models, ResumedTools, Reusing};
 use crate::runfile::RunLimits;
 use crate::runfile::{Divergence, RunFile};
 use crate::setup;
@@ -55,6 +56,11 @@ pub struct AskArgs {
     /// Exit 4 when the run succeeded but was degraded or its verdict was not PASS
     #[arg(long)]
     pub strict: bool,
+    /// Continue a run that ended FAILED, as a new run: its stored model and tool calls are
+    /// reused in order (checked as replay checks them) until they run out or diverge, then the
+    /// run goes on live. Takes that run's question and session: give no question
+    #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["fixture", "session"])]
+    pub resume: Option<String>,
 }
 
 /// Loads a run file, naming the file in every error.
@@ -70,6 +76,50 @@ pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
 enum Source {
     Fixture(Box<RunFile>),
     Live(Box<Config>, PathBuf),
+}
+
+/// The FAILED run `--resume` continues: its id, session and stored exchanges.
+struct Resuming {
+    run: RunFile,
+}
+
+/// Opens the store a live run would use and reads the run `--resume` names, refusing (with
+/// nothing written) an unknown run, one that ended SUCCESS and one still RUNNING.
+fn resumable(
+    g: &GlobalArgs,
+    config: &Config,
+    run_id: &str,
+) -> Result<(Store, Resuming), CommandError> {
+    let at = super::common::db_location(g, Some(config))?;
+    let store = match Store::open_existing(&at.path, crate::store::StoreOptions::default()) {
+        Ok(store) => store,
+        Err(crate::store::StoreError::Missing { .. }) => {
+            return Err(CommandError::unknown_run(run_id))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let row = store
+        .get_run(run_id)
+        .map_err(CommandError::from)?
+        .ok_or_else(|| CommandError::unknown_run(run_id))?;
+    match row.status {
+        RunStatus::Failed => {}
+        RunStatus::Success => {
+            return Err(CommandError::usage(format!(
+                "run {} ended SUCCESS: only a FAILED run can be resumed",
+                row.run_id
+            )))
+        }
+        RunStatus::Running => {
+            return Err(CommandError::usage(format!(
+                "run {} is still RUNNING (its process may still be working on it): only a \
+                 FAILED run can be resumed",
+                row.run_id
+            )))
+        }
+    }
+    let run = super::export::run_file(&store, &row.run_id)?;
+    Ok((store, Resuming { run }))
 }
 
 /// The configuration a live run uses (`--config`, `DIAG_CONFIG`, the user's config folder).
@@ -156,6 +206,13 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     if let Some(session) = &args.session {
         check_session(session).map_err(|e| CommandError::usage(format!("--session {e}")))?;
     }
+    if let (Some(run_id), Some(_)) = (&args.resume, &args.question) {
+        // The resumed run answers the original question only: its stored calls are about it.
+        return Err(CommandError::usage(format!(
+            "--resume {} continues that run with its own question: omit the question",
+            render::one_line(run_id, 80)
+        )));
+    }
     let source = match &args.fixture {
         Some(path) => Source::Fixture(Box::new(load_run_file(path)?)),
         None => {
@@ -176,13 +233,14 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         }
         (Some(_) | None, Source::Fixture(run)) => run.question.clone(),
         (Some(q), Source::Live(..)) => q.clone(),
+        (None, Source::Live(..)) if args.resume.is_some() => String::new(),
         (None, Source::Live(..)) => {
             return Err(CommandError::usage(
                 "a question is required, e.g. diag ask \"why does checkout return 502?\"",
             ))
         }
     };
-    if question.trim().is_empty() {
+    if question.trim().is_empty() && args.resume.is_none() {
         return Err(CommandError::usage("the question is empty"));
     }
     if let Some(path) = &args.record {
@@ -192,9 +250,17 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         super::report::format_for(None, Some(path), "--report")?;
         super::report::check_output_path(path, "report")?;
     }
-    let store = match &source {
-        Source::Live(config, _) => open_store(g, Some(config))?,
-        Source::Fixture(_) => open_store(g, None)?,
+    let (store, resuming) = match (&source, &args.resume) {
+        (Source::Live(config, _), Some(run_id)) => {
+            let (store, resuming) = resumable(g, config, run_id)?;
+            (store, Some(resuming))
+        }
+        (Source::Live(config, _), None) => (open_store(g, Some(config))?, None),
+        (Source::Fixture(_), _) => (open_store(g, None)?, None),
+    };
+    let question = match &resuming {
+        Some(r) => r.run.question.clone(),
+        None => question,
     };
     let rt = runtime()?;
     let show_progress = !(g.quiet || g.no_progress || args.json);
@@ -202,6 +268,9 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         Source::Fixture(run) => run.limits(),
         Source::Live(config, _) => RunLimits::of_config(&config.limits),
     };
+    let reusing = resuming
+        .as_ref()
+        .map(|r| Reusing::new(r.run.exchanges.clone(), r.run.tools.clone()));
     rt.block_on(async {
         let (deps, tape, env) = match source {
             Source::Fixture(run) => {
@@ -213,15 +282,49 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                 let env = setup::live(&config, clock.clone())
                     .await
                     .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
-                let deps = live_deps(&env, clock, &store);
+                let mut deps = live_deps(&env, clock, &store);
+                if let Some(r) = &reusing {
+                    deps.models = resumed_models(&deps.models, r);
+                    deps.tools = Arc::new(ResumedTools {
+                        reusing: r.clone(),
+                        live: deps.tools.clone(),
+                    });
+                }
                 (deps, None, Some(env))
             }
         };
-        let result = run_ask(&deps, args, &question, show_progress).await;
+        let reuse_of = |r: &Arc<Reusing>| {
+            let r = r.clone();
+            move || r.reuse()
+        };
+        let tally = reusing.as_ref().map(reuse_of);
+        let resume = match (&resuming, &tally) {
+            (Some(from), Some(tally)) => Some(Resume {
+                from: from.run.run_id.clone(),
+                reuse: tally,
+            }),
+            _ => None,
+        };
+        let session = match &resuming {
+            Some(r) => Some(r.run.session_id.clone()),
+            None => args.session.clone(),
+        };
+        let result = run_ask(&deps, args, &question, session, resume, show_progress).await;
         if let Some(env) = env {
             env.shutdown().await;
         }
         let outcome = result?;
+        if let (Some(r), Some(from)) = (&reusing, &resuming) {
+            if let Some(stop) = r.stop().filter(|s| s.divergence) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "diag: resume of run {} diverged at {}; reuse stopped there and the run went \
+                     on live",
+                    from.run.run_id,
+                    render::one_line(&stop.at.to_string(), 300)
+                );
+            }
+        }
         let divergence = tape
             .as_ref()
             .and_then(|(tape, run)| divergence_of(run, tape, &store, &outcome.run_id));
@@ -248,6 +351,8 @@ async fn run_ask(
     deps: &AskDeps,
     args: &AskArgs,
     question: &str,
+    session: Option<String>,
+    resume: Option<Resume<'_>>,
     show_progress: bool,
 ) -> Result<AskOutcome, CommandError> {
     let cancel = CancellationToken::new();
@@ -257,11 +362,12 @@ async fn run_ask(
         deps,
         AskRequest {
             question: question.to_string(),
-            session_id: args.session.clone(),
+            session_id: session,
             run_id: None,
         },
         AskOptions::new(&mut progress)
             .recording(args.record.is_some())
+            .resuming(resume)
             .cancel(Some(&cancel)),
     )
     .await;

@@ -61,6 +61,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
             failure: run.failure.as_deref(),
         }),
         render::timeline(&events),
+        resumed_text(&run, &exchanges),
         render::invocations(&invocations),
         grounding
             .as_ref()
@@ -147,9 +148,24 @@ pub(super) fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Valu
         grounding,
     } = load(store, run_id)?;
     let steps = store.agent_steps(&run.run_id).map_err(CommandError::from)?;
+    let (reused_steps, reused_tools) = reused_counts(&run);
     let steps: Vec<serde_json::Value> = steps
         .iter()
-        .map(|s| step_json(&s.step, &exchanges))
+        .enumerate()
+        .map(|(i, s)| {
+            let mut v = step_json(&s.step, &exchanges);
+            v["reused"] = json!(i < reused_steps);
+            v
+        })
+        .collect();
+    let invocations: Vec<serde_json::Value> = invocations
+        .iter()
+        .enumerate()
+        .map(|(i, inv)| {
+            let mut v = serde_json::to_value(inv).unwrap_or(serde_json::Value::Null);
+            v["reused"] = json!(i < reused_tools);
+            v
+        })
         .collect();
     Ok(json!({
         "schema": TRACE_JSON_SCHEMA,
@@ -172,6 +188,8 @@ pub(super) fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Valu
             "fallback_kind": run.fallback_kind.map(|k| k.as_str()),
             "path": run.path,
             "self_evaluation": run.self_evaluation,
+            "resumed_from": run.resumed_from,
+            "reuse": run.reuse,
         },
         "events": events,
         "agent_steps": steps,
@@ -179,6 +197,66 @@ pub(super) fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Valu
         "grounding": grounding,
         "evaluation": evaluation.map(|e| e.metrics),
     }))
+}
+
+/// How many of a run's first model calls and tool calls were reused from the run it
+/// resumed (reuse is always a prefix); zero for a run started afresh.
+fn reused_counts(run: &crate::store::RunRow) -> (usize, usize) {
+    run.reuse.as_ref().map_or((0, 0), |r| {
+        (
+            usize::try_from(r.model_calls).unwrap_or(usize::MAX),
+            usize::try_from(r.tool_calls).unwrap_or(usize::MAX),
+        )
+    })
+}
+
+/// For a resumed run: where it came from, what it reused and why reuse stopped, and each
+/// model call marked `reused` or `live`. Empty for a run started afresh.
+fn resumed_text(run: &crate::store::RunRow, exchanges: &[StoredExchange]) -> String {
+    use std::fmt::Write as _;
+    let Some(from) = &run.resumed_from else {
+        return String::new();
+    };
+    let (model_calls, tool_calls) = reused_counts(run);
+    let mut out = String::new();
+    match &run.reuse {
+        Some(_) => {
+            let _ = writeln!(
+                out,
+                "resumed  from {from}: {model_calls} model call(s) and {tool_calls} tool \
+                 call(s) reused"
+            );
+        }
+        None => {
+            let _ = writeln!(out, "resumed  from {from}: reuse not recorded");
+        }
+    }
+    if let Some(stopped) = run.reuse.as_ref().and_then(|r| r.stopped.as_deref()) {
+        let _ = writeln!(
+            out,
+            "         reuse stopped at {}",
+            render::one_line(stopped, 200)
+        );
+    }
+    let _ = writeln!(out, "model calls");
+    let _ = writeln!(
+        out,
+        "  {:>3}  {:<10} {:>3} {:>3} {:>4}  source",
+        "#", "agent", "rnd", "att", "turn"
+    );
+    for (i, x) in exchanges.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  {:>3}  {:<10} {:>3} {:>3} {:>4}  {}",
+            x.seq,
+            x.exchange.agent.to_string(),
+            x.exchange.round,
+            x.exchange.attempt,
+            x.exchange.turn,
+            if i < model_calls { "reused" } else { "live" }
+        );
+    }
+    out
 }
 
 /// A model call's step as `diag trace --json` shows it: the stored step, with the error of a

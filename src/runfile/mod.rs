@@ -3,6 +3,7 @@
 //! exchange in order, and the expected result — and the tape that replays one offline.
 //! Hand-written run files (no `request_sha256`, no `limits`) are how scenarios are authored.
 
+pub mod resume;
 pub mod tape;
 
 use serde::de::Error as _;

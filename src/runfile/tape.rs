@@ -54,6 +54,23 @@ impl Tape {
         })
     }
 
+    /// Whether the next call can still be served: no divergence yet and exchanges left.
+    pub(super) fn serving(&self) -> bool {
+        self.state
+            .lock()
+            .is_ok_and(|st| st.divergence.is_none() && st.next < self.exchanges.len())
+    }
+
+    /// The divergence the tape met while serving, if any (unused exchanges are not one).
+    pub(super) fn diverged(&self) -> Option<Divergence> {
+        self.state.lock().ok()?.divergence.clone()
+    }
+
+    /// The index of the next exchange to serve.
+    pub(super) fn position(&self) -> usize {
+        self.state.lock().map_or(0, |st| st.next)
+    }
+
     /// The first divergence, if any; also reported when exchanges were left unused.
     pub fn divergence(&self) -> Option<Divergence> {
         let st = self.state.lock().ok()?;
@@ -81,7 +98,11 @@ impl Tape {
         text
     }
 
-    fn next_model(&self, role: AgentRole, request: &ChatRequest) -> Result<ModelRecord, String> {
+    pub(super) fn next_model(
+        &self,
+        role: AgentRole,
+        request: &ChatRequest,
+    ) -> Result<ModelRecord, String> {
         let mut st = self
             .state
             .lock()
@@ -160,7 +181,7 @@ impl Tape {
     /// The next exchange as the tool call `name(arguments)`. `budget_blocked` says the
     /// runtime blocked the call itself (call budget spent), which matches only a recorded
     /// `blocked` call; a call the runner answers may match any recorded status.
-    fn next_tool(
+    pub(super) fn next_tool(
         &self,
         name: &str,
         arguments: &Value,

@@ -42,6 +42,7 @@ mod replay_fidelity;
 mod report;
 mod report_browser;
 mod report_render;
+mod resume;
 mod runfile_schema;
 mod scenarios;
 mod secret_hygiene;

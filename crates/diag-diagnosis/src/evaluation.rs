@@ -31,6 +31,7 @@ pub fn run_summary(state: &DiagnosisState, finished_at: Timestamp, duration_ms: 
         effective_verdict: state.round.effective_verdict,
         fallback_kind: state.fallback_kind,
         self_evaluation: None,
+        reuse: None,
     }
 }
 
@@ -354,6 +355,7 @@ mod tests {
                 effective_verdict: None,
                 fallback_kind: None,
                 self_evaluation: None,
+                reuse: None,
             }
         );
 

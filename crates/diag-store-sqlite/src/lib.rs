@@ -70,10 +70,10 @@ use rusqlite::{Connection, OpenFlags};
 pub use error::StoreError;
 pub use recorder::RunRecorder;
 pub use records::{
-    EvaluationRow, GcReport, NewRun, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
-    StoredStep, INTERRUPTED,
+    EvaluationRow, GcReport, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary,
+    StoredExchange, StoredStep, INTERRUPTED,
 };
-pub use schema::SCHEMA_VERSION;
+pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 pub use write::{FinishError, FinishReport};
 
 // The core's modules under the paths this code had in the diag crate (`crate::graph::…`).

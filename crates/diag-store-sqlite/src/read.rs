@@ -6,7 +6,9 @@ use rusqlite::{params, OptionalExtension, Row};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::records::{EvaluationRow, RunFilter, RunRow, RunStatus, StoredExchange, StoredStep};
+use super::records::{
+    EvaluationRow, Reuse, RunFilter, RunRow, RunStatus, StoredExchange, StoredStep,
+};
 use super::{Store, StoreError};
 use crate::agent::prompts::PromptAudit;
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
@@ -34,7 +36,8 @@ fn time(what: &'static str, text: &str) -> Decoded<Timestamp> {
 const RUN_COLUMNS: &str = "r.run_id, r.session_id, r.question, r.status, r.failure, r.answer, \
      r.started_at, r.finished_at, r.duration_ms, r.prompt_tokens, r.completion_tokens, \
      r.step_count, r.tool_count, r.degraded, r.effective_verdict, r.fallback_kind, r.path, \
-     r.self_evaluation, c.catalog, r.owner_pid, r.created_at, r.limits \
+     r.self_evaluation, c.catalog, r.owner_pid, r.created_at, r.limits, r.resumed_from, \
+     r.reused_model_calls, r.reused_tool_calls, r.reuse_stopped \
      FROM diagnosis_run r JOIN tool_catalog c ON c.sha256 = r.tools_sha256";
 
 /// The raw text columns of a run row; decoded after the SQLite cursor is done.
@@ -61,6 +64,10 @@ struct RawRun {
     owner_pid: u32,
     created_at: String,
     limits: Option<String>,
+    resumed_from: Option<String>,
+    reused_model_calls: Option<u32>,
+    reused_tool_calls: Option<u32>,
+    reuse_stopped: Option<String>,
 }
 
 fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -87,6 +94,10 @@ fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
         owner_pid: r.get(19)?,
         created_at: r.get(20)?,
         limits: r.get(21)?,
+        resumed_from: r.get(22)?,
+        reused_model_calls: r.get(23)?,
+        reused_tool_calls: r.get(24)?,
+        reuse_stopped: r.get(25)?,
     })
 }
 
@@ -143,6 +154,15 @@ impl RawRun {
             tool_count: self.tool_count,
             degraded: self.degraded,
             owner_pid: self.owner_pid,
+            reuse: match (self.reused_model_calls, self.reused_tool_calls) {
+                (Some(model_calls), Some(tool_calls)) => Some(Reuse {
+                    model_calls,
+                    tool_calls,
+                    stopped: self.reuse_stopped,
+                }),
+                _ => None,
+            },
+            resumed_from: self.resumed_from,
         })
     }
 }

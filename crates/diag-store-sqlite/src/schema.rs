@@ -136,8 +136,22 @@ const V2: &str = r#"
 ALTER TABLE diagnosis_run ADD COLUMN limits TEXT;
 "#;
 
-/// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+/// Version 3, resumed runs (`diag ask --resume`): the run a run resumed, and what it reused
+/// of it. All nullable, so every run stored before reads as one started afresh.
+/// `resumed_from` is plain text, not a foreign key: the original run may be deleted by `gc`
+/// while the fact that this run continued it stays true. Reuse is a prefix of the run's calls,
+/// so two counts say which model calls and tool calls were reused; `reuse_stopped` says why
+/// reuse ended early.
+const V3: &str = r#"
+ALTER TABLE diagnosis_run ADD COLUMN resumed_from TEXT;
+ALTER TABLE diagnosis_run ADD COLUMN reused_model_calls INTEGER;
+ALTER TABLE diagnosis_run ADD COLUMN reused_tool_calls INTEGER;
+ALTER TABLE diagnosis_run ADD COLUMN reuse_stopped TEXT;
+"#;
+
+/// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`. Public so
+/// tests can build a store of an older version by applying a prefix of them.
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

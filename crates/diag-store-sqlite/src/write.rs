@@ -79,6 +79,7 @@ const FINISH: &str = "
 UPDATE diagnosis_run SET
     status = ?2, failure = ?3, answer = ?4, finished_at = ?5, duration_ms = ?6,
     degraded = ?7, effective_verdict = ?8, fallback_kind = ?9, self_evaluation = ?10,
+    reused_model_calls = ?11, reused_tool_calls = ?12, reuse_stopped = ?13,
     prompt_tokens =
         (SELECT CAST(total(prompt_tokens) AS INTEGER) FROM agent_step WHERE run_id = ?1),
     completion_tokens =
@@ -193,8 +194,9 @@ impl Store {
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO diagnosis_run (run_id, session_id, question, status, \
-                     started_at, tools_sha256, owner_pid, owner_token, created_at, limits) \
-                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9)",
+                     started_at, tools_sha256, owner_pid, owner_token, created_at, limits, \
+                     resumed_from) \
+                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -207,6 +209,7 @@ impl Store {
                         me.token,
                         created_at,
                         limits,
+                        run.resumed_from,
                     ])
                 });
             match inserted {
@@ -584,6 +587,9 @@ impl Store {
                     summary.effective_verdict.map(|v| v.as_str()),
                     summary.fallback_kind.map(|k| k.as_str()),
                     self_evaluation,
+                    summary.reuse.as_ref().map(|r| r.model_calls),
+                    summary.reuse.as_ref().map(|r| r.tool_calls),
+                    summary.reuse.as_ref().and_then(|r| r.stopped.as_deref()),
                 ])
             });
             match changed {

@@ -44,6 +44,7 @@ pub fn new_run(run_id: &str, session_id: &str, offset_ms: i64) -> NewRun {
         started_at: ts(offset_ms),
         tools: catalog(),
         limits: None,
+        resumed_from: None,
     }
 }
 
@@ -174,6 +175,7 @@ pub fn summary(answer: &str) -> RunSummary {
         effective_verdict: Some(diag::protocol::Verdict::Pass),
         fallback_kind: None,
         self_evaluation: Some(json!({"verifier_evaluation": {"verdict": "PASS", "round": 1}})),
+        reuse: None,
     }
 }
 

@@ -34,8 +34,8 @@ use crate::protocol::ToolInvocation;
 use crate::tools::InvocationLog;
 
 pub use records::{
-    EvaluationRow, NewRun, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange, StoredStep,
-    INTERRUPTED,
+    EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
+    StoredStep, INTERRUPTED,
 };
 
 /// Stored runs, read back. Every trace read returns rows of the one run it names, in their

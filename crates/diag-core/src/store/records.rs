@@ -71,6 +71,22 @@ pub struct NewRun {
     /// store, which keeps and returns it as given); `None` when they are not known (a replay
     /// of a file that records none).
     pub limits: Option<serde_json::Value>,
+    /// The FAILED run this one resumes (`diag ask --resume`), whose stored exchanges it
+    /// reuses before it goes live; `None` for a run started afresh.
+    pub resumed_from: Option<String>,
+}
+
+/// How much of the original run a resumed run reused. Reuse is always a prefix: the first
+/// `model_calls` model calls and the first `tool_calls` tool calls of the resumed run were
+/// served from the original run's stored exchanges, every later call was made live.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Reuse {
+    pub model_calls: u32,
+    pub tool_calls: u32,
+    /// Why reuse stopped before the original run's exchanges ran out (a divergence, or a
+    /// recorded failed call that is made again live), naming the exchange; `None` when the
+    /// stored exchanges were used up (or the run ended before it needed the rest).
+    pub stopped: Option<String>,
 }
 
 /// What the caller knows when a run ends. Token, step and tool counts are not here: the
@@ -85,6 +101,8 @@ pub struct RunSummary {
     pub effective_verdict: Option<Verdict>,
     pub fallback_kind: Option<FallbackKind>,
     pub self_evaluation: Option<serde_json::Value>,
+    /// For a resumed run: what it reused of the original run.
+    pub reuse: Option<Reuse>,
 }
 
 /// One stored run.
@@ -120,6 +138,11 @@ pub struct RunRow {
     pub owner_pid: u32,
     /// When the store created the row, by the store's own clock (retention goes by this).
     pub created_at: Timestamp,
+    /// The run this one resumed (`diag ask --resume`), if any.
+    pub resumed_from: Option<String>,
+    /// What a resumed run reused of the original; `None` for other runs, and for a resumed
+    /// run until it has finished.
+    pub reuse: Option<Reuse>,
 }
 
 /// A stored agent step: its 1-based position among the run's model calls, and the record.
