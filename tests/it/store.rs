@@ -323,7 +323,9 @@ fn request_sha256_is_over_the_canonical_request() {
         &exchange_ok(AgentRole::Planner, 1),
     );
     let sha: String = raw(&path)
-        .query_row("SELECT request_sha256 FROM model_exchange", [], |r| r.get(0))
+        .query_row("SELECT request_sha256 FROM model_exchange", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     // The column holds the request's skeleton; the whole text is rebuilt from its blobs.
     let text = request_text(&path, "r", 1);

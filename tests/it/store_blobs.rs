@@ -31,8 +31,10 @@ fn growing_request(turn: usize, unique: &str) -> ChatRequest {
             "upstream returned 502 ".repeat(20)
         )));
     }
-    req.messages
-        .push(Message::user(format!("{unique} turn {turn} {}", "x".repeat(300))));
+    req.messages.push(Message::user(format!(
+        "{unique} turn {turn} {}",
+        "x".repeat(300)
+    )));
     req
 }
 
@@ -112,7 +114,8 @@ fn a_changed_blob_or_skeleton_fails_closed_with_a_store_error() {
     let err = store.exchanges("run-a").unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     assert!(
-        err.to_string().contains("does not match its request_sha256"),
+        err.to_string()
+            .contains("does not match its request_sha256"),
         "{err}"
     );
     conn.execute(
@@ -359,7 +362,9 @@ fn copy_to_first_schema(from: &std::path::Path, to: &std::path::Path) {
             ""
         };
         conn.execute(
-            &format!("INSERT INTO main.{table} ({columns}) SELECT {columns} FROM cur.{table}{order}"),
+            &format!(
+                "INSERT INTO main.{table} ({columns}) SELECT {columns} FROM cur.{table}{order}"
+            ),
             [],
         )
         .unwrap();
@@ -419,14 +424,16 @@ fn migrating_a_store_of_replayed_fixtures_keeps_every_trace_and_export_byte_iden
     assert!(runs.len() >= 40, "{} runs replayed", runs.len());
     let old = env.root().join("first-schema.db");
     copy_to_first_schema(&current, &old);
-    assert_eq!(count(&old, "SELECT user_version FROM pragma_user_version"), 1);
+    assert_eq!(
+        count(&old, "SELECT user_version FROM pragma_user_version"),
+        1
+    );
     assert_eq!(
         count(&old, "SELECT count(*) FROM model_exchange"),
         count(&current, "SELECT count(*) FROM model_exchange")
     );
-    let request_bytes = |p: &std::path::Path| {
-        count(p, "SELECT sum(length(request)) FROM model_exchange")
-    };
+    let request_bytes =
+        |p: &std::path::Path| count(p, "SELECT sum(length(request)) FROM model_exchange");
     assert!(request_bytes(&old) > 10 * request_bytes(&current));
 
     let expected = outputs(&env, &current, &runs);

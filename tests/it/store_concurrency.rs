@@ -314,7 +314,11 @@ fn four_processes_write_one_file_and_nothing_is_lost() {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    assert_eq!((blobs, distinct), (1, 1), "the Executor's system prompt, once");
+    assert_eq!(
+        (blobs, distinct),
+        (1, 1),
+        "the Executor's system prompt, once"
+    );
     assert_blob_refs_exact(&db);
 }
 

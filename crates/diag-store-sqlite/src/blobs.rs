@@ -259,12 +259,16 @@ fn blob_id(tx: &Connection, part: &Part) -> rusqlite::Result<i64> {
     )?
     .execute(params![part.sha256, part.body])?;
     let id: i64 = find.query_row([&part.sha256], |r| r.get(0))?;
-    tx.prepare_cached("INSERT INTO blob_ref (id, refs) VALUES (?1, 0) ON CONFLICT (id) DO NOTHING")?
-        .execute([id])?;
+    tx.prepare_cached(
+        "INSERT INTO blob_ref (id, refs) VALUES (?1, 0) ON CONFLICT (id) DO NOTHING",
+    )?
+    .execute([id])?;
     Ok(id)
 }
 
-/// Why a stored request could not be rebuilt.
+/// The whole text of a stored request: `skeleton` with the `bodies` its `refs` name put back;
+/// `Err` says why it cannot be rebuilt (a malformed reference, a missing blob, an offset out of
+/// place).
 pub(crate) fn rebuild(
     skeleton: &str,
     refs: Option<&str>,
@@ -353,7 +357,10 @@ mod tests {
             split.parts[0].body,
             format!("{{\"content\":\"{big}\",\"role\":\"system\"}}")
         );
-        assert_eq!(split.parts[0].sha256, sha256_hex(split.parts[0].body.as_bytes()));
+        assert_eq!(
+            split.parts[0].sha256,
+            sha256_hex(split.parts[0].body.as_bytes())
+        );
         assert_eq!(joined(&split).as_deref(), Some(text.as_str()));
     }
 
@@ -384,6 +391,9 @@ mod tests {
         assert!(rebuild("xy", Some("[[1,2]]"), &bodies).is_err());
         assert!(rebuild("xy", Some("[[1,1],[0,1]]"), &bodies).is_err());
         assert!(rebuild("xy", Some("{}"), &bodies).is_err());
-        assert!(rebuild("é", Some("[[1,1]]"), &bodies).is_err(), "not a char boundary");
+        assert!(
+            rebuild("é", Some("[[1,1]]"), &bodies).is_err(),
+            "not a char boundary"
+        );
     }
 }

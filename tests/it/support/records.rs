@@ -250,7 +250,11 @@ pub fn blob_refs(path: &Path) -> Vec<(i64, Option<i64>, i64)> {
 #[track_caller]
 pub fn assert_blob_refs_exact(path: &Path) {
     for (id, refs, named) in blob_refs(path) {
-        assert_eq!(refs, Some(named), "blob {id}: kept count vs exchanges naming it");
+        assert_eq!(
+            refs,
+            Some(named),
+            "blob {id}: kept count vs exchanges naming it"
+        );
     }
     let dangling: i64 = raw(path)
         .query_row(
