@@ -48,6 +48,7 @@ mod scenarios;
 mod secret_hygiene;
 mod setup;
 mod store;
+mod store_blobs;
 mod store_concurrency;
 mod structured_output;
 mod test_files;

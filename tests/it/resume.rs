@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::support::bounded;
 use crate::support::cli_env::{assert_schema, repo_file, TestEnv};
 use crate::support::Aimock;
-use diag::store::{Store, MIGRATIONS, SCHEMA_VERSION};
+use diag::store::{Store, SCHEMA_VERSION};
 
 const KEY: &str = "sk-diag-resume-key-7d21e9";
 const KEY_VAR: &str = "DIAG_RESUME_KEY";
@@ -420,13 +420,9 @@ fn a_store_from_before_resumed_runs_opens_with_every_run_started_afresh() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("old.db");
     {
+        // Version 2: the schema just before the resume columns (version 3).
+        Store::create_at_schema_version(&db, 2).unwrap();
         let conn = rusqlite::Connection::open(&db).unwrap();
-        let old = SCHEMA_VERSION as usize - 1;
-        for sql in &MIGRATIONS[..old] {
-            conn.execute_batch(sql).unwrap();
-        }
-        conn.pragma_update(None, "user_version", old as u32)
-            .unwrap();
         conn.execute_batch(
             "INSERT INTO tool_catalog (sha256, catalog) VALUES ('c0', '[]');
              INSERT INTO diagnosis_run (run_id, session_id, question, status, failure,

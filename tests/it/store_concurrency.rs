@@ -305,6 +305,21 @@ fn four_processes_write_one_file_and_nothing_is_lost() {
             .all(|i| i.run_id == run_id));
     }
     assert_eq!(store.integrity_check().unwrap(), "ok");
+    // The request parts every writer stored are there once each, counted exactly.
+    let conn = raw(&db);
+    let (blobs, distinct): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), count(DISTINCT sha256) FROM blob",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (blobs, distinct),
+        (1, 1),
+        "the Executor's system prompt, once"
+    );
+    assert_blob_refs_exact(&db);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Retention: deleting old runs and giving their space back.
 //!
 //! A run is deleted with everything it owns through the `ON DELETE CASCADE` foreign keys; a
-//! tool catalog no run refers to any more goes with it. Deletion runs in batches, each its
+//! tool catalog and a request blob no run refers to any more go with it (blobs in the same
+//! batch transaction as the runs that released them). Deletion runs in batches, each its
 //! own short write transaction, so a large gc never holds the write lock long enough to make
 //! a concurrent `diag ask` time out. Then `PRAGMA incremental_vacuum` moves the freed pages
 //! to the end of the file and a `wal_checkpoint(TRUNCATE)` copies everything back and cuts
@@ -19,6 +20,17 @@ use super::{Store, StoreError};
 
 /// Runs deleted per write transaction.
 const BATCH: usize = 256;
+
+/// Deletes the request blobs no exchange refers to any more (their reference count, kept by
+/// the triggers of `model_exchange`, is zero; the partial index `blob_ref_unused` lists
+/// them), inside the caller's transaction. `blob_ref` rows go with their blob (cascade).
+fn delete_unused_blobs(tx: &rusqlite::Connection) -> rusqlite::Result<usize> {
+    tx.prepare_cached(
+        "DELETE FROM blob WHERE id IN \
+         (SELECT id FROM blob_ref INDEXED BY blob_ref_unused WHERE refs <= 0)",
+    )?
+    .execute([])
+}
 
 impl Store {
     /// Deletes finished runs stored more than `older_than` ago (by `created_at`, the store's
@@ -71,16 +83,20 @@ impl Store {
                         .map_err(|e| self.err("delete old runs", e))?
                         as u64;
                 }
+                delete_unused_blobs(tx).map_err(|e| self.err("delete old runs", e))?;
                 Ok(n)
             })?;
         }
-        self.write("delete unused tool catalogs", |tx| {
+        self.write("delete unused tool catalogs and blobs", |tx| {
+            let fail = |e| self.err("delete unused tool catalogs and blobs", e);
             tx.execute(
                 "DELETE FROM tool_catalog WHERE NOT EXISTS \
                  (SELECT 1 FROM diagnosis_run WHERE tools_sha256 = tool_catalog.sha256)",
                 [],
             )
-            .map_err(|e| self.err("delete unused tool catalogs", e))
+            .map_err(fail)?;
+            // Also the blobs of an exchange the store refused after storing them.
+            delete_unused_blobs(tx).map_err(fail)
         })?;
         self.reclaim()?;
         let checkpoint_complete = self.checkpoint()?;

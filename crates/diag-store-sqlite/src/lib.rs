@@ -50,6 +50,7 @@
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod blobs;
 mod checkpoint;
 mod error;
 mod gc;
@@ -73,7 +74,7 @@ pub use records::{
     EvaluationRow, GcReport, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary,
     StoredExchange, StoredStep, INTERRUPTED,
 };
-pub use schema::{MIGRATIONS, SCHEMA_VERSION};
+pub use schema::SCHEMA_VERSION;
 pub use write::{FinishError, FinishReport};
 
 // The core's modules under the paths this code had in the diag crate (`crate::graph::…`).
@@ -258,6 +259,24 @@ impl Store {
         Ok(store)
     }
 
+    /// Creates the store file at `path` with the schema of version `version` only (the first
+    /// `version` migrations), as a diag of that version would have. For tests of the
+    /// migrations that build a store of an older schema; the application never calls it.
+    #[doc(hidden)]
+    pub fn create_at_schema_version(path: &Path, version: u32) -> Result<(), StoreError> {
+        let upto = usize::try_from(version)
+            .ok()
+            .filter(|v| *v <= schema::MIGRATIONS.len())
+            .ok_or_else(|| StoreError::Invalid(format!("no schema version {version}")))?;
+        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        schema::refuse_foreign(&conn, path)?;
+        configure(&conn, path, false)?;
+        schema::migrate_to(&mut conn, path, &schema::MIGRATIONS[..upto])
+    }
+
     /// The file this store reads and writes.
     pub fn path(&self) -> &Path {
         &self.shared.path
@@ -366,7 +385,7 @@ impl Store {
 /// Rolls the open transaction back unless it was committed (after COMMIT the connection is
 /// in autocommit mode again and this does nothing), so an error (or a panic) in the
 /// middle of a write leaves neither a half-written change nor the write lock behind.
-struct RollbackGuard<'a>(&'a Connection);
+pub(crate) struct RollbackGuard<'a>(pub(crate) &'a Connection);
 
 impl Drop for RollbackGuard<'_> {
     fn drop(&mut self) {

@@ -2,6 +2,8 @@
 //! recorded order. Every trace read is scoped to one `run_id`: no query here can return a row
 //! of another run, even of the same session.
 
+use std::collections::HashMap;
+
 use rusqlite::{params, OptionalExtension, Row};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -328,35 +330,86 @@ impl Store {
         )
     }
 
-    /// The model exchanges of a run, in call order.
+    /// The model exchanges of a run, in call order. Each request text is rebuilt from its
+    /// skeleton and blobs (`blobs.rs`) and checked against its stored sha256: a request that
+    /// does not match is reported as a corrupt store, never handed on.
     pub fn exchanges(&self, run_id: &str) -> Result<Vec<StoredExchange>, StoreError> {
-        type Raw = (
-            u32,
-            String,
-            [u32; 3],
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-        );
-        self.query(
-            "read model exchanges",
-            "SELECT seq, agent, round, attempt, turn, request, request_sha256, response, error \
-             FROM model_exchange WHERE run_id = ?1 ORDER BY seq",
-            [run_id],
-            |r| -> rusqlite::Result<Raw> {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    [r.get(2)?, r.get(3)?, r.get(4)?],
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                ))
-            },
-            |(seq, agent, [round, attempt, turn], request, request_sha256, response, error)| {
-                let outcome = match (response, error) {
+        const OP: &str = "read model exchanges";
+        struct Raw {
+            seq: u32,
+            agent: String,
+            position: [u32; 3],
+            request: String,
+            request_sha256: String,
+            response: Option<String>,
+            error: Option<String>,
+            request_blobs: Option<String>,
+        }
+        let (raw, bodies) = {
+            let conn = self.lock();
+            // One read transaction, so that the rows and the blobs they name are one
+            // snapshot even while another process deletes runs.
+            conn.prepare_cached("BEGIN")
+                .and_then(|mut s| s.execute([]))
+                .map_err(|e| self.err(OP, e))?;
+            let _end = crate::RollbackGuard(&conn);
+            let raw: Vec<Raw> = conn
+                .prepare_cached(
+                    "SELECT seq, agent, round, attempt, turn, request, request_sha256, \
+                     response, error, request_blobs \
+                     FROM model_exchange WHERE run_id = ?1 ORDER BY seq",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_map([run_id], |r| {
+                        Ok(Raw {
+                            seq: r.get(0)?,
+                            agent: r.get(1)?,
+                            position: [r.get(2)?, r.get(3)?, r.get(4)?],
+                            request: r.get(5)?,
+                            request_sha256: r.get(6)?,
+                            response: r.get(7)?,
+                            error: r.get(8)?,
+                            request_blobs: r.get(9)?,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|e| self.err(OP, e))?;
+            let mut bodies: HashMap<i64, String> = HashMap::new();
+            if raw.iter().any(|r| r.request_blobs.is_some()) {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT DISTINCT b.id, b.body FROM model_exchange m, \
+                         json_each(m.request_blobs) j, blob b \
+                         WHERE m.run_id = ?1 AND m.request_blobs IS NOT NULL \
+                         AND b.id = j.value ->> 1",
+                    )
+                    .map_err(|e| self.err(OP, e))?;
+                let rows = stmt
+                    .query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .and_then(|rows| rows.collect::<Result<Vec<(i64, String)>, _>>())
+                    .map_err(|e| self.err(OP, e))?;
+                bodies.extend(rows);
+            }
+            (raw, bodies)
+        };
+        let corrupt = |seq: u32, detail: String| StoreError::Corrupt {
+            path: self.path().to_path_buf(),
+            op: OP,
+            detail: format!("the request of model exchange {seq} of run {run_id}: {detail}"),
+        };
+        raw.into_iter()
+            .map(|raw| {
+                let text =
+                    crate::blobs::rebuild(&raw.request, raw.request_blobs.as_deref(), &bodies)
+                        .map_err(|detail| corrupt(raw.seq, detail))?;
+                if crate::hash::sha256_hex(text.as_bytes()) != raw.request_sha256 {
+                    return Err(corrupt(
+                        raw.seq,
+                        "the rebuilt text does not match its request_sha256".to_string(),
+                    ));
+                }
+                let outcome = match (raw.response, raw.error) {
                     (Some(r), None) => Ok(json::<ChatResponse>("model response", &r)?),
                     (None, Some(e)) => Err(model_error(&e)?),
                     _ => {
@@ -366,20 +419,21 @@ impl Store {
                         ))
                     }
                 };
+                let [round, attempt, turn] = raw.position;
                 Ok(StoredExchange {
-                    seq,
-                    request_sha256,
+                    seq: raw.seq,
+                    request_sha256: raw.request_sha256,
                     exchange: ModelExchange {
-                        agent: enum_str("agent role", &agent)?,
+                        agent: enum_str("agent role", &raw.agent)?,
                         round,
                         attempt,
                         turn,
-                        request: json("model request", &request)?,
+                        request: json("model request", &text)?,
                         outcome,
                     },
                 })
-            },
-        )
+            })
+            .collect()
     }
 
     /// The tool invocations of `run_id` only, in recording order.

@@ -149,9 +149,78 @@ ALTER TABLE diagnosis_run ADD COLUMN reused_tool_calls INTEGER;
 ALTER TABLE diagnosis_run ADD COLUMN reuse_stopped TEXT;
 "#;
 
-/// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`. Public so
-/// tests can build a store of an older version by applying a prefix of them.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
+/// Version 4, content-addressed request storage (`blobs.rs`): the large parts of model requests stored
+/// once per store, keyed by sha256, and referenced from the exchange rows.
+///
+/// `blob` holds the parts; `blob_ref` their reference counts, a narrow table of its own so
+/// that counting a reference writes one small page rather than the page of a large body.
+/// The counts are kept by triggers on `model_exchange` (insert, delete, the cascade of a
+/// deleted run, and the migration's update), each counting an exchange once per distinct
+/// blob it names; the partial index finds the blobs no exchange names any more, for `gc`.
+/// The migration's Rust step ([`crate::blobs::convert_exchanges`]) then converts every
+/// exchange stored whole.
+const V4_REQUEST_BLOBS: &str = r#"
+CREATE TABLE blob (
+    id     INTEGER PRIMARY KEY,
+    sha256 TEXT NOT NULL UNIQUE,
+    body   TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE blob_ref (
+    id   INTEGER PRIMARY KEY REFERENCES blob (id) ON DELETE CASCADE,
+    refs INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+CREATE INDEX blob_ref_unused ON blob_ref (id) WHERE refs <= 0;
+
+ALTER TABLE model_exchange ADD COLUMN request_blobs TEXT;
+
+CREATE TRIGGER model_exchange_blobs_insert AFTER INSERT ON model_exchange
+WHEN new.request_blobs IS NOT NULL BEGIN
+    UPDATE blob_ref SET refs = refs + 1
+    WHERE id IN (SELECT value ->> 1 FROM json_each(new.request_blobs));
+END;
+
+CREATE TRIGGER model_exchange_blobs_delete AFTER DELETE ON model_exchange
+WHEN old.request_blobs IS NOT NULL BEGIN
+    UPDATE blob_ref SET refs = refs - 1
+    WHERE id IN (SELECT value ->> 1 FROM json_each(old.request_blobs));
+END;
+
+CREATE TRIGGER model_exchange_blobs_update AFTER UPDATE OF request_blobs ON model_exchange
+BEGIN
+    UPDATE blob_ref SET refs = refs - 1
+    WHERE old.request_blobs IS NOT NULL
+      AND id IN (SELECT value ->> 1 FROM json_each(old.request_blobs));
+    UPDATE blob_ref SET refs = refs + 1
+    WHERE new.request_blobs IS NOT NULL
+      AND id IN (SELECT value ->> 1 FROM json_each(new.request_blobs));
+END;
+"#;
+
+/// One schema migration: its SQL, then, for a migration that moves data SQL alone cannot
+/// (it must keep bytes exact), a step in Rust, in the same transaction.
+pub(crate) struct Migration {
+    pub sql: &'static str,
+    pub then: Option<fn(&Connection) -> rusqlite::Result<()>>,
+}
+
+impl Migration {
+    const fn sql(sql: &'static str) -> Migration {
+        Migration { sql, then: None }
+    }
+}
+
+/// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration::sql(V1),
+    Migration::sql(V2),
+    Migration::sql(V3),
+    Migration {
+        sql: V4_REQUEST_BLOBS,
+        then: Some(crate::blobs::convert_exchanges),
+    },
+];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -185,6 +254,16 @@ pub(crate) fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), Store
 
 /// Brings the file to [`SCHEMA_VERSION`], or refuses a newer or foreign file.
 pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    migrate_to(conn, path, MIGRATIONS)
+}
+
+/// Applies `migrations` (a prefix of [`MIGRATIONS`]; tests build a store of an older schema
+/// with one) from the file's version on.
+pub(crate) fn migrate_to(
+    conn: &mut Connection,
+    path: &Path,
+    migrations: &[Migration],
+) -> Result<(), StoreError> {
     let open_err = |e| StoreError::sqlite(path, "read the schema version", e);
     let found = user_version(conn).map_err(open_err)?;
     if found > SCHEMA_VERSION {
@@ -194,10 +273,10 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
             supported: SCHEMA_VERSION,
         });
     }
-    if found == SCHEMA_VERSION {
+    if found as usize >= migrations.len() {
         return Ok(());
     }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+    for (index, migration) in migrations.iter().enumerate().skip(found as usize) {
         let target = index as u32 + 1;
         let fail = |e| StoreError::Migration {
             path: path.to_path_buf(),
@@ -226,7 +305,10 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
                 });
             }
         }
-        tx.execute_batch(sql).map_err(fail)?;
+        tx.execute_batch(migration.sql).map_err(fail)?;
+        if let Some(then) = migration.then {
+            then(&tx).map_err(fail)?;
+        }
         tx.pragma_update(None, "user_version", target)
             .map_err(fail)?;
         tx.commit().map_err(fail)?;

@@ -150,7 +150,8 @@ pub type FinishError = diag_core::store::FinishError<StoreError>;
 
 /// A model exchange serialized for its row, before any transaction opens.
 pub(crate) struct ExchangeRow {
-    request: String,
+    /// The canonical request cut into its skeleton and blobs (`blobs.rs`).
+    request: crate::blobs::Split,
     request_sha: String,
     response: Option<String>,
     error: Option<String>,
@@ -160,6 +161,7 @@ impl ExchangeRow {
     fn of(exchange: &ModelExchange) -> Result<ExchangeRow, StoreError> {
         let request = canonical_request(&exchange.request)?;
         let request_sha = sha256_hex(request.as_bytes());
+        let request = crate::blobs::split(&request);
         let (response, error) = match &exchange.outcome {
             Ok(r) => (Some(to_json(r)?), None),
             Err(e) => (None, Some(canonical_json(&error_json(e)))),
@@ -421,11 +423,15 @@ impl Store {
             error,
         } = row;
         {
+            // Blobs go in first, so that the exchange's insert trigger counts its references;
+            // should the exchange be refused, they stay unreferenced until the next gc.
+            let blobs = crate::blobs::store_parts(tx, request)
+                .map_err(|e| self.err("record the run's trace", e))?;
             let sql = concat!(
                 "INSERT INTO model_exchange (run_id, seq, agent, round, attempt, turn, request, \
-                 request_sha256, response, error) \
+                 request_sha256, response, error, request_blobs) \
                  SELECT ?1, (SELECT coalesce(max(seq), 0) + 1 FROM model_exchange \
-                 WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9",
+                 WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10",
                 while_running!()
             );
             let changed = tx.prepare_cached(sql).and_then(|mut s| {
@@ -435,10 +441,11 @@ impl Store {
                     exchange.round,
                     exchange.attempt,
                     exchange.turn,
-                    request,
+                    request.skeleton,
                     request_sha,
                     response,
                     error,
+                    blobs,
                 ])
             });
             self.inserted(tx, run_id, changed, "model exchange", String::new)

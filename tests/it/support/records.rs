@@ -228,3 +228,72 @@ impl<T: InvocationLog + ?Sized> RecordOwn for T {
         let _ = self.record(&config, invocation);
     }
 }
+
+/// Every request blob with its reference count as the store keeps it (`blob_ref.refs`, NULL
+/// without a row) and the number of exchange rows that actually name it, by blob id.
+pub fn blob_refs(path: &Path) -> Vec<(i64, Option<i64>, i64)> {
+    let conn = raw(path);
+    let mut stmt = conn
+        .prepare(
+            "SELECT b.id, r.refs, (SELECT count(*) FROM model_exchange m WHERE EXISTS \
+             (SELECT 1 FROM json_each(m.request_blobs) j WHERE j.value ->> 1 = b.id)) \
+             FROM blob b LEFT JOIN blob_ref r ON r.id = b.id ORDER BY b.id",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    rows
+}
+
+/// Asserts that every blob's kept reference count is the number of exchanges naming it, and
+/// that every blob an exchange names exists.
+#[track_caller]
+pub fn assert_blob_refs_exact(path: &Path) {
+    for (id, refs, named) in blob_refs(path) {
+        assert_eq!(
+            refs,
+            Some(named),
+            "blob {id}: kept count vs exchanges naming it"
+        );
+    }
+    let dangling: i64 = raw(path)
+        .query_row(
+            "SELECT count(*) FROM model_exchange m, json_each(m.request_blobs) j \
+             WHERE NOT EXISTS (SELECT 1 FROM blob b WHERE b.id = j.value ->> 1)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(dangling, 0, "references to missing blobs");
+}
+
+/// The whole request text of one stored exchange, rebuilt from its skeleton and blobs as a
+/// reader of the file with SQL would (offsets are bytes).
+pub fn request_text(path: &Path, run_id: &str, seq: i64) -> String {
+    let conn = raw(path);
+    let (skeleton, refs): (String, Option<String>) = conn
+        .query_row(
+            "SELECT request, request_blobs FROM model_exchange WHERE run_id = ?1 AND seq = ?2",
+            rusqlite::params![run_id, seq],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let refs: Vec<(usize, i64)> = refs
+        .map(|r| serde_json::from_str(&r).unwrap())
+        .unwrap_or_default();
+    let mut out = String::new();
+    let mut prev = 0;
+    for (offset, id) in refs {
+        out.push_str(&skeleton[prev..offset]);
+        let body: String = conn
+            .query_row("SELECT body FROM blob WHERE id = ?1", [id], |r| r.get(0))
+            .unwrap();
+        out.push_str(&body);
+        prev = offset;
+    }
+    out.push_str(&skeleton[prev..]);
+    out
+}
