@@ -285,10 +285,13 @@ impl Config {
         let (text, file) = read_text(path)?;
         let only: OnlyStore = deserialize_keyed(&text, &file)?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Ok(only
-            .store
-            .path
-            .map(|p| if p.is_relative() { base.join(p) } else { p }))
+        Ok(only.store.path.map(|p| {
+            if is_relative_path(&p) {
+                base.join(p)
+            } else {
+                p
+            }
+        }))
     }
 
     /// Parses and validates configuration text; `file` names it in errors. A value of the
@@ -535,7 +538,7 @@ impl Config {
             r.paths.iter_mut().for_each(resolve);
         }
         if let Some(p) = &mut self.store.path {
-            if p.is_relative() {
+            if is_relative_path(p) {
                 *p = base.join(&*p);
             }
         }
@@ -710,6 +713,25 @@ impl ModelConfig {
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_secs(self.connect_timeout_secs)
     }
+}
+
+/// The URL scheme of a database location written as a URL (`scheme://…`, RFC 3986 scheme
+/// characters), else `None`. `./postgres://x` or `/tmp/a://b` are paths: a scheme starts the
+/// text and holds no `/`.
+pub fn url_scheme(location: &Path) -> Option<&str> {
+    let text = location.to_str()?;
+    let (scheme, _) = text.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
+}
+
+/// A relative path, taken relative to the configuration file's folder; a URL is left as
+/// written, so the command can refuse it by its scheme.
+fn is_relative_path(p: &Path) -> bool {
+    p.is_relative() && url_scheme(p).is_none()
 }
 
 #[cfg(test)]

@@ -36,7 +36,10 @@ pub struct DbLocation {
 /// `DIAG_CONFIG`, the user's config folder) and only its `[store]` is read, and only when
 /// neither `--db` nor `DIAG_DB` decides.
 pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation, CommandError> {
-    let at = |path: PathBuf, origin| Ok(DbLocation { path, origin });
+    let at = |path: PathBuf, origin| {
+        refuse_url(&path, origin)?;
+        Ok(DbLocation { path, origin })
+    };
     if let Some(path) = &g.db {
         return at(path.clone(), DbOrigin::Flag);
     }
@@ -61,6 +64,26 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
         None => Err(CommandError::usage("no database path: HOME is not set")
             .hint("set --db PATH or DIAG_DB")),
     }
+}
+
+/// A database location written as a URL is refused before anything is created: taken as a
+/// path, `postgres://diag@host/db` would become a folder `postgres:` holding a new SQLite
+/// file, and the runs would silently land there. Only the scheme is named in the message:
+/// the rest of a URL may hold a password.
+fn refuse_url(path: &std::path::Path, origin: DbOrigin) -> Result<(), CommandError> {
+    let Some(scheme) = crate::config::url_scheme(path) else {
+        return Ok(());
+    };
+    let source = match origin {
+        DbOrigin::Flag => "--db",
+        DbOrigin::Env => "DIAG_DB",
+        DbOrigin::Config => "[store] path",
+        DbOrigin::Default => "the default database location",
+    };
+    Err(CommandError::usage(format!(
+        "{source} is a {scheme}:// URL; this diag stores runs in a SQLite file only"
+    ))
+    .hint("give the path of a SQLite file, for example --db ./runs.db"))
 }
 
 /// Opens (creating if needed) the store of a command that writes runs (`ask`, `replay`).

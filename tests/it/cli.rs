@@ -1358,6 +1358,72 @@ fn a_file_that_is_not_a_run_store_is_refused_and_left_untouched() {
     assert!(std::fs::read(&foreign).unwrap() == foreign_bytes);
 }
 
+/// A database URL is not a path: `--db postgres://…` used to create a folder `postgres:` in
+/// the working directory and a SQLite file in it, and report success. Refused from the flag,
+/// `DIAG_DB` and `[store] path` alike, naming only the scheme (the URL may hold a password),
+/// and nothing is created anywhere.
+#[test]
+fn a_database_url_is_refused_naming_only_its_scheme_and_nothing_is_created() {
+    let mut env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    let url = "postgres://diag:s3cret-pw@127.0.0.1:5432/postgres";
+    let config = env.path("diag.toml");
+    std::fs::write(&config, format!("[store]\npath = \"{url}\"\n")).unwrap();
+    let listing = |env: &TestEnv| {
+        let mut names: Vec<String> = std::fs::read_dir(env.work())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(&env);
+    let db_dir = env.db().parent().unwrap().to_path_buf();
+    let hint = "(give the path of a SQLite file, for example --db ./runs.db)";
+    for args in [
+        &["--db", url, "ask", "--fixture", "pass.json"][..],
+        &["--db", url, "runs"],
+        &["--db", "postgresql://db.internal/diag", "trace", "run-x"],
+        &["--db", url, "replay", "pass.json"],
+    ] {
+        let source = "--db";
+        let scheme = args[1].split_once("://").unwrap().0;
+        let out = refused(
+            &env,
+            args,
+            &format!(
+                "{source} is a {scheme}:// URL; this diag stores runs in a SQLite file only {hint}"
+            ),
+        );
+        assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
+    }
+    let by_env = env.run_with(&["ask", "--fixture", "pass.json"], |c| {
+        c.env("DIAG_DB", url);
+    });
+    by_env.expect(2);
+    assert_eq!(
+        by_env.one_error_line(),
+        format!("diag: DIAG_DB is a postgres:// URL; this diag stores runs in a SQLite file only {hint}")
+    );
+    env.set_env("DIAG_CONFIG", config.to_str().unwrap());
+    let by_config = env.run_with(&["runs"], |c| {
+        c.env_remove("DIAG_DB");
+    });
+    by_config.expect(2);
+    assert_eq!(
+        by_config.one_error_line(),
+        format!("diag: [store] path is a postgres:// URL; this diag stores runs in a SQLite file only {hint}")
+    );
+    // A path that merely holds `://` further on is a path.
+    env.run(&["--db", "./dir://x.db", "ask", "--fixture", "pass.json"])
+        .expect(0);
+    assert!(env.path("dir:").join("x.db").exists());
+    let mut after = listing(&env);
+    after.retain(|n| n != "dir:");
+    assert_eq!(after, before, "nothing created in the working directory");
+    assert!(!db_dir.exists() || std::fs::read_dir(&db_dir).unwrap().next().is_none());
+}
+
 #[test]
 fn other_usage_errors_exit_2() {
     let env = TestEnv::new();

@@ -319,11 +319,12 @@ fn the_migration_converts_a_store_of_the_first_schema_keeping_every_request_byte
     assert_blob_refs_exact(&path);
 }
 
-/// Copies every row of the tables a store of the first schema has from `from` (a store of
-/// this build) into `to` (a new store of the first schema), each exchange's request as the
-/// whole text it is: the store today's diag would have written for the same runs.
-fn copy_to_first_schema(from: &std::path::Path, to: &std::path::Path) {
-    Store::create_at_schema_version(to, 1).unwrap();
+/// Copies every row and column a store of schema `version` (before request blobs) has from
+/// `from` (a store of this build) into `to` (a new store of that version), each exchange's
+/// request as the whole text it is: the store a diag of that version would have written for
+/// the same runs.
+fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
+    Store::create_at_schema_version(to, version).unwrap();
     let conn = raw(to);
     conn.execute("ATTACH DATABASE ?1 AS cur", [from.display().to_string()])
         .unwrap();
@@ -422,35 +423,54 @@ fn migrating_a_store_of_replayed_fixtures_keeps_every_trace_and_export_byte_iden
         rows
     };
     assert!(runs.len() >= 40, "{} runs replayed", runs.len());
-    let old = env.root().join("first-schema.db");
-    copy_to_first_schema(&current, &old);
-    assert_eq!(
-        count(&old, "SELECT user_version FROM pragma_user_version"),
-        1
-    );
-    assert_eq!(
-        count(&old, "SELECT count(*) FROM model_exchange"),
-        count(&current, "SELECT count(*) FROM model_exchange")
-    );
+    let expected = outputs(&env, &current, &runs);
+    assert_eq!(expected.len(), runs.len() * 3);
     let request_bytes =
         |p: &std::path::Path| count(p, "SELECT sum(length(request)) FROM model_exchange");
-    assert!(request_bytes(&old) > 10 * request_bytes(&current));
-
-    let expected = outputs(&env, &current, &runs);
-    // The first command on the old file migrates it.
-    let migrated = outputs(&env, &old, &runs);
-    assert_eq!(
-        count(&old, "SELECT user_version FROM pragma_user_version"),
-        i64::from(SCHEMA_VERSION)
-    );
-    assert_eq!(expected.len(), runs.len() * 3);
-    for (i, (e, m)) in expected.iter().zip(&migrated).enumerate() {
-        assert!(
-            e == m,
-            "output {i} (run {}) differs after the migration",
-            runs[i / 3]
+    // The schema just before request blobs, and the first schema (before limits and resumed
+    // runs were kept).
+    for version in [SCHEMA_VERSION - 1, 1] {
+        let old = env.root().join(format!("schema-{version}.db"));
+        copy_to_schema(&current, &old, version);
+        assert_eq!(
+            count(&old, "SELECT user_version FROM pragma_user_version"),
+            i64::from(version)
         );
+        assert_eq!(
+            count(&old, "SELECT count(*) FROM model_exchange"),
+            count(&current, "SELECT count(*) FROM model_exchange")
+        );
+        assert!(request_bytes(&old) > 10 * request_bytes(&current));
+
+        // The first command on the old file migrates it.
+        let migrated = outputs(&env, &old, &runs);
+        assert_eq!(
+            count(&old, "SELECT user_version FROM pragma_user_version"),
+            i64::from(SCHEMA_VERSION)
+        );
+        for (i, (e, m)) in expected.iter().zip(&migrated).enumerate() {
+            let export = i % 3 == 2;
+            if version == 1 && export {
+                // The first schema kept no limits: the export is the same run file without
+                // them, and nothing else differs.
+                let mut e: serde_json::Value = serde_json::from_str(e).unwrap();
+                let m: serde_json::Value = serde_json::from_str(m).unwrap();
+                e.as_object_mut().unwrap().remove("limits");
+                assert!(m.get("limits").is_none());
+                assert!(
+                    e == m,
+                    "export {i} (run {}) differs after the migration",
+                    runs[i / 3]
+                );
+            } else {
+                assert!(
+                    e == m,
+                    "output {i} (run {}) of schema {version} differs after the migration",
+                    runs[i / 3]
+                );
+            }
+        }
+        assert_eq!(request_bytes(&old), request_bytes(&current));
+        assert_blob_refs_exact(&old);
     }
-    assert_eq!(request_bytes(&old), request_bytes(&current));
-    assert_blob_refs_exact(&old);
 }

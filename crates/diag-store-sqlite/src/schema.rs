@@ -353,6 +353,7 @@ mod tests {
             started_at: Timestamp::parse_rfc3339("2026-11-30T14:00:00Z").unwrap(),
             tools: Vec::new(),
             limits,
+            resumed_from: None,
         }
     }
 

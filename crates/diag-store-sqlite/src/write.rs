@@ -759,6 +759,10 @@ impl Store {
                         None::<String>,
                         None::<String>,
                         None::<String>,
+                        // Reuse counts stay unknown: the owner died before it could say.
+                        None::<u32>,
+                        None::<u32>,
+                        None::<String>,
                     ])
                     .map_err(|e| self.err("mark interrupted runs FAILED", e))?;
             }
