@@ -343,7 +343,13 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
         rows
     };
     assert!(tables.contains(&"model_exchange".to_string()));
-    assert!(!tables.contains(&"blob".to_string()), "{tables:?}");
+    // Before version 4 requests were stored whole.
+    let whole_requests = version < 4;
+    assert_eq!(
+        tables.contains(&"blob".to_string()),
+        !whole_requests,
+        "{tables:?}"
+    );
     for table in &tables {
         let columns: Vec<String> = {
             let mut stmt = conn
@@ -362,16 +368,27 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
         } else {
             ""
         };
+        // The exchanges' insert trigger counts the references again.
+        let values = if table == "blob_ref" {
+            "id, 0".to_string()
+        } else {
+            columns.clone()
+        };
         conn.execute(
             &format!(
-                "INSERT INTO main.{table} ({columns}) SELECT {columns} FROM cur.{table}{order}"
+                "INSERT INTO main.{table} ({columns}) SELECT {values} FROM cur.{table}{order}"
             ),
             [],
         )
         .unwrap();
     }
     let store = Store::open(from).unwrap();
-    for run in store.list_runs(&RunFilter::default()).unwrap() {
+    for run in store
+        .list_runs(&RunFilter::default())
+        .unwrap()
+        .into_iter()
+        .filter(|_| whole_requests)
+    {
         for s in store.exchanges(&run.run_id).unwrap() {
             let text = canonical_request(&s.exchange.request).unwrap();
             assert_eq!(diag::hash::sha256_hex(text.as_bytes()), s.request_sha256);
@@ -380,6 +397,50 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
                 rusqlite::params![run.run_id, s.seq, text],
             )
             .unwrap();
+        }
+    }
+    // Texts this build stored compressed go back whole, as the older schema kept them.
+    for (table, text, packed) in [
+        ("model_exchange", "response", "response_zstd"),
+        ("tool_invocation", "output", "output_zstd"),
+        ("diagnosis_run", "answer", "answer_zstd"),
+        ("diagnosis_run", "self_evaluation", "self_evaluation_zstd"),
+    ] {
+        let key = match table {
+            "model_exchange" => "run_id = ?1 AND seq = ?2",
+            "tool_invocation" => "run_id = ?1 AND invocation_id = ?2",
+            _ => "run_id = ?1 AND ?2 = ?2",
+        };
+        let second = match table {
+            "model_exchange" => "seq",
+            "tool_invocation" => "invocation_id",
+            _ => "0",
+        };
+        let rows: Vec<(String, rusqlite::types::Value, Vec<u8>)> = {
+            let mut stmt = conn
+                .prepare(&format!(
+                    "SELECT run_id, {second}, {packed} FROM cur.{table} \
+                     WHERE {packed} IS NOT NULL"
+                ))
+                .unwrap();
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            rows
+        };
+        assert!(!rows.is_empty(), "no {table}.{text} was stored compressed");
+        for (run_id, second, frame) in rows {
+            let whole =
+                String::from_utf8(zstd::stream::decode_all(frame.as_slice()).unwrap()).unwrap();
+            let changed = conn
+                .execute(
+                    &format!("UPDATE main.{table} SET {text} = ?3 WHERE {key}"),
+                    rusqlite::params![run_id, second, whole],
+                )
+                .unwrap();
+            assert_eq!(changed, 1);
         }
     }
     conn.execute("DETACH DATABASE cur", []).unwrap();
@@ -427,9 +488,9 @@ fn migrating_a_store_of_replayed_fixtures_keeps_every_trace_and_export_byte_iden
     assert_eq!(expected.len(), runs.len() * 3);
     let request_bytes =
         |p: &std::path::Path| count(p, "SELECT sum(length(request)) FROM model_exchange");
-    // The schema just before request blobs, and the first schema (before limits and resumed
-    // runs were kept).
-    for version in [SCHEMA_VERSION - 1, 1] {
+    // The schema just before compressed texts (version 5), the one before request blobs, and
+    // the first schema (before limits and resumed runs were kept).
+    for version in [4, 3, 1] {
         let old = env.root().join(format!("schema-{version}.db"));
         copy_to_schema(&current, &old, version);
         assert_eq!(
@@ -440,7 +501,9 @@ fn migrating_a_store_of_replayed_fixtures_keeps_every_trace_and_export_byte_iden
             count(&old, "SELECT count(*) FROM model_exchange"),
             count(&current, "SELECT count(*) FROM model_exchange")
         );
-        assert!(request_bytes(&old) > 10 * request_bytes(&current));
+        if version < 4 {
+            assert!(request_bytes(&old) > 10 * request_bytes(&current));
+        }
 
         // The first command on the old file migrates it.
         let migrated = outputs(&env, &old, &runs);
@@ -472,5 +535,69 @@ fn migrating_a_store_of_replayed_fixtures_keeps_every_trace_and_export_byte_iden
         }
         assert_eq!(request_bytes(&old), request_bytes(&current));
         assert_blob_refs_exact(&old);
+    }
+}
+
+/// The large texts of a run (responses, tool outputs, answer, self-evaluation) are stored
+/// compressed and read back exactly (the migration test above compares every trace and
+/// export with a store that keeps them whole); a damaged frame fails the read in one line,
+/// never reaching the output.
+#[test]
+fn large_run_texts_are_stored_compressed_and_a_damaged_frame_fails_closed() {
+    let env = TestEnv::new();
+    let incident = repo_file("fixtures/incident-checkout-502.json")
+        .display()
+        .to_string();
+    env.run(&["replay", &incident]).expect(0);
+    let db = env.db();
+    let run_id: String = raw(&db)
+        .query_row("SELECT run_id FROM diagnosis_run", [], |r| r.get(0))
+        .unwrap();
+    for (table, text, packed) in [
+        ("model_exchange", "response", "response_zstd"),
+        ("tool_invocation", "output", "output_zstd"),
+        ("diagnosis_run", "answer", "answer_zstd"),
+        ("diagnosis_run", "self_evaluation", "self_evaluation_zstd"),
+    ] {
+        assert!(
+            count(
+                &db,
+                &format!("SELECT count(*) FROM {table} WHERE {packed} IS NOT NULL")
+            ) > 0,
+            "{table}.{text} is stored compressed"
+        );
+        assert_eq!(
+            count(
+                &db,
+                &format!(
+                    "SELECT count(*) FROM {table} WHERE {packed} IS NOT NULL AND {text} <> ''"
+                )
+            ),
+            0,
+            "{table}: a compressed text is not kept twice"
+        );
+    }
+    let trace = env.run(&["trace", &run_id, "--json"]);
+    trace.expect(0);
+    let answer = trace.json()["run"]["answer"].as_str().unwrap().to_string();
+    assert!(answer.contains("settlement-batch"), "{answer}");
+
+    raw(&db)
+        .execute(
+            "UPDATE tool_invocation SET output_zstd = substr(output_zstd, 1, 20) \
+             WHERE output_zstd IS NOT NULL",
+            [],
+        )
+        .unwrap();
+    for args in [
+        vec!["trace", run_id.as_str()],
+        vec!["trace", run_id.as_str(), "--json"],
+        vec!["export", run_id.as_str()],
+    ] {
+        let out = env.run(&args);
+        assert_ne!(out.code, Some(0), "{args:?} printed {}", out.stdout);
+        let line = out.one_error_line();
+        assert!(line.contains("tool output"), "{line}");
+        assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
     }
 }

@@ -55,6 +55,7 @@ mod checkpoint;
 mod error;
 mod gc;
 mod owner;
+mod packed;
 mod port;
 mod read;
 mod recorder;

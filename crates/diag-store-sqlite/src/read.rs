@@ -39,7 +39,8 @@ const RUN_COLUMNS: &str = "r.run_id, r.session_id, r.question, r.status, r.failu
      r.started_at, r.finished_at, r.duration_ms, r.prompt_tokens, r.completion_tokens, \
      r.step_count, r.tool_count, r.degraded, r.effective_verdict, r.fallback_kind, r.path, \
      r.self_evaluation, c.catalog, r.owner_pid, r.created_at, r.limits, r.resumed_from, \
-     r.reused_model_calls, r.reused_tool_calls, r.reuse_stopped \
+     r.reused_model_calls, r.reused_tool_calls, r.reuse_stopped, r.answer_zstd, \
+     r.self_evaluation_zstd \
      FROM diagnosis_run r JOIN tool_catalog c ON c.sha256 = r.tools_sha256";
 
 /// The raw text columns of a run row; decoded after the SQLite cursor is done.
@@ -70,6 +71,8 @@ struct RawRun {
     reused_model_calls: Option<u32>,
     reused_tool_calls: Option<u32>,
     reuse_stopped: Option<String>,
+    answer_zstd: Option<Vec<u8>>,
+    self_evaluation_zstd: Option<Vec<u8>>,
 }
 
 fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -100,6 +103,8 @@ fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
         reused_model_calls: r.get(23)?,
         reused_tool_calls: r.get(24)?,
         reuse_stopped: r.get(25)?,
+        answer_zstd: r.get(26)?,
+        self_evaluation_zstd: r.get(27)?,
     })
 }
 
@@ -132,8 +137,8 @@ impl RawRun {
                 .map(|p| json("run path", p))
                 .transpose()?
                 .unwrap_or_default(),
-            self_evaluation: self
-                .self_evaluation
+            self_evaluation: crate::packed::unpack(self.self_evaluation, self.self_evaluation_zstd)
+                .map_err(|e| StoreError::decode("self evaluation", e))?
                 .as_deref()
                 .map(|e| json("self evaluation", e))
                 .transpose()?,
@@ -148,7 +153,8 @@ impl RawRun {
             session_id: self.session_id,
             question: self.question,
             failure: self.failure,
-            answer: self.answer,
+            answer: crate::packed::unpack(self.answer, self.answer_zstd)
+                .map_err(|e| StoreError::decode("run answer", e))?,
             duration_ms: self.duration_ms,
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
@@ -214,11 +220,17 @@ impl Store {
     /// Runs matching `filter`, newest first: most recently created first, so a replayed run
     /// (whose start time is the recorded one) is listed where its operator looks for it.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        let sql = format!(
-            "SELECT {RUN_COLUMNS} WHERE (?1 IS NULL OR r.session_id = ?1) \
-             AND (?2 IS NULL OR r.status = ?2) \
-             ORDER BY r.rowid DESC LIMIT ?3"
-        );
+        // One statement per combination of filters, so that the planner sees a plain
+        // `session_id = ?` or `status = ?` and walks its index (`diagnosis_run_session`,
+        // `diagnosis_run_status`) newest first; `(?2 IS NULL OR status = ?2)` would scan the
+        // whole table for a status no run has. The parameter not filtered on is still bound.
+        let clause = match (filter.session_id.is_some(), filter.status.is_some()) {
+            (true, true) => "r.session_id = ?1 AND r.status = ?2",
+            (true, false) => "r.session_id = ?1 AND ?2 IS NULL",
+            (false, true) => "?1 IS NULL AND r.status = ?2",
+            (false, false) => "?1 IS NULL AND ?2 IS NULL",
+        };
+        let sql = format!("SELECT {RUN_COLUMNS} WHERE {clause} ORDER BY r.rowid DESC LIMIT ?3");
         let limit = filter
             .limit
             .map(|l| i64::try_from(l).unwrap_or(i64::MAX))
@@ -344,6 +356,7 @@ impl Store {
             response: Option<String>,
             error: Option<String>,
             request_blobs: Option<String>,
+            response_zstd: Option<Vec<u8>>,
         }
         let (raw, bodies) = {
             let conn = self.lock();
@@ -356,7 +369,7 @@ impl Store {
             let raw: Vec<Raw> = conn
                 .prepare_cached(
                     "SELECT seq, agent, round, attempt, turn, request, request_sha256, \
-                     response, error, request_blobs \
+                     response, error, request_blobs, response_zstd \
                      FROM model_exchange WHERE run_id = ?1 ORDER BY seq",
                 )
                 .and_then(|mut stmt| {
@@ -370,6 +383,7 @@ impl Store {
                             response: r.get(7)?,
                             error: r.get(8)?,
                             request_blobs: r.get(9)?,
+                            response_zstd: r.get(10)?,
                         })
                     })?
                     .collect::<Result<Vec<_>, _>>()
@@ -409,7 +423,18 @@ impl Store {
                         "the rebuilt text does not match its request_sha256".to_string(),
                     ));
                 }
-                let outcome = match (raw.response, raw.error) {
+                let response =
+                    crate::packed::unpack(raw.response, raw.response_zstd).map_err(|detail| {
+                        StoreError::Corrupt {
+                            path: self.path().to_path_buf(),
+                            op: OP,
+                            detail: format!(
+                                "the response of model exchange {} of run {run_id}: {detail}",
+                                raw.seq
+                            ),
+                        }
+                    })?;
+                let outcome = match (response, raw.error) {
                     (Some(r), None) => Ok(json::<ChatResponse>("model response", &r)?),
                     (None, Some(e)) => Err(model_error(&e)?),
                     _ => {
@@ -449,11 +474,13 @@ impl Store {
             String,
             String,
             u64,
+            Option<Vec<u8>>,
         );
         self.query(
             "read tool invocations",
             "SELECT run_id, invocation_id, session_id, agent, round, tool_name, arguments, \
-             output, status, duration_ms FROM tool_invocation WHERE run_id = ?1 ORDER BY seq",
+             output, status, duration_ms, output_zstd FROM tool_invocation WHERE run_id = ?1 \
+             ORDER BY seq",
             [run_id],
             |r| -> rusqlite::Result<Raw> {
                 Ok((
@@ -467,6 +494,7 @@ impl Store {
                     r.get(7)?,
                     r.get(8)?,
                     r.get(9)?,
+                    r.get(10)?,
                 ))
             },
             |(
@@ -480,7 +508,11 @@ impl Store {
                 out,
                 status,
                 ms,
+                out_zstd,
             )| {
+                let out = crate::packed::unpack(Some(out), out_zstd)
+                    .map_err(|e| StoreError::decode("tool output", e))?
+                    .unwrap_or_default();
                 Ok(ToolInvocation {
                     run_id,
                     session_id,

@@ -198,6 +198,20 @@ BEGIN
 END;
 "#;
 
+/// Version 5, compressed texts (`packed.rs`): a zstd sibling for each large per-run text;
+/// and an index on the status, so that `diag runs --status` walks it instead of the table.
+/// When the sibling holds a frame, the text column holds `''` (so `model_exchange`'s check
+/// that exactly one of response and error is set still holds); rows written before keep
+/// their plain texts.
+const V5_PACKED_TEXTS: &str = r#"
+ALTER TABLE model_exchange ADD COLUMN response_zstd BLOB;
+ALTER TABLE tool_invocation ADD COLUMN output_zstd BLOB;
+ALTER TABLE diagnosis_run ADD COLUMN self_evaluation_zstd BLOB;
+ALTER TABLE diagnosis_run ADD COLUMN answer_zstd BLOB;
+
+CREATE INDEX diagnosis_run_status ON diagnosis_run (status);
+"#;
+
 /// One schema migration: its SQL, then, for a migration that moves data SQL alone cannot
 /// (it must keep bytes exact), a step in Rust, in the same transaction.
 pub(crate) struct Migration {
@@ -220,6 +234,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: V4_REQUEST_BLOBS,
         then: Some(crate::blobs::convert_exchanges),
     },
+    Migration::sql(V5_PACKED_TEXTS),
 ];
 
 /// The schema version this build writes and reads.

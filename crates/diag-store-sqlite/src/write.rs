@@ -10,6 +10,7 @@ use rusqlite::{ffi, params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::owner::{self, Owner};
+use super::packed::Packed;
 use super::records::{NewRun, RunStatus, RunSummary, INTERRUPTED};
 use super::{RunRecorder, Store, StoreError};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
@@ -80,6 +81,7 @@ UPDATE diagnosis_run SET
     status = ?2, failure = ?3, answer = ?4, finished_at = ?5, duration_ms = ?6,
     degraded = ?7, effective_verdict = ?8, fallback_kind = ?9, self_evaluation = ?10,
     reused_model_calls = ?11, reused_tool_calls = ?12, reuse_stopped = ?13,
+    answer_zstd = ?14, self_evaluation_zstd = ?15,
     prompt_tokens =
         (SELECT CAST(total(prompt_tokens) AS INTEGER) FROM agent_step WHERE run_id = ?1),
     completion_tokens =
@@ -153,7 +155,8 @@ pub(crate) struct ExchangeRow {
     /// The canonical request cut into its skeleton and blobs (`blobs.rs`).
     request: crate::blobs::Split,
     request_sha: String,
-    response: Option<String>,
+    /// Compressed here, before any transaction opens (`packed.rs`).
+    response: Option<Packed>,
     error: Option<String>,
 }
 
@@ -163,7 +166,7 @@ impl ExchangeRow {
         let request_sha = sha256_hex(request.as_bytes());
         let request = crate::blobs::split(&request);
         let (response, error) = match &exchange.outcome {
-            Ok(r) => (Some(to_json(r)?), None),
+            Ok(r) => (Some(Packed::of(to_json(r)?)), None),
             Err(e) => (None, Some(canonical_json(&error_json(e)))),
         };
         Ok(ExchangeRow {
@@ -429,9 +432,9 @@ impl Store {
                 .map_err(|e| self.err("record the run's trace", e))?;
             let sql = concat!(
                 "INSERT INTO model_exchange (run_id, seq, agent, round, attempt, turn, request, \
-                 request_sha256, response, error, request_blobs) \
+                 request_sha256, response, error, request_blobs, response_zstd) \
                  SELECT ?1, (SELECT coalesce(max(seq), 0) + 1 FROM model_exchange \
-                 WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10",
+                 WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11",
                 while_running!()
             );
             let changed = tx.prepare_cached(sql).and_then(|mut s| {
@@ -443,9 +446,10 @@ impl Store {
                     exchange.turn,
                     request.skeleton,
                     request_sha,
-                    response,
+                    response.as_ref().map(Packed::text),
                     error,
                     blobs,
+                    response.as_ref().and_then(Packed::zstd),
                 ])
             });
             self.inserted(tx, run_id, changed, "model exchange", String::new)
@@ -456,14 +460,14 @@ impl Store {
     /// keeps recording order.
     pub fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), StoreError> {
         let arguments = to_json(&invocation.arguments)?;
-        let output = to_json(&invocation.output)?;
+        let output = Packed::of(to_json(&invocation.output)?);
         let run_id = invocation.run_id.as_str();
         self.write("record a tool invocation", |tx| {
             let sql = concat!(
                 "INSERT INTO tool_invocation (run_id, invocation_id, seq, session_id, agent, \
-                 round, tool_name, arguments, output, status, duration_ms) \
+                 round, tool_name, arguments, output, status, duration_ms, output_zstd) \
                  SELECT ?1, ?2, (SELECT coalesce(max(seq), 0) + 1 FROM tool_invocation \
-                 WHERE run_id = ?1), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10",
+                 WHERE run_id = ?1), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11",
                 while_running!()
             );
             let changed = tx.prepare_cached(sql).and_then(|mut s| {
@@ -475,9 +479,10 @@ impl Store {
                     invocation.round,
                     invocation.tool_name,
                     arguments,
-                    output,
+                    output.text(),
                     invocation.status.as_str(),
                     int(invocation.duration_ms),
+                    output.zstd(),
                 ])
             });
             self.inserted(tx, run_id, changed, "tool invocation", || {
@@ -565,7 +570,9 @@ impl Store {
             .as_ref()
             .map(to_json)
             .transpose()
-            .map_err(FinishError::Run)?;
+            .map_err(FinishError::Run)?
+            .map(Packed::of);
+        let answer = summary.answer.clone().map(Packed::of);
         let finished_at = summary.finished_at.unwrap_or_else(|| self.now());
         let evaluation = evaluation.map(canonical_json);
         let created_at = self.now().to_string();
@@ -587,16 +594,18 @@ impl Store {
                     run_id,
                     status.as_str(),
                     failure,
-                    summary.answer,
+                    answer.as_ref().map(Packed::text),
                     finished_at.to_string(),
                     summary.duration_ms.map(int),
                     summary.degraded,
                     summary.effective_verdict.map(|v| v.as_str()),
                     summary.fallback_kind.map(|k| k.as_str()),
-                    self_evaluation,
+                    self_evaluation.as_ref().map(Packed::text),
                     summary.reuse.as_ref().map(|r| r.model_calls),
                     summary.reuse.as_ref().map(|r| r.tool_calls),
                     summary.reuse.as_ref().and_then(|r| r.stopped.as_deref()),
+                    answer.as_ref().and_then(Packed::zstd),
+                    self_evaluation.as_ref().and_then(Packed::zstd),
                 ])
             });
             match changed {
@@ -763,6 +772,8 @@ impl Store {
                         None::<u32>,
                         None::<u32>,
                         None::<String>,
+                        None::<Vec<u8>>,
+                        None::<Vec<u8>>,
                     ])
                     .map_err(|e| self.err("mark interrupted runs FAILED", e))?;
             }
