@@ -399,7 +399,18 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
             .unwrap();
         }
     }
-    // Texts this build stored compressed go back whole, as the older schema kept them.
+    // Texts this build stored compressed go back whole, as the older schema kept them; a
+    // response was compressed against its request's text, a self-evaluation against the
+    // answer.
+    let mut requests: std::collections::HashMap<(String, i64), String> = Default::default();
+    let mut answers: std::collections::HashMap<String, String> = Default::default();
+    for run in store.list_runs(&RunFilter::default()).unwrap() {
+        answers.insert(run.run_id.clone(), run.answer.clone().unwrap_or_default());
+        for x in store.exchanges(&run.run_id).unwrap() {
+            let text = canonical_request(&x.exchange.request).unwrap();
+            requests.insert((run.run_id.clone(), i64::from(x.seq)), text);
+        }
+    }
     for (table, text, packed) in [
         ("model_exchange", "response", "response_zstd"),
         ("tool_invocation", "output", "output_zstd"),
@@ -432,8 +443,21 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
         };
         assert!(!rows.is_empty(), "no {table}.{text} was stored compressed");
         for (run_id, second, frame) in rows {
-            let whole =
-                String::from_utf8(zstd::stream::decode_all(frame.as_slice()).unwrap()).unwrap();
+            let dictionary = match (&second, table) {
+                (rusqlite::types::Value::Integer(seq), "model_exchange") => {
+                    requests[&(run_id.clone(), *seq)].clone().into_bytes()
+                }
+                // The self-evaluation was compressed against the answer.
+                _ if text == "self_evaluation" => answers[&run_id].clone().into_bytes(),
+                _ => Vec::new(),
+            };
+            let mut whole = String::new();
+            std::io::Read::read_to_string(
+                &mut zstd::stream::read::Decoder::with_dictionary(frame.as_slice(), &dictionary)
+                    .unwrap(),
+                &mut whole,
+            )
+            .unwrap();
             let changed = conn
                 .execute(
                     &format!("UPDATE main.{table} SET {text} = ?3 WHERE {key}"),
@@ -582,6 +606,26 @@ fn large_run_texts_are_stored_compressed_and_a_damaged_frame_fails_closed() {
     let answer = trace.json()["run"]["answer"].as_str().unwrap().to_string();
     assert!(answer.contains("settlement-batch"), "{answer}");
 
+    // A response frame that lost its tail: trace and export fail naming the exchange.
+    raw(&db)
+        .execute(
+            "UPDATE model_exchange SET response_zstd = substr(response_zstd, 1, 20) \
+             WHERE response_zstd IS NOT NULL",
+            [],
+        )
+        .unwrap();
+    for args in [
+        vec!["trace", run_id.as_str(), "--json"],
+        vec!["export", run_id.as_str()],
+    ] {
+        let out = env.run(&args);
+        assert_ne!(out.code, Some(0), "{args:?} printed {}", out.stdout);
+        let line = out.one_error_line();
+        assert!(line.contains("the response of model exchange"), "{line}");
+        assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
+    }
+    // Without the exchanges, what is read is the tool outputs.
+    raw(&db).execute("DELETE FROM model_exchange", []).unwrap();
     raw(&db)
         .execute(
             "UPDATE tool_invocation SET output_zstd = substr(output_zstd, 1, 20) \

@@ -420,6 +420,9 @@ fn conn_busy_timeout(conn: &Connection) -> Duration {
         .unwrap_or(Duration::from_secs(5))
 }
 
+/// The page size of a new store file, in bytes (see `configure`).
+pub(crate) const PAGE_SIZE: i64 = 8192;
+
 /// Connection settings. `foreign_keys` is per connection and off by default in SQLite, so
 /// it is set on every open; WAL mode is persistent but setting it again is free.
 fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), StoreError> {
@@ -435,6 +438,19 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Stor
     // first and only set when not yet INCREMENTAL (2): setting it again is a write
     // transaction, which made every open — `diag trace` included — create the WAL and pay
     // five fsyncs between the write and the checkpoint on close.
+    // The page size, like auto_vacuum, is fixed by the first write of a new file. 8 KiB
+    // rather than SQLite's 4 KiB: the child tables are WITHOUT ROWID, whose rows stay on
+    // their b-tree page only up to about a quarter of a page and spill the rest into
+    // overflow pages of their own; a model exchange row (its request skeleton and
+    // compressed response) is often just over 1 KB, and at 4 KiB a recorded run took twice
+    // its payload in pages (docs/BENCHMARKS.md). Existing files keep the size they have.
+    let pages: i64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .map_err(|e| fail("read the page count", e))?;
+    if pages == 0 {
+        conn.pragma_update(None, "page_size", PAGE_SIZE)
+            .map_err(|e| fail("set the page size", e))?;
+    }
     let auto_vacuum: i64 = conn
         .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
         .map_err(|e| fail("read the vacuum mode", e))?;

@@ -110,6 +110,15 @@ fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
 
 impl RawRun {
     fn decode(self) -> Decoded<RunRow> {
+        let answer = crate::packed::unpack(self.answer, self.answer_zstd)
+            .map_err(|e| StoreError::decode("run answer", e))?;
+        // The self-evaluation was compressed against the answer (`packed.rs`).
+        let self_evaluation = crate::packed::unpack_with(
+            self.self_evaluation,
+            self.self_evaluation_zstd,
+            answer.as_deref().unwrap_or_default().as_bytes(),
+        )
+        .map_err(|e| StoreError::decode("self evaluation", e))?;
         Ok(RunRow {
             status: self
                 .status
@@ -137,8 +146,7 @@ impl RawRun {
                 .map(|p| json("run path", p))
                 .transpose()?
                 .unwrap_or_default(),
-            self_evaluation: crate::packed::unpack(self.self_evaluation, self.self_evaluation_zstd)
-                .map_err(|e| StoreError::decode("self evaluation", e))?
+            self_evaluation: self_evaluation
                 .as_deref()
                 .map(|e| json("self evaluation", e))
                 .transpose()?,
@@ -153,8 +161,7 @@ impl RawRun {
             session_id: self.session_id,
             question: self.question,
             failure: self.failure,
-            answer: crate::packed::unpack(self.answer, self.answer_zstd)
-                .map_err(|e| StoreError::decode("run answer", e))?,
+            answer,
             duration_ms: self.duration_ms,
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
@@ -424,16 +431,15 @@ impl Store {
                     ));
                 }
                 let response =
-                    crate::packed::unpack(raw.response, raw.response_zstd).map_err(|detail| {
-                        StoreError::Corrupt {
+                    crate::packed::unpack_with(raw.response, raw.response_zstd, text.as_bytes())
+                        .map_err(|detail| StoreError::Corrupt {
                             path: self.path().to_path_buf(),
                             op: OP,
                             detail: format!(
                                 "the response of model exchange {} of run {run_id}: {detail}",
                                 raw.seq
                             ),
-                        }
-                    })?;
+                        })?;
                 let outcome = match (response, raw.error) {
                     (Some(r), None) => Ok(json::<ChatResponse>("model response", &r)?),
                     (None, Some(e)) => Err(model_error(&e)?),

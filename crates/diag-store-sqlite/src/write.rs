@@ -164,11 +164,14 @@ impl ExchangeRow {
     fn of(exchange: &ModelExchange) -> Result<ExchangeRow, StoreError> {
         let request = canonical_request(&exchange.request)?;
         let request_sha = sha256_hex(request.as_bytes());
-        let request = crate::blobs::split(&request);
         let (response, error) = match &exchange.outcome {
-            Ok(r) => (Some(Packed::of(to_json(r)?)), None),
+            Ok(r) => (
+                Some(Packed::with_dictionary(to_json(r)?, request.as_bytes())),
+                None,
+            ),
             Err(e) => (None, Some(canonical_json(&error_json(e)))),
         };
+        let request = crate::blobs::split(&request);
         Ok(ExchangeRow {
             request,
             request_sha,
@@ -571,7 +574,10 @@ impl Store {
             .map(to_json)
             .transpose()
             .map_err(FinishError::Run)?
-            .map(Packed::of);
+            .map(|e| {
+                let answer = summary.answer.as_deref().unwrap_or_default();
+                Packed::with_dictionary(e, answer.as_bytes())
+            });
         let answer = summary.answer.clone().map(Packed::of);
         let finished_at = summary.finished_at.unwrap_or_else(|| self.now());
         let evaluation = evaluation.map(canonical_json);
