@@ -6,7 +6,6 @@
 
 use crate::support::read_json;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -161,21 +160,6 @@ fn a_recorded_live_run_replays_green_and_byte_identical_apart_from_run_ids() {
     );
 }
 
-/// Polls (bounded) until `ready` returns a value.
-fn wait_for<T>(what: &str, child: &mut Child, mut ready: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = ready() {
-            return v;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("diag ask ended ({status}) while waiting for {what}");
-        }
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// `diag trace --json` of a run cut while its Verifier waited on the model: FAILED
 /// (`interrupted`), no answer, no evaluation, and the trace of what had finished: four
 /// nodes, the Executor's two tool calls and the three model calls before the Verifier's.
@@ -220,14 +204,14 @@ fn ctrl_c_during_a_live_run_exits_130_and_keeps_the_partial_trace() {
     let env = live_env(&server);
     let mut child = spawn_ask(&env, Stdio::piped);
 
-    let run_id = wait_for("the run to be stored", &mut child, || {
+    let run_id = bounded::poll_child("the run to be stored", &mut child, || {
         let out = env.run(&["runs", "--status", "running", "--json"]);
         (out.code == Some(0))
             .then(|| out.json()["runs"][0]["run_id"].as_str().map(String::from))
             .flatten()
     });
     // Planner, Executor, Gatekeeper and Verified Input are done: the Verifier is waiting.
-    wait_for("the Verifier to be called", &mut child, || {
+    bounded::poll_child("the Verifier to be called", &mut child, || {
         let out = env.run(&["trace", &run_id, "--json"]);
         let doc = out.json();
         (doc["events"].as_array().map_or(0, Vec::len) == 4).then_some(())
@@ -269,7 +253,7 @@ fn a_live_run_killed_outright_leaves_a_sound_store_and_is_swept_to_failed() {
         rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()
     };
     // Read straight from the file (no diag process opens it, so nothing sweeps early).
-    let run_id = wait_for("the run to be stored", &mut child, || {
+    let run_id = bounded::poll_child("the run to be stored", &mut child, || {
         open()?
             .query_row(
                 "SELECT run_id FROM diagnosis_run WHERE status = 'RUNNING'",
@@ -278,7 +262,7 @@ fn a_live_run_killed_outright_leaves_a_sound_store_and_is_swept_to_failed() {
             )
             .ok()
     });
-    wait_for("the Verifier to be called", &mut child, || {
+    bounded::poll_child("the Verifier to be called", &mut child, || {
         let events: i64 = open()?
             .query_row(
                 "SELECT count(*) FROM orchestration_event WHERE run_id = ?1",

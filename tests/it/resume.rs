@@ -7,8 +7,7 @@
 //! nothing written. A store from before resumed runs opens with every run started afresh.
 
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
@@ -38,21 +37,6 @@ fn configure(env: &TestEnv, server: &Aimock, extra: &str) {
     .unwrap();
 }
 
-/// Polls (bounded) until `ready` returns a value.
-fn wait_for<T>(what: &str, child: &mut Child, mut ready: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = ready() {
-            return v;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("diag ask ended ({status}) while waiting for {what}");
-        }
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// A live run whose Verifier never gets its answer (aimock stalls it), cut by Ctrl-C once
 /// the Planner, the Executor (two turns, two tool calls), the Gatekeeper and Verified Input
 /// are done: FAILED (`interrupted`) with three model calls and two tool calls stored.
@@ -67,13 +51,13 @@ fn interrupted_run(stalled: &Aimock) -> (TestEnv, String) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("diag ask starts");
-    let run_id = wait_for("the run to be stored", &mut child, || {
+    let run_id = bounded::poll_child("the run to be stored", &mut child, || {
         let out = env.run(&["runs", "--status", "running", "--json"]);
         (out.code == Some(0))
             .then(|| out.json()["runs"][0]["run_id"].as_str().map(String::from))
             .flatten()
     });
-    wait_for("the Verifier to be called", &mut child, || {
+    bounded::poll_child("the Verifier to be called", &mut child, || {
         let doc = env.run(&["trace", &run_id, "--json"]).json();
         (doc["events"].as_array().map_or(0, Vec::len) == 4).then_some(())
     });

@@ -255,18 +255,12 @@ fn the_migration_converts_a_store_of_the_first_schema_keeping_every_request_byte
         insert_v1_run(&conn, "run-old-2", &canonical[..1]);
         insert_v1_run(&conn, "run-odd", &odd);
     }
-    let before: Vec<(String, i64, String)> = {
-        let conn = raw(&path);
-        let mut stmt = conn
-            .prepare("SELECT run_id, seq, request FROM model_exchange ORDER BY run_id, seq")
-            .unwrap();
-        let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
-        rows
-    };
+    let before: Vec<(String, i64, String)> = rows(
+        &raw(&path),
+        "SELECT run_id, seq, request FROM model_exchange ORDER BY run_id, seq",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    );
 
     let store = Store::open(&path).unwrap();
     assert_eq!(
@@ -328,20 +322,13 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
     let conn = raw(to);
     conn.execute("ATTACH DATABASE ?1 AS cur", [from.display().to_string()])
         .unwrap();
-    let tables: Vec<String> = {
-        let mut stmt = conn
-            .prepare(
-                "SELECT name FROM main.sqlite_schema WHERE type = 'table' \
-                 ORDER BY name = 'tool_catalog' DESC, name = 'diagnosis_run' DESC, name",
-            )
-            .unwrap();
-        let rows = stmt
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
-        rows
-    };
+    let tables: Vec<String> = rows(
+        &conn,
+        "SELECT name FROM main.sqlite_schema WHERE type = 'table' \
+         ORDER BY name = 'tool_catalog' DESC, name = 'diagnosis_run' DESC, name",
+        [],
+        |r| r.get(0),
+    );
     assert!(tables.contains(&"model_exchange".to_string()));
     // Before version 4 requests were stored whole.
     let whole_requests = version < 4;
@@ -351,17 +338,12 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
         "{tables:?}"
     );
     for table in &tables {
-        let columns: Vec<String> = {
-            let mut stmt = conn
-                .prepare("SELECT name FROM main.pragma_table_info(?1)")
-                .unwrap();
-            let rows = stmt
-                .query_map([table], |r| r.get(0))
-                .unwrap()
-                .collect::<Result<Vec<_>, _>>()
-                .unwrap();
-            rows
-        };
+        let columns: Vec<String> = rows(
+            &conn,
+            "SELECT name FROM main.pragma_table_info(?1)",
+            [table],
+            |r| r.get(0),
+        );
         let columns = columns.join(", ");
         let order = if table == "diagnosis_run" {
             " ORDER BY rowid"
@@ -411,57 +393,47 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
             requests.insert((run.run_id.clone(), i64::from(x.seq)), text);
         }
     }
-    for (table, text, packed) in [
-        ("model_exchange", "response", "response_zstd"),
-        ("tool_invocation", "output", "output_zstd"),
-        ("diagnosis_run", "answer", "answer_zstd"),
-        ("diagnosis_run", "self_evaluation", "self_evaluation_zstd"),
+    // Each table with the column that, with `run_id`, keys its rows.
+    for (table, key, text) in [
+        ("model_exchange", "seq", "response"),
+        ("tool_invocation", "invocation_id", "output"),
+        ("diagnosis_run", "run_id", "answer"),
+        ("diagnosis_run", "run_id", "self_evaluation"),
     ] {
-        let key = match table {
-            "model_exchange" => "run_id = ?1 AND seq = ?2",
-            "tool_invocation" => "run_id = ?1 AND invocation_id = ?2",
-            _ => "run_id = ?1 AND ?2 = ?2",
-        };
-        let second = match table {
-            "model_exchange" => "seq",
-            "tool_invocation" => "invocation_id",
-            _ => "0",
-        };
-        let rows: Vec<(String, rusqlite::types::Value, Vec<u8>)> = {
-            let mut stmt = conn
-                .prepare(&format!(
-                    "SELECT run_id, {second}, {packed} FROM cur.{table} \
-                     WHERE {packed} IS NOT NULL"
-                ))
-                .unwrap();
-            let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .unwrap()
-                .collect::<Result<Vec<_>, _>>()
-                .unwrap();
-            rows
-        };
-        assert!(!rows.is_empty(), "no {table}.{text} was stored compressed");
-        for (run_id, second, frame) in rows {
-            let dictionary = match (&second, table) {
-                (rusqlite::types::Value::Integer(seq), "model_exchange") => {
-                    requests[&(run_id.clone(), *seq)].clone().into_bytes()
+        let packed: Vec<(String, rusqlite::types::Value, Vec<u8>)> = rows(
+            &conn,
+            &format!(
+                "SELECT run_id, {key}, {text}_zstd FROM cur.{table} \
+                 WHERE {text}_zstd IS NOT NULL"
+            ),
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        );
+        assert!(
+            !packed.is_empty(),
+            "no {table}.{text} was stored compressed"
+        );
+        for (run_id, key_value, frame) in packed {
+            let dictionary = match (text, &key_value) {
+                ("response", rusqlite::types::Value::Integer(seq)) => {
+                    requests[&(run_id.clone(), *seq)].as_bytes()
                 }
-                // The self-evaluation was compressed against the answer.
-                _ if text == "self_evaluation" => answers[&run_id].clone().into_bytes(),
-                _ => Vec::new(),
+                ("self_evaluation", _) => answers[&run_id].as_bytes(),
+                _ => &[],
             };
             let mut whole = String::new();
             std::io::Read::read_to_string(
-                &mut zstd::stream::read::Decoder::with_dictionary(frame.as_slice(), &dictionary)
+                &mut zstd::stream::read::Decoder::with_dictionary(frame.as_slice(), dictionary)
                     .unwrap(),
                 &mut whole,
             )
             .unwrap();
             let changed = conn
                 .execute(
-                    &format!("UPDATE main.{table} SET {text} = ?3 WHERE {key}"),
-                    rusqlite::params![run_id, second, whole],
+                    &format!(
+                        "UPDATE main.{table} SET {text} = ?3 WHERE run_id = ?1 AND {key} = ?2"
+                    ),
+                    rusqlite::params![run_id, key_value, whole],
                 )
                 .unwrap();
             assert_eq!(changed, 1);
@@ -495,18 +467,12 @@ fn migrating_a_store_of_replayed_fixtures_keeps_every_trace_and_export_byte_iden
     let replayed = env.run(&["replay", &fixtures]);
     replayed.expect(0);
     let current = env.db();
-    let runs: Vec<String> = {
-        let conn = raw(&current);
-        let mut stmt = conn
-            .prepare("SELECT run_id FROM diagnosis_run ORDER BY rowid")
-            .unwrap();
-        let rows = stmt
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
-        rows
-    };
+    let runs: Vec<String> = rows(
+        &raw(&current),
+        "SELECT run_id FROM diagnosis_run ORDER BY rowid",
+        [],
+        |r| r.get(0),
+    );
     assert!(runs.len() >= 40, "{} runs replayed", runs.len());
     let expected = outputs(&env, &current, &runs);
     assert_eq!(expected.len(), runs.len() * 3);

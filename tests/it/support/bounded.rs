@@ -67,3 +67,21 @@ pub fn wait_with_output(mut child: Child, limit: Duration, what: &str) -> Output
         stderr: stderr.join().expect("stderr reader"),
     }
 }
+
+/// Polls `ready` until it returns a value, failing the test if `child` ends first or nothing
+/// comes within [`LIMIT`]. For states a running `diag` reaches and then stays in (a run
+/// stored, a model call the server holds), never for a race.
+#[track_caller]
+pub fn poll_child<T>(what: &str, child: &mut Child, mut ready: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(v) = ready() {
+            return v;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the child ended ({status}) while waiting for {what}");
+        }
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -232,16 +232,26 @@ impl<T: InvocationLog + ?Sized> RecordOwn for T {
 /// Every request blob with its reference count as the store keeps it (`blob_ref.refs`, NULL
 /// without a row) and the number of exchange rows that actually name it, by blob id.
 pub fn blob_refs(path: &Path) -> Vec<(i64, Option<i64>, i64)> {
-    let conn = raw(path);
-    let mut stmt = conn
-        .prepare(
-            "SELECT b.id, r.refs, (SELECT count(*) FROM model_exchange m WHERE EXISTS \
-             (SELECT 1 FROM json_each(m.request_blobs) j WHERE j.value ->> 1 = b.id)) \
-             FROM blob b LEFT JOIN blob_ref r ON r.id = b.id ORDER BY b.id",
-        )
-        .unwrap();
+    rows(
+        &raw(path),
+        "SELECT b.id, r.refs, (SELECT count(*) FROM model_exchange m WHERE EXISTS \
+         (SELECT 1 FROM json_each(m.request_blobs) j WHERE j.value ->> 1 = b.id)) \
+         FROM blob b LEFT JOIN blob_ref r ON r.id = b.id ORDER BY b.id",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+}
+
+/// Every row `sql` selects, each read by `row`.
+pub fn rows<T>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Vec<T> {
+    let mut stmt = conn.prepare(sql).unwrap();
     let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_map(params, row)
         .unwrap()
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
