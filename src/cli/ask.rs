@@ -78,18 +78,14 @@ enum Source {
     Live(Box<Config>, PathBuf),
 }
 
-/// The FAILED run `--resume` continues: its id, session and stored exchanges.
-struct Resuming {
-    run: RunFile,
-}
-
-/// Opens the store a live run would use and reads the run `--resume` names, refusing (with
-/// nothing written) an unknown run, one that ended SUCCESS and one still RUNNING.
+/// Opens the store a live run would use and reads the run `--resume` names (as its run
+/// file: id, question, session, stored exchanges), refusing (with nothing written) an
+/// unknown run, one that ended SUCCESS and one still RUNNING.
 fn resumable(
     g: &GlobalArgs,
     config: &Config,
     run_id: &str,
-) -> Result<(Store, Resuming), CommandError> {
+) -> Result<(Store, RunFile), CommandError> {
     let at = super::common::db_location(g, Some(config))?;
     let store = match Store::open_existing(&at.path, crate::store::StoreOptions::default()) {
         Ok(store) => store,
@@ -119,7 +115,7 @@ fn resumable(
         }
     }
     let run = super::export::run_file(&store, &row.run_id)?;
-    Ok((store, Resuming { run }))
+    Ok((store, run))
 }
 
 /// The configuration a live run uses (`--config`, `DIAG_CONFIG`, the user's config folder).
@@ -259,7 +255,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         (Source::Fixture(_), _) => (open_store(g, None)?, None),
     };
     let question = match &resuming {
-        Some(r) => r.run.question.clone(),
+        Some(r) => r.question.clone(),
         None => question,
     };
     let rt = runtime()?;
@@ -270,7 +266,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     };
     let reusing = resuming
         .as_ref()
-        .map(|r| Reusing::new(r.run.exchanges.clone(), r.run.tools.clone()));
+        .map(|r| Reusing::new(r.exchanges.clone(), r.tools.clone()));
     rt.block_on(async {
         let (deps, tape, env) = match source {
             Source::Fixture(run) => {
@@ -293,20 +289,19 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                 (deps, None, Some(env))
             }
         };
-        let reuse_of = |r: &Arc<Reusing>| {
+        let tally = reusing.as_ref().map(|r| {
             let r = r.clone();
             move || r.reuse()
-        };
-        let tally = reusing.as_ref().map(reuse_of);
+        });
         let resume = match (&resuming, &tally) {
             (Some(from), Some(tally)) => Some(Resume {
-                from: from.run.run_id.clone(),
+                from: from.run_id.clone(),
                 reuse: tally,
             }),
             _ => None,
         };
         let session = match &resuming {
-            Some(r) => Some(r.run.session_id.clone()),
+            Some(r) => Some(r.session_id.clone()),
             None => args.session.clone(),
         };
         let result = run_ask(&deps, args, &question, session, resume, show_progress).await;
@@ -320,7 +315,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                     std::io::stderr(),
                     "diag: resume of run {} diverged at {}; reuse stopped there and the run went \
                      on live",
-                    from.run.run_id,
+                    from.run_id,
                     render::one_line(&stop.at.to_string(), 300)
                 );
             }
