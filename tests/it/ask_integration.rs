@@ -321,6 +321,7 @@ fn store_options(busy_timeout: Duration) -> StoreOptions {
     StoreOptions {
         busy_timeout,
         clock: Arc::new(FixedClock(T0)),
+        ..StoreOptions::default()
     }
 }
 

@@ -13,6 +13,26 @@ impl EnvVars {
     /// data folder). Empty counts as unset.
     pub const DIAG_DB: &'static str = "DIAG_DB";
 
+    /// This machine's id as a run owner (default: `/etc/machine-id`); processes on machines
+    /// that share a run store must have distinct ids.
+    pub const DIAG_HOST_ID: &'static str = "DIAG_HOST_ID";
+
+    /// How long a run's lease lasts, in milliseconds (default 60000); a live run renews it every
+    /// third of that, and a run whose owner elsewhere let it expire is swept `interrupted`.
+    pub const DIAG_STORE_LEASE_MS: &'static str = "DIAG_STORE_LEASE_MS";
+
+    /// A PostgreSQL run store's password, when its URL has none (libpq's variable).
+    pub const PGPASSWORD: &'static str = "PGPASSWORD";
+    /// The PostgreSQL password file (default `~/.pgpass`).
+    pub const PGPASSFILE: &'static str = "PGPASSFILE";
+    /// The PostgreSQL user, when the run store's URL names none.
+    pub const PGUSER: &'static str = "PGUSER";
+    /// PEM certificates a PostgreSQL server's TLS certificate may chain to, beside the webpki
+    /// roots.
+    pub const PGSSLROOTCERT: &'static str = "PGSSLROOTCERT";
+    /// The login name, the last fallback for a PostgreSQL user.
+    pub const USER: &'static str = "USER";
+
     /// The configuration file, when `--config` is not given. Empty counts as unset.
     pub const DIAG_CONFIG: &'static str = "DIAG_CONFIG";
 

@@ -54,7 +54,7 @@ mod blobs;
 mod checkpoint;
 mod error;
 mod gc;
-mod owner;
+mod heartbeat;
 mod packed;
 mod port;
 mod read;
@@ -93,8 +93,11 @@ pub struct StoreOptions {
     /// How long a write waits for another writer's lock before it fails as busy.
     pub busy_timeout: Duration,
     /// Where the store's own timestamps come from (a sweep's `finished_at`, an evaluation's
-    /// `created_at`, the gc cutoff).
+    /// `created_at`, the gc cutoff, a lease's expiry).
     pub clock: Arc<dyn Clock>,
+    /// How long the lease of a run this process creates lasts (`diag-owner`); renewed every
+    /// third of it while the handle lives.
+    pub lease: Duration,
 }
 
 impl Default for StoreOptions {
@@ -102,6 +105,7 @@ impl Default for StoreOptions {
         StoreOptions {
             busy_timeout: Duration::from_secs(5),
             clock: Arc::new(SystemClock::new()),
+            lease: diag_owner::lease_duration(),
         }
     }
 }
@@ -124,6 +128,9 @@ struct Shared {
     /// Orchestration events reported through a run's recorder and not yet committed, per
     /// run (see `recorder.rs`). Every finish of a run commits its held events with it.
     held: Mutex<std::collections::HashMap<String, Vec<write::EventRow>>>,
+    lease: Duration,
+    /// Renews the leases of this handle's RUNNING runs; started with its first run.
+    heartbeat: std::sync::OnceLock<Option<heartbeat::Heartbeat>>,
 }
 
 impl Store {
@@ -240,6 +247,8 @@ impl Store {
                 read_only,
                 clock: options.clock,
                 held: Mutex::new(std::collections::HashMap::new()),
+                lease: options.lease,
+                heartbeat: std::sync::OnceLock::new(),
             }),
         };
         tracing::debug!(path = %store.shared.path.display(), read_only, "run store opened");

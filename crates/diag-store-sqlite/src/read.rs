@@ -16,7 +16,7 @@ use crate::agent::prompts::PromptAudit;
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::clock::Timestamp;
 use crate::graph::{Detail, Event};
-use crate::model::{ChatResponse, ErrorClass, ModelError};
+use crate::model::{ChatResponse, ModelError};
 use crate::protocol::{InvocationStatus, ToolInvocation};
 
 /// A column that failed to decode, kept apart from SQLite errors until the row is done.
@@ -562,23 +562,5 @@ impl Store {
 
 fn model_error(text: &str) -> Decoded<ModelError> {
     let v: Value = json("model error", text)?;
-    let class: ErrorClass = serde_json::from_value(v["class"].clone())
-        .map_err(|e| StoreError::decode("model error class", e))?;
-    let message = v["message"]
-        .as_str()
-        .ok_or_else(|| StoreError::decode("model error", "no message"))?
-        .to_string();
-    let retry_after = v["retry_after_ms"]
-        .as_u64()
-        .map(std::time::Duration::from_millis);
-    let mut e = ModelError::permanent(message);
-    e.class = class;
-    e.retry_after = retry_after;
-    e.status = v["status"].as_u64().and_then(|s| u16::try_from(s).ok());
-    e.context_tokens = v["context_tokens"]
-        .as_u64()
-        .and_then(|n| u32::try_from(n).ok());
-    e.usage = serde_json::from_value(v["usage"].clone()).ok();
-    e.structured_output = serde_json::from_value(v["structured_output"].clone()).ok();
-    Ok(e)
+    diag_core::store::codec::model_error(&v).map_err(|e| StoreError::decode("model error", e))
 }

@@ -212,6 +212,14 @@ ALTER TABLE diagnosis_run ADD COLUMN answer_zstd BLOB;
 CREATE INDEX diagnosis_run_status ON diagnosis_run (status);
 "#;
 
+/// Version 6: a run's owner holds a lease (`diag-owner`): its host id and the time until which
+/// it vouches to be alive, renewed by its heartbeat. Rows written before keep NULL in both and
+/// are judged by the pid rule, as before.
+const V6_LEASES: &str = r#"
+ALTER TABLE diagnosis_run ADD COLUMN owner_host TEXT;
+ALTER TABLE diagnosis_run ADD COLUMN lease_expires_at TEXT;
+"#;
+
 /// One schema migration: its SQL, then, for a migration that moves data SQL alone cannot
 /// (it must keep bytes exact), a step in Rust, in the same transaction.
 pub(crate) struct Migration {
@@ -235,6 +243,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         then: Some(crate::blobs::convert_exchanges),
     },
     Migration::sql(V5_PACKED_TEXTS),
+    Migration::sql(V6_LEASES),
 ];
 
 /// The schema version this build writes and reads.

@@ -7,18 +7,18 @@
 //! with [`StoreError::UnknownRun`].
 
 use rusqlite::{ffi, params, Connection, OptionalExtension};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::owner::{self, Owner};
 use super::packed::Packed;
 use super::records::{NewRun, RunStatus, RunSummary, INTERRUPTED};
 use super::{RunRecorder, Store, StoreError};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::graph::Event;
 use crate::hash::sha256_hex;
-use crate::model::{ChatRequest, ModelError};
+use crate::model::ChatRequest;
 use crate::protocol::retry::canonical_json;
 use crate::protocol::ToolInvocation;
+use diag_owner::{Owner, RunOwner};
 
 /// The canonical form of a model request ([`crate::hash::canonical_request`]), stored beside
 /// its hash.
@@ -37,25 +37,7 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     Ok(canonical_json(&value))
 }
 
-pub(crate) fn error_json(e: &ModelError) -> Value {
-    let mut v = json!({"class": e.class, "message": e.message});
-    if let Some(after) = e.retry_after {
-        v["retry_after_ms"] = json!(crate::clock::millis(after));
-    }
-    if let Some(status) = e.status {
-        v["status"] = json!(status);
-    }
-    if let Some(n) = e.context_tokens {
-        v["context_tokens"] = json!(n);
-    }
-    if let Some(usage) = e.usage {
-        v["usage"] = json!(usage);
-    }
-    if let Some(form) = e.structured_output {
-        v["structured_output"] = json!(form);
-    }
-    v
-}
+pub(crate) use diag_core::store::codec::error_json;
 
 /// The error for a trace write or finish that changed no row: the run is unknown, or it is
 /// no longer RUNNING.
@@ -191,7 +173,9 @@ impl Store {
         let catalog_sha = sha256_hex(catalog.as_bytes());
         let limits = run.limits.as_ref().map(to_json).transpose()?;
         let me = Owner::current();
-        let created_at = self.now().to_string();
+        let now = self.now();
+        let created_at = now.to_string();
+        let lease_expires_at = self.lease_expiry(now);
         self.write("create a run", |tx| {
             tx.prepare_cached(
                 "INSERT INTO tool_catalog (sha256, catalog) VALUES (?1, ?2) \
@@ -203,8 +187,8 @@ impl Store {
                 .prepare_cached(
                     "INSERT INTO diagnosis_run (run_id, session_id, question, status, \
                      started_at, tools_sha256, owner_pid, owner_token, created_at, limits, \
-                     resumed_from) \
-                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                     resumed_from, owner_host, lease_expires_at) \
+                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -218,6 +202,8 @@ impl Store {
                         created_at,
                         limits,
                         run.resumed_from,
+                        me.host,
+                        lease_expires_at,
                     ])
                 });
             match inserted {
@@ -228,6 +214,7 @@ impl Store {
                 Err(e) => Err(self.err("create a run", e)),
             }
         })?;
+        self.start_heartbeat();
         Ok(RunRecorder::new(self.clone(), run.run_id, run.session_id))
     }
 
@@ -728,27 +715,46 @@ impl Store {
         }
     }
 
-    /// Marks FAILED (`interrupted`) every RUNNING run whose owning process is gone, keeping
-    /// its partial trace. Returns how many runs it marked.
+    /// Marks FAILED (`interrupted`) every RUNNING run whose owner is gone (`diag_owner::is_gone`:
+    /// a dead process on this host, or an expired lease of an owner elsewhere), keeping its
+    /// partial trace. Returns how many runs it marked.
     pub fn sweep_interrupted(&self) -> Result<usize, StoreError> {
-        let running: Vec<(String, i64, Option<String>)> = {
+        type Running = (String, Option<String>, i64, Option<String>, Option<String>);
+        let running: Vec<Running> = {
             let conn = self.lock();
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT run_id, owner_pid, owner_token FROM diagnosis_run \
-                     INDEXED BY diagnosis_run_running WHERE status = 'RUNNING'",
+                    "SELECT run_id, owner_host, owner_pid, owner_token, lease_expires_at \
+                     FROM diagnosis_run INDEXED BY diagnosis_run_running \
+                     WHERE status = 'RUNNING'",
                 )
                 .map_err(|e| self.err("find interrupted runs", e))?;
             let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .query_map([], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
                 .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
                 .map_err(|e| self.err("find interrupted runs", e))?;
             rows
         };
+        let now = self.now();
         let dead: Vec<String> = running
             .into_iter()
-            .filter(|(_, pid, token)| !owner::is_alive(*pid, token.as_deref()))
-            .map(|(run_id, _, _)| run_id)
+            .filter(|(_, host, pid, token, lease)| {
+                diag_owner::is_gone(
+                    &RunOwner {
+                        host: host.as_deref(),
+                        pid: *pid,
+                        token: token.as_deref(),
+                        // An unreadable lease counts as none: the pid rule decides.
+                        lease_expires_at: lease
+                            .as_deref()
+                            .and_then(|t| crate::clock::Timestamp::parse_rfc3339(t).ok()),
+                    },
+                    now,
+                )
+            })
+            .map(|(run_id, ..)| run_id)
             .collect();
         if dead.is_empty() {
             return Ok(0);

@@ -22,6 +22,7 @@
 //! The traits are used generically (the application is monomorphised over its store): a
 //! recorder takes events of any outcome type, which keeps them from being `dyn`-compatible.
 
+pub mod codec;
 pub mod records;
 
 use std::fmt::{self, Display};

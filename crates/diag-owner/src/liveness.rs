@@ -3,40 +3,20 @@
 //! A run row carries its writer's pid and, where the platform tells it, a start token
 //! (`<boot id>:<pid namespace>:<start time in clock ticks>` on Linux). A pid alone is not
 //! enough: pids are reused, so a run whose owner died long ago could look alive because an
-//! unrelated process now has that pid; the start time tells the two apart. SQLite's WAL mode
-//! needs shared memory, so every writer of one file runs on the same kernel: a token from
-//! another boot means the owner is gone. A token from another pid namespace (a container
-//! sharing the file) names a process this one cannot see, so it counts as alive and is left
-//! for a process in that namespace to sweep.
+//! unrelated process now has that pid; the start time tells the two apart. [`is_alive`]
+//! answers for the rows whose owner this kernel can see (the crate root decides when that
+//! is, and falls back on the lease otherwise): a token from another boot means the owner is
+//! gone; a token from another pid namespace (a container sharing the store) names a process
+//! this one cannot see, so it counts as alive.
 //!
 //! When liveness cannot be decided (no `/proc`, no permission), the owner counts as alive:
 //! sweeping a live run would corrupt its lifecycle, while leaving a dead one RUNNING a little
 //! longer costs nothing.
 
-use std::sync::OnceLock;
-
-/// This process as a run owner.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Owner {
-    pub pid: u32,
-    pub token: Option<String>,
-}
-
-impl Owner {
-    pub fn current() -> &'static Owner {
-        static CURRENT: OnceLock<Owner> = OnceLock::new();
-        CURRENT.get_or_init(|| {
-            let pid = std::process::id();
-            Owner {
-                pid,
-                token: start_token(pid),
-            }
-        })
-    }
-}
+use crate::Owner;
 
 /// Whether the process that wrote `pid` and `token` on a run row still runs.
-pub(crate) fn is_alive(pid: i64, token: Option<&str>) -> bool {
+pub fn is_alive(pid: i64, token: Option<&str>) -> bool {
     let Ok(pid) = u32::try_from(pid) else {
         return false;
     };
@@ -51,7 +31,7 @@ pub(crate) fn is_alive(pid: i64, token: Option<&str>) -> bool {
 }
 
 #[cfg(target_os = "linux")]
-fn start_token(pid: u32) -> Option<String> {
+pub(crate) fn start_token(pid: u32) -> Option<String> {
     let (_, start) = platform::stat(pid).ok()??;
     Some(format!(
         "{}:{}:{start}",
@@ -61,12 +41,12 @@ fn start_token(pid: u32) -> Option<String> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn start_token(_pid: u32) -> Option<String> {
+pub(crate) fn start_token(_pid: u32) -> Option<String> {
     None
 }
 
 #[cfg(target_os = "linux")]
-mod platform {
+pub(crate) mod platform {
     use std::io::ErrorKind;
 
     pub fn boot_id() -> Option<String> {

@@ -1,0 +1,283 @@
+//! From a URL to a live connection: the URL is parsed by the driver, the password is found
+//! where libpq's users keep it, TLS is negotiated as the URL's `sslmode` asks, and every
+//! failure becomes one [`PgError`] line that names the server and never the password.
+//!
+//! - **Password**, first found wins: the URL's own, then `PGPASSWORD`, then the variable
+//!   [`super::PgOptions::password_env`] names (`[store] password_env`), then the password
+//!   file (`PGPASSFILE`, else `~/.pgpass`; lines `host:port:database:user:password`, `*`
+//!   matches anything, `\:` and `\\` escape). diag keeps it in memory only: it is never stored,
+//!   logged, exported or printed.
+//! - **TLS**: `sslmode=disable` never, `prefer` (the default) when the server offers it,
+//!   `require` always. The server's certificate is always verified, against the webpki roots
+//!   and the PEM certificates in `PGSSLROOTCERT`: a TLS connection to an unverified server is
+//!   never made.
+//! - **Time**: a server that does not answer fails the connection after `connect_timeout`
+//!   (URL parameter, default 10 s) instead of hanging the command.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::config::Host;
+use tokio_postgres::Config;
+
+use super::error::{code, one_line, PgError};
+use super::PgOptions;
+use crate::env_vars::EnvVars;
+
+/// The URL schemes of this store.
+pub const SCHEMES: &[&str] = &["postgres", "postgresql"];
+
+/// True when `location` is a URL of this store (`postgres://…` or `postgresql://…`).
+pub fn is_postgres_url(location: &str) -> bool {
+    SCHEMES.iter().any(|s| {
+        location
+            .get(..s.len() + 3)
+            .is_some_and(|p| p.eq_ignore_ascii_case(&format!("{s}://")))
+    })
+}
+
+/// A parsed URL and the name of the store it gives for messages.
+pub(crate) struct Target {
+    pub config: Config,
+    /// `user@host:port/database`, with no password.
+    pub name: String,
+    pub user: String,
+}
+
+pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target, PgError> {
+    if !is_postgres_url(url) {
+        return Err(PgError::Url(
+            "it must start with postgres:// or postgresql://".into(),
+        ));
+    }
+    // The driver's messages about a malformed URL do not quote it, but they may name a part of
+    // it; only the kind of error is passed on.
+    let mut config = Config::from_str(url).map_err(|e| PgError::Url(one_line(&e.to_string())))?;
+    let user = config
+        .get_user()
+        .map(str::to_string)
+        .or_else(|| {
+            std::env::var(EnvVars::PGUSER)
+                .ok()
+                .filter(|u| !u.is_empty())
+        })
+        .or_else(|| std::env::var(EnvVars::USER).ok().filter(|u| !u.is_empty()))
+        .ok_or_else(|| PgError::Url("it names no user (postgres://USER@HOST/DATABASE)".into()))?;
+    config.user(&user);
+    if config.get_hosts().is_empty() {
+        config.host("localhost");
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    config.application_name("diag");
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let database = config.get_dbname().unwrap_or(&user).to_string();
+    if config.get_password().is_none() {
+        if let Some(password) = password(&host, port, &database, &user, options) {
+            config.password(password);
+        }
+    }
+    Ok(Target {
+        name: format!("{user}@{host}:{port}/{database}"),
+        config,
+        user,
+    })
+}
+
+fn password(
+    host: &str,
+    port: u16,
+    database: &str,
+    user: &str,
+    options: &PgOptions,
+) -> Option<String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    var(EnvVars::PGPASSWORD)
+        .or_else(|| options.password_env.as_deref().and_then(var))
+        .or_else(|| {
+            let file = var(EnvVars::PGPASSFILE)
+                .map(PathBuf::from)
+                .or_else(|| var(EnvVars::HOME).map(|h| PathBuf::from(h).join(".pgpass")))?;
+            let text = std::fs::read_to_string(file).ok()?;
+            pgpass_lookup(&text, host, port, database, user)
+        })
+}
+
+/// The password of the first line of a password file that matches.
+pub(crate) fn pgpass_lookup(
+    text: &str,
+    host: &str,
+    port: u16,
+    database: &str,
+    user: &str,
+) -> Option<String> {
+    let port = port.to_string();
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
+        .find_map(|line| {
+            let fields = pgpass_fields(line);
+            let [h, p, d, u, password] = <[String; 5]>::try_from(fields).ok()?;
+            let matches = |pattern: &str, value: &str| pattern == "*" || pattern == value;
+            let host_matches = matches(&h, host) || (h == "localhost" && host == "127.0.0.1");
+            (host_matches && matches(&p, &port) && matches(&d, database) && matches(&u, user))
+                .then_some(password)
+        })
+}
+
+fn pgpass_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let (Some(next), Some(last)) = (chars.next(), fields.last_mut()) {
+                    last.push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => {
+                if let Some(last) = fields.last_mut() {
+                    last.push(c);
+                }
+            }
+        }
+    }
+    fields
+}
+
+/// The TLS connector: rustls with ring, verifying against the webpki roots and
+/// `PGSSLROOTCERT`.
+pub(crate) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(file) = std::env::var_os(EnvVars::PGSSLROOTCERT).filter(|v| !v.is_empty()) {
+        let certs = CertificateDer::pem_file_iter(&file)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| {
+                PgError::Url(format!(
+                    "PGSSLROOTCERT {} cannot be read as PEM certificates: {e}",
+                    PathBuf::from(&file).display()
+                ))
+            })?;
+        for cert in certs {
+            roots.add(cert).map_err(|e| {
+                PgError::Url(format!(
+                    "PGSSLROOTCERT {} holds a certificate rustls refuses: {e}",
+                    PathBuf::from(&file).display()
+                ))
+            })?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| PgError::Url(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// Maps a failed connection to the line an operator acts on.
+pub(crate) fn connect_error(target: &Target, e: &tokio_postgres::Error) -> PgError {
+    let name = target.name.clone();
+    if let Some(db) = e.as_db_error() {
+        let detail = db.message().to_string();
+        return match db.code().code() {
+            code::INVALID_PASSWORD | code::INVALID_AUTHORIZATION => PgError::Credentials {
+                target: name,
+                user: target.user.clone(),
+                detail,
+            },
+            code::INVALID_CATALOG_NAME => PgError::Missing {
+                target: name,
+                detail,
+            },
+            _ => PgError::Unreachable {
+                target: name,
+                detail,
+            },
+        };
+    }
+    let text = error_chain(e);
+    if text.contains("password missing") {
+        return PgError::Credentials {
+            target: name,
+            user: target.user.clone(),
+            detail: "the server asks for a password and none was given".into(),
+        };
+    }
+    PgError::Unreachable {
+        target: name,
+        detail: text,
+    }
+}
+
+/// The error with its causes, on one line (`connection refused` is the cause of `error
+/// connecting to server`).
+fn error_chain(e: &tokio_postgres::Error) -> String {
+    let mut text = one_line(&e.to_string());
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let line = one_line(&s.to_string());
+        if !line.is_empty() && !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_url_is_told_from_a_path() {
+        assert!(is_postgres_url("postgres://diag@db/runs"));
+        assert!(is_postgres_url("PostgreSQL://diag@db/runs"));
+        assert!(!is_postgres_url("./postgres://x.db"));
+        assert!(!is_postgres_url("mysql://db"));
+        assert!(!is_postgres_url("postgres:"));
+    }
+
+    #[test]
+    fn the_password_file_matches_by_field_with_wildcards_and_escapes() {
+        let file = "# comment\n\
+                    other:5432:*:diag:nope\n\
+                    db.example:*:runs:diag:s\\:cret\\\\1\n\
+                    *:*:*:*:fallback\n";
+        assert_eq!(
+            pgpass_lookup(file, "db.example", 5433, "runs", "diag").as_deref(),
+            Some("s:cret\\1")
+        );
+        assert_eq!(
+            pgpass_lookup(file, "db.example", 5433, "other", "diag").as_deref(),
+            Some("fallback")
+        );
+        assert_eq!(pgpass_lookup("a:b:c\n", "a", 1, "c", "d"), None);
+    }
+
+    #[test]
+    fn a_parsed_url_names_its_store_without_the_password() {
+        let options = PgOptions::default();
+        let target = parse("postgres://diag:hunter2@10.0.0.5:6543/runs", &options).unwrap();
+        assert_eq!(target.name, "diag@10.0.0.5:6543/runs");
+        assert_eq!(target.config.get_password(), Some(&b"hunter2"[..]));
+        let Err(e) = parse("postgres://diag:hunter2@10.0.0.5:notaport/runs", &options) else {
+            panic!("a bad port parsed");
+        };
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+}

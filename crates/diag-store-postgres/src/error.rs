@@ -1,0 +1,120 @@
+//! Store errors. Each reads as one line naming the store (`user@host:port/database`, never a
+//! password) and what went wrong; the server's own codes are mapped to the cases an operator
+//! can act on (unreachable server, refused credentials, missing database, not a diag store,
+//! newer schema).
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum PgError {
+    #[error("the run store URL is not a PostgreSQL URL diag can use: {0}")]
+    Url(String),
+    #[error("cannot reach the PostgreSQL run store at {target}: {detail}")]
+    Unreachable { target: String, detail: String },
+    #[error(
+        "the PostgreSQL server at {target} refused the credentials of user {user}: {detail} \
+         (diag takes the password from PGPASSWORD, the variable `[store] password_env` names, or \
+         ~/.pgpass)"
+    )]
+    Credentials {
+        target: String,
+        user: String,
+        detail: String,
+    },
+    #[error("no run store at {target}: {detail}")]
+    Missing { target: String, detail: String },
+    #[error(
+        "the run store {target} has schema version {found}, newer than the {supported} this diag \
+         knows; use a newer diag (the database was left untouched)"
+    )]
+    NewerSchema {
+        target: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error(
+        "{target} is a PostgreSQL database but not a diag run store (it has tables of its own)"
+    )]
+    ForeignDatabase { target: String },
+    #[error("cannot {op}: the PostgreSQL run store at {target} refused the write ({detail})")]
+    ReadOnly {
+        target: String,
+        op: &'static str,
+        detail: String,
+    },
+    #[error("cannot {op} in the PostgreSQL run store at {target}: {detail}")]
+    Postgres {
+        target: String,
+        op: &'static str,
+        detail: String,
+    },
+    #[error("unknown run {0}")]
+    UnknownRun(String),
+    #[error("run {0} already exists")]
+    DuplicateRun(String),
+    #[error("{what} {key} of run {run_id} is already recorded")]
+    Duplicate {
+        what: &'static str,
+        run_id: String,
+        key: String,
+    },
+    #[error("run {run_id} is {status}, not RUNNING; it cannot be finished again")]
+    NotRunning { run_id: String, status: String },
+    #[error("run {run_id} is {status}; only a SUCCESS run is evaluated")]
+    NotEvaluable { run_id: String, status: String },
+    #[error("invalid record: {0}")]
+    Invalid(String),
+    #[error("stored {what} cannot be read back: {detail}")]
+    Decode { what: &'static str, detail: String },
+}
+
+/// SQLSTATE codes diag tells apart.
+pub(crate) mod code {
+    pub const UNIQUE_VIOLATION: &str = "23505";
+    pub const INVALID_PASSWORD: &str = "28P01";
+    pub const INVALID_AUTHORIZATION: &str = "28000";
+    pub const INVALID_CATALOG_NAME: &str = "3D000";
+    pub const READ_ONLY_TRANSACTION: &str = "25006";
+    pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
+}
+
+impl PgError {
+    /// A driver error during `op`, as one line: the server's message when it sent one, the
+    /// driver's otherwise (neither carries the password).
+    pub(crate) fn postgres(target: &str, op: &'static str, e: &tokio_postgres::Error) -> Self {
+        let target = target.to_string();
+        match e.as_db_error() {
+            Some(db) => {
+                let detail = db.message().to_string();
+                match db.code().code() {
+                    code::READ_ONLY_TRANSACTION | code::INSUFFICIENT_PRIVILEGE => {
+                        PgError::ReadOnly { target, op, detail }
+                    }
+                    _ => PgError::Postgres { target, op, detail },
+                }
+            }
+            None => PgError::Postgres {
+                target,
+                op,
+                detail: one_line(&e.to_string()),
+            },
+        }
+    }
+
+    pub(crate) fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
+        e.as_db_error()
+            .is_some_and(|db| db.code().code() == code::UNIQUE_VIOLATION)
+    }
+
+    pub(crate) fn decode(what: &'static str, detail: impl ToString) -> Self {
+        PgError::Decode {
+            what,
+            detail: detail.to_string(),
+        }
+    }
+}
+
+/// The first line of a message, trimmed (driver errors may chain causes over lines).
+pub(crate) fn one_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().trim().to_string()
+}

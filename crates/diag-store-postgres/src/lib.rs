@@ -1,0 +1,242 @@
+//! `diag-store-postgres`: the run store on a PostgreSQL server, for a team whose runs are
+//! written from many machines at once (CI runners, on-call laptops, alert hooks) into one
+//! history. It implements diag-core's run store port ([`diag_core::store::RunStore`],
+//! [`diag_core::store::TraceRecorder`], [`diag_core::store::RunReader`]) with the guarantees
+//! of the SQLite store (openspec/specs/run-store/spec.md), and is chosen by a URL
+//! (`--db postgres://…`, `DIAG_DB`, `[store] url`).
+//!
+//! # Guarantees
+//!
+//! - **As it happens.** Each model call (step and exchange together) and each tool
+//!   invocation is committed in its own transaction when it is reported; orchestration events
+//!   are held while deterministic nodes run and committed before the next agent node waits on
+//!   a model (`recorder.rs`), exactly as in the SQLite store.
+//! - **Final.** Every trace write first locks its run row (`FOR SHARE`) and checks it is
+//!   RUNNING; a finish updates the row only while it is RUNNING. A finished run's trace cannot
+//!   change, and a finish and a concurrent sweep cannot both win.
+//! - **One transaction to finish.** The held events, the run's final row and, for a SUCCESS,
+//!   its evaluation (under a savepoint: a refused evaluation leaves the SUCCESS standing).
+//! - **Interrupted runs across machines.** A run's owner (host id, pid, start token) holds a
+//!   lease, renewed by a heartbeat while the handle lives (`heartbeat.rs`); whoever opens the
+//!   store next sweeps FAILED (`interrupted`) the RUNNING runs whose owner is gone by
+//!   `diag_owner::is_gone`: a dead process on the sweeper's own host at once, any other owner
+//!   once its lease has run out.
+//! - **Versioned migrations** (`schema.rs`), applied under an advisory lock so that many
+//!   processes opening a new database at once create it once; a database with tables of its
+//!   own, or of a newer schema version, is refused untouched.
+//! - **Reads scoped to one run.** Every trace read names its `run_id`.
+//! - **No secrets.** The password comes from the URL's environment (`connect.rs`) and lives
+//!   in the connection only; errors name `user@host:port/database`.
+//!
+//! # How it talks to the server
+//!
+//! The store's methods are synchronous, like the SQLite store's, and are called from inside
+//! the application's async runtime. A handle owns a small runtime of its own that drives the
+//! connection; each call waits on its query with `futures::executor::block_on` (the driver's
+//! client futures only exchange messages with the connection task), so no runtime is ever
+//! started inside another. One connection per handle; clones share it, so the writes of one
+//! process are serialized here, as the SQLite store serializes them on its connection.
+
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod connect;
+mod error;
+mod heartbeat;
+mod port;
+mod read;
+mod recorder;
+mod records {
+    pub use diag_core::store::records::*;
+}
+mod schema;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use diag_core::{agent, clock, env_vars, graph, hash, model, protocol, tools};
+
+pub use connect::{is_postgres_url, SCHEMES};
+pub use diag_core::store::records::{
+    EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
+    StoredStep, INTERRUPTED,
+};
+pub use error::PgError;
+pub use recorder::PgRecorder;
+pub use schema::SCHEMA_VERSION;
+
+use crate::clock::{Clock, SystemClock};
+
+/// What finishing a run reported besides success (the port's, with this store's error).
+pub type FinishReport = diag_core::store::FinishReport<PgError>;
+/// Why a run could not be finished (the port's, with this store's error).
+pub type FinishError = diag_core::store::FinishError<PgError>;
+
+/// How a store is opened.
+#[derive(Clone)]
+pub struct PgOptions {
+    /// Where the store's own timestamps come from (a sweep's `finished_at`, an evaluation's
+    /// `created_at`, a lease's expiry).
+    pub clock: Arc<dyn Clock>,
+    /// How long the lease of a run this process creates lasts.
+    pub lease: Duration,
+    /// The environment variable that holds the password, when neither the URL nor
+    /// `PGPASSWORD` gives one (`[store] password_env`).
+    pub password_env: Option<String>,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            clock: Arc::new(SystemClock::new()),
+            lease: diag_owner::lease_duration(),
+            password_env: None,
+        }
+    }
+}
+
+/// A handle on one PostgreSQL run store. Cheap to clone; clones share one connection.
+#[derive(Clone)]
+pub struct PgStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: Mutex<tokio_postgres::Client>,
+    /// `user@host:port/database`: what every error names.
+    target: String,
+    clock: Arc<dyn Clock>,
+    lease: Duration,
+    /// Orchestration events held per run until the next commit point (`recorder.rs`).
+    held: Mutex<HashMap<String, Vec<write::EventRow>>>,
+    heartbeat: OnceLock<Option<heartbeat::Heartbeat>>,
+    /// Drives the connection; shut down without blocking when the last handle goes, which
+    /// may happen inside the application's runtime.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl PgStore {
+    /// Connects, creates or migrates the schema, then sweeps interrupted runs: what a command
+    /// that writes runs (`ask`, `replay`, `store copy --to`) does.
+    pub fn open(url: &str, options: PgOptions) -> Result<PgStore, PgError> {
+        PgStore::open_mode(url, options, true)
+    }
+
+    /// Connects to a store that is already there: a database without diag's schema is
+    /// [`PgError::Missing`] and is left untouched. Read-only commands (`trace`, `runs`,
+    /// `export`) open the store this way. A store of an older schema is migrated, as the
+    /// SQLite store is.
+    pub fn open_existing(url: &str, options: PgOptions) -> Result<PgStore, PgError> {
+        PgStore::open_mode(url, options, false)
+    }
+
+    fn open_mode(url: &str, options: PgOptions, create: bool) -> Result<PgStore, PgError> {
+        let target = connect::parse(url, &options)?;
+        let tls = connect::tls()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("diag-store-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| PgError::Unreachable {
+                target: target.name.clone(),
+                detail: format!("cannot start the connection's runtime: {e}"),
+            })?;
+        let config = target.config.clone();
+        let connecting = runtime.spawn(async move {
+            let (client, connection) = config.connect(tls).await?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::warn!(error = %error::one_line(&e.to_string()), "run store connection closed");
+                }
+            });
+            Ok::<_, tokio_postgres::Error>(client)
+        });
+        let client = match futures::executor::block_on(connecting) {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => {
+                runtime.shutdown_background();
+                return Err(connect::connect_error(&target, &e));
+            }
+            Err(e) => {
+                runtime.shutdown_background();
+                return Err(PgError::Unreachable {
+                    target: target.name,
+                    detail: format!("the connection task failed: {e}"),
+                });
+            }
+        };
+        let store = PgStore {
+            shared: Arc::new(Shared {
+                client: Mutex::new(client),
+                target: target.name,
+                clock: options.clock,
+                lease: options.lease,
+                held: Mutex::new(HashMap::new()),
+                heartbeat: OnceLock::new(),
+                runtime: Some(runtime),
+            }),
+        };
+        {
+            let mut client = store.lock();
+            schema::prepare(&mut client, &store.shared.target, create)?;
+        }
+        tracing::debug!(target = %store.shared.target, "run store opened");
+        match store.sweep_interrupted() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(runs = n, "runs of gone owners marked FAILED (interrupted)"),
+            Err(e) => tracing::warn!(error = %e, "interrupted runs not swept this time"),
+        }
+        Ok(store)
+    }
+
+    /// `user@host:port/database` (no password).
+    pub fn target(&self) -> &str {
+        &self.shared.target
+    }
+
+    fn lock(&self) -> MutexGuard<'_, tokio_postgres::Client> {
+        // A panic while the lock was held leaves at most an open transaction, which the
+        // driver rolls back when the transaction object is dropped.
+        self.shared
+            .client
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn err(&self, op: &'static str, e: &tokio_postgres::Error) -> PgError {
+        PgError::postgres(&self.shared.target, op, e)
+    }
+
+    fn now(&self) -> clock::Timestamp {
+        self.shared.clock.now()
+    }
+
+    /// Runs `f` in one transaction and commits it.
+    fn write<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&mut tokio_postgres::Transaction<'_>) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
+        let mut client = self.lock();
+        let mut tx = wait(client.transaction()).map_err(|e| self.err(op, &e))?;
+        let value = f(&mut tx)?;
+        wait(tx.commit()).map_err(|e| self.err(op, &e))?;
+        Ok(value)
+    }
+}
+
+/// Waits for one of the driver's futures on this thread.
+pub(crate) fn wait<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}

@@ -1,0 +1,258 @@
+//! Reads: one run, a filtered list of runs (newest first), and a run's trace rows in their
+//! recorded order. Every trace read is scoped to one `run_id`.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_postgres::Row;
+
+use super::error::PgError;
+use super::records::{
+    EvaluationRow, Reuse, RunFilter, RunRow, RunStatus, StoredExchange, StoredStep,
+};
+use super::{wait, PgStore};
+use crate::agent::runtime::{AgentStepRecord, ModelExchange};
+use crate::clock::Timestamp;
+use crate::graph::Event;
+use crate::model::ChatRequest;
+use crate::protocol::ToolInvocation;
+
+type Decoded<T> = Result<T, PgError>;
+
+fn json<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
+    serde_json::from_str(text).map_err(|e| PgError::decode(what, e))
+}
+
+fn enum_str<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
+    serde_json::from_value(Value::String(text.to_string())).map_err(|e| PgError::decode(what, e))
+}
+
+fn time(what: &'static str, text: &str) -> Decoded<Timestamp> {
+    Timestamp::parse_rfc3339(text).map_err(|e| PgError::decode(what, e))
+}
+
+fn count(what: &'static str, v: i64) -> Decoded<u64> {
+    u64::try_from(v).map_err(|e| PgError::decode(what, e))
+}
+
+fn small(what: &'static str, v: i64) -> Decoded<u32> {
+    u32::try_from(v).map_err(|e| PgError::decode(what, e))
+}
+
+const RUN_COLUMNS: &str = "run_id, session_id, question, status, failure, answer, started_at, \
+     finished_at, duration_ms, prompt_tokens, completion_tokens, step_count, tool_count, \
+     degraded, effective_verdict, fallback_kind, path, self_evaluation, tools, owner_pid, \
+     created_at, limits, resumed_from, reuse FROM diagnosis_run";
+
+fn run_row(r: &Row) -> Decoded<RunRow> {
+    let opt = |i: usize| r.get::<_, Option<String>>(i);
+    Ok(RunRow {
+        run_id: r.get(0),
+        session_id: r.get(1),
+        question: r.get(2),
+        status: r
+            .get::<_, String>(3)
+            .parse::<RunStatus>()
+            .map_err(|e| PgError::decode("run status", e))?,
+        failure: opt(4),
+        answer: opt(5),
+        started_at: time("run started_at", r.get(6))?,
+        finished_at: opt(7)
+            .as_deref()
+            .map(|t| time("run finished_at", t))
+            .transpose()?,
+        duration_ms: r
+            .get::<_, Option<i64>>(8)
+            .map(|d| count("run duration", d))
+            .transpose()?,
+        prompt_tokens: count("prompt tokens", r.get(9))?,
+        completion_tokens: count("completion tokens", r.get(10))?,
+        step_count: count("step count", r.get(11))?,
+        tool_count: count("tool count", r.get(12))?,
+        degraded: r.get(13),
+        effective_verdict: opt(14)
+            .as_deref()
+            .map(|v| enum_str("effective verdict", v))
+            .transpose()?,
+        fallback_kind: opt(15)
+            .as_deref()
+            .map(|k| enum_str("fallback kind", k))
+            .transpose()?,
+        path: json("run path", r.get(16))?,
+        self_evaluation: opt(17)
+            .as_deref()
+            .map(|e| json("self evaluation", e))
+            .transpose()?,
+        tools: json("tool catalog", r.get(18))?,
+        owner_pid: small("owner pid", r.get(19))?,
+        created_at: time("run created_at", r.get(20))?,
+        limits: opt(21)
+            .as_deref()
+            .map(|l| json("run limits", l))
+            .transpose()?,
+        resumed_from: opt(22),
+        reuse: opt(23)
+            .as_deref()
+            .map(|u| json::<Reuse>("run reuse", u))
+            .transpose()?,
+    })
+}
+
+impl PgStore {
+    fn rows(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, PgError> {
+        let client = self.lock();
+        wait(client.query(sql, params)).map_err(|e| self.err(op, &e))
+    }
+
+    /// How many runs the store holds.
+    pub fn count_runs(&self) -> Result<u64, PgError> {
+        let rows = self.rows("count runs", "SELECT count(*) FROM diagnosis_run", &[])?;
+        rows.first()
+            .map(|r| count("run count", r.get(0)))
+            .unwrap_or(Ok(0))
+    }
+
+    /// One run, or `None` when no run has this id.
+    pub fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, PgError> {
+        let sql = format!("SELECT {RUN_COLUMNS} WHERE run_id = $1");
+        self.rows("read a run", &sql, &[&run_id])?
+            .first()
+            .map(run_row)
+            .transpose()
+    }
+
+    /// Runs matching `filter`, newest first (most recently created first).
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, PgError> {
+        let clause = match (filter.session_id.is_some(), filter.status.is_some()) {
+            (true, true) => "session_id = $1 AND status = $2",
+            (true, false) => "session_id = $1 AND $2::text IS NULL",
+            (false, true) => "$1::text IS NULL AND status = $2",
+            (false, false) => "$1::text IS NULL AND $2::text IS NULL",
+        };
+        let sql = format!("SELECT {RUN_COLUMNS} WHERE {clause} ORDER BY created_seq DESC LIMIT $3");
+        let limit = filter.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        let status = filter.status.map(|s| s.as_str());
+        self.rows("list runs", &sql, &[&filter.session_id, &status, &limit])?
+            .iter()
+            .map(run_row)
+            .collect()
+    }
+
+    /// Every run id, oldest first (what `diag store copy` walks).
+    pub fn run_ids(&self) -> Result<Vec<String>, PgError> {
+        Ok(self
+            .rows(
+                "list run ids",
+                "SELECT run_id FROM diagnosis_run ORDER BY created_seq",
+                &[],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    /// The orchestration events of a run, by `seq`.
+    pub fn events(&self, run_id: &str) -> Result<Vec<Event<String>>, PgError> {
+        self.rows(
+            "read orchestration events",
+            "SELECT record FROM orchestration_event WHERE run_id = $1 ORDER BY seq",
+            &[&run_id],
+        )?
+        .iter()
+        .map(|r| json("event", r.get(0)))
+        .collect()
+    }
+
+    /// The agent steps (model calls) of a run, in call order.
+    pub fn agent_steps(&self, run_id: &str) -> Result<Vec<StoredStep>, PgError> {
+        self.rows(
+            "read agent steps",
+            "SELECT seq, record FROM agent_step WHERE run_id = $1 ORDER BY seq",
+            &[&run_id],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(StoredStep {
+                seq: small("step seq", r.get(0))?,
+                step: json::<AgentStepRecord>("agent step", r.get(1))?,
+            })
+        })
+        .collect()
+    }
+
+    /// The model exchanges of a run, in call order.
+    pub fn exchanges(&self, run_id: &str) -> Result<Vec<StoredExchange>, PgError> {
+        self.rows(
+            "read model exchanges",
+            "SELECT seq, agent, round, attempt, turn, request, request_sha256, response, error \
+             FROM model_exchange WHERE run_id = $1 ORDER BY seq",
+            &[&run_id],
+        )?
+        .iter()
+        .map(|r| {
+            let response: Option<String> = r.get(7);
+            let error: Option<String> = r.get(8);
+            let outcome = match (response, error) {
+                (Some(resp), None) => Ok(json("model response", &resp)?),
+                (None, Some(e)) => {
+                    let v: Value = json("model error", &e)?;
+                    Err(diag_core::store::codec::model_error(&v)
+                        .map_err(|e| PgError::decode("model error", e))?)
+                }
+                _ => {
+                    return Err(PgError::decode(
+                        "model exchange",
+                        "neither or both of response and error",
+                    ))
+                }
+            };
+            Ok(StoredExchange {
+                seq: small("exchange seq", r.get(0))?,
+                request_sha256: r.get(6),
+                exchange: ModelExchange {
+                    agent: enum_str("exchange agent", r.get(1))?,
+                    round: small("exchange round", r.get(2))?,
+                    attempt: small("exchange attempt", r.get(3))?,
+                    turn: small("exchange turn", r.get(4))?,
+                    request: json::<ChatRequest>("model request", r.get(5))?,
+                    outcome,
+                },
+            })
+        })
+        .collect()
+    }
+
+    /// The tool invocations of a run, in recording order.
+    pub fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, PgError> {
+        self.rows(
+            "read tool invocations",
+            "SELECT record FROM tool_invocation WHERE run_id = $1 ORDER BY seq",
+            &[&run_id],
+        )?
+        .iter()
+        .map(|r| json("tool invocation", r.get(0)))
+        .collect()
+    }
+
+    /// The evaluation of a run, if it has one.
+    pub fn evaluation(&self, run_id: &str) -> Result<Option<EvaluationRow>, PgError> {
+        self.rows(
+            "read an evaluation",
+            "SELECT metrics, created_at FROM evaluation WHERE run_id = $1",
+            &[&run_id],
+        )?
+        .first()
+        .map(|r| {
+            Ok(EvaluationRow {
+                run_id: run_id.to_string(),
+                metrics: json("evaluation metrics", r.get(0))?,
+                created_at: time("evaluation created_at", r.get(1))?,
+            })
+        })
+        .transpose()
+    }
+}

@@ -1,0 +1,642 @@
+//! Writes: a run is created RUNNING with its owner's lease, its trace rows are inserted one
+//! transaction each as they are reported, and it is finished exactly once (SUCCESS or
+//! FAILED), by its owner or by the sweep when its owner is gone.
+//!
+//! Every trace write first locks its run row (`FOR SHARE`) and checks that the run is
+//! RUNNING, so a trace row can never land in a finished run, and a finish (which updates the
+//! row, waiting on those locks) sees every row written before it.
+
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Transaction;
+
+use super::error::PgError;
+use super::records::{NewRun, RunStatus, RunSummary, INTERRUPTED};
+use super::{wait, FinishError, FinishReport, PgRecorder, PgStore};
+use crate::agent::runtime::{AgentStepRecord, ModelExchange};
+use crate::graph::Event;
+use crate::hash::sha256_hex;
+use crate::protocol::retry::canonical_json;
+use crate::protocol::ToolInvocation;
+use diag_core::store::codec::error_json;
+use diag_owner::{Owner, RunOwner};
+
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn canonical<T: serde::Serialize>(value: &T) -> Result<String, PgError> {
+    let value = serde_json::to_value(value).map_err(|e| PgError::Invalid(e.to_string()))?;
+    Ok(canonical_json(&value))
+}
+
+/// One orchestration event as the row it becomes: built when the event is reported (a detail
+/// that cannot be serialized is an error then), inserted now or later.
+#[derive(Debug, Clone)]
+pub(crate) struct EventRow {
+    seq: i64,
+    node: String,
+    record: String,
+}
+
+impl EventRow {
+    pub(crate) fn of<O: std::fmt::Display>(event: &Event<O>) -> Result<EventRow, PgError> {
+        let event = Event {
+            seq: event.seq,
+            node: event.node.clone(),
+            attempt: event.attempt,
+            round: event.round,
+            status: event.status.to_string(),
+            started_at: event.started_at,
+            duration_ms: event.duration_ms,
+            detail: event.detail.clone(),
+        };
+        Ok(EventRow {
+            seq: i64::from(event.seq),
+            node: event.node.clone(),
+            record: canonical(&event)?,
+        })
+    }
+}
+
+/// A model exchange serialized for its row, before any transaction opens.
+pub(crate) struct ExchangeRow {
+    agent: String,
+    position: [i64; 3],
+    request: String,
+    request_sha: String,
+    response: Option<String>,
+    error: Option<String>,
+}
+
+impl ExchangeRow {
+    pub(crate) fn of(exchange: &ModelExchange) -> Result<ExchangeRow, PgError> {
+        let request = crate::hash::canonical_request(&exchange.request)
+            .map_err(|e| PgError::Invalid(e.to_string()))?;
+        let (response, error) = match &exchange.outcome {
+            Ok(r) => (Some(canonical(r)?), None),
+            Err(e) => (None, Some(canonical_json(&error_json(e)))),
+        };
+        Ok(ExchangeRow {
+            agent: exchange.agent.as_str().to_string(),
+            position: [
+                i64::from(exchange.round),
+                i64::from(exchange.attempt),
+                i64::from(exchange.turn),
+            ],
+            request_sha: sha256_hex(request.as_bytes()),
+            request,
+            response,
+            error,
+        })
+    }
+}
+
+/// The finish of a run: every column the owner (or the sweep) sets, counts and path taken
+/// from the stored trace in the same statement.
+const FINISH: &str = "
+UPDATE diagnosis_run SET
+    status = $2, failure = $3, answer = $4, finished_at = $5, duration_ms = $6,
+    degraded = $7, effective_verdict = $8, fallback_kind = $9, self_evaluation = $10,
+    reuse = $11,
+    prompt_tokens = (SELECT coalesce(sum(prompt_tokens), 0)::bigint FROM agent_step WHERE run_id = $1),
+    completion_tokens =
+        (SELECT coalesce(sum(completion_tokens), 0)::bigint FROM agent_step WHERE run_id = $1),
+    step_count = (SELECT count(*) FROM agent_step WHERE run_id = $1),
+    tool_count = (SELECT count(*) FROM tool_invocation WHERE run_id = $1),
+    path = (SELECT coalesce(json_agg(node ORDER BY seq)::text, '[]') FROM orchestration_event
+            WHERE run_id = $1)
+WHERE run_id = $1 AND status = 'RUNNING'";
+
+/// A SUCCESS needs a non-blank answer (openspec/specs/ask-service/spec.md).
+fn require_answer(run_id: &str, summary: &RunSummary) -> Result<(), PgError> {
+    if summary
+        .answer
+        .as_deref()
+        .is_none_or(|a| a.trim().is_empty())
+    {
+        return Err(PgError::Invalid(format!(
+            "run {run_id}: a SUCCESS run needs a non-blank answer"
+        )));
+    }
+    Ok(())
+}
+
+impl PgStore {
+    /// Creates a RUNNING run owned by this process, with its lease, and returns the recorder
+    /// for its trace.
+    pub fn create_run(&self, run: NewRun) -> Result<PgRecorder, PgError> {
+        if run.run_id.trim().is_empty() {
+            return Err(PgError::Invalid("a run needs a non-empty run_id".into()));
+        }
+        let tools = canonical(&run.tools)?;
+        let limits = run.limits.as_ref().map(canonical).transpose()?;
+        let me = Owner::current();
+        let now = self.now();
+        let created_at = now.to_string();
+        let lease = self.lease_expiry(now);
+        let started_at = run.started_at.to_string();
+        let pid = i64::from(me.pid);
+        let inserted = self.write("create a run", |tx| {
+            let params: [&(dyn ToSql + Sync); 12] = [
+                &run.run_id,
+                &run.session_id,
+                &run.question,
+                &started_at,
+                &tools,
+                &limits,
+                &me.host,
+                &pid,
+                &me.token,
+                &lease,
+                &created_at,
+                &run.resumed_from,
+            ];
+            match wait(tx.execute(
+                "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
+                 tools, limits, owner_host, owner_pid, owner_token, lease_expires_at, \
+                 created_at, resumed_from) \
+                 VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                &params,
+            )) {
+                Ok(_) => Ok(()),
+                Err(e) if PgError::is_unique_violation(&e) => {
+                    Err(PgError::DuplicateRun(run.run_id.clone()))
+                }
+                Err(e) => Err(self.err("create a run", &e)),
+            }
+        });
+        inserted?;
+        self.start_heartbeat();
+        Ok(PgRecorder::new(self.clone(), run.run_id, run.session_id))
+    }
+
+    /// Locks the run row for this transaction and checks it is RUNNING.
+    fn running(&self, tx: &mut Transaction<'_>, run_id: &str) -> Result<(), PgError> {
+        let row = wait(tx.query_opt(
+            "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
+            &[&run_id],
+        ))
+        .map_err(|e| self.err("record the run's trace", &e))?;
+        match row.map(|r| r.get::<_, String>(0)) {
+            None => Err(PgError::UnknownRun(run_id.to_string())),
+            Some(s) if s == RunStatus::Running.as_str() => Ok(()),
+            Some(status) => Err(PgError::NotRunning {
+                run_id: run_id.to_string(),
+                status,
+            }),
+        }
+    }
+
+    /// Inserts one trace row under a savepoint, so that a refused row undoes only itself.
+    fn insert(
+        &self,
+        tx: &mut Transaction<'_>,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        what: &'static str,
+        run_id: &str,
+        key: impl FnOnce() -> String,
+    ) -> Result<(), PgError> {
+        let sp = wait(tx.savepoint("row")).map_err(|e| self.err("record the run's trace", &e))?;
+        match wait(sp.execute(sql, params)) {
+            Ok(_) => wait(sp.commit()).map_err(|e| self.err("record the run's trace", &e)),
+            Err(e) if PgError::is_unique_violation(&e) => Err(PgError::Duplicate {
+                what,
+                run_id: run_id.to_string(),
+                key: key(),
+            }),
+            Err(e) => Err(self.err("record the run's trace", &e)),
+        }
+    }
+
+    fn insert_events(
+        &self,
+        tx: &mut Transaction<'_>,
+        run_id: &str,
+        rows: &[EventRow],
+    ) -> Vec<PgError> {
+        let mut errors = Vec::new();
+        for row in rows {
+            if let Err(e) = self.insert(
+                tx,
+                "INSERT INTO orchestration_event (run_id, seq, node, record) VALUES ($1, $2, $3, $4)",
+                &[&run_id, &row.seq, &row.node, &row.record],
+                "event",
+                run_id,
+                || row.seq.to_string(),
+            ) {
+                errors.push(e);
+            }
+        }
+        errors
+    }
+
+    /// Inserts several orchestration events of a RUNNING run in one transaction; each row
+    /// stands alone (a refused one is reported, the others are stored).
+    pub(crate) fn record_events(&self, run_id: &str, rows: &[EventRow]) -> Vec<PgError> {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        match self.write("record orchestration events", |tx| {
+            self.running(tx, run_id)?;
+            Ok(self.insert_events(tx, run_id, rows))
+        }) {
+            Ok(errors) => errors,
+            Err(e) => vec![e],
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<EventRow>>> {
+        self.shared.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds an event until the next flush or finish of its run.
+    pub(crate) fn hold_event(&self, run_id: &str, row: EventRow) {
+        self.held().entry(run_id.to_string()).or_default().push(row);
+    }
+
+    /// Commits the held events of `run_id`; returns the refused ones' errors.
+    pub(crate) fn flush_events(&self, run_id: &str) -> Vec<PgError> {
+        let rows = self.held().remove(run_id).unwrap_or_default();
+        self.record_events(run_id, &rows)
+    }
+
+    /// Inserts one orchestration event of a RUNNING run.
+    pub fn record_event<O: std::fmt::Display>(
+        &self,
+        run_id: &str,
+        event: &Event<O>,
+    ) -> Result<(), PgError> {
+        let row = EventRow::of(event)?;
+        self.record_events(run_id, std::slice::from_ref(&row))
+            .into_iter()
+            .next()
+            .map_or(Ok(()), Err)
+    }
+
+    fn insert_step(
+        &self,
+        tx: &mut Transaction<'_>,
+        run_id: &str,
+        step: &AgentStepRecord,
+    ) -> Result<(), PgError> {
+        let record = canonical(step)?;
+        let (prompt, completion) = (int(step.prompt_tokens), int(step.completion_tokens));
+        self.insert(
+            tx,
+            "INSERT INTO agent_step (run_id, seq, prompt_tokens, completion_tokens, record) \
+             SELECT $1, coalesce(max(seq), 0) + 1, $2, $3, $4 FROM agent_step WHERE run_id = $1",
+            &[&run_id, &prompt, &completion, &record],
+            "agent step",
+            run_id,
+            String::new,
+        )
+    }
+
+    fn insert_exchange(
+        &self,
+        tx: &mut Transaction<'_>,
+        run_id: &str,
+        row: &ExchangeRow,
+    ) -> Result<(), PgError> {
+        self.insert(
+            tx,
+            "INSERT INTO model_exchange (run_id, seq, agent, round, attempt, turn, request, \
+             request_sha256, response, error) \
+             SELECT $1, coalesce(max(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8, $9 \
+             FROM model_exchange WHERE run_id = $1",
+            &[
+                &run_id,
+                &row.agent,
+                &row.position[0],
+                &row.position[1],
+                &row.position[2],
+                &row.request,
+                &row.request_sha,
+                &row.response,
+                &row.error,
+            ],
+            "model exchange",
+            run_id,
+            String::new,
+        )
+    }
+
+    /// Inserts one agent step (a model call) of a RUNNING run.
+    pub fn record_agent_step(&self, run_id: &str, step: &AgentStepRecord) -> Result<(), PgError> {
+        self.write("record an agent step", |tx| {
+            self.running(tx, run_id)?;
+            self.insert_step(tx, run_id, step)
+        })
+    }
+
+    /// Inserts one model exchange of a RUNNING run.
+    pub fn record_exchange(&self, run_id: &str, exchange: &ModelExchange) -> Result<(), PgError> {
+        let row = ExchangeRow::of(exchange)?;
+        self.write("record a model exchange", |tx| {
+            self.running(tx, run_id)?;
+            self.insert_exchange(tx, run_id, &row)
+        })
+    }
+
+    /// One model call's step and exchange in one transaction; each row stands alone.
+    pub fn record_model_call(
+        &self,
+        run_id: &str,
+        step: &AgentStepRecord,
+        exchange: &ModelExchange,
+    ) -> Vec<PgError> {
+        let row = ExchangeRow::of(exchange);
+        let written = self.write("record a model call", |tx| {
+            self.running(tx, run_id)?;
+            let mut errors = Vec::new();
+            if let Err(e) = self.insert_step(tx, run_id, step) {
+                errors.push(e);
+            }
+            match &row {
+                Ok(row) => {
+                    if let Err(e) = self.insert_exchange(tx, run_id, row) {
+                        errors.push(e);
+                    }
+                }
+                Err(e) => errors.push(PgError::Invalid(e.to_string())),
+            }
+            Ok(errors)
+        });
+        match written {
+            Ok(errors) => errors,
+            Err(e) => vec![e],
+        }
+    }
+
+    /// Inserts one tool invocation into the RUNNING run it names.
+    pub fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), PgError> {
+        let record = canonical(invocation)?;
+        let run_id = invocation.run_id.as_str();
+        self.write("record a tool invocation", |tx| {
+            self.running(tx, run_id)?;
+            self.insert(
+                tx,
+                "INSERT INTO tool_invocation (run_id, invocation_id, seq, record) \
+                 SELECT $1, $2, coalesce(max(seq), 0) + 1, $3 FROM tool_invocation \
+                 WHERE run_id = $1",
+                &[&run_id, &invocation.invocation_id, &record],
+                "tool invocation",
+                run_id,
+                || invocation.invocation_id.clone(),
+            )
+        })
+    }
+
+    /// Finishes a RUNNING run as SUCCESS (non-blank answer required).
+    pub fn finish_success(&self, run_id: &str, summary: RunSummary) -> Result<(), PgError> {
+        require_answer(run_id, &summary)?;
+        self.finish(run_id, RunStatus::Success, None, summary)
+    }
+
+    /// Finishes a RUNNING run as FAILED with a one-line `failure`.
+    pub fn finish_failed(
+        &self,
+        run_id: &str,
+        failure: &str,
+        partial: RunSummary,
+    ) -> Result<(), PgError> {
+        self.finish(run_id, RunStatus::Failed, Some(failure), partial)
+    }
+
+    fn finish(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        failure: Option<&str>,
+        summary: RunSummary,
+    ) -> Result<(), PgError> {
+        self.finish_with(run_id, status, failure, summary, None)
+            .map(|_| ())
+            .map_err(|e| match e {
+                FinishError::Trace(e) | FinishError::Run(e) => e,
+            })
+    }
+
+    /// Finishes a RUNNING run as SUCCESS and stores its evaluation, in one transaction.
+    pub fn finish_success_evaluated(
+        &self,
+        run_id: &str,
+        summary: RunSummary,
+        metrics: &Value,
+    ) -> Result<FinishReport, FinishError> {
+        require_answer(run_id, &summary).map_err(FinishError::Run)?;
+        self.finish_with(run_id, RunStatus::Success, None, summary, Some(metrics))
+    }
+
+    /// The run's finish in one transaction with its held events and, for a SUCCESS, its
+    /// evaluation (as the SQLite store: a refused trace row leaves a SUCCESS unwritten and
+    /// the run RUNNING; a FAILED run keeps what the store accepts; a refused evaluation is
+    /// reported beside a SUCCESS that stands).
+    fn finish_with(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        failure: Option<&str>,
+        summary: RunSummary,
+        evaluation: Option<&Value>,
+    ) -> Result<FinishReport, FinishError> {
+        let rows = self.held().get(run_id).cloned().unwrap_or_default();
+        let self_evaluation = summary
+            .self_evaluation
+            .as_ref()
+            .map(canonical)
+            .transpose()
+            .map_err(FinishError::Run)?;
+        let reuse = summary
+            .reuse
+            .as_ref()
+            .map(canonical)
+            .transpose()
+            .map_err(FinishError::Run)?;
+        let finished_at = summary
+            .finished_at
+            .unwrap_or_else(|| self.now())
+            .to_string();
+        let evaluation = evaluation.map(canonical_json);
+        let created_at = self.now().to_string();
+        let duration = summary.duration_ms.map(int);
+        let verdict = summary.effective_verdict.map(|v| v.as_str());
+        let fallback = summary.fallback_kind.map(|k| k.as_str());
+        let mut trace_error = None;
+        let outcome = self.write("finish a run", |tx| {
+            let found = wait(tx.query_opt(
+                "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR UPDATE",
+                &[&run_id],
+            ))
+            .map_err(|e| self.err("finish a run", &e))?;
+            match found.map(|r| r.get::<_, String>(0)) {
+                None => return Err(PgError::UnknownRun(run_id.to_string())),
+                Some(s) if s != RunStatus::Running.as_str() => {
+                    return Err(PgError::NotRunning {
+                        run_id: run_id.to_string(),
+                        status: s,
+                    })
+                }
+                Some(_) => {}
+            }
+            let mut event_errors = self.insert_events(tx, run_id, &rows);
+            if status == RunStatus::Success && !event_errors.is_empty() {
+                trace_error = Some(event_errors.remove(0));
+                return Err(PgError::Invalid("a trace row was refused".into()));
+            }
+            let status_str = status.as_str();
+            wait(tx.execute(
+                FINISH,
+                &[
+                    &run_id,
+                    &status_str,
+                    &failure,
+                    &summary.answer,
+                    &finished_at,
+                    &duration,
+                    &summary.degraded,
+                    &verdict,
+                    &fallback,
+                    &self_evaluation,
+                    &reuse,
+                ],
+            ))
+            .map_err(|e| self.err("finish a run", &e))?;
+            let evaluation_error = match &evaluation {
+                Some(metrics) => {
+                    let sp = wait(tx.savepoint("evaluation"))
+                        .map_err(|e| self.err("record an evaluation", &e))?;
+                    let mut sp = sp;
+                    match self.insert_evaluation(&mut sp, run_id, metrics, &created_at) {
+                        Ok(()) => {
+                            wait(sp.commit()).map_err(|e| self.err("record an evaluation", &e))?;
+                            None
+                        }
+                        Err(e) => Some(e),
+                    }
+                }
+                None => None,
+            };
+            Ok(FinishReport { evaluation_error })
+        });
+        match (outcome, trace_error) {
+            (Ok(report), _) => {
+                let mut held = self.held();
+                if let Some(now) = held.get_mut(run_id) {
+                    now.drain(..rows.len().min(now.len()));
+                    if now.is_empty() {
+                        held.remove(run_id);
+                    }
+                }
+                Ok(report)
+            }
+            (Err(_), Some(trace)) => Err(FinishError::Trace(trace)),
+            (Err(e), None) => Err(FinishError::Run(e)),
+        }
+    }
+
+    /// Stores (or replaces) the evaluation of a SUCCESS run; any other run is refused.
+    pub fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), PgError> {
+        let metrics = canonical_json(metrics);
+        let created_at = self.now().to_string();
+        self.write("record an evaluation", |tx| {
+            self.insert_evaluation(tx, run_id, &metrics, &created_at)
+        })
+    }
+
+    fn insert_evaluation(
+        &self,
+        tx: &mut Transaction<'_>,
+        run_id: &str,
+        metrics: &str,
+        created_at: &str,
+    ) -> Result<(), PgError> {
+        let status = wait(tx.query_opt(
+            "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
+            &[&run_id],
+        ))
+        .map_err(|e| self.err("record an evaluation", &e))?
+        .map(|r| r.get::<_, String>(0));
+        match status {
+            None => return Err(PgError::UnknownRun(run_id.to_string())),
+            Some(s) if s != RunStatus::Success.as_str() => {
+                return Err(PgError::NotEvaluable {
+                    run_id: run_id.to_string(),
+                    status: s,
+                })
+            }
+            Some(_) => {}
+        }
+        wait(tx.execute(
+            "INSERT INTO evaluation (run_id, metrics, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
+             created_at = excluded.created_at",
+            &[&run_id, &metrics, &created_at],
+        ))
+        .map_err(|e| self.err("record an evaluation", &e))?;
+        Ok(())
+    }
+
+    /// Marks FAILED (`interrupted`) every RUNNING run whose owner is gone
+    /// (`diag_owner::is_gone`), keeping its partial trace. Returns how many it marked.
+    pub fn sweep_interrupted(&self) -> Result<usize, PgError> {
+        let running = {
+            let client = self.lock();
+            wait(client.query(
+                "SELECT run_id, owner_host, owner_pid, owner_token, lease_expires_at \
+                 FROM diagnosis_run WHERE status = 'RUNNING'",
+                &[],
+            ))
+            .map_err(|e| self.err("find interrupted runs", &e))?
+        };
+        let now = self.now();
+        let dead: Vec<String> = running
+            .iter()
+            .filter(|r| {
+                let lease: String = r.get(4);
+                diag_owner::is_gone(
+                    &RunOwner {
+                        host: Some(r.get::<_, &str>(1)),
+                        pid: r.get(2),
+                        token: r.get(3),
+                        lease_expires_at: crate::clock::Timestamp::parse_rfc3339(&lease).ok(),
+                    },
+                    now,
+                )
+            })
+            .map(|r| r.get(0))
+            .collect();
+        if dead.is_empty() {
+            return Ok(0);
+        }
+        let finished_at = now.to_string();
+        let failed = RunStatus::Failed.as_str();
+        self.write("mark interrupted runs FAILED", |tx| {
+            let mut swept = 0;
+            for run_id in &dead {
+                // The status guard makes a concurrent sweep or a late finish harmless.
+                swept += wait(tx.execute(
+                    FINISH,
+                    &[
+                        run_id,
+                        &failed,
+                        &INTERRUPTED,
+                        &None::<String>,
+                        &finished_at,
+                        &None::<i64>,
+                        &false,
+                        &None::<String>,
+                        &None::<String>,
+                        &None::<String>,
+                        &None::<String>,
+                    ],
+                ))
+                .map_err(|e| self.err("mark interrupted runs FAILED", &e))?
+                    as usize;
+            }
+            Ok(swept)
+        })
+    }
+}
