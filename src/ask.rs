@@ -21,7 +21,7 @@ use crate::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunCon
 use crate::ids::IdSource;
 use crate::protocol::ToolInvocation;
 use crate::runfile::{Recorder, RunLimits};
-use crate::store::{NewRun, RunStatus, RunSummary, Store, StoreError};
+use crate::store::{NewRun, RunStatus, RunSummary, StoreError};
 use crate::tools::InvocationLog;
 use diag_core::store::{FinishError, RunReader, RunStore, TraceRecorder};
 
@@ -36,7 +36,7 @@ pub fn production_nodes() -> NodeFactory {
 
 /// Everything a run needs from outside the graph. `S` is the run store, through the port
 /// ([`RunStore`]); the command line uses the SQLite [`Store`].
-pub struct AskDeps<S = Store> {
+pub struct AskDeps<S = crate::store::Store> {
     pub nodes: NodeFactory,
     pub models: AgentModels,
     pub tools: Arc<dyn ToolRunner>,

@@ -237,7 +237,14 @@ impl Default for LimitsConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
+    /// A SQLite file, or a `postgres://` URL.
     pub path: Option<PathBuf>,
+    /// A PostgreSQL store's URL (`postgres://user@host:port/database`); the same as `path`
+    /// holding a URL. At most one of the two.
+    pub url: Option<String>,
+    /// The environment variable that holds a PostgreSQL store's password, when the URL and
+    /// `PGPASSWORD` give none (the password itself never goes in the file).
+    pub password_env: Option<String>,
 }
 
 /// A configuration error, always naming the file.
@@ -277,6 +284,22 @@ impl Config {
     /// being edited, never keeps an operator from reading past runs. The file must still
     /// be TOML, and `[store]` well formed.
     pub fn store_path_of(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
+        let store = Config::store_of(path)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        if let Some(url) = store.url {
+            return Ok(Some(PathBuf::from(url)));
+        }
+        Ok(store.path.map(|p| {
+            if is_relative_path(&p) {
+                base.join(p)
+            } else {
+                p
+            }
+        }))
+    }
+
+    /// The `[store]` table of the configuration file at `path`, alone.
+    pub fn store_of(path: &Path) -> Result<StoreConfig, ConfigError> {
         #[derive(Deserialize, Default)]
         struct OnlyStore {
             #[serde(default)]
@@ -284,14 +307,7 @@ impl Config {
         }
         let (text, file) = read_text(path)?;
         let only: OnlyStore = deserialize_keyed(&text, &file)?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        Ok(only.store.path.map(|p| {
-            if is_relative_path(&p) {
-                base.join(p)
-            } else {
-                p
-            }
-        }))
+        Ok(only.store)
     }
 
     /// Parses and validates configuration text; `file` names it in errors. A value of the

@@ -34,6 +34,8 @@ pub use diag_core::text;
 /// The run store: the port and its records (diag-core) implemented by the SQLite store
 /// (diag-store-sqlite), under the path it had before the workspace.
 pub use diag_store_sqlite as store;
+/// The run store a command opens: SQLite by path or PostgreSQL by URL, behind one type.
+pub mod backend;
 /// The tool ports and registry (diag-core) and the built-in tools and MCP client (diag-tools),
 /// under the paths they had before the workspace.
 pub mod tools {

@@ -13,6 +13,7 @@ use super::common::{interrupt_handler, open_store, runtime, write_json, write_te
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
 use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
+use crate::backend::Store;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::ids::RandomIds;
@@ -23,7 +24,7 @@ use crate::runfile::resume::{resumed_models, ResumedTools, Reusing};
 use crate::runfile::RunLimits;
 use crate::runfile::{Divergence, RunFile};
 use crate::setup;
-use crate::store::{RunStatus, Store};
+use crate::store::RunStatus;
 
 /// The schema name of `diag ask --json` output.
 pub const ASK_JSON_SCHEMA: &str = "diag.ask.v1";
@@ -87,11 +88,10 @@ fn resumable(
     run_id: &str,
 ) -> Result<(Store, RunFile), CommandError> {
     let at = super::common::db_location(g, Some(config))?;
-    let store = match Store::open_existing(&at.path, crate::store::StoreOptions::default()) {
+    let options = super::common::open_options(g, Some(config))?;
+    let store = match Store::open_existing(&at.path, &options) {
         Ok(store) => store,
-        Err(crate::store::StoreError::Missing { .. }) => {
-            return Err(CommandError::unknown_run(run_id))
-        }
+        Err(e) if e.is_missing() => return Err(CommandError::unknown_run(run_id)),
         Err(e) => return Err(e.into()),
     };
     let row = store
@@ -148,7 +148,7 @@ pub(super) fn live_deps(
     env: &setup::LiveEnvironment,
     clock: Arc<dyn Clock>,
     store: &Store,
-) -> AskDeps {
+) -> AskDeps<Store> {
     AskDeps {
         nodes: production_nodes(),
         models: env.models.clone(),
@@ -343,7 +343,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
 }
 
 async fn run_ask(
-    deps: &AskDeps,
+    deps: &AskDeps<Store>,
     args: &AskArgs,
     question: &str,
     session: Option<String>,
@@ -381,7 +381,7 @@ struct Replaying {
 struct Finished<'a> {
     g: &'a GlobalArgs,
     args: &'a AskArgs,
-    deps: &'a AskDeps,
+    deps: &'a AskDeps<Store>,
     store: &'a Store,
     replaying: Replaying,
     /// The limits the run ran under (the configuration's, or the fixture's).

@@ -7,8 +7,10 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{io_error, CommandError, Exit, GlobalArgs};
+use crate::backend::Store;
+use crate::backend::{AnyStoreError, OpenOptions};
 use crate::config::Config;
-use crate::store::{Store, StoreError, StoreOptions, DB_ENV};
+use crate::store::{StoreError, DB_ENV};
 
 /// Where the database path came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +49,12 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
         return at(PathBuf::from(path), DbOrigin::Env);
     }
     let from_config = match config {
-        Some(c) => c.store.path.clone(),
+        Some(c) => c
+            .store
+            .url
+            .clone()
+            .map(PathBuf::from)
+            .or_else(|| c.store.path.clone()),
         // Commands that only read the store look at `[store]` alone (Config::store_path_of).
         None => match Config::locate(g.config.as_deref()) {
             Some(file) => {
@@ -59,21 +66,24 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
     if let Some(path) = from_config {
         return at(path, DbOrigin::Config);
     }
-    match Store::default_path() {
+    match crate::store::Store::default_path() {
         Some(path) => at(path, DbOrigin::Default),
         None => Err(CommandError::usage("no database path: HOME is not set")
             .hint("set --db PATH or DIAG_DB")),
     }
 }
 
-/// A database location written as a URL is refused before anything is created: taken as a
-/// path, `postgres://diag@host/db` would become a folder `postgres:` holding a new SQLite
-/// file, and the runs would silently land there. Only the scheme is named in the message:
-/// the rest of a URL may hold a password.
+/// A database location written as a URL other than PostgreSQL's is refused before anything
+/// is created: taken as a path, `mysql://diag@host/db` would become a folder `mysql:` holding
+/// a new SQLite file, and the runs would silently land there. Only the scheme is named in the
+/// message: the rest of a URL may hold a password.
 fn refuse_url(path: &std::path::Path, origin: DbOrigin) -> Result<(), CommandError> {
     let Some(scheme) = crate::config::url_scheme(path) else {
         return Ok(());
     };
+    if crate::backend::is_postgres(path) {
+        return Ok(());
+    }
     let source = match origin {
         DbOrigin::Flag => "--db",
         DbOrigin::Env => "DIAG_DB",
@@ -81,15 +91,32 @@ fn refuse_url(path: &std::path::Path, origin: DbOrigin) -> Result<(), CommandErr
         DbOrigin::Default => "the default database location",
     };
     Err(CommandError::usage(format!(
-        "{source} is a {scheme}:// URL; this diag stores runs in a SQLite file only"
+        "{source} is a {scheme}:// URL; diag stores runs in a SQLite file or a PostgreSQL database"
     ))
-    .hint("give the path of a SQLite file, for example --db ./runs.db"))
+    .hint("give the path of a SQLite file (--db ./runs.db) or a postgres:// URL"))
 }
 
 /// Opens (creating if needed) the store of a command that writes runs (`ask`, `replay`).
 pub fn open_store(g: &GlobalArgs, config: Option<&Config>) -> Result<Store, CommandError> {
     let at = db_location(g, config)?;
-    Store::open(&at.path).map_err(CommandError::from)
+    Store::open(&at.path, &open_options(g, config)?).map_err(CommandError::from)
+}
+
+/// The store options of the configuration (`[store] password_env`), read from `config` or,
+/// for a command that loaded none, from the configuration file's `[store]` alone.
+pub fn open_options(g: &GlobalArgs, config: Option<&Config>) -> Result<OpenOptions, CommandError> {
+    let store = match config {
+        Some(c) => c.store.clone(),
+        None => match Config::locate(g.config.as_deref()) {
+            Some(file) => {
+                Config::store_of(&file).map_err(|e| CommandError::usage(e.to_string()))?
+            }
+            None => Default::default(),
+        },
+    };
+    Ok(OpenOptions {
+        password_env: store.password_env,
+    })
 }
 
 /// Opens the store of a command that only reads or prunes it (`trace`, `runs`, `export`,
@@ -98,9 +125,9 @@ pub fn open_store(g: &GlobalArgs, config: Option<&Config>) -> Result<Store, Comm
 /// (`--db`, `DIAG_DB`, `[store] path`) is an error, because it is most likely a typo.
 pub fn open_existing_store(g: &GlobalArgs) -> Result<Option<Store>, CommandError> {
     let at = db_location(g, None)?;
-    match Store::open_existing(&at.path, StoreOptions::default()) {
+    match Store::open_existing(&at.path, &open_options(g, None)?) {
         Ok(store) => Ok(Some(store)),
-        Err(StoreError::Missing { .. }) if at.origin == DbOrigin::Default => Ok(None),
+        Err(e) if e.is_missing() && at.origin == DbOrigin::Default => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -109,13 +136,31 @@ pub fn open_existing_store(g: &GlobalArgs) -> Result<Option<Store>, CommandError
 /// missing store is an error wherever it was expected.
 pub fn require_existing_store(g: &GlobalArgs) -> Result<Store, CommandError> {
     let at = db_location(g, None)?;
-    Store::open_existing(&at.path, StoreOptions::default()).map_err(CommandError::from)
+    Store::open_existing(&at.path, &open_options(g, None)?).map_err(CommandError::from)
 }
 
 /// Store errors are about the user's file (unwritable, full, foreign, too new): input errors.
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
         CommandError::usage(e.to_string())
+    }
+}
+
+/// As a SQLite store's, a PostgreSQL store's errors are about the user's store (unreachable,
+/// refused credentials, not a diag store, too new): input errors.
+impl From<AnyStoreError> for CommandError {
+    fn from(e: AnyStoreError) -> Self {
+        CommandError::usage(e.to_string())
+    }
+}
+
+/// The ask service's errors over either backend.
+impl From<crate::ask::AskError<AnyStoreError>> for CommandError {
+    fn from(e: crate::ask::AskError<AnyStoreError>) -> Self {
+        match e {
+            crate::ask::AskError::EmptyQuestion => CommandError::usage("the question is empty"),
+            crate::ask::AskError::Store(e) => e.into(),
+        }
     }
 }
 

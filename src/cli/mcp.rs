@@ -38,6 +38,7 @@ use super::ask::{check_session, first_model_error, live_config, live_deps, shown
 use super::common::{interrupt_handler, open_store, runtime};
 use super::{CommandError, ErrorKind, Exit, GlobalArgs, CONFIG_HINT};
 use crate::ask::{ask, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
+use crate::backend::Store;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::diagnosis::composer_input::allowed_claims;
@@ -47,7 +48,7 @@ use crate::protocol::{Verdict, VerifiedExecutorOutput};
 use crate::render::one_line;
 use crate::report::Format;
 use crate::setup;
-use crate::store::{RunFilter, RunStatus, Store};
+use crate::store::{RunFilter, RunStatus};
 
 /// The schema name of the `diagnose` tool's structured result.
 pub const DIAGNOSE_SCHEMA: &str = "diag.mcp.diagnose.v1";
@@ -101,7 +102,7 @@ pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
     result
 }
 
-async fn serve(deps: Arc<AskDeps>, store: Store) -> Result<(), CommandError> {
+async fn serve(deps: Arc<AskDeps<Store>>, store: Store) -> Result<(), CommandError> {
     let runs = Arc::new(Semaphore::new(RUN_SLOTS as usize));
     let server = DiagServer {
         deps,
@@ -152,7 +153,7 @@ async fn serve(deps: Arc<AskDeps>, store: Store) -> Result<(), CommandError> {
 /// The MCP server: the shared dependencies of every run, the store, and the run slots.
 #[derive(Clone)]
 struct DiagServer {
-    deps: Arc<AskDeps>,
+    deps: Arc<AskDeps<Store>>,
     store: Store,
     runs: Arc<Semaphore>,
 }

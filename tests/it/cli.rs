@@ -1359,14 +1359,15 @@ fn a_file_that_is_not_a_run_store_is_refused_and_left_untouched() {
 }
 
 /// A database URL is not a path: `--db postgres://…` used to create a folder `postgres:` in
-/// the working directory and a SQLite file in it, and report success. Refused from the flag,
+/// the working directory and a SQLite file in it, and report success. A URL of any scheme but
+/// PostgreSQL's (`postgres://`, `postgresql://`: the PostgreSQL store) is refused from the flag,
 /// `DIAG_DB` and `[store] path` alike, naming only the scheme (the URL may hold a password),
 /// and nothing is created anywhere.
 #[test]
 fn a_database_url_is_refused_naming_only_its_scheme_and_nothing_is_created() {
     let mut env = TestEnv::new();
     env.copy_fixture(PASS, "pass.json");
-    let url = "postgres://diag:s3cret-pw@127.0.0.1:5432/postgres";
+    let url = "mysql://diag:s3cret-pw@127.0.0.1:3306/runs";
     let config = env.path("diag.toml");
     std::fs::write(&config, format!("[store]\npath = \"{url}\"\n")).unwrap();
     let listing = |env: &TestEnv| {
@@ -1379,11 +1380,11 @@ fn a_database_url_is_refused_naming_only_its_scheme_and_nothing_is_created() {
     };
     let before = listing(&env);
     let db_dir = env.db().parent().unwrap().to_path_buf();
-    let hint = "(give the path of a SQLite file, for example --db ./runs.db)";
+    let hint = "(give the path of a SQLite file (--db ./runs.db) or a postgres:// URL)";
     for args in [
         &["--db", url, "ask", "--fixture", "pass.json"][..],
         &["--db", url, "runs"],
-        &["--db", "postgresql://db.internal/diag", "trace", "run-x"],
+        &["--db", "redis://db.internal/diag", "trace", "run-x"],
         &["--db", url, "replay", "pass.json"],
     ] {
         let source = "--db";
@@ -1392,7 +1393,7 @@ fn a_database_url_is_refused_naming_only_its_scheme_and_nothing_is_created() {
             &env,
             args,
             &format!(
-                "{source} is a {scheme}:// URL; this diag stores runs in a SQLite file only {hint}"
+                "{source} is a {scheme}:// URL; diag stores runs in a SQLite file or a PostgreSQL database {hint}"
             ),
         );
         assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
@@ -1403,7 +1404,7 @@ fn a_database_url_is_refused_naming_only_its_scheme_and_nothing_is_created() {
     by_env.expect(2);
     assert_eq!(
         by_env.one_error_line(),
-        format!("diag: DIAG_DB is a postgres:// URL; this diag stores runs in a SQLite file only {hint}")
+        format!("diag: DIAG_DB is a mysql:// URL; diag stores runs in a SQLite file or a PostgreSQL database {hint}")
     );
     env.set_env("DIAG_CONFIG", config.to_str().unwrap());
     let by_config = env.run_with(&["runs"], |c| {
@@ -1412,7 +1413,7 @@ fn a_database_url_is_refused_naming_only_its_scheme_and_nothing_is_created() {
     by_config.expect(2);
     assert_eq!(
         by_config.one_error_line(),
-        format!("diag: [store] path is a postgres:// URL; this diag stores runs in a SQLite file only {hint}")
+        format!("diag: [store] path is a mysql:// URL; diag stores runs in a SQLite file or a PostgreSQL database {hint}")
     );
     // A path that merely holds `://` further on is a path.
     env.run(&["--db", "./dir://x.db", "ask", "--fixture", "pass.json"])

@@ -42,6 +42,7 @@
 
 mod connect;
 mod error;
+mod gc;
 mod heartbeat;
 mod port;
 mod read;
@@ -64,6 +65,7 @@ pub use diag_core::store::records::{
     StoredStep, INTERRUPTED,
 };
 pub use error::PgError;
+pub use gc::PgGcReport;
 pub use recorder::PgRecorder;
 pub use schema::SCHEMA_VERSION;
 
