@@ -14,7 +14,7 @@ use crate::graph::{Event, NodeKind, RunConfig};
 use crate::protocol::ToolInvocation;
 use crate::store::{
     EvaluationRow, NewRun, RunFilter, RunRow, RunSummary, StoreError, StoreOptions, StoredExchange,
-    StoredStep,
+    StoredRun, StoredStep,
 };
 use crate::tools::InvocationLog;
 use diag_core::store::{FinishError, FinishReport, RunReader, RunStore, TraceRecorder};
@@ -147,6 +147,27 @@ impl Store {
 
     pub fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, AnyStoreError> {
         both!(self, s => s.get_run(run_id))
+    }
+
+    /// Everything stored of one run, read back whole (`None` for an unknown run).
+    pub fn read_whole(&self, run_id: &str) -> Result<Option<StoredRun>, AnyStoreError> {
+        let Some(run) = self.get_run(run_id)? else {
+            return Ok(None);
+        };
+        Ok(Some(StoredRun {
+            events: self.events(run_id)?,
+            steps: self.agent_steps(run_id)?,
+            exchanges: self.exchanges(run_id)?,
+            invocations: self.invocations(run_id)?,
+            evaluation: self.evaluation(run_id)?,
+            run,
+        }))
+    }
+
+    /// Writes a finished run read from another store, unless its id is already here;
+    /// returns whether it was written.
+    pub fn import_run(&self, run: &StoredRun) -> Result<bool, AnyStoreError> {
+        both!(self, s => s.import_run(run))
     }
 
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, AnyStoreError> {

@@ -15,6 +15,7 @@ mod replay;
 mod replay_ci;
 mod report;
 mod runs;
+mod store_copy;
 mod trace;
 
 use std::io::Write;
@@ -61,11 +62,11 @@ filter for stderr, e.g. `info` or `diag=debug`).";
 /// Flags every subcommand accepts.
 #[derive(Debug, Args, Clone)]
 pub struct GlobalArgs {
-    /// The SQLite database of runs [default: DIAG_DB, then [store] path of the config, then
-    /// the user's data directory]
+    /// The run store: a SQLite file, or a postgres:// URL [default: DIAG_DB, then [store] url
+    /// or path of the config, then the user's data directory]
     // DIAG_DB is read by `common::db_location`, not by clap: an empty DIAG_DB means "unset"
     // there, where clap would refuse it as an empty --db.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// The configuration file [default: DIAG_CONFIG, then ~/.config/diag/config.toml]
     #[arg(long, global = true, value_name = "FILE")]
@@ -90,6 +91,7 @@ pub enum Command {
     Export(export::ExportArgs),
     Graph(graph::GraphArgs),
     Gc(gc::GcArgs),
+    Store(store_copy::StoreArgs),
     Mcp(mcp::McpArgs),
     Completions(completions::CompletionsArgs),
     Man(completions::ManArgs),
@@ -229,6 +231,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
         Command::Export(args) => export::cmd_export(g, &args, out),
         Command::Graph(args) => graph::cmd_graph(&args, out),
         Command::Gc(args) => gc::cmd_gc(g, &args, out),
+        Command::Store(args) => store_copy::cmd_store(g, &args, out),
         Command::Mcp(args) => mcp::cmd_mcp(g, &args),
         Command::Completions(args) => completions::cmd_completions(&args, out),
         Command::Man(args) => completions::cmd_man(&args, out),

@@ -44,6 +44,7 @@ mod connect;
 mod error;
 mod gc;
 mod heartbeat;
+mod import;
 mod port;
 mod read;
 mod recorder;
@@ -62,7 +63,7 @@ use diag_core::{agent, clock, env_vars, graph, hash, model, protocol, tools};
 pub use connect::{is_postgres_url, SCHEMES};
 pub use diag_core::store::records::{
     EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
-    StoredStep, INTERRUPTED,
+    StoredRun, StoredStep, INTERRUPTED,
 };
 pub use error::PgError;
 pub use gc::PgGcReport;

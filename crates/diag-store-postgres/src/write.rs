@@ -25,7 +25,7 @@ fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn canonical<T: serde::Serialize>(value: &T) -> Result<String, PgError> {
+pub(crate) fn canonical<T: serde::Serialize>(value: &T) -> Result<String, PgError> {
     let value = serde_json::to_value(value).map_err(|e| PgError::Invalid(e.to_string()))?;
     Ok(canonical_json(&value))
 }
@@ -94,7 +94,7 @@ impl ExchangeRow {
 
 /// The finish of a run: every column the owner (or the sweep) sets, counts and path taken
 /// from the stored trace in the same statement.
-const FINISH: &str = "
+pub(crate) const FINISH: &str = "
 UPDATE diagnosis_run SET
     status = $2, failure = $3, answer = $4, finished_at = $5, duration_ms = $6,
     degraded = $7, effective_verdict = $8, fallback_kind = $9, self_evaluation = $10,
@@ -210,7 +210,7 @@ impl PgStore {
         }
     }
 
-    fn insert_events(
+    pub(crate) fn insert_events(
         &self,
         tx: &mut Transaction<'_>,
         run_id: &str,
@@ -275,7 +275,7 @@ impl PgStore {
             .map_or(Ok(()), Err)
     }
 
-    fn insert_step(
+    pub(crate) fn insert_step(
         &self,
         tx: &mut Transaction<'_>,
         run_id: &str,
@@ -294,7 +294,7 @@ impl PgStore {
         )
     }
 
-    fn insert_exchange(
+    pub(crate) fn insert_exchange(
         &self,
         tx: &mut Transaction<'_>,
         run_id: &str,
@@ -372,10 +372,21 @@ impl PgStore {
 
     /// Inserts one tool invocation into the RUNNING run it names.
     pub fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), PgError> {
-        let record = canonical(invocation)?;
         let run_id = invocation.run_id.as_str();
         self.write("record a tool invocation", |tx| {
             self.running(tx, run_id)?;
+            self.insert_invocation(tx, invocation)
+        })
+    }
+
+    pub(crate) fn insert_invocation(
+        &self,
+        tx: &mut Transaction<'_>,
+        invocation: &ToolInvocation,
+    ) -> Result<(), PgError> {
+        let record = canonical(invocation)?;
+        let run_id = invocation.run_id.as_str();
+        {
             self.insert(
                 tx,
                 "INSERT INTO tool_invocation (run_id, invocation_id, seq, record) \
@@ -386,7 +397,7 @@ impl PgStore {
                 run_id,
                 || invocation.invocation_id.clone(),
             )
-        })
+        }
     }
 
     /// Finishes a RUNNING run as SUCCESS (non-blank answer required).

@@ -55,6 +55,7 @@ mod checkpoint;
 mod error;
 mod gc;
 mod heartbeat;
+mod import;
 mod packed;
 mod port;
 mod read;
@@ -73,7 +74,7 @@ pub use error::StoreError;
 pub use recorder::RunRecorder;
 pub use records::{
     EvaluationRow, GcReport, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary,
-    StoredExchange, StoredStep, INTERRUPTED,
+    StoredExchange, StoredRun, StoredStep, INTERRUPTED,
 };
 pub use schema::SCHEMA_VERSION;
 pub use write::{FinishError, FinishReport};

@@ -58,7 +58,7 @@ fn not_running(tx: &Connection, store: &Store, run_id: &str) -> StoreError {
 // Token totals saturate: `sum()` fails with "integer overflow" on counts a misbehaving server
 // can report (each is stored clamped to i64::MAX), and a run that cannot be finished would stay
 // RUNNING. `total()` never fails, and a CAST of a too-large REAL gives i64::MAX.
-const FINISH: &str = "
+pub(crate) const FINISH: &str = "
 UPDATE diagnosis_run SET
     status = ?2, failure = ?3, answer = ?4, finished_at = ?5, duration_ms = ?6,
     degraded = ?7, effective_verdict = ?8, fallback_kind = ?9, self_evaluation = ?10,
@@ -143,7 +143,7 @@ pub(crate) struct ExchangeRow {
 }
 
 impl ExchangeRow {
-    fn of(exchange: &ModelExchange) -> Result<ExchangeRow, StoreError> {
+    pub(crate) fn of(exchange: &ModelExchange) -> Result<ExchangeRow, StoreError> {
         let request = canonical_request(&exchange.request)?;
         let request_sha = sha256_hex(request.as_bytes());
         let (response, error) = match &exchange.outcome {
@@ -264,7 +264,12 @@ impl Store {
     /// Inserts `rows` one statement each inside the caller's transaction. A statement that
     /// fails undoes only itself; should SQLite roll the whole transaction back instead (a
     /// full disk, an I/O error), nothing more is attempted and that is the error returned.
-    fn insert_events(&self, tx: &Connection, run_id: &str, rows: &[EventRow]) -> Vec<StoreError> {
+    pub(crate) fn insert_events(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        rows: &[EventRow],
+    ) -> Vec<StoreError> {
         let mut errors = Vec::new();
         for row in rows {
             if let Err(e) = self.insert_event(tx, run_id, row) {
@@ -317,7 +322,7 @@ impl Store {
         })
     }
 
-    fn insert_step(
+    pub(crate) fn insert_step(
         &self,
         tx: &Connection,
         run_id: &str,
@@ -402,7 +407,7 @@ impl Store {
         }
     }
 
-    fn insert_exchange(
+    pub(crate) fn insert_exchange(
         &self,
         tx: &Connection,
         run_id: &str,
@@ -451,8 +456,20 @@ impl Store {
     pub fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), StoreError> {
         let arguments = to_json(&invocation.arguments)?;
         let output = Packed::of(to_json(&invocation.output)?);
-        let run_id = invocation.run_id.as_str();
         self.write("record a tool invocation", |tx| {
+            self.insert_invocation(tx, invocation, &arguments, &output)
+        })
+    }
+
+    pub(crate) fn insert_invocation(
+        &self,
+        tx: &Connection,
+        invocation: &ToolInvocation,
+        arguments: &str,
+        output: &Packed,
+    ) -> Result<(), StoreError> {
+        let run_id = invocation.run_id.as_str();
+        {
             let sql = concat!(
                 "INSERT INTO tool_invocation (run_id, invocation_id, seq, session_id, agent, \
                  round, tool_name, arguments, output, status, duration_ms, output_zstd) \
@@ -478,7 +495,7 @@ impl Store {
             self.inserted(tx, run_id, changed, "tool invocation", || {
                 invocation.invocation_id.clone()
             })
-        })
+        }
     }
 
     /// Checks the outcome of a guarded trace insert.
@@ -686,7 +703,7 @@ impl Store {
         }
     }
 
-    fn insert_evaluation(
+    pub(crate) fn insert_evaluation(
         &self,
         tx: &Connection,
         run_id: &str,

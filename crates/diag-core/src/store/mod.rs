@@ -36,7 +36,7 @@ use crate::tools::InvocationLog;
 
 pub use records::{
     EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
-    StoredStep, INTERRUPTED,
+    StoredRun, StoredStep, INTERRUPTED,
 };
 
 /// Stored runs, read back. Every trace read returns rows of the one run it names, in their

@@ -160,6 +160,19 @@ pub struct StoredExchange {
     pub exchange: ModelExchange,
 }
 
+/// Everything a store holds of one run, read back whole: what `diag store copy` carries
+/// from one store to another, through the port's records rather than any backend's columns,
+/// so that the copy reads back (and exports) exactly as the original.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRun {
+    pub run: RunRow,
+    pub events: Vec<crate::graph::Event<String>>,
+    pub steps: Vec<StoredStep>,
+    pub exchanges: Vec<StoredExchange>,
+    pub invocations: Vec<crate::protocol::ToolInvocation>,
+    pub evaluation: Option<EvaluationRow>,
+}
+
 /// A run's evaluation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvaluationRow {
