@@ -6,7 +6,7 @@
 //! `child_process_role`.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -278,9 +278,18 @@ impl Drop for Guard {
     }
 }
 
-/// This binary re-run as a test process of its own, in `role`, once it has reported its
-/// server's postmaster pid and temporary directory.
-fn rerun(role: &str) -> (Guard, libc::pid_t, PathBuf) {
+/// A temporary folder of the test's own for a re-run's TMPDIR, so that no other process's
+/// server start sweeps what the re-run leaves; searchable by others, as the `postgres` user
+/// must reach the server's directory inside it.
+fn own_tmp() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    tmp
+}
+
+/// This binary re-run as a test process of its own, in `role`, with `tmp` as its TMPDIR, once
+/// it has reported its server's postmaster pid and temporary directory.
+fn rerun(role: &str, tmp: &Path) -> (Guard, libc::pid_t, PathBuf) {
     let module = module_path!().split_once("::").map_or("", |(_, m)| m);
     let child = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -290,6 +299,7 @@ fn rerun(role: &str) -> (Guard, libc::pid_t, PathBuf) {
             "--test-threads=1",
         ])
         .env(ROLE, role)
+        .env("TMPDIR", tmp)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -337,7 +347,9 @@ fn child_process_role() {
 
 #[test]
 fn an_exiting_test_process_stops_its_server_and_removes_its_directory() {
-    let (mut guard, pid, dir) = rerun("exit");
+    let tmp = own_tmp();
+    let (mut guard, pid, dir) = rerun("exit", tmp.path());
+    assert_eq!(dir.parent(), Some(tmp.path()));
     assert!(dir.join("data").is_dir(), "{}", dir.display());
     let child = guard.child.take().unwrap();
     let status = bounded::wait_with_output(child, bounded::LIMIT, "the re-run").status;
@@ -349,7 +361,9 @@ fn an_exiting_test_process_stops_its_server_and_removes_its_directory() {
 
 #[test]
 fn a_killed_test_process_stops_its_server() {
-    let (mut guard, pid, dir) = rerun("killed");
+    let tmp = own_tmp();
+    let (mut guard, pid, dir) = rerun("killed", tmp.path());
+    assert_eq!(dir.parent(), Some(tmp.path()));
     assert!(postgres::is_running(pid));
     let child = guard.child.as_mut().unwrap();
     child.kill().unwrap();
@@ -366,6 +380,6 @@ fn a_killed_test_process_stops_its_server() {
     }
     // Its directory stays behind until a server start sweeps it.
     assert!(dir.is_dir(), "{}", dir.display());
-    postgres::sweep_stale(dir.parent().unwrap());
+    postgres::sweep_stale(tmp.path());
     assert!(!dir.exists(), "{} is left", dir.display());
 }
