@@ -35,6 +35,7 @@ mod live_model;
 mod mcp_server;
 mod model_openai;
 mod node_contract;
+mod pg_server;
 mod projection;
 mod protocol_parsers;
 mod replay_ci;

@@ -2,13 +2,16 @@
 //! harness for real peer servers installed by `scripts/install-peers` (here; a missing peer
 //! fails the test with the command that installs it), and in submodules the protocol
 //! builders, the hermetic `diag` environment, the store's records, bounded child processes,
-//! the property-test configuration, document mutations, report fixtures and the browser.
+//! the property-test configuration, document mutations, report fixtures, the browser, and the
+//! suite's PostgreSQL 15 server (`postgres`: started once per test process on 127.0.0.1, as
+//! an unprivileged user, stopped when the process ends).
 
 pub mod bounded;
 pub mod browser;
 pub mod builders;
 pub mod cli_env;
 pub mod mutate;
+pub mod postgres;
 pub mod records;
 pub mod report_fixtures;
 pub mod seeded;
