@@ -49,6 +49,7 @@ mod scenarios;
 mod secret_hygiene;
 mod setup;
 mod store;
+mod store_backends;
 mod store_blobs;
 mod store_concurrency;
 mod structured_output;

@@ -107,6 +107,13 @@ const MIGRATIONS: &[&str] = &[V1];
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
+/// Whether `diag_schema` exists, and how many tables the schema holds, from the catalog by
+/// the statement's snapshot. (`to_regclass` is not used: it looks names up without a lock, so
+/// it may answer from a cache that has not yet seen another session's committed CREATE.)
+const EXISTS_AND_TABLES: &str = "SELECT \
+     count(*) FILTER (WHERE tablename = 'diag_schema') > 0, count(*) \
+     FROM pg_catalog.pg_tables WHERE schemaname = current_schema()";
+
 /// The advisory lock key of migrations ("diag" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6469_6167;
 
@@ -114,7 +121,7 @@ const MIGRATION_LOCK: i64 = 0x6469_6167;
 /// database.
 pub(crate) fn prepare(client: &mut Client, target: &str, create: bool) -> Result<(), PgError> {
     let fail = |op, e: tokio_postgres::Error| PgError::postgres(target, op, &e);
-    if let Some(found) = read_version(client, target)? {
+    if let Some(found) = read_version(client, target, create)? {
         if found == SCHEMA_VERSION {
             return Ok(());
         }
@@ -165,22 +172,31 @@ pub(crate) fn prepare(client: &mut Client, target: &str, create: bool) -> Result
 }
 
 /// The schema version, `None` when there is no `diag_schema` table; a database with tables
-/// of its own and no diag schema is refused here already (nothing is written to it).
-fn read_version(client: &mut Client, target: &str) -> Result<Option<u32>, PgError> {
-    let tx = wait(client.transaction())
-        .map_err(|e| PgError::postgres(target, "read the schema version", &e))?;
-    let version = version_in(&tx, target)?;
-    if version.is_none() && has_foreign_tables(&tx, target)? {
-        return Err(PgError::ForeignDatabase {
-            target: target.to_string(),
-        });
+/// of its own and no diag schema is refused here already when only read (nothing is written to it). One
+/// statement, so one snapshot: another process creating the store commits its tables and its
+/// version together, and two separate reads could see the tables without the version.
+fn read_version(client: &mut Client, target: &str, create: bool) -> Result<Option<u32>, PgError> {
+    let fail = |e: tokio_postgres::Error| PgError::postgres(target, "read the schema version", &e);
+    let row = wait(client.query_one(EXISTS_AND_TABLES, &[])).map_err(fail)?;
+    let (exists, tables): (bool, i64) = (row.get(0), row.get(1));
+    if !exists {
+        // Without the migration lock another process may be creating the store right now, so
+        // only a reader decides here; a writer decides under the lock (`prepare`).
+        if tables > 0 && !create {
+            return Err(PgError::ForeignDatabase {
+                target: target.to_string(),
+            });
+        }
+        return Ok(None);
     }
-    Ok(version)
+    let row = wait(client.query_opt("SELECT version FROM diag_schema", &[])).map_err(fail)?;
+    let version: i32 = row.map(|r| r.get(0)).unwrap_or(0);
+    Ok(Some(u32::try_from(version).unwrap_or(0)))
 }
 
 fn version_in(tx: &tokio_postgres::Transaction<'_>, target: &str) -> Result<Option<u32>, PgError> {
     let fail = |e: tokio_postgres::Error| PgError::postgres(target, "read the schema version", &e);
-    let exists: bool = wait(tx.query_one("SELECT to_regclass('diag_schema') IS NOT NULL", &[]))
+    let exists: bool = wait(tx.query_one(EXISTS_AND_TABLES, &[]))
         .map_err(fail)?
         .get(0);
     if !exists {

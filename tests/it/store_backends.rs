@@ -1,0 +1,584 @@
+//! The run store on both backends: the SQLite file and a real PostgreSQL 15 server (started
+//! by `support::postgres`). The port-level cases run once per backend from one definition
+//! ([`for_each_backend`]); the process-level cases drive PostgreSQL through the `diag` binary
+//! and through child processes of this test binary: eight writers with distinct host ids into
+//! one database, a writer killed with SIGKILL and swept once its lease has expired, bad input
+//! (unreachable server, wrong password, a database that is not a diag store, a newer schema),
+//! and `diag store copy` between the backends with byte-identical exports.
+//!
+//! The child processes are this test binary, started again with only `pg_child_role` selected
+//! and `DIAG_PG_TEST_ROLE` naming what to do; without that variable the role returns at once.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use diag::agent::runtime::{RunHooks, StepStatus};
+use diag::agent::AgentRole;
+use diag::backend::{OpenOptions, Store};
+use diag::graph::{NodeKind, RunConfig};
+use diag::store::{RunFilter, RunStatus, INTERRUPTED};
+use diag_core::store::{RunStore, TraceRecorder};
+use serde_json::json;
+
+use crate::support::cli_env::TestEnv;
+use crate::support::postgres;
+use crate::support::records::{
+    event, exchange_ok, invocation, new_run, step, summary, RecordOwn, PASS_PATH,
+};
+
+const ROLE: &str = "DIAG_PG_TEST_ROLE";
+const URL: &str = "DIAG_PG_TEST_URL";
+const PREFIX: &str = "DIAG_PG_TEST_PREFIX";
+const RUNS: &str = "DIAG_PG_TEST_RUNS";
+
+/// Each backend, freshly made, with its name for failure messages.
+fn for_each_backend(check: impl Fn(&str, Store)) {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Store::open(&dir.path().join("runs.db"), &OpenOptions::default()).unwrap();
+    check("sqlite", sqlite);
+    let url = postgres::server().fresh_db();
+    let pg = Store::open(Path::new(&url), &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("open {url}: {e}"));
+    check("postgres", pg);
+}
+
+/// Writes the first `upto` events of a run with its steps, exchanges and invocations, as a
+/// live run reports them through its recorder.
+fn write_partial(store: &Store, run_id: &str, upto: usize) -> diag::backend::Recorder {
+    let session = "backends";
+    let rec = store
+        .create_run(new_run(run_id, session, 0))
+        .unwrap_or_else(|e| panic!("create {run_id}: {e}"));
+    let config = RunConfig::new(session, run_id);
+    for (i, (node, status)) in PASS_PATH.iter().enumerate().take(upto) {
+        let kind = if matches!(*node, "gatekeeper" | "verified_input") {
+            NodeKind::Deterministic
+        } else {
+            NodeKind::Agent
+        };
+        rec.observe_node(kind);
+        if *node == "executor" {
+            for turn in 1..=2 {
+                rec.model_call(
+                    &config,
+                    &step(AgentRole::Executor, turn, StepStatus::Ok),
+                    &exchange_ok(AgentRole::Executor, turn),
+                );
+            }
+            for n in 1..=3 {
+                rec.record_own(invocation(
+                    run_id,
+                    session,
+                    n,
+                    json!({"matches": [{"line": "upstream returned 502"}]}),
+                ));
+            }
+        }
+        rec.observe_event(&event(i as u32 + 1, node, *status));
+    }
+    if let Some(e) = rec.take_error() {
+        panic!("trace of {run_id}: {e}");
+    }
+    rec
+}
+
+fn write_full(store: &Store, run_id: &str) {
+    let rec = write_partial(store, run_id, PASS_PATH.len());
+    let report = store
+        .finish_success_evaluated(
+            run_id,
+            summary("payment-service timed out"),
+            &json!({"groundedness": 0.9}),
+        )
+        .unwrap_or_else(|e| panic!("finish {run_id}: {e}"));
+    assert!(report.evaluation_error.is_none());
+    drop(rec);
+}
+
+#[test]
+fn a_finished_run_reads_back_whole_and_its_trace_is_final() {
+    for_each_backend(|backend, store| {
+        write_full(&store, "run-a");
+        let run = store.get_run("run-a").unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Success, "{backend}");
+        assert_eq!(run.answer.as_deref(), Some("payment-service timed out"));
+        assert_eq!(run.step_count, 2, "{backend}");
+        assert_eq!(run.tool_count, 3, "{backend}");
+        assert_eq!(
+            run.path,
+            PASS_PATH
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect::<Vec<_>>(),
+            "{backend}"
+        );
+        assert_eq!(store.events("run-a").unwrap().len(), PASS_PATH.len());
+        assert_eq!(store.agent_steps("run-a").unwrap().len(), 2);
+        let exchanges = store.exchanges("run-a").unwrap();
+        assert_eq!(exchanges.len(), 2);
+        assert_eq!(exchanges[0].exchange, exchange_ok(AgentRole::Executor, 1));
+        assert_eq!(store.invocations("run-a").unwrap().len(), 3);
+        assert_eq!(
+            store.evaluation("run-a").unwrap().unwrap().metrics,
+            json!({"groundedness": 0.9})
+        );
+        // Final: no trace row and no second finish is accepted.
+        let config = RunConfig::new("backends", "run-a");
+        let rec = diag::backend::Recorder::clone(&write_partial(&store, "run-b", 0));
+        rec.agent_step(&config, &step(AgentRole::Planner, 9, StepStatus::Ok));
+        let refused = rec
+            .take_error()
+            .expect("a step for a finished run is refused");
+        assert!(
+            refused
+                .to_string()
+                .contains("run-a is SUCCESS, not RUNNING"),
+            "{backend}: {refused}"
+        );
+        let again = store
+            .finish_failed("run-a", "late", Default::default())
+            .unwrap_err();
+        assert!(
+            again.to_string().contains("not RUNNING"),
+            "{backend}: {again}"
+        );
+        assert_eq!(store.agent_steps("run-a").unwrap().len(), 2, "{backend}");
+    });
+}
+
+#[test]
+fn runs_are_refused_alike_on_both_backends() {
+    for_each_backend(|backend, store| {
+        drop(store.create_run(new_run("dup", "s", 0)).unwrap());
+        let dup = store
+            .create_run(new_run("dup", "s", 0))
+            .err()
+            .expect("a duplicate id");
+        assert_eq!(dup.to_string(), "run dup already exists", "{backend}");
+        let blank = store.finish_success("dup", summary("  ")).unwrap_err();
+        assert!(
+            blank.to_string().contains("non-blank answer"),
+            "{backend}: {blank}"
+        );
+        let unknown = store
+            .finish_failed("nope", "x", Default::default())
+            .unwrap_err();
+        assert_eq!(unknown.to_string(), "unknown run nope", "{backend}");
+        store
+            .finish_failed("dup", "model down", Default::default())
+            .unwrap();
+        let not_success = store.record_evaluation("dup", &json!({})).unwrap_err();
+        assert_eq!(
+            not_success.to_string(),
+            "run dup is FAILED; only a SUCCESS run is evaluated",
+            "{backend}"
+        );
+    });
+}
+
+#[test]
+fn runs_are_listed_newest_first_by_session_and_status() {
+    for_each_backend(|backend, store| {
+        for (id, session) in [("r1", "s1"), ("r2", "s2"), ("r3", "s1")] {
+            let rec = store.create_run(new_run(id, session, 0)).unwrap();
+            drop(rec);
+        }
+        store.finish_success("r3", summary("ok")).unwrap();
+        let ids = |f: RunFilter| -> Vec<String> {
+            store
+                .list_runs(&f)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.run_id)
+                .collect()
+        };
+        assert_eq!(ids(RunFilter::default()), ["r3", "r2", "r1"], "{backend}");
+        assert_eq!(
+            ids(RunFilter {
+                session_id: Some("s1".into()),
+                ..Default::default()
+            }),
+            ["r3", "r1"],
+            "{backend}"
+        );
+        assert_eq!(
+            ids(RunFilter {
+                status: Some(RunStatus::Running),
+                ..Default::default()
+            }),
+            ["r2", "r1"],
+            "{backend}"
+        );
+        assert_eq!(
+            ids(RunFilter {
+                limit: Some(1),
+                ..Default::default()
+            }),
+            ["r3"],
+            "{backend}"
+        );
+    });
+}
+
+/// The child process roles (see the module documentation).
+#[test]
+fn pg_child_role() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let url = std::env::var(URL).unwrap();
+    let prefix = std::env::var(PREFIX).unwrap();
+    let runs: usize = std::env::var(RUNS).unwrap().parse().unwrap();
+    let store = Store::open(Path::new(&url), &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("open: {e}"));
+    match role.as_str() {
+        "writer" => {
+            for i in 0..runs {
+                write_full(&store, &format!("{prefix}-{i}"));
+            }
+            println!("WROTE {runs}");
+        }
+        "stall" => {
+            let rec = write_partial(&store, &format!("{prefix}-stalled"), 4);
+            // The Verifier starts its model call (which commits the events so far) and hangs.
+            rec.observe_node(NodeKind::Agent);
+            println!("MIDRUN {prefix}-stalled");
+            // Waits to be killed; the recorder stays alive, as a run waiting on a model.
+            loop {
+                std::thread::park();
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+fn spawn(role: &str, url: &str, prefix: &str, runs: usize, host: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store_backends::pg_child_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, role)
+        .env(URL, url)
+        .env(PREFIX, prefix)
+        .env(RUNS, runs.to_string())
+        .env("DIAG_HOST_ID", host)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads the child's stdout until a line matches (bounded, so a hung child fails the test).
+fn wait_for_line(child: &mut Child, want: impl Fn(&str) -> bool) -> String {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    loop {
+        let line = rx
+            .recv_timeout(crate::support::bounded::LIMIT)
+            .expect("the child printed the line it was to print");
+        if want(&line) {
+            return line;
+        }
+    }
+}
+
+#[test]
+fn eight_writers_on_eight_hosts_lose_nothing_in_one_postgres_database() {
+    let url = postgres::server().fresh_db();
+    // The schema is created by whichever writer comes first; the others wait on its lock.
+    let children: Vec<Child> = (0..8)
+        .map(|w| spawn("writer", &url, &format!("w{w}"), 50, &format!("host-{w}")))
+        .collect();
+    for (w, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "writer {w}: {stdout}\n{stderr}");
+        assert!(stdout.contains("WROTE 50"), "writer {w}: {stdout}");
+        assert!(
+            !stderr.contains("WARN") && !stderr.contains("ERROR"),
+            "writer {w}: {stderr}"
+        );
+    }
+    let server = postgres::server();
+    let q = |sql: &str| server.psql(&url, sql).trim().to_string();
+    assert_eq!(
+        q("SELECT count(*) FROM diagnosis_run"),
+        "400",
+        "no run lost"
+    );
+    assert_eq!(q("SELECT count(DISTINCT run_id) FROM diagnosis_run"), "400");
+    assert_eq!(
+        q("SELECT count(*) FROM diagnosis_run WHERE status <> 'SUCCESS'"),
+        "0"
+    );
+    assert_eq!(
+        q("SELECT count(*) FROM diagnosis_run r WHERE NOT EXISTS \
+           (SELECT 1 FROM evaluation e WHERE e.run_id = r.run_id)"),
+        "0",
+        "every SUCCESS has its evaluation"
+    );
+    assert_eq!(
+        q("SELECT count(DISTINCT owner_host) FROM diagnosis_run"),
+        "8"
+    );
+    assert_eq!(
+        q("SELECT count(*) FROM diagnosis_run WHERE step_count <> 2 OR tool_count <> 3"),
+        "0"
+    );
+}
+
+#[test]
+fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
+    let url = postgres::server().fresh_db();
+    let mut child = spawn("stall", &url, "k", 0, "host-elsewhere");
+    let line = wait_for_line(&mut child, |l| l.contains("MIDRUN "));
+    let stalled = line.rsplit("MIDRUN ").next().unwrap().trim().to_string();
+    let open_at = |offset: Duration| {
+        let now = diag::clock::SystemClock::new();
+        let at = diag::clock::Clock::now(&now).saturating_add(offset);
+        diag_store_postgres::PgStore::open(
+            &url,
+            diag_store_postgres::PgOptions {
+                clock: Arc::new(diag::clock::FixedClock(at)),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    // The owner is on another host: this process cannot see it, and its lease (a minute by
+    // default) is current, so the run is left alone.
+    let store = open_at(Duration::ZERO);
+    assert_eq!(
+        store.get_run(&stalled).unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    let trace_before = (
+        store.events(&stalled).unwrap(),
+        store.agent_steps(&stalled).unwrap(),
+        store.exchanges(&stalled).unwrap(),
+        store.invocations(&stalled).unwrap(),
+    );
+    drop(store);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Still inside the lease: a killed owner elsewhere is not known to be gone yet.
+    let store = open_at(Duration::from_secs(30));
+    assert_eq!(
+        store.get_run(&stalled).unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    drop(store);
+    // Past it: whoever opens the store sweeps the run FAILED (interrupted), trace intact.
+    let store = open_at(Duration::from_secs(61));
+    let run = store.get_run(&stalled).unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
+    assert_eq!(
+        run.path,
+        ["planner", "executor", "gatekeeper", "verified_input"]
+    );
+    assert_eq!(
+        (
+            store.events(&stalled).unwrap(),
+            store.agent_steps(&stalled).unwrap(),
+            store.exchanges(&stalled).unwrap(),
+            store.invocations(&stalled).unwrap(),
+        ),
+        trace_before,
+        "the committed trace is intact"
+    );
+    assert_eq!(store.evaluation(&stalled).unwrap(), None);
+}
+
+const PASS: &str = "tests/fixtures/runs/pass.json";
+
+/// A bad store location: one `diag:` line, exit 2, and nothing written.
+fn refused(env: &TestEnv, url: &str, extra_env: &[(&str, &str)], want: &str) {
+    let out = env.run_with(&["--db", url, "ask", "--fixture", "pass.json"], |c| {
+        for (k, v) in extra_env {
+            c.env(k, v);
+        }
+    });
+    out.expect(2);
+    let line = out.one_error_line();
+    assert!(line.starts_with("diag: ") && line.contains(want), "{line}");
+}
+
+#[test]
+fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
+    let env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    let server = postgres::server();
+
+    // Nothing listens on this port.
+    let port = crate::support::free_port();
+    let dead = format!("postgres://diag@127.0.0.1:{port}/runs");
+    refused(
+        &env,
+        &dead,
+        &[],
+        &format!("cannot reach the PostgreSQL run store at diag@127.0.0.1:{port}/runs"),
+    );
+
+    // A wrong password: refused, and the password is never printed.
+    let pw_url = server.fresh_db_password();
+    let out = env.run_with(&["--db", &pw_url, "ask", "--fixture", "pass.json"], |c| {
+        c.env("PGPASSWORD", "wrong-horse-battery");
+    });
+    out.expect(2);
+    let line = out.one_error_line();
+    assert!(
+        line.contains("refused the credentials of user diag_pw"),
+        "{line}"
+    );
+    assert!(
+        !out.stderr.contains("wrong-horse-battery"),
+        "{}",
+        out.stderr
+    );
+    let tables = server.psql(
+        &pw_url,
+        "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+    );
+    assert_eq!(tables.trim(), "0", "nothing written");
+    // The right one, from the environment, works (and is not stored anywhere).
+    env.run_with(&["--db", &pw_url, "ask", "--fixture", "pass.json"], |c| {
+        c.env("PGPASSWORD", server.password());
+    })
+    .expect(0);
+    let stored = server.psql(&pw_url, "SELECT count(*) FROM diagnosis_run");
+    assert_eq!(stored.trim(), "1");
+    let dump = server.psql(
+        &pw_url,
+        "SELECT string_agg(r::text, '') FROM diagnosis_run r",
+    );
+    assert!(
+        !dump.contains(server.password()),
+        "the password is not stored"
+    );
+
+    // A database with tables of its own.
+    let foreign = server.fresh_db();
+    server.psql(
+        &foreign,
+        "CREATE TABLE invoices (id int); INSERT INTO invoices VALUES (1)",
+    );
+    refused(
+        &env,
+        &foreign,
+        &[],
+        "is a PostgreSQL database but not a diag run store",
+    );
+    let tables = server.psql(
+        &foreign,
+        "SELECT string_agg(tablename, ',') FROM pg_tables WHERE schemaname = 'public'",
+    );
+    assert_eq!(tables.trim(), "invoices", "nothing created");
+
+    // A store of a newer schema version.
+    let newer = server.fresh_db();
+    env.run(&["--db", &newer, "ask", "--fixture", "pass.json"])
+        .expect(0);
+    server.psql(&newer, "UPDATE diag_schema SET version = 99");
+    refused(&env, &newer, &[], "has schema version 99, newer than the");
+    assert_eq!(
+        server
+            .psql(&newer, "SELECT count(*) FROM diagnosis_run")
+            .trim(),
+        "1"
+    );
+    assert_eq!(
+        server
+            .psql(&newer, "SELECT version FROM diag_schema")
+            .trim(),
+        "99"
+    );
+    // Read-only commands refuse it the same way.
+    let out = env.run(&["--db", &newer, "runs"]);
+    out.expect(2);
+    assert!(out.one_error_line().contains("newer than the"));
+}
+
+#[test]
+fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
+    let env = TestEnv::new();
+    let sqlite = env.path("team.db");
+    let sqlite = sqlite.to_str().unwrap();
+    env.run(&[
+        "--db",
+        sqlite,
+        "replay",
+        crate::support::repo()
+            .join("fixtures/runs")
+            .to_str()
+            .unwrap(),
+    ])
+    .expect(0);
+    let pg = postgres::server().fresh_db();
+    let back = env.path("back.db");
+    let back = back.to_str().unwrap();
+    let copy = |from: &str, to: &str| {
+        let out = env.run(&["store", "copy", "--from", from, "--to", to]);
+        out.expect(0);
+        out.stdout.clone()
+    };
+    let stored = env
+        .run(&["--db", sqlite, "runs", "--json", "--limit", "1000"])
+        .json()["runs"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(
+        stored > 40,
+        "the fixture library was replayed ({stored} runs)"
+    );
+    let first = copy(sqlite, &pg);
+    assert!(
+        first.starts_with(&format!("copied {stored} run(s)")),
+        "{first}"
+    );
+    // Idempotent: a second copy (or one resumed after an interruption) adds nothing.
+    let again = copy(sqlite, &pg);
+    assert!(
+        again.starts_with("copied 0 run(s)") && again.contains(&format!("{stored} already there")),
+        "{again}"
+    );
+    assert!(copy(&pg, back).starts_with(&format!("copied {stored} run(s)")));
+    let ids: Vec<String> = env
+        .run(&["--db", sqlite, "runs", "--json", "--limit", "100"])
+        .json()["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), stored);
+    for id in &ids {
+        let export = |db: &str| env.run(&["--db", db, "export", id]).stdout.clone();
+        let original = export(sqlite);
+        assert!(!original.is_empty());
+        assert_eq!(export(&pg), original, "{id} from PostgreSQL");
+        assert_eq!(export(back), original, "{id} copied back to SQLite");
+    }
+    // The listing order is kept too.
+    let listed = |db: &str| {
+        env.run(&["--db", db, "runs", "--json", "--limit", "100"])
+            .stdout
+            .clone()
+    };
+    assert_eq!(listed(&pg), listed(sqlite));
+}
