@@ -247,6 +247,32 @@ pub struct StoreConfig {
     pub password_env: Option<String>,
 }
 
+impl StoreConfig {
+    /// `url` must be a PostgreSQL URL, and names the store alone (not beside `path`).
+    fn validate(&self, file: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, reason: &str| ConfigError::Invalid {
+            file: file.to_string(),
+            key: key.to_string(),
+            reason: reason.to_string(),
+        };
+        if let Some(url) = &self.url {
+            if self.path.is_some() {
+                return Err(invalid(
+                    "store.url",
+                    "give the store as `url` or as `path`, not both",
+                ));
+            }
+            if !diag_store_postgres::is_postgres_url(url) {
+                return Err(invalid(
+                    "store.url",
+                    "must start with postgres:// or postgresql:// (a SQLite file is `path`)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A configuration error, always naming the file.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {
@@ -307,6 +333,7 @@ impl Config {
         }
         let (text, file) = read_text(path)?;
         let only: OnlyStore = deserialize_keyed(&text, &file)?;
+        only.store.validate(&file)?;
         Ok(only.store)
     }
 
@@ -325,6 +352,7 @@ impl Config {
             key,
             reason: reason.to_string(),
         };
+        self.store.validate(file)?;
         for (name, m) in &self.models {
             let url = m.base_url.trim();
             if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -1098,6 +1126,34 @@ max_tool_calls = 4
         std::fs::write(&file, "[store]\npath = 7\n").unwrap();
         let e = Config::store_path_of(&file).unwrap_err().to_string();
         assert!(e.contains("key `store.path`"), "{e}");
+        // A PostgreSQL store is named by `url`, alone; its password never goes in the file.
+        std::fs::write(
+            &file,
+            "[store]\nurl = \"postgres://diag@db.internal/runs\"\npassword_env = \"RUNS_PW\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            Config::store_path_of(&file).unwrap(),
+            Some(PathBuf::from("postgres://diag@db.internal/runs"))
+        );
+        assert_eq!(
+            Config::store_of(&file).unwrap().password_env.as_deref(),
+            Some("RUNS_PW")
+        );
+        for (text, want) in [
+            (
+                "[store]\nurl = \"postgres://db/runs\"\npath = \"x.db\"\n",
+                "key `store.url`: give the store as `url` or as `path`, not both",
+            ),
+            (
+                "[store]\nurl = \"mysql://db/runs\"\n",
+                "key `store.url`: must start with postgres:// or postgresql://",
+            ),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let e = Config::store_path_of(&file).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
         std::fs::write(&file, "[store\n").unwrap();
         assert!(Config::store_path_of(&file).is_err());
     }

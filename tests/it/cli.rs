@@ -1889,7 +1889,7 @@ fn the_store_path_of_the_config_is_used_after_db_and_diag_db() {
     out.expect(2);
     assert_eq!(
         out.one_error_line(),
-        "diag: config conf/diag.toml: key `store.paht`: unknown key (expected `path`) (line 2)"
+        "diag: config conf/diag.toml: key `store.paht`: unknown key (expected one of `path`, `url`, `password_env`) (line 2)"
     );
 }
 
