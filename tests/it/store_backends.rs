@@ -343,28 +343,59 @@ fn eight_writers_on_eight_hosts_lose_nothing_in_one_postgres_database() {
 
 #[test]
 fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
-    let url = postgres::server().fresh_db();
-    let mut child = spawn("stall", &url, "k", 0, "host-elsewhere");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("team.db");
+    let locations = [
+        file.to_str().unwrap().to_string(),
+        postgres::server().fresh_db(),
+    ];
+    for location in &locations {
+        killed_elsewhere_is_swept_after_its_lease(location);
+    }
+}
+
+/// The same on either backend: a stalled writer with another host id is killed; a process
+/// whose clock is inside the lease leaves the run, one past it sweeps it.
+fn killed_elsewhere_is_swept_after_its_lease(location: &str) {
+    let mut child = spawn("stall", location, "k", 0, "host-elsewhere");
     let line = wait_for_line(&mut child, |l| l.contains("MIDRUN "));
     let stalled = line.rsplit("MIDRUN ").next().unwrap().trim().to_string();
-    let open_at = |offset: Duration| {
+    let open_at = |offset: Duration| -> Store {
         let now = diag::clock::SystemClock::new();
-        let at = diag::clock::Clock::now(&now).saturating_add(offset);
-        diag_store_postgres::PgStore::open(
-            &url,
-            diag_store_postgres::PgOptions {
-                clock: Arc::new(diag::clock::FixedClock(at)),
-                ..Default::default()
-            },
-        )
-        .unwrap()
+        let clock = Arc::new(diag::clock::FixedClock(
+            diag::clock::Clock::now(&now).saturating_add(offset),
+        ));
+        if diag::backend::is_postgres(Path::new(location)) {
+            Store::Postgres(
+                diag_store_postgres::PgStore::open(
+                    location,
+                    diag_store_postgres::PgOptions {
+                        clock,
+                        ..Default::default()
+                    },
+                )
+                .unwrap(),
+            )
+        } else {
+            Store::Sqlite(
+                diag::store::Store::open_with(
+                    location,
+                    diag::store::StoreOptions {
+                        clock,
+                        ..Default::default()
+                    },
+                )
+                .unwrap(),
+            )
+        }
     };
     // The owner is on another host: this process cannot see it, and its lease (a minute by
     // default) is current, so the run is left alone.
     let store = open_at(Duration::ZERO);
     assert_eq!(
         store.get_run(&stalled).unwrap().unwrap().status,
-        RunStatus::Running
+        RunStatus::Running,
+        "{location}"
     );
     let trace_before = (
         store.events(&stalled).unwrap(),
@@ -379,13 +410,14 @@ fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
     let store = open_at(Duration::from_secs(30));
     assert_eq!(
         store.get_run(&stalled).unwrap().unwrap().status,
-        RunStatus::Running
+        RunStatus::Running,
+        "{location}"
     );
     drop(store);
     // Past it: whoever opens the store sweeps the run FAILED (interrupted), trace intact.
     let store = open_at(Duration::from_secs(61));
     let run = store.get_run(&stalled).unwrap().unwrap();
-    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.status, RunStatus::Failed, "{location}");
     assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
     assert_eq!(
         run.path,
@@ -399,7 +431,7 @@ fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
             store.invocations(&stalled).unwrap(),
         ),
         trace_before,
-        "the committed trace is intact"
+        "the committed trace is intact ({location})"
     );
     assert_eq!(store.evaluation(&stalled).unwrap(), None);
 }
