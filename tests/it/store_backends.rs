@@ -614,3 +614,96 @@ fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
     };
     assert_eq!(listed(&pg), listed(sqlite));
 }
+
+#[test]
+fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
+    let t0 = diag::clock::Timestamp::from_unix_ms(1_800_000_000_000);
+    let at = |ms: i64| {
+        Arc::new(diag::clock::FixedClock(
+            diag::clock::Timestamp::from_unix_ms(t0.unix_ms() + ms),
+        ))
+    };
+    let lease = Duration::from_secs(60);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lease.db");
+    let url = postgres::server().fresh_db();
+    let open = |location: &str, clock: Arc<diag::clock::FixedClock>| -> Store {
+        if diag::backend::is_postgres(Path::new(location)) {
+            Store::Postgres(
+                diag_store_postgres::PgStore::open(
+                    location,
+                    diag_store_postgres::PgOptions {
+                        clock,
+                        lease,
+                        ..Default::default()
+                    },
+                )
+                .unwrap(),
+            )
+        } else {
+            Store::Sqlite(
+                diag::store::Store::open_with(
+                    location,
+                    diag::store::StoreOptions {
+                        clock,
+                        lease,
+                        ..Default::default()
+                    },
+                )
+                .unwrap(),
+            )
+        }
+    };
+    let leases = |location: &str| -> Vec<(String, String)> {
+        let sql = "SELECT run_id, lease_expires_at FROM diagnosis_run ORDER BY run_id";
+        if diag::backend::is_postgres(Path::new(location)) {
+            postgres::server()
+                .psql(location, sql)
+                .lines()
+                .map(|l| {
+                    let (a, b) = l.split_once('|').unwrap();
+                    (a.to_string(), b.to_string())
+                })
+                .collect()
+        } else {
+            crate::support::records::rows(
+                &crate::support::records::raw(Path::new(location)),
+                sql,
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        }
+    };
+    for location in [file.to_str().unwrap(), url.as_str()] {
+        let store = open(location, at(0));
+        drop(store.create_run(new_run("live", "s", 0)).unwrap());
+        drop(store.create_run(new_run("done", "s", 0)).unwrap());
+        store
+            .finish_failed("done", "stopped", Default::default())
+            .unwrap();
+        let first = "2027-01-15T08:01:00.000Z".to_string();
+        assert_eq!(
+            leases(location),
+            [
+                ("done".to_string(), first.clone()),
+                ("live".to_string(), first.clone())
+            ],
+            "{location}: created with a lease of a minute"
+        );
+        drop(store);
+        let later = open(location, at(40_000));
+        let renewed = match &later {
+            Store::Sqlite(s) => s.renew_leases().unwrap(),
+            Store::Postgres(s) => s.renew_leases().unwrap(),
+        };
+        assert_eq!(renewed, 1, "{location}: only the RUNNING run");
+        assert_eq!(
+            leases(location),
+            [
+                ("done".to_string(), first.clone()),
+                ("live".to_string(), "2027-01-15T08:01:40.000Z".to_string())
+            ],
+            "{location}"
+        );
+    }
+}
