@@ -613,6 +613,39 @@ fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
             .clone()
     };
     assert_eq!(listed(&pg), listed(sqlite));
+
+    // Resumable: a copy cut short (here: five runs missing from the target) is finished by
+    // running it again, which copies only what is missing.
+    let server = postgres::server();
+    server.psql(
+        &pg,
+        "DELETE FROM diagnosis_run WHERE run_id IN \
+         (SELECT run_id FROM diagnosis_run ORDER BY created_seq DESC LIMIT 5)",
+    );
+    let resumed = copy(sqlite, &pg);
+    assert!(
+        resumed.starts_with("copied 5 run(s)")
+            && resumed.contains(&format!("{} already there", stored - 5)),
+        "{resumed}"
+    );
+    for id in &ids {
+        let export = |db: &str| env.run(&["--db", db, "export", id]).stdout.clone();
+        assert_eq!(export(&pg), export(sqlite), "{id} after the resumed copy");
+    }
+    // A RUNNING run is not final: it is counted, not copied.
+    let live = diag::store::Store::open(Path::new(sqlite)).unwrap();
+    let rec = live.create_run(new_run("run-still-going", "s", 0)).unwrap();
+    let out = copy(sqlite, back);
+    assert!(out.ends_with("1 RUNNING not copied\n"), "{out}");
+    drop(rec);
+    drop(live);
+    assert!(
+        Store::open_existing(Path::new(back), &OpenOptions::default())
+            .unwrap()
+            .get_run("run-still-going")
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
