@@ -303,7 +303,12 @@ fn eight_writers_on_eight_hosts_lose_nothing_in_one_postgres_database() {
         .map(|w| spawn("writer", &url, &format!("w{w}"), 50, &format!("host-{w}")))
         .collect();
     for (w, child) in children.into_iter().enumerate() {
-        let out = child.wait_with_output().unwrap();
+        // Eight writers on two cores share the limit's time: bounded by four times it.
+        let out = crate::support::bounded::wait_with_output(
+            child,
+            crate::support::bounded::LIMIT * 4,
+            &format!("writer {w}"),
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "writer {w}: {stdout}\n{stderr}");
