@@ -52,6 +52,7 @@ mod store;
 mod store_backends;
 mod store_blobs;
 mod store_concurrency;
+mod store_postgres_tls;
 mod structured_output;
 mod test_files;
 mod tools_logs;

@@ -1,7 +1,8 @@
 //! The PostgreSQL 15 server the run store's tests share (`support::postgres`): it is the
 //! Debian package's server, listens on 127.0.0.1 only, does not run as root, authenticates
-//! `diag_pw` by password and `diag` by trust, hands out distinct empty databases, fails (never
-//! skips) without an installation, and is gone when its test process ends, however it ends.
+//! `diag_pw` by password and `diag` by trust, admits `diag_tls` over verified TLS only, hands
+//! out distinct empty databases, fails (never skips) without an installation, and is gone when
+//! its test process ends, however it ends.
 //! The last is checked on test processes of their own: this binary re-run with
 //! `child_process_role`.
 
@@ -168,7 +169,73 @@ fn the_password_role_authenticates_by_password_only() {
         "SELECT rolname, rolsuper, rolcreatedb, left(rolpassword, 14) FROM pg_authid \
          WHERE rolname LIKE 'diag%' ORDER BY rolname",
     );
-    assert_eq!(roles, "diag|t|t|\ndiag_pw|f|t|SCRAM-SHA-256$\n");
+    assert_eq!(
+        roles,
+        "diag|t|t|\ndiag_pw|f|t|SCRAM-SHA-256$\ndiag_tls|f|t|\n"
+    );
+}
+
+#[test]
+fn the_tls_role_is_admitted_over_verified_tls_only() {
+    let server = server();
+    let url = server.fresh_db_tls();
+    let prefix = format!("postgres://diag_tls@127.0.0.1:{}/", server.port());
+    assert!(url.starts_with(&prefix), "{url}");
+    let ca = server.ca_file();
+    assert!(
+        std::fs::read_to_string(&ca)
+            .unwrap()
+            .starts_with("-----BEGIN CERTIFICATE-----"),
+        "{}",
+        ca.display()
+    );
+
+    // libpq's strictest mode: the certificate chains to the CA and names 127.0.0.1.
+    let sql = "SELECT current_user, pg_get_userbyid(datdba), ssl FROM pg_database, pg_stat_ssl \
+               WHERE datname = current_database() AND pid = pg_backend_pid()";
+    for host in ["127.0.0.1", "localhost"] {
+        let verified = format!(
+            "{}?sslmode=verify-full&sslrootcert={}",
+            url.replacen("127.0.0.1", host, 1),
+            ca.display()
+        );
+        let out = client(&verified, None, sql);
+        assert!(
+            out.status.success(),
+            "{host}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stdout(&out), "diag_tls|diag_tls|t");
+    }
+    // Plain text is refused by the `hostnossl … reject` line.
+    let plain = client(&format!("{url}?sslmode=disable"), None, "SELECT 1");
+    assert!(!plain.status.success());
+    let stderr = String::from_utf8_lossy(&plain.stderr);
+    assert!(
+        stderr.contains("pg_hba.conf rejects connection for host \"127.0.0.1\", user \"diag_tls\"")
+            && stderr.contains("no encryption"),
+        "{stderr}"
+    );
+    // The other roles are still served in plain text.
+    let other = client(&format!("{}?sslmode=disable", server.fresh_db()), None, sql);
+    assert!(
+        other.status.success(),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    assert_eq!(stdout(&other), "diag|diag|f");
+
+    // The CA's key is gone; the server's key is the server user's alone.
+    let tls = ca.parent().unwrap();
+    assert!(!tls.join("ca.key").exists());
+    let key = std::fs::metadata(tls.join("server.key")).unwrap();
+    assert_eq!(key.permissions().mode() & 0o777, 0o600);
+    let (_, dir) = postmaster(server);
+    assert_eq!(
+        key.uid(),
+        std::fs::metadata(dir.join("data")).unwrap().uid()
+    );
+    assert_eq!(server.psql(&url, "SHOW ssl").trim(), "on");
 }
 
 #[test]

@@ -4,7 +4,13 @@
 //! `diag export`, `diag ask --json`, `diag trace` (text and `--json`), `diag runs --json`, or the
 //! stderr of any of them with `DIAG_LOG=debug`.
 //!
-//! Two runs make the check meaningful:
+//! The PostgreSQL run store's password is held to the same standard
+//! ([`the_postgres_password_is_nowhere_in_the_store_outputs_or_logs`]): given in each place diag
+//! takes it from (`PGPASSWORD`, the variable `[store] password_env` names, `~/.pgpass`,
+//! `PGPASSFILE`, the URL itself), it is in no output or log of `ask`, `runs`, `trace` or
+//! `export` and in no column of any table of the store; a wrong one is never echoed either.
+//!
+//! Two runs make the API key check meaningful:
 //! - a whole diagnosis whose Executor also calls an MCP server's `get-env` tool, which returns
 //!   the server's environment: were the key handed to the server, it would be recorded;
 //! - a run whose Composer endpoint answers HTTP 400 with an error message that quotes the key
@@ -18,6 +24,8 @@ use assert_cmd::Command;
 use serde_json::{json, Value};
 
 use crate::support;
+use support::cli_env::{Out, TestEnv};
+use support::postgres;
 use support::{demo, peer_bin, Aimock};
 
 const KEY: &str = "sk-diag-hygiene-4f8b2a9c7e1d0356";
@@ -114,11 +122,16 @@ impl Evidence {
     }
 
     fn leaks(&self) -> Vec<String> {
+        self.leaks_of(&[KEY, KEY_FRAGMENT])
+    }
+
+    /// Where any of `secrets` was found.
+    fn leaks_of(&self, secrets: &[&str]) -> Vec<String> {
         let found =
             |hay: &[u8], needle: &str| hay.windows(needle.len()).any(|w| w == needle.as_bytes());
         self.0
             .iter()
-            .filter(|(_, bytes)| found(bytes, KEY) || found(bytes, KEY_FRAGMENT))
+            .filter(|(_, bytes)| secrets.iter().any(|s| found(bytes, s)))
             .map(|(what, _)| what.clone())
             .collect()
     }
@@ -291,4 +304,216 @@ fn the_api_key_is_nowhere_in_the_store_exports_outputs_or_logs() {
         "every output was checked ({})",
         evidence.0.len()
     );
+}
+
+/// Where a PostgreSQL password is given.
+#[derive(Debug, Clone, Copy)]
+enum PgSource {
+    PgPassword,
+    /// `[store] url` and `password_env` of the configuration file, the variable set.
+    ConfigVariable,
+    /// `~/.pgpass` (HOME is the test environment's).
+    HomePassFile,
+    PgPassFile,
+    /// `postgres://diag_pw:PASSWORD@…`.
+    Url,
+}
+
+/// The variable `[store] password_env` names.
+const PG_PASSWORD_VAR: &str = "DIAG_HYGIENE_PG_PASSWORD";
+
+/// `diag` on the store at `url` (the harness's `diag_pw` URL, no password in it) with
+/// `password` given as `source` says.
+struct PgDiag<'a> {
+    env: &'a TestEnv,
+    source: PgSource,
+    url: String,
+    password: String,
+}
+
+/// Writes the files `source` needs (the configuration, the password file).
+fn pg_diag<'a>(env: &'a TestEnv, source: PgSource, url: &str, password: &str) -> PgDiag<'a> {
+    let server = postgres::server();
+    let (_, database) = url.rsplit_once('/').unwrap();
+    match source {
+        PgSource::ConfigVariable => {
+            let config = format!("[store]\nurl = {url:?}\npassword_env = \"{PG_PASSWORD_VAR}\"\n");
+            std::fs::write(env.path("diag.toml"), config).unwrap();
+        }
+        PgSource::HomePassFile | PgSource::PgPassFile => {
+            let file = match source {
+                PgSource::HomePassFile => env.root().join("home/.pgpass"),
+                _ => env.path("secrets/pgpass"),
+            };
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            let line = format!(
+                "127.0.0.1:{}:{database}:diag_pw:{}\n",
+                server.port(),
+                password.replace('\\', "\\\\").replace(':', "\\:")
+            );
+            std::fs::write(&file, format!("# diag's store\n{line}")).unwrap();
+            std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+        }
+        PgSource::PgPassword | PgSource::Url => {}
+    }
+    PgDiag {
+        env,
+        source,
+        url: url.to_string(),
+        password: password.to_string(),
+    }
+}
+
+impl PgDiag<'_> {
+    fn run(&self, log: Option<&str>, args: &[&str]) -> Out {
+        let url = match self.source {
+            PgSource::Url => {
+                self.url
+                    .replacen("diag_pw@", &format!("diag_pw:{}@", self.password), 1)
+            }
+            _ => self.url.clone(),
+        };
+        let config = self.env.path("diag.toml");
+        let mut all: Vec<&str> = match self.source {
+            PgSource::ConfigVariable => vec!["--config", config.to_str().unwrap()],
+            _ => vec!["--db", &url],
+        };
+        all.extend_from_slice(args);
+        self.env.run_with(&all, |c| {
+            if let Some(filter) = log {
+                c.env("DIAG_LOG", filter);
+            }
+            match self.source {
+                PgSource::PgPassword => {
+                    c.env("PGPASSWORD", &self.password);
+                }
+                PgSource::ConfigVariable => {
+                    c.env(PG_PASSWORD_VAR, &self.password).env_remove("DIAG_DB");
+                }
+                PgSource::PgPassFile => {
+                    c.env("PGPASSFILE", self.env.path("secrets/pgpass"));
+                }
+                PgSource::HomePassFile | PgSource::Url => {}
+            }
+        })
+    }
+}
+
+/// Every row of every table of the store at `url`, as text.
+fn pg_dump(url: &str) -> String {
+    let server = postgres::server();
+    let tables = server.psql(
+        url,
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
+    );
+    let tables: Vec<&str> = tables.lines().collect();
+    assert!(tables.contains(&"diagnosis_run"), "{tables:?}");
+    tables
+        .iter()
+        .map(|t| {
+            let rows = server.psql(url, &format!("SELECT t::text FROM {t} t"));
+            format!("-- {t}\n{rows}")
+        })
+        .collect()
+}
+
+#[test]
+fn the_postgres_password_is_nowhere_in_the_store_outputs_or_logs() {
+    const WRONG: &str = "wrong-pg-secret-5e1c9a7b3d";
+    let server = postgres::server();
+    let password = server.password();
+    // A fragment too: a password cut short or partly masked is a leak.
+    let fragment = &password[password.len() - 16..];
+    let mut evidence = Evidence(Vec::new());
+    for source in [
+        PgSource::PgPassword,
+        PgSource::ConfigVariable,
+        PgSource::HomePassFile,
+        PgSource::PgPassFile,
+        PgSource::Url,
+    ] {
+        let env = TestEnv::new();
+        env.copy_fixture("tests/fixtures/runs/pass.json", "pass.json");
+        let url = server.fresh_db_password();
+        let diag = pg_diag(&env, source, &url, password);
+        let what = |cmd: &str| format!("{source:?}: {cmd}");
+        let ok = |out: &Out, cmd: &str| {
+            assert_eq!(out.code, Some(0), "{}: {}", what(cmd), out.stderr);
+        };
+
+        let ask = diag.run(Some("debug"), &["ask", "--fixture", "pass.json", "--json"]);
+        ok(&ask, "ask --json");
+        // The debug log really logs the store, and names it without the password.
+        assert!(
+            ask.stderr.contains("run store opened")
+                && ask.stderr.contains(&format!(
+                    "diag_pw@127.0.0.1:{}/{}",
+                    server.port(),
+                    url.rsplit('/').next().unwrap()
+                )),
+            "{}",
+            ask.stderr
+        );
+        evidence.add(what("ask --json: stdout"), ask.stdout.as_bytes());
+        evidence.add(what("ask --json: stderr"), ask.stderr.as_bytes());
+        let run = ask.json()["run_id"].as_str().unwrap().to_string();
+        let traced = diag.run(Some("trace"), &["ask", "--fixture", "pass.json"]);
+        ok(&traced, "ask with DIAG_LOG=trace");
+        evidence.add(what("ask (trace): stdout"), traced.stdout.as_bytes());
+        evidence.add(what("ask (trace): stderr"), traced.stderr.as_bytes());
+        for args in [
+            vec!["runs", "--json"],
+            vec!["trace", run.as_str(), "--json"],
+            vec!["trace", run.as_str()],
+            vec!["export", run.as_str()],
+        ] {
+            let cmd = args.join(" ");
+            let out = diag.run(Some("debug"), &args);
+            ok(&out, &cmd);
+            assert!(!out.stdout.is_empty(), "{}", what(&cmd));
+            evidence.add(what(&format!("{cmd}: stdout")), out.stdout.as_bytes());
+            evidence.add(what(&format!("{cmd}: stderr")), out.stderr.as_bytes());
+        }
+        let dump = pg_dump(&url);
+        assert!(dump.contains(&run), "the dump holds the run");
+        evidence.add(what("every table"), dump.as_bytes());
+
+        // A wrong password: refused in one line, and echoed nowhere (trace logs included).
+        let wrong = pg_diag(&env, source, &url, WRONG);
+        let out = wrong.run(None, &["ask", "--fixture", "pass.json"]);
+        assert_eq!(out.code, Some(2), "{}", what("wrong password"));
+        let line = out.one_error_line();
+        assert!(
+            line.contains("refused the credentials of user diag_pw"),
+            "{}: {line}",
+            what("wrong password")
+        );
+        evidence.add(what("wrong password: stderr"), out.stderr.as_bytes());
+        evidence.add(what("wrong password: stdout"), out.stdout.as_bytes());
+        let out = wrong.run(Some("trace"), &["runs", "--json"]);
+        assert_eq!(out.code, Some(2), "{}", what("wrong password, runs"));
+        evidence.add(
+            what("wrong password, runs (trace): stderr"),
+            out.stderr.as_bytes(),
+        );
+        evidence.add(
+            what("wrong password, runs (trace): stdout"),
+            out.stdout.as_bytes(),
+        );
+        evidence.add(
+            what("every table after the wrong password"),
+            pg_dump(&url).as_bytes(),
+        );
+    }
+    let secrets = [password, fragment, WRONG, &WRONG[10..]];
+    // The search finds a fragment alone.
+    let probe = Evidence(vec![("probe".into(), format!("<{fragment}>").into_bytes())]);
+    assert_eq!(probe.leaks_of(&secrets), ["probe"]);
+    let leaks = evidence.leaks_of(&secrets);
+    assert!(
+        leaks.is_empty(),
+        "the PostgreSQL password leaked into: {leaks:#?}"
+    );
+    assert!(evidence.0.len() >= 5 * 17, "{}", evidence.0.len());
 }

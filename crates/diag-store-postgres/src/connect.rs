@@ -9,8 +9,11 @@
 //!   logged, exported or printed.
 //! - **TLS**: `sslmode=disable` never, `prefer` (the default) when the server offers it,
 //!   `require` always. The server's certificate is always verified, against the webpki roots
-//!   and the PEM certificates in `PGSSLROOTCERT`: a TLS connection to an unverified server is
-//!   never made.
+//!   and the PEM certificates in `PGSSLROOTCERT` (read only when TLS may be used): a TLS
+//!   connection to an unverified server is never made. With `prefer`, a handshake that fails
+//!   (a certificate diag does not trust, most often) is followed, as libpq does, by one attempt
+//!   without TLS, logged as a warning; a server that then refuses plain text is reported with
+//!   the certificate's problem. `require` never falls back: it is the mode that guarantees TLS.
 //! - **Time**: a server that does not answer fails the connection after `connect_timeout`
 //!   (URL parameter, default 10 s) instead of hanging the command.
 
@@ -19,7 +22,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::config::Host;
+use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::Config;
 
 use super::error::{code, one_line, PgError};
@@ -155,27 +158,26 @@ fn pgpass_fields(line: &str) -> Vec<String> {
 }
 
 /// The TLS connector: rustls with ring, verifying against the webpki roots and
-/// `PGSSLROOTCERT`.
-pub(crate) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
+/// `PGSSLROOTCERT` (not read when `mode` is `disable`: no certificate is ever checked then).
+pub(crate) fn tls(mode: SslMode) -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(file) = std::env::var_os(EnvVars::PGSSLROOTCERT).filter(|v| !v.is_empty()) {
+    let root_file = std::env::var_os(EnvVars::PGSSLROOTCERT).filter(|v| !v.is_empty());
+    if let Some(file) = root_file.filter(|_| mode != SslMode::Disable) {
+        let shown = PathBuf::from(&file).display().to_string();
         let certs = CertificateDer::pem_file_iter(&file)
             .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| {
-                PgError::Url(format!(
-                    "PGSSLROOTCERT {} cannot be read as PEM certificates: {e}",
-                    PathBuf::from(&file).display()
-                ))
-            })?;
+            .map_err(|e| PgError::RootCert(format!("{shown}: {}", pem_error(&e))))?;
+        if certs.is_empty() {
+            return Err(PgError::RootCert(format!(
+                "{shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+            )));
+        }
         for cert in certs {
             roots.add(cert).map_err(|e| {
-                PgError::Url(format!(
-                    "PGSSLROOTCERT {} holds a certificate rustls refuses: {e}",
-                    PathBuf::from(&file).display()
-                ))
+                PgError::RootCert(format!("{shown} holds a certificate diag cannot use: {e}"))
             })?;
         }
     }
@@ -188,11 +190,102 @@ pub(crate) fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError>
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
+/// A PEM file's error, without the wrapping that repeats it.
+fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
+    match e {
+        rustls::pki_types::pem::Error::Io(io) => io.to_string(),
+        other => format!("not a PEM file ({other:?})"),
+    }
+}
+
+/// The rustls error a failed connection carries, when it failed in the TLS handshake.
+pub(crate) fn tls_failure(e: &tokio_postgres::Error) -> Option<&rustls::Error> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(tls) = s.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        // tokio-rustls hands the rustls error over inside an io::Error, whose `source` skips
+        // it.
+        if let Some(tls) = s
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(tls);
+        }
+        source = s.source();
+    }
+    None
+}
+
+/// A failed TLS handshake, as an operator reads it: what is wrong with the server's
+/// certificate and what to do about it.
+pub(crate) fn tls_problem(e: &rustls::Error) -> String {
+    use rustls::CertificateError as C;
+    let fix = "set PGSSLROOTCERT to the PEM file of the CA that signed it";
+    let rustls::Error::InvalidCertificate(cert) = e else {
+        return format!("the TLS handshake failed ({e})");
+    };
+    match cert {
+        C::UnknownIssuer | C::BadSignature => {
+            format!("the server's TLS certificate is not trusted ({e}); {fix}")
+        }
+        C::NotValidForName | C::NotValidForNameContext { .. } => format!(
+            "the server's TLS certificate is not for the host the URL names ({e}); connect by a \
+             name or address the certificate lists"
+        ),
+        C::Expired | C::ExpiredContext { .. } => {
+            format!("the server's TLS certificate has expired ({e})")
+        }
+        C::NotValidYet | C::NotValidYetContext { .. } => {
+            format!("the server's TLS certificate is not valid yet ({e})")
+        }
+        _ => format!("the server's TLS certificate is refused ({e})"),
+    }
+}
+
+/// Maps the failure of a `sslmode=prefer` connection whose TLS handshake failed (`tls`) and
+/// whose attempt without TLS failed too (`plain`): a server that refuses plain text is
+/// reported with the certificate's problem, any other refusal as itself.
+pub(crate) fn fallback_error(
+    target: &Target,
+    tls: &rustls::Error,
+    plain: &tokio_postgres::Error,
+) -> PgError {
+    match plain.as_db_error() {
+        Some(db) if db.code().code() == code::INVALID_AUTHORIZATION => PgError::Tls {
+            target: target.name.clone(),
+            detail: format!(
+                "{}; without TLS (sslmode=prefer), the server refused: {}",
+                tls_problem(tls),
+                db.message()
+            ),
+        },
+        _ => connect_error(target, plain),
+    }
+}
+
 /// Maps a failed connection to the line an operator acts on.
 pub(crate) fn connect_error(target: &Target, e: &tokio_postgres::Error) -> PgError {
     let name = target.name.clone();
+    if let Some(tls) = tls_failure(e) {
+        return PgError::Tls {
+            target: name,
+            detail: tls_problem(tls),
+        };
+    }
     if let Some(db) = e.as_db_error() {
         let detail = db.message().to_string();
+        // `pg_hba.conf rejects connection …, no encryption`: the server takes this user over
+        // TLS only.
+        if db.code().code() == code::INVALID_AUTHORIZATION && detail.ends_with("no encryption") {
+            return PgError::TlsRequired {
+                target: name,
+                user: target.user.clone(),
+                detail,
+            };
+        }
         return match db.code().code() {
             code::INVALID_PASSWORD | code::INVALID_AUTHORIZATION => PgError::Credentials {
                 target: name,
@@ -210,6 +303,13 @@ pub(crate) fn connect_error(target: &Target, e: &tokio_postgres::Error) -> PgErr
         };
     }
     let text = error_chain(e);
+    if text.contains("server does not support TLS") {
+        return PgError::Tls {
+            target: name,
+            detail: "the server does not offer TLS, and the URL's sslmode=require asks for it"
+                .into(),
+        };
+    }
     if text.contains("password missing") {
         return PgError::Credentials {
             target: name,

@@ -1,7 +1,8 @@
 //! Store errors. Each reads as one line naming the store (`user@host:port/database`, never a
 //! password) and what went wrong; the server's own codes are mapped to the cases an operator
 //! can act on (unreachable server, refused credentials, missing database, not a diag store,
-//! newer schema).
+//! newer schema), and a failed TLS handshake to what is wrong with the certificate (untrusted,
+//! for another host, expired) or with `PGSSLROOTCERT`.
 
 use thiserror::Error;
 
@@ -21,6 +22,19 @@ pub enum PgError {
         user: String,
         detail: String,
     },
+    #[error("cannot connect to the PostgreSQL run store at {target} over TLS: {detail}")]
+    Tls { target: String, detail: String },
+    #[error(
+        "the PostgreSQL server at {target} accepts user {user} over TLS only: {detail} (drop \
+         sslmode=disable from the URL)"
+    )]
+    TlsRequired {
+        target: String,
+        user: String,
+        detail: String,
+    },
+    #[error("cannot use the CA certificates of PGSSLROOTCERT: {0}")]
+    RootCert(String),
     #[error("no run store at {target}: {detail}")]
     Missing { target: String, detail: String },
     #[error(

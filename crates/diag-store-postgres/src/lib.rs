@@ -71,6 +71,7 @@ pub use recorder::PgRecorder;
 pub use schema::SCHEMA_VERSION;
 
 use crate::clock::{Clock, SystemClock};
+use tokio_postgres::config::SslMode;
 
 /// What finishing a run reported besides success (the port's, with this store's error).
 pub type FinishReport = diag_core::store::FinishReport<PgError>;
@@ -145,7 +146,8 @@ impl PgStore {
 
     fn open_mode(url: &str, options: PgOptions, create: bool) -> Result<PgStore, PgError> {
         let target = connect::parse(url, &options)?;
-        let tls = connect::tls()?;
+        let mode = target.config.get_ssl_mode();
+        let tls = connect::tls(mode)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("diag-store-postgres")
@@ -155,28 +157,35 @@ impl PgStore {
                 target: target.name.clone(),
                 detail: format!("cannot start the connection's runtime: {e}"),
             })?;
-        let config = target.config.clone();
-        let connecting = runtime.spawn(async move {
-            let (client, connection) = config.connect(tls).await?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::warn!(error = %error::one_line(&e.to_string()), "run store connection closed");
+        let connected = match connect_on(&runtime, &target, target.config.clone(), tls.clone()) {
+            Ok(client) => Ok(client),
+            // As libpq: `prefer` tries once more without TLS when the handshake fails.
+            Err(Connect::Driver(e)) if mode == SslMode::Prefer => match connect::tls_failure(&e) {
+                Some(tls_error) => {
+                    tracing::warn!(
+                        target = %target.name,
+                        problem = %connect::tls_problem(tls_error),
+                        "TLS handshake failed; sslmode=prefer connects without TLS"
+                    );
+                    let mut plain = target.config.clone();
+                    plain.ssl_mode(SslMode::Disable);
+                    connect_on(&runtime, &target, plain, tls).map_err(|again| match again {
+                        Connect::Driver(again) => {
+                            connect::fallback_error(&target, tls_error, &again)
+                        }
+                        Connect::Task(e) => e,
+                    })
                 }
-            });
-            Ok::<_, tokio_postgres::Error>(client)
-        });
-        let client = match futures::executor::block_on(connecting) {
-            Ok(Ok(client)) => client,
-            Ok(Err(e)) => {
-                runtime.shutdown_background();
-                return Err(connect::connect_error(&target, &e));
-            }
+                None => Err(connect::connect_error(&target, &e)),
+            },
+            Err(Connect::Driver(e)) => Err(connect::connect_error(&target, &e)),
+            Err(Connect::Task(e)) => Err(e),
+        };
+        let client = match connected {
+            Ok(client) => client,
             Err(e) => {
                 runtime.shutdown_background();
-                return Err(PgError::Unreachable {
-                    target: target.name,
-                    detail: format!("the connection task failed: {e}"),
-                });
+                return Err(e);
             }
         };
         let store = PgStore {
@@ -242,4 +251,37 @@ impl PgStore {
 /// Waits for one of the driver's futures on this thread.
 pub(crate) fn wait<F: std::future::Future>(f: F) -> F::Output {
     futures::executor::block_on(f)
+}
+
+/// Why one connection attempt failed: the driver's error, still to be mapped (a `prefer`
+/// connection looks at it before trying without TLS), or the connection task's, mapped.
+enum Connect {
+    Driver(tokio_postgres::Error),
+    Task(PgError),
+}
+
+/// Connects once with `config` on `runtime`, which then drives the connection.
+fn connect_on(
+    runtime: &tokio::runtime::Runtime,
+    target: &connect::Target,
+    config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<tokio_postgres::Client, Connect> {
+    let connecting = runtime.spawn(async move {
+        let (client, connection) = config.connect(tls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %error::one_line(&e.to_string()), "run store connection closed");
+            }
+        });
+        Ok::<_, tokio_postgres::Error>(client)
+    });
+    match futures::executor::block_on(connecting) {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => Err(Connect::Driver(e)),
+        Err(e) => Err(Connect::Task(PgError::Unreachable {
+            target: target.name.clone(),
+            detail: format!("the connection task failed: {e}"),
+        })),
+    }
 }

@@ -9,21 +9,35 @@
 //! itself (`postgres -D …`, not `pg_ctl`, so that it stays this process's child) on a free port of
 //! 127.0.0.1, with its Unix socket in the temporary directory and settings for a throwaway server
 //! (`fsync=off`, `synchronous_commit=off`, `full_page_writes=off`, `max_connections=200`: the
-//! concurrency tests run eight writer processes beside the tests in parallel). Readiness is
-//! polled with `pg_isready` (bounded, 60 s). The server log is [`PgServer::log`].
+//! concurrency tests run eight writer processes beside the tests in parallel), and
+//! `log_connections=on`: each authorized connection is logged, with `SSL enabled` when TLS
+//! carries it, before the client is told it is in. Readiness is polled with `pg_isready`
+//! (bounded, 60 s). The server log is [`PgServer::log`].
 //!
 //! **Who runs it.** PostgreSQL refuses to run as root, and the tests run as root on CI: then
 //! `initdb` and the postmaster run as the `postgres` system user the package creates (the
 //! temporary directory is chown'ed to it; the spawn sets uid and gid, dropping supplementary
 //! groups). As any other user they run as that user.
 //!
+//! **TLS.** The server also speaks TLS (`ssl=on`), with a certificate made for this process
+//! only: at start the `openssl` command line (which Debian's PostgreSQL packages depend on)
+//! makes a throwaway CA (P-256, two days) and a server certificate it signs for `127.0.0.1`
+//! and `localhost`, in `<dir>/tls/`. The CA's key is deleted once the server certificate is
+//! signed; the server's key is mode 0600 and owned by the user the server runs as, as
+//! PostgreSQL demands. [`PgServer::ca_file`] is the CA certificate, for `PGSSLROOTCERT`. Clients
+//! that do not ask for TLS (`sslmode=disable`, or `prefer` falling back) still connect in plain
+//! text, except as `diag_tls`.
+//!
 //! **Authentication.** `diag` (superuser) connects by trust; `diag_pw` (LOGIN, CREATEDB, a
-//! password made up per process, stored as SCRAM) must give its password over TCP:
+//! password made up per process, stored as SCRAM) must give its password over TCP; `diag_tls`
+//! (LOGIN, CREATEDB) connects by trust over TLS only, and is refused in plain text:
 //!
 //! ```text
-//! local all all                  trust
-//! host  all diag_pw 127.0.0.1/32 scram-sha-256
-//! host  all all     127.0.0.1/32 trust
+//! local     all all                  trust
+//! hostssl   all diag_tls 127.0.0.1/32 trust
+//! hostnossl all diag_tls 127.0.0.1/32 reject
+//! host      all diag_pw  127.0.0.1/32 scram-sha-256
+//! host      all all      127.0.0.1/32 trust
 //! ```
 //!
 //! **Stopping it.** The test harness has no global teardown, so two mechanisms cover the two
@@ -40,9 +54,9 @@
 //!   behind; the next server start in any test process removes such directories whose process
 //!   and postmaster are gone ([`sweep_stale`]).
 //!
-//! Databases: [`PgServer::fresh_db`] and [`PgServer::fresh_db_password`] each create a new,
-//! empty database with a unique name (process id and a counter), so parallel tests never
-//! share one.
+//! Databases: [`PgServer::fresh_db`], [`PgServer::fresh_db_password`] and
+//! [`PgServer::fresh_db_tls`] each create a new, empty database with a unique name (process id
+//! and a counter), so parallel tests never share one.
 
 use std::ffi::CString;
 use std::io::Write;
@@ -63,6 +77,8 @@ pub const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
 const SUPERUSER: &str = "diag";
 /// The password-authenticated role.
 const PASSWORD_ROLE: &str = "diag_pw";
+/// The role admitted over TLS only.
+const TLS_ROLE: &str = "diag_tls";
 /// The programs the harness runs from [`BIN_DIR`].
 const PROGRAMS: &[&str] = &["initdb", "postgres", "pg_isready"];
 /// Prefix of the temporary directories, followed by the test process's id.
@@ -103,6 +119,19 @@ impl PgServer {
     /// That role's password (for PGPASSWORD in tests).
     pub fn password(&self) -> &str {
         &self.password
+    }
+
+    /// Same, but the URL names the role `diag_tls`, which the server admits over TLS only (by
+    /// trust) and refuses in plain text: `postgres://diag_tls@127.0.0.1:PORT/NAME`; the role
+    /// owns the db. Its certificate verifies against [`PgServer::ca_file`].
+    pub fn fresh_db_tls(&self) -> String {
+        self.create_db(TLS_ROLE)
+    }
+
+    /// The PEM certificate of the throwaway CA that signed the server's certificate (for
+    /// `PGSSLROOTCERT`); the server's certificate names `127.0.0.1` and `localhost`.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("tls").join("ca.crt")
     }
 
     /// Runs SQL through psql as `diag` against database url, panicking with psql's stderr on
@@ -319,9 +348,12 @@ fn start_server() -> Result<PgServer, String> {
     let hba = format!(
         "# diag's test server (tests/it/support/postgres.rs)\n\
          local all all trust\n\
+         hostssl all {TLS_ROLE} 127.0.0.1/32 trust\n\
+         hostnossl all {TLS_ROLE} 127.0.0.1/32 reject\n\
          host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n\
          host all all 127.0.0.1/32 trust\n"
     );
+    let tls = make_certificates(&dir, run_as)?;
     std::fs::write(data.join("pg_hba.conf"), hba).map_err(|e| format!("pg_hba.conf: {e}"))?;
 
     let port = free_port();
@@ -337,7 +369,18 @@ fn start_server() -> Result<PgServer, String> {
         .arg(format!("unix_socket_directories={}", dir.display()))
         .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
         .args(["-c", "full_page_writes=off", "-c", "max_connections=200"])
-        .args(["-c", "shared_buffers=32MB"])
+        .args([
+            "-c",
+            "shared_buffers=32MB",
+            "-c",
+            "log_connections=on",
+            "-c",
+            "ssl=on",
+        ])
+        .arg("-c")
+        .arg(format!("ssl_cert_file={}", tls.cert.display()))
+        .arg("-c")
+        .arg(format!("ssl_key_file={}", tls.key.display()))
         .current_dir(&dir)
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| format!("server log: {e}"))?)
@@ -356,11 +399,148 @@ fn start_server() -> Result<PgServer, String> {
     server.psql(
         &server.url(SUPERUSER, "postgres"),
         &format!(
-            "CREATE ROLE {PASSWORD_ROLE} LOGIN CREATEDB PASSWORD '{}';",
+            "CREATE ROLE {PASSWORD_ROLE} LOGIN CREATEDB PASSWORD '{}';\n\
+             CREATE ROLE {TLS_ROLE} LOGIN CREATEDB;",
             server.password
         ),
     );
     Ok(server)
+}
+
+/// The server's certificate and key, in `<dir>/tls/`.
+struct ServerTls {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+/// The `openssl` configuration the certificates are made from: a CA that may sign
+/// certificates only, and a server certificate for the loopback address and name (rustls
+/// reads the subject alternative names, never the common name).
+const OPENSSL_CONFIG: &str = "\
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = diag test server CA
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1,DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+";
+
+/// Makes the throwaway CA and the server's certificate (see the module documentation) with the
+/// `openssl` command line; the CA's key is removed once it has signed. As root, the files are
+/// given to the server's user, who must own its key (mode 0600).
+fn make_certificates(dir: &Path, run_as: Option<(u32, u32)>) -> Result<ServerTls, String> {
+    let tls = dir.join("tls");
+    std::fs::create_dir(&tls).map_err(|e| format!("cannot create {}: {e}", tls.display()))?;
+    std::fs::write(tls.join("openssl.cnf"), OPENSSL_CONFIG)
+        .map_err(|e| format!("openssl.cnf: {e}"))?;
+    let key_pair = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let steps: Vec<Vec<&str>> = vec![
+        [
+            &[
+                "req",
+                "-x509",
+                "-config",
+                "openssl.cnf",
+                "-extensions",
+                "ca",
+            ][..],
+            &key_pair,
+            &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2"],
+        ]
+        .concat(),
+        [
+            &[
+                "req",
+                "-new",
+                "-config",
+                "openssl.cnf",
+                "-subj",
+                "/CN=localhost",
+            ][..],
+            &key_pair,
+            &["-keyout", "server.key", "-out", "server.csr"],
+        ]
+        .concat(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-extfile",
+            "openssl.cnf",
+            "-extensions",
+            "server",
+            "-days",
+            "2",
+            "-out",
+            "server.crt",
+        ],
+    ];
+    for args in &steps {
+        let mut openssl = Command::new("openssl");
+        openssl
+            .args(args)
+            .current_dir(&tls)
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = openssl.spawn().map_err(|e| {
+            format!(
+                "cannot run `openssl` to make the test server's TLS certificate ({e}): run \
+                 scripts/install-peers (Debian's PostgreSQL packages bring it)"
+            )
+        })?;
+        let out = bounded::wait_with_output(child, bounded::LIMIT, "openssl");
+        if !out.status.success() {
+            return Err(format!(
+                "`openssl {}` failed ({}):\n{}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    for gone in ["ca.key", "ca.srl", "server.csr"] {
+        let _ = std::fs::remove_file(tls.join(gone));
+    }
+    if tls.join("ca.key").exists() {
+        return Err(format!("cannot remove {}", tls.join("ca.key").display()));
+    }
+    let key = tls.join("server.key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("chmod {}: {e}", key.display()))?;
+    if let Some((uid, gid)) = run_as {
+        for file in [tls.as_path(), &key, &tls.join("server.crt")] {
+            std::os::unix::fs::chown(file, Some(uid), Some(gid))
+                .map_err(|e| format!("chown postgres {}: {e}", file.display()))?;
+        }
+    }
+    Ok(ServerTls {
+        cert: tls.join("server.crt"),
+        key,
+    })
 }
 
 /// The `postgres` user's uid and gid when this process runs as root (PostgreSQL refuses
