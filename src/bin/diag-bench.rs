@@ -15,7 +15,15 @@
 //! each agent node and with the finish), and `finish_success_evaluated` with the summary from
 //! the final state and an evaluation. The figures then include
 //! the store, and `db_bytes_per_run` is the database plus WAL size (after a truncating
-//! checkpoint) divided by the runs the file holds.
+//! checkpoint) divided by the runs the file holds. The store is any run store location: a
+//! SQLite path, or a `postgres://` URL (the run store port of `diag::backend`, as `diag --db`
+//! opens it; `db_bytes_per_run` is then left out).
+//!
+//! `diag-bench graph --store LOC --writers W --runs N` measures concurrent writers: W processes
+//! of this binary at once (each with a `DIAG_HOST_ID` of its own, as W machines would be), each
+//! storing N runs as above into the one store. It prints the total stored runs per second,
+//! from the first writer's start to the last one's exit, and each writer's figures and errors
+//! (a writer counts a run it could not store and goes on). It exits 1 when any run failed.
 //!
 //! `diag-bench logs [--dir DIR] [--size-mib N] [--runs N] [--write docs/BENCHMARKS.md]` times
 //! `search_logs` against ripgrep on a generated log (see `diag_bench/logs.rs`).
@@ -24,19 +32,22 @@
 // an attribute and not a table entry).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::time::Instant;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand, ValueEnum};
+use diag::backend::{OpenOptions, Store};
 use diag::clock::{Clock, FixedClock, SystemClock, Timestamp};
 use diag::diagnosis::scripted::{steps, FnNode, ScriptStep};
 use diag::diagnosis::topology::{self, DiagnosisNodes};
 use diag::diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
-use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
+use diag::graph::{Event, InvokeOptions, NodeKind, NoopObserver, Observer, RunConfig};
 use diag::ids::{IdSource, RandomIds};
 use diag::protocol::{Verdict, Verification};
-use diag::store::{NewRun, Store};
+use diag::store::NewRun;
+use diag_core::store::{RunStore, TraceRecorder};
 
 #[path = "diag_bench/logs.rs"]
 mod logs;
@@ -56,9 +67,16 @@ enum Bench {
         scenario: Scenario,
         #[arg(long, default_value_t = 10_000)]
         runs: u64,
-        /// Persist every run in the run store at this path, as `diag ask` does.
-        #[arg(long, value_name = "PATH")]
+        /// Persist every run in the run store at this location (a SQLite path or a
+        /// postgres:// URL), as `diag ask` does.
+        #[arg(long, value_name = "PATH|URL")]
         store: Option<PathBuf>,
+        /// Run this many writer processes at once, each storing --runs runs into --store.
+        #[arg(long, requires = "store", value_parser = clap::value_parser!(u32).range(1..=64))]
+        writers: Option<u32>,
+        /// Set by --writers on each writer process: its number (from 1).
+        #[arg(long, hide = true, requires = "store", conflicts_with = "writers")]
+        writer_index: Option<u32>,
     },
     /// Render the HTML and Markdown reports of a run.
     Report {
@@ -68,8 +86,9 @@ enum Bench {
         /// Renders of each format; the median time is reported.
         #[arg(long, default_value_t = 50)]
         runs: usize,
-        /// Report a stored run of this store instead of a synthetic one (with --run).
-        #[arg(long, value_name = "PATH", requires = "run")]
+        /// Report a stored run of this store (a SQLite path or a postgres:// URL) instead of a
+        /// synthetic one (with --run).
+        #[arg(long, value_name = "PATH|URL", requires = "run")]
         store: Option<PathBuf>,
         /// The stored run to report.
         #[arg(long, value_name = "ID", requires = "store")]
@@ -158,7 +177,7 @@ fn peak_rss_kb() -> Option<u64> {
 fn bench_graph(
     scenario: Scenario,
     runs: u64,
-    store_path: Option<&Path>,
+    store_location: Option<&Path>,
 ) -> Result<serde_json::Value, String> {
     let graph = topology::compile(nodes(scenario)).map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -166,8 +185,8 @@ fn bench_graph(
         .map_err(|e| e.to_string())?;
     let fixed = FixedClock(Timestamp::from_unix_ms(0));
     let system = SystemClock::new();
-    let store = match store_path {
-        Some(path) => Some(Store::open(path).map_err(|e| e.to_string())?),
+    let store = match store_location {
+        Some(location) => Some(open_store(location)?),
         None => None,
     };
     // Alone, the engine runs on a pinned clock; stored runs get real timestamps, as in
@@ -206,11 +225,6 @@ fn bench_graph(
         Ok::<u64, String>(total)
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    let per_sec = if seconds > 0.0 {
-        runs as f64 / seconds
-    } else {
-        0.0
-    };
     let us_per_node = if node_executions > 0 {
         seconds * 1e6 / node_executions as f64
     } else {
@@ -222,11 +236,14 @@ fn bench_graph(
         "node_executions": node_executions,
         "nodes_per_run": node_executions.checked_div(runs).unwrap_or(0),
         "seconds": seconds,
-        "runs_per_sec": per_sec,
+        "runs_per_sec": per_second(runs, seconds),
         "us_per_node": us_per_node,
         "peak_rss_kb": peak_rss_kb(),
     });
     if let Some(store) = &store {
+        figures["backend"] = backend_name(store).into();
+    }
+    if let Some(Store::Sqlite(store)) = &store {
         // The whole file over every run it holds (earlier benchmarks on the same file
         // included), so the schema's fixed pages weigh less the more runs there are.
         store.checkpoint().map_err(|e| e.to_string())?;
@@ -236,10 +253,203 @@ fn bench_graph(
     Ok(figures)
 }
 
-/// One run persisted the way the ask service does it (openspec/specs/ask-service/spec.md).
-async fn stored_run(
+fn per_second(count: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        count as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// The run store at `location`, opened as `diag --db` opens it.
+fn open_store(location: &Path) -> Result<Store, String> {
+    Store::open(location, &OpenOptions::default()).map_err(|e| e.to_string())
+}
+
+fn backend_name(store: &Store) -> &'static str {
+    match store {
+        Store::Sqlite(_) => "sqlite",
+        Store::Postgres(_) => "postgres",
+    }
+}
+
+/// Seconds since the Unix epoch: the one clock writer processes share.
+fn unix_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// One writer of `--writers`: stores `runs` runs, counting (not stopping at) the ones that
+/// fail, and reports when its first run began and its last one ended.
+fn bench_writer(
+    scenario: Scenario,
+    runs: u64,
+    location: &Path,
+    index: u32,
+) -> Result<serde_json::Value, String> {
+    let graph = topology::compile(nodes(scenario)).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let store = open_store(location)?;
+    let clock = SystemClock::new();
+    let ids = RandomIds;
+    let began = unix_seconds();
+    let started = Instant::now();
+    let (stored, errors, first_error) = rt.block_on(async {
+        let (mut stored, mut errors, mut first_error) = (0u64, 0u64, None::<String>);
+        for _ in 0..runs {
+            match stored_run(&graph, &store, &clock, &ids.run_id()).await {
+                Ok(_) => stored += 1,
+                Err(e) => {
+                    errors += 1;
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        (stored, errors, first_error)
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(serde_json::json!({
+        "writer": index,
+        "host_id": std::env::var(diag::env_vars::EnvVars::DIAG_HOST_ID).ok(),
+        "pid": std::process::id(),
+        "runs": runs,
+        "stored": stored,
+        "errors": errors,
+        "first_error": first_error,
+        "began_at": began,
+        "ended_at": began + seconds,
+        "seconds": seconds,
+        "runs_per_sec": per_second(stored, seconds),
+    }))
+}
+
+/// `--writers W`: W writer processes of this binary at once into one store. The store is
+/// opened (and so created) here first, so that its schema is not part of the figure.
+/// Returns the figures and, when a run was not stored, what went wrong.
+fn bench_writers(
+    scenario: Scenario,
+    runs: u64,
+    location: &Path,
+    writers: u32,
+) -> Result<(serde_json::Value, Option<String>), String> {
+    let (backend, before) = {
+        let store = open_store(location)?;
+        let n = store.count_runs().map_err(|e| e.to_string())?;
+        (backend_name(&store), n)
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find diag-bench: {e}"))?;
+    let parent = std::process::id();
+    let started = Instant::now();
+    let mut children = Vec::with_capacity(writers as usize);
+    for index in 1..=writers {
+        let child = Command::new(&exe)
+            .args(["graph", "--scenario", scenario.name(), "--runs"])
+            .arg(runs.to_string())
+            .arg("--store")
+            .arg(location)
+            .arg("--writer-index")
+            .arg(index.to_string())
+            .env(
+                diag::env_vars::EnvVars::DIAG_HOST_ID,
+                format!("diag-bench-{parent}-w{index}"),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start writer {index}: {e}"))?;
+        children.push((index, child));
+    }
+    let mut reports = Vec::with_capacity(children.len());
+    let mut failed = Vec::new();
+    for (index, child) in children {
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("writer {index}: {e}"))?;
+        let report = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .filter(|_| out.status.success());
+        match report {
+            Some(r) => reports.push(r),
+            None => {
+                let err = String::from_utf8_lossy(&out.stderr);
+                let line = err.lines().last().unwrap_or("").trim();
+                failed.push(format!("writer {index} ({}): {line}", out.status));
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    if let Some(first) = failed.first() {
+        return Err(format!(
+            "{} of {writers} writer(s) failed; {first}",
+            failed.len()
+        ));
+    }
+    let after = open_store(location)?
+        .count_runs()
+        .map_err(|e| e.to_string())?;
+    let field = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
+    let stored: u64 = reports.iter().map(|r| field(r, "stored")).sum();
+    let errors: u64 = reports.iter().map(|r| field(r, "errors")).sum();
+    let times = |k: &str| -> Vec<f64> { reports.iter().filter_map(|r| r[k].as_f64()).collect() };
+    let write_seconds = times("ended_at").into_iter().fold(f64::MIN, f64::max)
+        - times("began_at").into_iter().fold(f64::MAX, f64::min);
+    let figures = serde_json::json!({
+        "scenario": scenario.name(),
+        "backend": backend,
+        "writers": writers,
+        "runs_per_writer": runs,
+        "runs": runs * u64::from(writers),
+        "stored": stored,
+        "errors": errors,
+        "store_runs_before": before,
+        "store_runs_after": after,
+        "seconds": seconds,
+        "runs_per_sec": per_second(stored, seconds),
+        "write_seconds": write_seconds,
+        "write_runs_per_sec": per_second(stored, write_seconds),
+        "per_writer": reports,
+    });
+    let problem = if errors > 0 {
+        let first = reports
+            .iter()
+            .find_map(|r| r["first_error"].as_str())
+            .unwrap_or("");
+        Some(format!(
+            "{errors} of {} run(s) were not stored; the first error: {first}",
+            runs * u64::from(writers)
+        ))
+    } else if after != before + stored {
+        Some(format!(
+            "the writers stored {stored} run(s) but the store went from {before} to {after}"
+        ))
+    } else {
+        None
+    };
+    Ok((figures, problem))
+}
+
+/// Forwards the engine's observations to a run's recorder, as the ask service does.
+struct Recording<R>(R);
+
+impl<R: TraceRecorder, O: Display> Observer<O> for Recording<R> {
+    fn node_started(&mut self, _node: &str, kind: NodeKind, _attempt: u32, _round: u32) {
+        self.0.observe_node(kind);
+    }
+    fn event(&mut self, event: &Event<O>) {
+        self.0.observe_event(event);
+    }
+}
+
+/// One run persisted the way the ask service does it (openspec/specs/ask-service/spec.md),
+/// through the run store port.
+async fn stored_run<S: RunStore>(
     graph: &diag::diagnosis::DiagnosisGraph,
-    store: &Store,
+    store: &S,
     clock: &dyn Clock,
     run_id: &str,
 ) -> Result<DiagnosisState, String> {
@@ -257,7 +467,7 @@ async fn stored_run(
         .map_err(|e| e.to_string())?;
     let config = RunConfig::new("bench-session", run_id);
     let began = clock.elapsed();
-    let mut observer = recorder.clone();
+    let mut observer = Recording(recorder.clone());
     let opts = InvokeOptions {
         step_limit: STEP_LIMIT,
         clock,
@@ -487,8 +697,8 @@ fn bench_report(
 ) -> Result<serde_json::Value, String> {
     use diag::report::{render, Format};
     let data = match stored {
-        Some((path, run)) => {
-            let store = Store::open_existing(path, diag::store::StoreOptions::default())
+        Some((location, run)) => {
+            let store = Store::open_existing(location, &OpenOptions::default())
                 .map_err(|e| e.to_string())?;
             diag::report::from_store(&store, run)
                 .map_err(|e| e.to_string())?
@@ -538,7 +748,23 @@ fn main() -> ExitCode {
             scenario,
             runs,
             store,
-        } => bench_graph(scenario, runs, store.as_deref()),
+            writers,
+            writer_index,
+        } => match (store.as_deref(), writers, writer_index) {
+            (Some(location), Some(writers), _) => {
+                match bench_writers(scenario, runs, location, writers) {
+                    Ok((figures, None)) => Ok(figures),
+                    Ok((figures, Some(problem))) => {
+                        println!("{figures}");
+                        eprintln!("diag-bench: {problem}");
+                        return ExitCode::FAILURE;
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            (Some(location), None, Some(index)) => bench_writer(scenario, runs, location, index),
+            (store, _, _) => bench_graph(scenario, runs, store),
+        },
         Bench::Report {
             tool_calls,
             runs,

@@ -1,7 +1,16 @@
 //! `diag-bench graph` prints one JSON object per invocation with the documented fields, and
-//! each scenario executes the node count its definition says.
+//! each scenario executes the node count its definition says. With `--writers W` it starts W
+//! writer processes, each with a host id of its own, into one store of either backend (a
+//! SQLite file, a database on the suite's PostgreSQL server), and every run they report
+//! stored is in the store.
+
+use std::collections::BTreeSet;
+use std::path::Path;
 
 use assert_cmd::Command;
+use diag::backend::{OpenOptions, Store};
+
+use crate::support::postgres;
 
 fn bench(scenario: &str, runs: u64) -> serde_json::Value {
     let out = Command::cargo_bin("diag-bench")
@@ -105,4 +114,135 @@ fn store_flag_with_an_unusable_path_fails_cleanly() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// `--writers 3 --runs 2` into `location`: the figures, checked against the store.
+fn three_writers(location: &Path) -> (serde_json::Value, Vec<diag::store::RunRow>) {
+    let out = Command::cargo_bin("diag-bench")
+        .unwrap()
+        .args([
+            "graph",
+            "--scenario",
+            "pass",
+            "--runs",
+            "2",
+            "--writers",
+            "3",
+        ])
+        .arg("--store")
+        .arg(location)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "one JSON object: {text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for (key, want) in [
+        ("writers", 3),
+        ("runs_per_writer", 2),
+        ("runs", 6),
+        ("stored", 6),
+        ("errors", 0),
+        ("store_runs_before", 0),
+        ("store_runs_after", 6),
+    ] {
+        assert_eq!(v[key], want, "{key} in {v}");
+    }
+    for key in [
+        "seconds",
+        "runs_per_sec",
+        "write_seconds",
+        "write_runs_per_sec",
+    ] {
+        assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {v}");
+    }
+    let writers = v["per_writer"].as_array().unwrap();
+    assert_eq!(writers.len(), 3, "{v}");
+    for (i, w) in writers.iter().enumerate() {
+        assert_eq!(w["writer"], i + 1, "{w}");
+        assert_eq!(w["stored"], 2, "{w}");
+        assert_eq!(w["errors"], 0, "{w}");
+        assert!(w["first_error"].is_null(), "{w}");
+    }
+    let hosts: BTreeSet<&str> = writers
+        .iter()
+        .map(|w| w["host_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts.len(), 3, "a host id per writer: {v}");
+    let pids: BTreeSet<u64> = writers.iter().map(|w| w["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids.len(), 3, "a process per writer: {v}");
+
+    let store = Store::open_existing(location, &OpenOptions::default()).unwrap();
+    let runs = store.list_runs(&Default::default()).unwrap();
+    assert_eq!(runs.len(), 6);
+    for run in &runs {
+        assert_eq!(run.status, diag::store::RunStatus::Success);
+        assert_eq!(run.path.len(), 6);
+        assert_eq!(store.events(&run.run_id).unwrap().len(), 6);
+        assert!(store.evaluation(&run.run_id).unwrap().is_some());
+    }
+    (v, runs)
+}
+
+#[test]
+fn writers_store_every_run_into_a_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("writers.db");
+    let (v, _) = three_writers(&db);
+    assert_eq!(v["backend"], "sqlite");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let hosts: i64 = conn
+        .query_row(
+            "SELECT count(DISTINCT owner_host) FROM diagnosis_run",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(hosts, 3, "each writer's runs carry its host id");
+}
+
+#[test]
+fn writers_store_every_run_into_a_postgres_database() {
+    let server = postgres::server();
+    let url = server.fresh_db();
+    let (v, _) = three_writers(Path::new(&url));
+    assert_eq!(v["backend"], "postgres");
+    assert_eq!(
+        server
+            .psql(&url, "SELECT count(DISTINCT owner_host) FROM diagnosis_run")
+            .trim(),
+        "3",
+        "each writer's runs carry its host id"
+    );
+}
+
+#[test]
+fn writers_need_a_store_and_at_least_one_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("never.db");
+    for args in [
+        vec!["graph", "--runs", "1", "--writers", "2"],
+        vec![
+            "graph",
+            "--runs",
+            "1",
+            "--writers",
+            "0",
+            "--store",
+            db.to_str().unwrap(),
+        ],
+    ] {
+        let out = Command::cargo_bin("diag-bench")
+            .unwrap()
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    assert!(!db.exists(), "a usage error writes nothing");
 }
