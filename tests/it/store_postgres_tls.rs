@@ -10,6 +10,8 @@
 //!   server admits over TLS only cannot use (the line names the certificate too), and a role
 //!   it admits in plain text can.
 //! - A `PGSSLROOTCERT` that cannot be read is one line; it is not read when `sslmode=disable`.
+//! - `require` against a server that offers no TLS (a listener of the test's own that answers
+//!   PostgreSQL's TLS request with `N`) is one line.
 //!
 //! The server logs each connection it authorizes (`log_connections=on`) with `SSL enabled`
 //! when TLS carried it, before the client hears that it is in: the log, read after `diag`
@@ -240,4 +242,34 @@ fn a_pgsslrootcert_diag_cannot_use_is_one_line_and_nothing_is_stored() {
         .expect(0)
         .quiet_stderr();
     assert_eq!(stored_runs(server, &plain), 1);
+}
+
+#[test]
+fn require_against_a_server_without_tls_is_one_line() {
+    use std::io::{Read, Write};
+    let env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Answers the SSLRequest (length 8, code 80877103) with `N`, then waits for the client to
+    // go.
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut request = [0u8; 8];
+        conn.read_exact(&mut request).unwrap();
+        conn.write_all(b"N").unwrap();
+        let mut rest = Vec::new();
+        let _ = conn.read_to_end(&mut rest);
+        request
+    });
+    let url = format!("postgres://diag@127.0.0.1:{port}/runs?sslmode=require");
+    let line = refused(&ask(&env, &url, None));
+    assert_eq!(
+        line,
+        format!(
+            "diag: cannot connect to the PostgreSQL run store at diag@127.0.0.1:{port}/runs over \
+             TLS: the server does not offer TLS, and the URL's sslmode=require asks for it"
+        )
+    );
+    assert_eq!(server.join().unwrap(), [0, 0, 0, 8, 4, 210, 22, 47]);
 }

@@ -370,6 +370,22 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_certificate_says_what_is_wrong_and_what_to_do() {
+        use rustls::CertificateError as C;
+        let problem = |c: C| tls_problem(&rustls::Error::InvalidCertificate(c));
+        assert_eq!(
+            problem(C::UnknownIssuer),
+            "the server's TLS certificate is not trusted (invalid peer certificate: \
+             UnknownIssuer); set PGSSLROOTCERT to the PEM file of the CA that signed it"
+        );
+        assert!(problem(C::NotValidForName)
+            .starts_with("the server's TLS certificate is not for the host"));
+        assert!(problem(C::Expired).starts_with("the server's TLS certificate has expired"));
+        assert!(problem(C::Revoked).starts_with("the server's TLS certificate is refused"));
+        assert!(tls_problem(&rustls::Error::DecryptError).starts_with("the TLS handshake failed"));
+    }
+
+    #[test]
     fn a_parsed_url_names_its_store_without_the_password() {
         let options = PgOptions::default();
         let target = parse("postgres://diag:hunter2@10.0.0.5:6543/runs", &options).unwrap();
