@@ -10,8 +10,8 @@
 //!
 //! SQLite-only tests, because what they test is the file:
 //! - `a_write_protected_file_reads_but_refuses_writes`: file permissions and SQLite's
-//!   read-only open. (PostgreSQL: a read-only server is its administrator's; a refused write
-//!   is `PgError::ReadOnly`.)
+//!   read-only open. PostgreSQL counterpart:
+//!   `store_backends::a_read_only_postgres_database_reads_but_refuses_writes`.
 //! - `an_uncreatable_location_is_a_clear_error`: folders and non-database files. PostgreSQL
 //!   counterpart: `store_backends::bad_postgres_stores_are_refused_with_one_line_and_nothing_written`
 //!   (an unreachable server, refused credentials).

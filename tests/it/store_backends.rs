@@ -4,7 +4,7 @@
 //! and through child processes of this test binary: eight writers with distinct host ids into
 //! one database, a writer killed with SIGKILL and swept once its lease has expired, bad input
 //! (unreachable server, wrong password, a database that is not a diag store, a newer schema),
-//! and `diag store copy` between the backends with byte-identical exports.
+//! a database made read-only that still reads, and `diag store copy` between the backends with byte-identical exports.
 //!
 //! The child processes are this test binary, started again with only `pg_child_role` selected
 //! and `DIAG_PG_TEST_ROLE` naming what to do; without that variable the role returns at once.
@@ -446,6 +446,57 @@ fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
     let out = env.run(&["--db", &newer, "runs"]);
     out.expect(2);
     assert!(out.one_error_line().contains("newer than the"));
+}
+
+/// The PostgreSQL counterpart of `store::a_write_protected_file_reads_but_refuses_writes`: a
+/// database its administrator has made read-only still opens and reads, and every write is
+/// refused as read-only, naming the store.
+#[test]
+fn a_read_only_postgres_database_reads_but_refuses_writes() {
+    let url = postgres::server().fresh_db();
+    let store = Store::open(Path::new(&url), &OpenOptions::default()).unwrap();
+    write_full(&store, "r");
+    drop(store);
+    let database = url.rsplit('/').next().unwrap();
+    postgres::server().psql(
+        &url,
+        &format!("ALTER DATABASE {database} SET default_transaction_read_only = on"),
+    );
+
+    let store = Store::open(Path::new(&url), &OpenOptions::default())
+        .expect("a read-only store still opens for reading");
+    assert_eq!(
+        store.get_run("r").unwrap().unwrap().status,
+        RunStatus::Success
+    );
+    assert_eq!(store.events("r").unwrap().len(), PASS_PATH.len());
+    let read_only = |e: diag::backend::AnyStoreError| {
+        let text = e.to_string();
+        assert!(
+            matches!(
+                e,
+                diag::backend::AnyStoreError::Postgres(
+                    diag_store_postgres::PgError::ReadOnly { .. }
+                )
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("read-only") && text.contains(url.trim_start_matches("postgres://")),
+            "{text}"
+        );
+    };
+    read_only(store.create_run(new_run("r2", "s", 0)).err().unwrap());
+    read_only(
+        store
+            .record_event(
+                "r",
+                &crate::support::records::event(7, "x", diag::diagnosis::Status::Completed),
+            )
+            .unwrap_err(),
+    );
+    read_only(store.gc(None, Some(0)).unwrap_err());
+    assert_eq!(store.count_runs().unwrap(), 1, "nothing was deleted");
 }
 
 #[test]
