@@ -4,12 +4,14 @@
 //! diag-core; the commands see the same methods and the same guarantees whichever it is.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use thiserror::Error;
 
 use crate::agent::runtime::{AgentStepRecord, ModelExchange, RunHooks};
+use crate::clock::Clock;
 use crate::graph::{Event, NodeKind, RunConfig};
 use crate::protocol::ToolInvocation;
 use crate::store::{
@@ -87,6 +89,35 @@ impl Store {
         {
             Some(url) => Ok(Store::Postgres(PgStore::open(url, pg_options(options))?)),
             None => Ok(Store::Sqlite(crate::store::Store::open(location)?)),
+        }
+    }
+
+    /// [`Store::open`] with the store's own timestamps (a sweep's `finished_at`, an
+    /// evaluation's `created_at`, the gc cutoff, a lease's expiry) taken from `clock`: how a
+    /// test puts either backend at a moment of its choosing.
+    pub fn open_with_clock(
+        location: &Path,
+        options: &OpenOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Store, AnyStoreError> {
+        match location
+            .to_str()
+            .filter(|l| diag_store_postgres::is_postgres_url(l))
+        {
+            Some(url) => Ok(Store::Postgres(PgStore::open(
+                url,
+                PgOptions {
+                    clock,
+                    ..pg_options(options)
+                },
+            )?)),
+            None => Ok(Store::Sqlite(crate::store::Store::open_with(
+                location,
+                StoreOptions {
+                    clock,
+                    ..StoreOptions::default()
+                },
+            )?)),
         }
     }
 
@@ -172,6 +203,48 @@ impl Store {
 
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, AnyStoreError> {
         both!(self, s => s.list_runs(filter))
+    }
+
+    /// Inserts one orchestration event of a RUNNING run, at once (a recorder holds events
+    /// until its next commit point instead).
+    pub fn record_event<O: std::fmt::Display>(
+        &self,
+        run_id: &str,
+        event: &Event<O>,
+    ) -> Result<(), AnyStoreError> {
+        both!(self, s => s.record_event(run_id, event))
+    }
+
+    /// Inserts one tool invocation into the RUNNING run it names.
+    pub fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), AnyStoreError> {
+        both!(self, s => s.record_invocation(invocation))
+    }
+
+    /// One model call's agent step and exchange in one transaction; each row stands alone
+    /// (a refused one does not undo the other). Returns the errors, step first.
+    pub fn record_model_call(
+        &self,
+        run_id: &str,
+        step: &AgentStepRecord,
+        exchange: &ModelExchange,
+    ) -> Vec<AnyStoreError> {
+        match self {
+            Store::Sqlite(s) => s
+                .record_model_call(run_id, step, exchange)
+                .into_iter()
+                .map(AnyStoreError::from)
+                .collect(),
+            Store::Postgres(s) => s
+                .record_model_call(run_id, step, exchange)
+                .into_iter()
+                .map(AnyStoreError::from)
+                .collect(),
+        }
+    }
+
+    /// Marks FAILED (`interrupted`) every RUNNING run whose owner is gone; returns how many.
+    pub fn sweep_interrupted(&self) -> Result<usize, AnyStoreError> {
+        both!(self, s => s.sweep_interrupted())
     }
 
     pub fn events(&self, run_id: &str) -> Result<Vec<Event<String>>, AnyStoreError> {
@@ -292,6 +365,24 @@ impl RunStore for Store {
 pub enum Recorder {
     Sqlite(crate::store::RunRecorder),
     Postgres(PgRecorder),
+}
+
+impl Recorder {
+    /// The session of the run this recorder writes to.
+    pub fn session_id(&self) -> &str {
+        match self {
+            Recorder::Sqlite(r) => r.session_id(),
+            Recorder::Postgres(r) => r.session_id(),
+        }
+    }
+
+    /// How many hook writes failed in total (the first is kept by `take_error`).
+    pub fn failed_writes(&self) -> u64 {
+        match self {
+            Recorder::Sqlite(r) => r.failed_writes(),
+            Recorder::Postgres(r) => r.failed_writes(),
+        }
+    }
 }
 
 impl RunHooks for Recorder {

@@ -1,10 +1,10 @@
 //! The run store on both backends: the SQLite file and a real PostgreSQL 15 server (started
-//! by `support::postgres`). The port-level cases run once per backend from one definition
-//! ([`for_each_backend`]); the process-level cases drive PostgreSQL through the `diag` binary
+//! by `support::postgres`). The port-level cases here and in `store.rs` run once per backend
+//! from one definition ([`for_each_backend`], `support::backends`); the process-level cases drive PostgreSQL through the `diag` binary
 //! and through child processes of this test binary: eight writers with distinct host ids into
 //! one database, a writer killed with SIGKILL and swept once its lease has expired, bad input
 //! (unreachable server, wrong password, a database that is not a diag store, a newer schema),
-//! and `diag store copy` between the backends with byte-identical exports.
+//! a database made read-only that still reads, and `diag store copy` between the backends with byte-identical exports.
 //!
 //! The child processes are this test binary, started again with only `pg_child_role` selected
 //! and `DIAG_PG_TEST_ROLE` naming what to do; without that variable the role returns at once.
@@ -23,80 +23,15 @@ use diag::store::{RunFilter, RunStatus, INTERRUPTED};
 use diag_core::store::{RunStore, TraceRecorder};
 use serde_json::json;
 
+use crate::support::backends::{for_each_backend, write_full, write_partial};
 use crate::support::cli_env::TestEnv;
 use crate::support::postgres;
-use crate::support::records::{
-    event, exchange_ok, invocation, new_run, step, summary, RecordOwn, PASS_PATH,
-};
+use crate::support::records::{exchange_ok, new_run, step, summary, PASS_PATH};
 
 const ROLE: &str = "DIAG_PG_TEST_ROLE";
 const URL: &str = "DIAG_PG_TEST_URL";
 const PREFIX: &str = "DIAG_PG_TEST_PREFIX";
 const RUNS: &str = "DIAG_PG_TEST_RUNS";
-
-/// Each backend, freshly made, with its name for failure messages.
-fn for_each_backend(check: impl Fn(&str, Store)) {
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = Store::open(&dir.path().join("runs.db"), &OpenOptions::default()).unwrap();
-    check("sqlite", sqlite);
-    let url = postgres::server().fresh_db();
-    let pg = Store::open(Path::new(&url), &OpenOptions::default())
-        .unwrap_or_else(|e| panic!("open {url}: {e}"));
-    check("postgres", pg);
-}
-
-/// Writes the first `upto` events of a run with its steps, exchanges and invocations, as a
-/// live run reports them through its recorder.
-fn write_partial(store: &Store, run_id: &str, upto: usize) -> diag::backend::Recorder {
-    let session = "backends";
-    let rec = store
-        .create_run(new_run(run_id, session, 0))
-        .unwrap_or_else(|e| panic!("create {run_id}: {e}"));
-    let config = RunConfig::new(session, run_id);
-    for (i, (node, status)) in PASS_PATH.iter().enumerate().take(upto) {
-        let kind = if matches!(*node, "gatekeeper" | "verified_input") {
-            NodeKind::Deterministic
-        } else {
-            NodeKind::Agent
-        };
-        rec.observe_node(kind);
-        if *node == "executor" {
-            for turn in 1..=2 {
-                rec.model_call(
-                    &config,
-                    &step(AgentRole::Executor, turn, StepStatus::Ok),
-                    &exchange_ok(AgentRole::Executor, turn),
-                );
-            }
-            for n in 1..=3 {
-                rec.record_own(invocation(
-                    run_id,
-                    session,
-                    n,
-                    json!({"matches": [{"line": "upstream returned 502"}]}),
-                ));
-            }
-        }
-        rec.observe_event(&event(i as u32 + 1, node, *status));
-    }
-    if let Some(e) = rec.take_error() {
-        panic!("trace of {run_id}: {e}");
-    }
-    rec
-}
-
-fn write_full(store: &Store, run_id: &str) {
-    let rec = write_partial(store, run_id, PASS_PATH.len());
-    let report = store
-        .finish_success_evaluated(
-            run_id,
-            summary("payment-service timed out"),
-            &json!({"groundedness": 0.9}),
-        )
-        .unwrap_or_else(|e| panic!("finish {run_id}: {e}"));
-    assert!(report.evaluation_error.is_none());
-    drop(rec);
-}
 
 #[test]
 fn a_finished_run_reads_back_whole_and_its_trace_is_final() {
@@ -548,6 +483,57 @@ fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
     let out = env.run(&["--db", &newer, "runs"]);
     out.expect(2);
     assert!(out.one_error_line().contains("newer than the"));
+}
+
+/// The PostgreSQL counterpart of `store::a_write_protected_file_reads_but_refuses_writes`: a
+/// database its administrator has made read-only still opens and reads, and every write is
+/// refused as read-only, naming the store.
+#[test]
+fn a_read_only_postgres_database_reads_but_refuses_writes() {
+    let url = postgres::server().fresh_db();
+    let store = Store::open(Path::new(&url), &OpenOptions::default()).unwrap();
+    write_full(&store, "r");
+    drop(store);
+    let database = url.rsplit('/').next().unwrap();
+    postgres::server().psql(
+        &url,
+        &format!("ALTER DATABASE {database} SET default_transaction_read_only = on"),
+    );
+
+    let store = Store::open(Path::new(&url), &OpenOptions::default())
+        .expect("a read-only store still opens for reading");
+    assert_eq!(
+        store.get_run("r").unwrap().unwrap().status,
+        RunStatus::Success
+    );
+    assert_eq!(store.events("r").unwrap().len(), PASS_PATH.len());
+    let read_only = |e: diag::backend::AnyStoreError| {
+        let text = e.to_string();
+        assert!(
+            matches!(
+                e,
+                diag::backend::AnyStoreError::Postgres(
+                    diag_store_postgres::PgError::ReadOnly { .. }
+                )
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("read-only") && text.contains(url.trim_start_matches("postgres://")),
+            "{text}"
+        );
+    };
+    read_only(store.create_run(new_run("r2", "s", 0)).err().unwrap());
+    read_only(
+        store
+            .record_event(
+                "r",
+                &crate::support::records::event(7, "x", diag::diagnosis::Status::Completed),
+            )
+            .unwrap_err(),
+    );
+    read_only(store.gc(None, Some(0)).unwrap_err());
+    assert_eq!(store.count_runs().unwrap(), 1, "nothing was deleted");
 }
 
 #[test]

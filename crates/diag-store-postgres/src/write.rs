@@ -116,7 +116,7 @@ fn require_answer(run_id: &str, summary: &RunSummary) -> Result<(), PgError> {
         .is_none_or(|a| a.trim().is_empty())
     {
         return Err(PgError::Invalid(format!(
-            "run {run_id}: a SUCCESS run needs a non-blank answer"
+            "run {run_id} cannot be SUCCESS without a non-blank answer"
         )));
     }
     Ok(())
@@ -169,6 +169,21 @@ impl PgStore {
         inserted?;
         self.start_heartbeat();
         Ok(PgRecorder::new(self.clone(), run.run_id, run.session_id))
+    }
+
+    /// Another copy of a run's refusal of a trace row (the run is unknown, or not RUNNING),
+    /// so that each row of a write is refused with its own error, as if written by itself
+    /// (as in the SQLite store); `None` for any other error, after which nothing more is
+    /// attempted.
+    fn refusal_again(e: &PgError) -> Option<PgError> {
+        match e {
+            PgError::NotRunning { run_id, status } => Some(PgError::NotRunning {
+                run_id: run_id.clone(),
+                status: status.clone(),
+            }),
+            PgError::UnknownRun(run_id) => Some(PgError::UnknownRun(run_id.clone())),
+            _ => None,
+        }
     }
 
     /// Locks the run row for this transaction and checks it is RUNNING.
@@ -243,7 +258,17 @@ impl PgStore {
             Ok(self.insert_events(tx, run_id, rows))
         }) {
             Ok(errors) => errors,
-            Err(e) => vec![e],
+            Err(e) => match Self::refusal_again(&e) {
+                Some(_) => {
+                    let mut errors: Vec<PgError> = rows[1..]
+                        .iter()
+                        .filter_map(|_| Self::refusal_again(&e))
+                        .collect();
+                    errors.insert(0, e);
+                    errors
+                }
+                None => vec![e],
+            },
         }
     }
 
@@ -340,7 +365,9 @@ impl PgStore {
         })
     }
 
-    /// One model call's step and exchange in one transaction; each row stands alone.
+    /// One model call's step and exchange in one transaction. Each row stands alone, as if
+    /// written by itself (a refused one does not undo the other; a run that is not RUNNING
+    /// refuses each with its own error); returns the errors, step first.
     pub fn record_model_call(
         &self,
         run_id: &str,
@@ -348,19 +375,26 @@ impl PgStore {
         exchange: &ModelExchange,
     ) -> Vec<PgError> {
         let row = ExchangeRow::of(exchange);
-        let written = self.write("record a model call", |tx| {
-            self.running(tx, run_id)?;
+        let written = self.write("record a model call", move |tx| {
             let mut errors = Vec::new();
+            if let Err(refusal) = self.running(tx, run_id) {
+                let Some(again) = Self::refusal_again(&refusal) else {
+                    return Err(refusal);
+                };
+                errors.push(refusal);
+                errors.push(row.err().unwrap_or(again));
+                return Ok(errors);
+            }
             if let Err(e) = self.insert_step(tx, run_id, step) {
                 errors.push(e);
             }
-            match &row {
+            match row {
                 Ok(row) => {
-                    if let Err(e) = self.insert_exchange(tx, run_id, row) {
+                    if let Err(e) = self.insert_exchange(tx, run_id, &row) {
                         errors.push(e);
                     }
                 }
-                Err(e) => errors.push(PgError::Invalid(e.to_string())),
+                Err(e) => errors.push(e),
             }
             Ok(errors)
         });

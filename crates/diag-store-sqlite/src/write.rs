@@ -55,6 +55,14 @@ fn not_running(tx: &Connection, store: &Store, run_id: &str) -> StoreError {
     }
 }
 
+/// Checks inside the caller's transaction that the run exists and is RUNNING.
+fn require_running(tx: &Connection, store: &Store, run_id: &str) -> Result<(), StoreError> {
+    match not_running(tx, store, run_id) {
+        StoreError::NotRunning { status, .. } if status == RunStatus::Running.as_str() => Ok(()),
+        refused => Err(refused),
+    }
+}
+
 // Token totals saturate: `sum()` fails with "integer overflow" on counts a misbehaving server
 // can report (each is stored clamped to i64::MAX), and a run that cannot be finished would stay
 // RUNNING. `total()` never fails, and a CAST of a too-large REAL gives i64::MAX.
@@ -560,7 +568,8 @@ impl Store {
     /// returns [`FinishError::Trace`], since a run whose trace is incomplete is not a clean
     /// success (openspec/specs/ask-service/spec.md). A FAILED run stores the rows the store accepts (the run already says
     /// it failed; a refused row is not invented). The evaluation runs under a savepoint: a
-    /// refused evaluation is reported beside a SUCCESS that stands.
+    /// refused evaluation is reported beside a SUCCESS that stands. A run that is unknown or
+    /// no longer RUNNING is [`FinishError::Run`].
     fn finish_with(
         &self,
         run_id: &str,
@@ -588,6 +597,9 @@ impl Store {
         let created_at = self.now().to_string();
         let mut trace_error = None;
         let outcome = self.write("finish a run", |tx| {
+            // A run that is unknown or no longer RUNNING is refused as the run's error, held
+            // rows or not (its held rows would each be refused for the same reason).
+            require_running(tx, self, run_id)?;
             let mut event_errors = self.insert_events(tx, run_id, &rows);
             if tx.is_autocommit() {
                 // SQLite rolled the whole transaction back: nothing was written.

@@ -4,8 +4,10 @@
 //! builders, the hermetic `diag` environment, the store's records, bounded child processes,
 //! the property-test configuration, document mutations, report fixtures, the browser, and the
 //! suite's PostgreSQL 15 server (`postgres`: started once per test process on 127.0.0.1, as
-//! an unprivileged user, stopped when the process ends).
+//! an unprivileged user, stopped when the process ends), and the run store's conformance
+//! harness over both backends (`backends`).
 
+pub mod backends;
 pub mod bounded;
 pub mod browser;
 pub mod builders;

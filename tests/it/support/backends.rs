@@ -1,0 +1,362 @@
+//! The run store's conformance harness: one check, run on each backend. [`for_each_backend`]
+//! hands a check a freshly made store of each backend in turn (a new SQLite file, a new
+//! database on the suite's PostgreSQL 15 server); [`for_each_fresh`] hands it the fresh
+//! location instead ([`Fresh`]), for checks that open and reopen the store, put it at a moment
+//! of their choosing, or act on it as an operator would (raw SQL through rusqlite or psql, a
+//! trigger that refuses a row). The writers [`write_partial`] and [`write_full`] record a run
+//! through the port as a live run does, and [`EngineObserver`] is the engine's observer over a
+//! recorder, wired as the ask service wires it.
+//!
+//! The tables both backends keep under the same names are [`SHARED_TABLES`]; what a check
+//! reads there with SQL it reads with the same statement on both.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use diag::agent::runtime::{RunHooks, StepStatus};
+use diag::agent::AgentRole;
+use diag::backend::{AnyStoreError, OpenOptions, Recorder, Store};
+use diag::graph::{Event, NodeKind, Observer, RunConfig};
+use diag::store::StoreError;
+use diag_core::store::{RunStore, TraceRecorder};
+use diag_store_postgres::PgError;
+use serde_json::json;
+
+use super::postgres;
+use super::records::{
+    event, exchange_ok, invocation, new_run, raw, step, summary, ts, RecordOwn, PASS_PATH,
+};
+
+/// The tables both backends keep, under the same names and with a `run_id` column.
+pub const SHARED_TABLES: [&str; 6] = [
+    "diagnosis_run",
+    "orchestration_event",
+    "agent_step",
+    "tool_invocation",
+    "model_exchange",
+    "evaluation",
+];
+
+/// Each backend, freshly made, with its name for failure messages.
+pub fn for_each_backend(check: impl Fn(&str, Store)) {
+    for_each_fresh(|fresh| check(fresh.name, fresh.open()));
+}
+
+/// Each backend's fresh, empty location (nothing is created there until it is opened).
+pub fn for_each_fresh(check: impl Fn(&Fresh)) {
+    for fresh in [Fresh::sqlite(), Fresh::postgres()] {
+        let _row = super::Row::named(fresh.name);
+        check(&fresh);
+    }
+}
+
+/// A store location of one backend: a path under a temporary directory of its own, or a new
+/// database on the suite's PostgreSQL server.
+pub struct Fresh {
+    /// `sqlite` or `postgres`.
+    pub name: &'static str,
+    location: PathBuf,
+    url: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Fresh {
+    /// A store file that does not exist yet, in a folder that does not exist yet either.
+    pub fn sqlite() -> Fresh {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("nested").join("diag.db");
+        Fresh {
+            name: "sqlite",
+            location,
+            url: None,
+            _dir: Some(dir),
+        }
+    }
+
+    /// A new, empty database on the suite's PostgreSQL server.
+    pub fn postgres() -> Fresh {
+        let url = postgres::server().fresh_db();
+        Fresh {
+            name: "postgres",
+            location: PathBuf::from(&url),
+            url: Some(url),
+            _dir: None,
+        }
+    }
+
+    pub fn is_sqlite(&self) -> bool {
+        self.url.is_none()
+    }
+
+    /// The file, for the SQLite-only parts of a check.
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        self.is_sqlite().then_some(self.location.as_path())
+    }
+
+    /// How the store's errors name it: the file's path, or `user@host:port/database`.
+    pub fn named_in_errors(&self) -> String {
+        match &self.url {
+            None => self.location.display().to_string(),
+            Some(url) => url.trim_start_matches("postgres://").to_string(),
+        }
+    }
+
+    /// The schema version this diag writes on this backend.
+    pub fn schema_version(&self) -> u32 {
+        if self.is_sqlite() {
+            diag::store::SCHEMA_VERSION
+        } else {
+            diag_store_postgres::SCHEMA_VERSION
+        }
+    }
+
+    /// The schema version the store holds, as an operator would read it.
+    pub fn stored_schema_version(&self) -> u32 {
+        let sql = if self.is_sqlite() {
+            "PRAGMA user_version"
+        } else {
+            "SELECT version FROM diag_schema"
+        };
+        self.query(sql).parse().unwrap()
+    }
+
+    /// Sets the stored schema version behind diag's back.
+    pub fn set_schema_version(&self, version: u32) {
+        if self.is_sqlite() {
+            raw(&self.location)
+                .pragma_update(None, "user_version", version)
+                .unwrap();
+        } else {
+            self.execute(&format!("UPDATE diag_schema SET version = {version}"));
+        }
+    }
+
+    pub fn try_open(&self) -> Result<Store, AnyStoreError> {
+        Store::open(&self.location, &OpenOptions::default())
+    }
+
+    #[track_caller]
+    pub fn open(&self) -> Store {
+        self.try_open()
+            .unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
+    }
+
+    /// The store, its clock reading `now_offset_ms` after the test records' epoch
+    /// ([`super::records::T0`]).
+    #[track_caller]
+    pub fn open_at(&self, now_offset_ms: i64) -> Store {
+        Store::open_with_clock(
+            &self.location,
+            &OpenOptions::default(),
+            Arc::new(diag::clock::FixedClock(ts(now_offset_ms))),
+        )
+        .unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
+    }
+
+    /// Runs SQL statements on the store as an operator would (rusqlite on the file; psql as
+    /// the superuser on the database).
+    #[track_caller]
+    pub fn execute(&self, sql: &str) {
+        match &self.url {
+            None => raw(&self.location).execute_batch(sql).unwrap(),
+            Some(url) => {
+                postgres::server().psql(url, sql);
+            }
+        }
+    }
+
+    /// The first column of the first row `sql` selects, as text (empty for NULL).
+    #[track_caller]
+    pub fn query(&self, sql: &str) -> String {
+        self.query_rows(sql).into_iter().next().unwrap_or_default()
+    }
+
+    /// The first column of every row `sql` selects, as text (empty for NULL).
+    #[track_caller]
+    pub fn query_rows(&self, sql: &str) -> Vec<String> {
+        match &self.url {
+            None => {
+                use rusqlite::types::ValueRef;
+                super::records::rows(&raw(&self.location), sql, [], |r| {
+                    Ok(match r.get_ref(0)? {
+                        ValueRef::Null => String::new(),
+                        ValueRef::Integer(i) => i.to_string(),
+                        ValueRef::Real(f) => f.to_string(),
+                        ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                        ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+                    })
+                })
+            }
+            Some(url) => postgres::server()
+                .psql(url, sql)
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        }
+    }
+
+    /// Row counts of [`SHARED_TABLES`], in that order.
+    #[track_caller]
+    pub fn counts(&self) -> Vec<i64> {
+        SHARED_TABLES
+            .iter()
+            .map(|t| {
+                self.query(&format!("SELECT count(*) FROM {t}"))
+                    .parse()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// Makes the store refuse every `op` (`INSERT`, `UPDATE`) on `table` for which
+    /// `condition` (SQL over `NEW`) holds, or every one without a condition, with `message`,
+    /// as a failing disk or a constraint would: a trigger named `name`.
+    pub fn refuse(&self, name: &str, op: &str, table: &str, condition: Option<&str>, msg: &str) {
+        if self.is_sqlite() {
+            let when = condition.map(|c| format!("WHEN {c} ")).unwrap_or_default();
+            self.execute(&format!(
+                "CREATE TRIGGER {name} BEFORE {op} ON {table} {when}\
+                 BEGIN SELECT RAISE(ABORT, '{msg}'); END;"
+            ));
+        } else {
+            let when = condition
+                .map(|c| format!("WHEN ({c}) "))
+                .unwrap_or_default();
+            self.execute(&format!(
+                "CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION '{msg}'; END $$;\n\
+                 CREATE TRIGGER {name} BEFORE {op} ON {table} FOR EACH ROW {when}\
+                 EXECUTE FUNCTION {name}();"
+            ));
+        }
+    }
+
+    /// Removes a trigger [`Fresh::refuse`] made.
+    pub fn allow(&self, name: &str, table: &str) {
+        if self.is_sqlite() {
+            self.execute(&format!("DROP TRIGGER {name};"));
+        } else {
+            self.execute(&format!(
+                "DROP TRIGGER {name} ON {table};\nDROP FUNCTION {name}();"
+            ));
+        }
+    }
+}
+
+/// What an error of either backend is, as the checks tell errors apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    UnknownRun(String),
+    DuplicateRun(String),
+    Duplicate(&'static str),
+    NotRunning(String),
+    NotEvaluable(String),
+    Invalid,
+    NewerSchema { found: u32, supported: u32 },
+    ForeignDatabase,
+    Other(String),
+}
+
+pub fn kind(e: &AnyStoreError) -> Kind {
+    match e {
+        AnyStoreError::Sqlite(e) => match e {
+            StoreError::UnknownRun(id) => Kind::UnknownRun(id.clone()),
+            StoreError::DuplicateRun(id) => Kind::DuplicateRun(id.clone()),
+            StoreError::Duplicate { what, .. } => Kind::Duplicate(what),
+            StoreError::NotRunning { status, .. } => Kind::NotRunning(status.clone()),
+            StoreError::NotEvaluable { status, .. } => Kind::NotEvaluable(status.clone()),
+            StoreError::Invalid(_) => Kind::Invalid,
+            StoreError::NewerSchema {
+                found, supported, ..
+            } => Kind::NewerSchema {
+                found: *found,
+                supported: *supported,
+            },
+            StoreError::ForeignDatabase { .. } => Kind::ForeignDatabase,
+            other => Kind::Other(other.to_string()),
+        },
+        AnyStoreError::Postgres(e) => match e {
+            PgError::UnknownRun(id) => Kind::UnknownRun(id.clone()),
+            PgError::DuplicateRun(id) => Kind::DuplicateRun(id.clone()),
+            PgError::Duplicate { what, .. } => Kind::Duplicate(what),
+            PgError::NotRunning { status, .. } => Kind::NotRunning(status.clone()),
+            PgError::NotEvaluable { status, .. } => Kind::NotEvaluable(status.clone()),
+            PgError::Invalid(_) => Kind::Invalid,
+            PgError::NewerSchema {
+                found, supported, ..
+            } => Kind::NewerSchema {
+                found: *found,
+                supported: *supported,
+            },
+            PgError::ForeignDatabase { .. } => Kind::ForeignDatabase,
+            other => Kind::Other(other.to_string()),
+        },
+    }
+}
+
+/// The engine's observer over a run's recorder, as the ask service wires it: a node start
+/// and an event go to the recorder's port methods.
+pub struct EngineObserver(pub Recorder);
+
+impl<O: Display> Observer<O> for EngineObserver {
+    fn node_started(&mut self, _node: &str, kind: NodeKind, _attempt: u32, _round: u32) {
+        self.0.observe_node(kind);
+    }
+    fn event(&mut self, event: &Event<O>) {
+        self.0.observe_event(event);
+    }
+}
+
+/// Writes the first `upto` events of a run with its steps, exchanges and invocations, as a
+/// live run reports them through its recorder.
+pub fn write_partial(store: &Store, run_id: &str, upto: usize) -> Recorder {
+    let session = "backends";
+    let rec = store
+        .create_run(new_run(run_id, session, 0))
+        .unwrap_or_else(|e| panic!("create {run_id}: {e}"));
+    let config = RunConfig::new(session, run_id);
+    for (i, (node, status)) in PASS_PATH.iter().enumerate().take(upto) {
+        let kind = if matches!(*node, "gatekeeper" | "verified_input") {
+            NodeKind::Deterministic
+        } else {
+            NodeKind::Agent
+        };
+        rec.observe_node(kind);
+        if *node == "executor" {
+            for turn in 1..=2 {
+                rec.model_call(
+                    &config,
+                    &step(AgentRole::Executor, turn, StepStatus::Ok),
+                    &exchange_ok(AgentRole::Executor, turn),
+                );
+            }
+            for n in 1..=3 {
+                rec.record_own(invocation(
+                    run_id,
+                    session,
+                    n,
+                    json!({"matches": [{"line": "upstream returned 502"}]}),
+                ));
+            }
+        }
+        rec.observe_event(&event(i as u32 + 1, node, *status));
+    }
+    if let Some(e) = rec.take_error() {
+        panic!("trace of {run_id}: {e}");
+    }
+    rec
+}
+
+pub fn write_full(store: &Store, run_id: &str) {
+    let rec = write_partial(store, run_id, PASS_PATH.len());
+    let report = store
+        .finish_success_evaluated(
+            run_id,
+            summary("payment-service timed out"),
+            &json!({"groundedness": 0.9}),
+        )
+        .unwrap_or_else(|e| panic!("finish {run_id}: {e}"));
+    assert!(report.evaluation_error.is_none());
+    drop(rec);
+}
