@@ -101,6 +101,38 @@ pub fn heartbeat_interval(lease: Duration) -> Duration {
     lease / 3
 }
 
+/// A thread that calls `beat` every [`heartbeat_interval`] of `lease` (a store renews its
+/// RUNNING runs' leases there) until `beat` returns false or the `Heartbeat` is dropped.
+/// Each store holds its own data only weakly in `beat`, so the thread never keeps a store
+/// open: it ends when the store goes.
+pub struct Heartbeat {
+    _stop: std::sync::mpsc::Sender<()>,
+}
+
+impl Heartbeat {
+    /// Starts the thread; `Err` when the system cannot start one.
+    pub fn start(
+        lease: Duration,
+        mut beat: impl FnMut() -> bool + Send + 'static,
+    ) -> std::io::Result<Heartbeat> {
+        use std::sync::mpsc::RecvTimeoutError;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let every = heartbeat_interval(lease);
+        std::thread::Builder::new()
+            .name("diag-store-lease".into())
+            .spawn(move || loop {
+                match stopped.recv_timeout(every) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+                if !beat() {
+                    return;
+                }
+            })?;
+        Ok(Heartbeat { _stop: stop })
+    }
+}
+
 /// The owner columns of one RUNNING run.
 #[derive(Debug, Clone, Copy)]
 pub struct RunOwner<'a> {

@@ -115,7 +115,7 @@ struct Shared {
     lease: Duration,
     /// Orchestration events held per run until the next commit point (`recorder.rs`).
     held: Mutex<HashMap<String, Vec<write::EventRow>>>,
-    heartbeat: OnceLock<Option<heartbeat::Heartbeat>>,
+    heartbeat: OnceLock<Option<diag_owner::Heartbeat>>,
     /// Drives the connection; shut down without blocking when the last handle goes, which
     /// may happen inside the application's runtime.
     runtime: Option<tokio::runtime::Runtime>,

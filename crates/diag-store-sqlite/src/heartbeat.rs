@@ -7,7 +7,6 @@
 //! The thread starts with the handle's first run and holds the store only weakly: it ends
 //! when the last handle is dropped (its channel closes), never keeping the store open.
 
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -15,36 +14,22 @@ use rusqlite::params;
 
 use super::{Shared, Store};
 use crate::clock::Timestamp;
-use diag_owner::Owner;
+use diag_owner::{Heartbeat, Owner};
 
-/// The renewing thread of one store handle; dropping it stops the thread.
-pub(crate) struct Heartbeat {
-    _stop: mpsc::Sender<()>,
-}
-
-impl Heartbeat {
-    fn start(shared: Weak<Shared>, lease: Duration) -> Option<Heartbeat> {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let every = diag_owner::heartbeat_interval(lease);
-        std::thread::Builder::new()
-            .name("diag-store-lease".into())
-            .spawn(move || loop {
-                match stopped.recv_timeout(every) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
-                }
-                let Some(shared) = shared.upgrade() else {
-                    return;
-                };
-                let store = Store { shared };
-                if let Err(e) = store.renew_leases() {
-                    tracing::warn!(error = %e, "run leases not renewed this time");
-                }
-            })
-            .map_err(|e| tracing::warn!(error = %e, "cannot start the lease heartbeat"))
-            .ok()?;
-        Some(Heartbeat { _stop: stop })
-    }
+/// Starts the heartbeat of one store handle: it renews the handle's RUNNING runs and ends
+/// with the last handle (`diag_owner::Heartbeat`).
+fn start(shared: Weak<Shared>, lease: Duration) -> Option<Heartbeat> {
+    Heartbeat::start(lease, move || {
+        let Some(shared) = shared.upgrade() else {
+            return false;
+        };
+        if let Err(e) = (Store { shared }).renew_leases() {
+            tracing::warn!(error = %e, "run leases not renewed this time");
+        }
+        true
+    })
+    .map_err(|e| tracing::warn!(error = %e, "cannot start the lease heartbeat"))
+    .ok()
 }
 
 impl Store {
@@ -57,7 +42,7 @@ impl Store {
     pub(crate) fn start_heartbeat(&self) {
         self.shared
             .heartbeat
-            .get_or_init(|| Heartbeat::start(Arc::downgrade(&self.shared), self.shared.lease));
+            .get_or_init(|| start(Arc::downgrade(&self.shared), self.shared.lease));
     }
 
     /// Moves the lease of every RUNNING run this process owns to `now + lease`. Returns how

@@ -131,7 +131,7 @@ struct Shared {
     held: Mutex<std::collections::HashMap<String, Vec<write::EventRow>>>,
     lease: Duration,
     /// Renews the leases of this handle's RUNNING runs; started with its first run.
-    heartbeat: std::sync::OnceLock<Option<heartbeat::Heartbeat>>,
+    heartbeat: std::sync::OnceLock<Option<diag_owner::Heartbeat>>,
 }
 
 impl Store {
