@@ -1,25 +1,20 @@
 //! The run store on both backends: the SQLite file and a real PostgreSQL 15 server (started
 //! by `support::postgres`). The port-level cases here and in `store.rs` run once per backend
-//! from one definition ([`for_each_backend`], `support::backends`); the process-level cases drive PostgreSQL through the `diag` binary
-//! and through child processes of this test binary: eight writers with distinct host ids into
-//! one database, a writer killed with SIGKILL and swept once its lease has expired, bad input
-//! (unreachable server, wrong password, a database that is not a diag store, a newer schema),
-//! a database made read-only that still reads, and `diag store copy` between the backends with byte-identical exports.
-//!
-//! The child processes are this test binary, started again with only `pg_child_role` selected
-//! and `DIAG_PG_TEST_ROLE` naming what to do; without that variable the role returns at once.
+//! from one definition ([`for_each_backend`], `support::backends`); the process-level ones
+//! (writers at once, writers killed) are in `store_concurrency.rs`. The cases here that drive
+//! PostgreSQL through the `diag` binary: bad input (unreachable server, wrong password, a
+//! database that is not a diag store, a newer schema), a database made read-only that still
+//! reads, and `diag store copy` between the backends with byte-identical exports.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use diag::agent::runtime::{RunHooks, StepStatus};
 use diag::agent::AgentRole;
 use diag::backend::{OpenOptions, Store};
-use diag::graph::{NodeKind, RunConfig};
-use diag::store::{RunFilter, RunStatus, INTERRUPTED};
+use diag::graph::RunConfig;
+use diag::store::{RunFilter, RunStatus};
 use diag_core::store::{RunStore, TraceRecorder};
 use serde_json::json;
 
@@ -27,11 +22,6 @@ use crate::support::backends::{for_each_backend, write_full, write_partial};
 use crate::support::cli_env::TestEnv;
 use crate::support::postgres;
 use crate::support::records::{exchange_ok, new_run, step, summary, PASS_PATH};
-
-const ROLE: &str = "DIAG_PG_TEST_ROLE";
-const URL: &str = "DIAG_PG_TEST_URL";
-const PREFIX: &str = "DIAG_PG_TEST_PREFIX";
-const RUNS: &str = "DIAG_PG_TEST_RUNS";
 
 #[test]
 fn a_finished_run_reads_back_whole_and_its_trace_is_final() {
@@ -156,198 +146,6 @@ fn runs_are_listed_newest_first_by_session_and_status() {
             "{backend}"
         );
     });
-}
-
-/// The child process roles (see the module documentation).
-#[test]
-fn pg_child_role() {
-    let Ok(role) = std::env::var(ROLE) else {
-        return;
-    };
-    let url = std::env::var(URL).unwrap();
-    let prefix = std::env::var(PREFIX).unwrap();
-    let runs: usize = std::env::var(RUNS).unwrap().parse().unwrap();
-    let store = Store::open(Path::new(&url), &OpenOptions::default())
-        .unwrap_or_else(|e| panic!("open: {e}"));
-    match role.as_str() {
-        "writer" => {
-            for i in 0..runs {
-                write_full(&store, &format!("{prefix}-{i}"));
-            }
-            println!("WROTE {runs}");
-        }
-        "stall" => {
-            let rec = write_partial(&store, &format!("{prefix}-stalled"), 4);
-            // The Verifier starts its model call (which commits the events so far) and hangs.
-            rec.observe_node(NodeKind::Agent);
-            println!("MIDRUN {prefix}-stalled");
-            // Waits to be killed; the recorder stays alive, as a run waiting on a model.
-            loop {
-                std::thread::park();
-            }
-        }
-        other => panic!("unknown role {other}"),
-    }
-}
-
-fn spawn(role: &str, url: &str, prefix: &str, runs: usize, host: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "store_backends::pg_child_role",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, role)
-        .env(URL, url)
-        .env(PREFIX, prefix)
-        .env(RUNS, runs.to_string())
-        .env("DIAG_HOST_ID", host)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Reads the child's stdout until a line matches (bounded, so a hung child fails the test).
-fn wait_for_line(child: &mut Child, want: impl Fn(&str) -> bool) -> String {
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    loop {
-        let line = rx
-            .recv_timeout(crate::support::bounded::LIMIT)
-            .expect("the child printed the line it was to print");
-        if want(&line) {
-            return line;
-        }
-    }
-}
-
-#[test]
-fn eight_writers_on_eight_hosts_lose_nothing_in_one_postgres_database() {
-    let url = postgres::server().fresh_db();
-    // The schema is created by whichever writer comes first; the others wait on its lock.
-    let children: Vec<Child> = (0..8)
-        .map(|w| spawn("writer", &url, &format!("w{w}"), 50, &format!("host-{w}")))
-        .collect();
-    for (w, child) in children.into_iter().enumerate() {
-        // Eight writers on two cores share the limit's time: bounded by four times it.
-        let out = crate::support::bounded::wait_with_output(
-            child,
-            crate::support::bounded::LIMIT * 4,
-            &format!("writer {w}"),
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "writer {w}: {stdout}\n{stderr}");
-        assert!(stdout.contains("WROTE 50"), "writer {w}: {stdout}");
-    }
-    let server = postgres::server();
-    let q = |sql: &str| server.psql(&url, sql).trim().to_string();
-    assert_eq!(
-        q("SELECT count(*) FROM diagnosis_run"),
-        "400",
-        "no run lost"
-    );
-    assert_eq!(q("SELECT count(DISTINCT run_id) FROM diagnosis_run"), "400");
-    assert_eq!(
-        q("SELECT count(*) FROM diagnosis_run WHERE status <> 'SUCCESS'"),
-        "0"
-    );
-    assert_eq!(
-        q("SELECT count(*) FROM diagnosis_run r WHERE NOT EXISTS \
-           (SELECT 1 FROM evaluation e WHERE e.run_id = r.run_id)"),
-        "0",
-        "every SUCCESS has its evaluation"
-    );
-    assert_eq!(
-        q("SELECT count(DISTINCT owner_host) FROM diagnosis_run"),
-        "8"
-    );
-    assert_eq!(
-        q("SELECT count(*) FROM diagnosis_run WHERE step_count <> 2 OR tool_count <> 3"),
-        "0"
-    );
-}
-
-#[test]
-fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("team.db");
-    let locations = [
-        file.to_str().unwrap().to_string(),
-        postgres::server().fresh_db(),
-    ];
-    for location in &locations {
-        killed_elsewhere_is_swept_after_its_lease(location);
-    }
-}
-
-/// The same on either backend: a stalled writer with another host id is killed; a process
-/// whose clock is inside the lease leaves the run, one past it sweeps it.
-fn killed_elsewhere_is_swept_after_its_lease(location: &str) {
-    let mut child = spawn("stall", location, "k", 0, "host-elsewhere");
-    let line = wait_for_line(&mut child, |l| l.contains("MIDRUN "));
-    let stalled = line.rsplit("MIDRUN ").next().unwrap().trim().to_string();
-    let open_at = |offset: Duration| -> Store {
-        let now = diag::clock::SystemClock::new();
-        let clock = Arc::new(diag::clock::FixedClock(
-            diag::clock::Clock::now(&now).saturating_add(offset),
-        ));
-        Store::open_with_clock(Path::new(location), &OpenOptions::default(), clock).unwrap()
-    };
-    // The owner is on another host: this process cannot see it, and its lease (a minute by
-    // default) is current, so the run is left alone.
-    let store = open_at(Duration::ZERO);
-    assert_eq!(
-        store.get_run(&stalled).unwrap().unwrap().status,
-        RunStatus::Running,
-        "{location}"
-    );
-    let trace_before = (
-        store.events(&stalled).unwrap(),
-        store.agent_steps(&stalled).unwrap(),
-        store.exchanges(&stalled).unwrap(),
-        store.invocations(&stalled).unwrap(),
-    );
-    drop(store);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    // Still inside the lease: a killed owner elsewhere is not known to be gone yet.
-    let store = open_at(Duration::from_secs(30));
-    assert_eq!(
-        store.get_run(&stalled).unwrap().unwrap().status,
-        RunStatus::Running,
-        "{location}"
-    );
-    drop(store);
-    // Past it: whoever opens the store sweeps the run FAILED (interrupted), trace intact.
-    let store = open_at(Duration::from_secs(61));
-    let run = store.get_run(&stalled).unwrap().unwrap();
-    assert_eq!(run.status, RunStatus::Failed, "{location}");
-    assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
-    assert_eq!(
-        run.path,
-        ["planner", "executor", "gatekeeper", "verified_input"]
-    );
-    assert_eq!(
-        (
-            store.events(&stalled).unwrap(),
-            store.agent_steps(&stalled).unwrap(),
-            store.exchanges(&stalled).unwrap(),
-            store.invocations(&stalled).unwrap(),
-        ),
-        trace_before,
-        "the committed trace is intact ({location})"
-    );
-    assert_eq!(store.evaluation(&stalled).unwrap(), None);
 }
 
 const PASS: &str = "tests/fixtures/runs/pass.json";

@@ -1,36 +1,51 @@
-//! The run store across processes: several writers on one file at once, and writers killed
-//! with SIGKILL mid-run.
+//! The run store across processes, on both backends from one definition
+//! ([`for_each_fresh`]): eight writers with distinct host ids into one store at once, a writer
+//! killed with SIGKILL mid-run on this host (swept at once: its process is gone) and on
+//! another host (swept only once its lease has expired), and a writer killed during busy
+//! writes. What a check reads with SQL it reads with the same statement on both backends;
+//! the SQLite file's own properties (its integrity check, its shared request parts) are
+//! checked beside, on that backend only.
 //!
 //! The child processes are this test binary itself, started again with only
 //! `child_process_role` selected and `DIAG_STORE_TEST_ROLE` naming what to do; without that
 //! variable the role test returns at once, so a normal test run just passes it.
 
-use crate::support::records;
+use crate::support::backends::{for_each_fresh, write_full, write_partial, Fresh};
+use crate::support::bounded;
+use crate::support::records::{assert_blob_refs_exact, integrity, raw};
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use diag::agent::runtime::{RunHooks, StepStatus};
-use diag::agent::AgentRole;
-use diag::diagnosis::Status;
-use diag::graph::{NodeKind, Observer, RunConfig};
-use diag::store::{RunFilter, RunStatus, Store, StoreOptions, INTERRUPTED};
-use records::*;
-use serde_json::json;
+use diag::backend::{OpenOptions, Store};
+use diag::graph::NodeKind;
+use diag::store::{RunFilter, RunStatus, StoreOptions, INTERRUPTED};
+use diag_core::store::TraceRecorder;
 
 const ROLE: &str = "DIAG_STORE_TEST_ROLE";
-const DB: &str = "DIAG_STORE_TEST_DB";
+const LOCATION: &str = "DIAG_STORE_TEST_LOCATION";
 const PREFIX: &str = "DIAG_STORE_TEST_PREFIX";
 const RUNS: &str = "DIAG_STORE_TEST_RUNS";
 const START_AT_MS: &str = "DIAG_STORE_TEST_START_AT_MS";
 
-/// Per run: 6 events, 2 agent steps, 2 model exchanges, 3 tool invocations, 1 evaluation.
-const EVENTS: usize = 6;
-const STEPS: usize = 2;
-const EXCHANGES: usize = 2;
-const INVOCATIONS: usize = 3;
+/// Per run (`support::backends::write_full`): 6 events, 2 agent steps, 2 model exchanges,
+/// 3 tool invocations, 1 evaluation.
+const EVENTS: i64 = 6;
+const STEPS: i64 = 2;
+const EXCHANGES: i64 = 2;
+const INVOCATIONS: i64 = 3;
+
+/// The trace tables a run's rows are counted in, in [`per_run_counts`]' order.
+const TRACE_TABLES: [&str; 4] = [
+    "orchestration_event",
+    "agent_step",
+    "model_exchange",
+    "tool_invocation",
+];
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -39,114 +54,70 @@ fn unix_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// Writes the first `upto_events` events of a run and its steps, exchanges and invocations
-/// in the order a live run would produce them.
-fn write_partial_run(store: &Store, run_id: &str, upto_events: usize) -> diag::store::RunRecorder {
-    let session = "concurrency";
-    let rec = store
-        .create_run(new_run(run_id, session, 0))
-        .unwrap_or_else(|e| panic!("create {run_id}: {e}"));
-    let config = RunConfig::new(session, run_id);
-    let mut observer = rec.clone();
-    for (i, (node, status)) in PASS_PATH.iter().enumerate().take(upto_events) {
-        // As the engine does: an agent node's start commits the events held so far.
-        let kind = if matches!(*node, "gatekeeper" | "verified_input") {
-            NodeKind::Deterministic
-        } else {
-            NodeKind::Agent
+/// Opens the store a child writes to. On SQLite the busy timeout bounds a wait for another
+/// writer's lock, not a speed: eight processes migrating one new file at once on a loaded
+/// two-core machine (the whole suite runs beside them in the one test binary) can hold each
+/// other off past the default 5 s, which is no fault of the store. What the checks here ask is
+/// that nothing is lost or corrupted.
+fn open_as_writer(location: &Path) -> Store {
+    if diag::backend::is_postgres(location) {
+        Store::open(location, &OpenOptions::default()).unwrap_or_else(|e| panic!("open: {e}"))
+    } else {
+        let options = StoreOptions {
+            busy_timeout: Duration::from_secs(120),
+            ..StoreOptions::default()
         };
-        Observer::<Status>::node_started(&mut observer, node, kind, 1, 1);
-        if *node == "executor" {
-            for turn in 1..=STEPS as u32 {
-                rec.agent_step(&config, &step(AgentRole::Executor, turn, StepStatus::Ok));
-                rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, turn));
-            }
-            for n in 1..=INVOCATIONS as u32 {
-                rec.record_own(invocation(
-                    run_id,
-                    session,
-                    n,
-                    json!({"matches": [{"line": "upstream returned 502"}]}),
-                ));
-            }
-        }
-        Observer::<Status>::event(&mut observer, &event(i as u32 + 1, node, *status));
-    }
-    if let Some(e) = rec.take_error() {
-        panic!("trace write of {run_id} failed: {e}");
-    }
-    rec
-}
-
-/// A whole run, finished as `diag ask` finishes one: the Composer's event is still held
-/// when the run ends, and goes into the one transaction that stores SUCCESS and the
-/// evaluation.
-fn write_full_run(store: &Store, run_id: &str) {
-    let rec = write_partial_run(store, run_id, EVENTS);
-    let report = store
-        .finish_success_evaluated(
-            run_id,
-            summary("payment-service timed out"),
-            &json!({"groundedness": 0.9}),
+        Store::Sqlite(
+            diag::store::Store::open_with(location, options)
+                .unwrap_or_else(|e| panic!("open: {e}")),
         )
-        .unwrap_or_else(|e| panic!("finish {run_id}: {e:?}"));
-    assert!(report.evaluation_error.is_none(), "{run_id}");
-    drop(rec);
+    }
 }
 
+/// The child process roles (see the module documentation).
 #[test]
 fn child_process_role() {
     let Ok(role) = std::env::var(ROLE) else {
         return;
     };
-    let db = PathBuf::from(std::env::var(DB).unwrap());
-    let prefix = std::env::var(PREFIX).unwrap_or_default();
-    let runs: usize = std::env::var(RUNS)
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let location = PathBuf::from(std::env::var(LOCATION).unwrap());
+    let prefix = std::env::var(PREFIX).unwrap();
+    let runs: usize = std::env::var(RUNS).unwrap().parse().unwrap();
     if let Some(start) = std::env::var(START_AT_MS)
         .ok()
         .and_then(|t| t.parse::<u64>().ok())
     {
-        // Every writer opens the (new) file at the same moment, so the migration races too.
+        // Every writer opens the (new) store at the same moment, so the migration races too.
         let now = unix_ms();
         if start > now {
             std::thread::sleep(Duration::from_millis(start - now));
         }
     }
-    // The busy timeout bounds a wait for another writer's lock, not a speed: four processes
-    // migrating one new file at once on a loaded two-core machine (the whole suite runs beside
-    // them in the one test binary) can hold each other off past the default 5 s, which is no
-    // fault of the store. What this checks is that nothing is lost or corrupted.
-    let options = StoreOptions {
-        busy_timeout: Duration::from_secs(120),
-        ..StoreOptions::default()
-    };
-    let store = Store::open_with(&db, options).unwrap_or_else(|e| panic!("open: {e}"));
+    let store = open_as_writer(&location);
     match role.as_str() {
         "writer" => {
             for i in 0..runs {
-                write_full_run(&store, &format!("{prefix}-{i}"));
+                write_full(&store, &format!("{prefix}-{i}"));
             }
             println!("WROTE {runs}");
         }
         "stall" => {
             for i in 0..runs {
-                write_full_run(&store, &format!("{prefix}-{i}"));
+                write_full(&store, &format!("{prefix}-{i}"));
             }
-            // Four nodes done, then the Verifier starts its model call and hangs there: the
-            // recorder stays alive, so only what the store committed on its own survives the
-            // kill.
-            let mut rec = write_partial_run(&store, &format!("{prefix}-stalled"), 4);
-            Observer::<Status>::node_started(&mut rec, "verifier", NodeKind::Agent, 1, 1);
+            // Four nodes done, then the Verifier starts its model call (which commits the
+            // events so far) and hangs there: the recorder stays alive, so only what the
+            // store committed on its own survives the kill.
+            let rec = write_partial(&store, &format!("{prefix}-stalled"), 4);
+            rec.observe_node(NodeKind::Agent);
             println!("MIDRUN {prefix}-stalled");
-            std::thread::sleep(Duration::from_secs(120));
-            drop(rec);
+            loop {
+                std::thread::park();
+            }
         }
         "loop" => {
             for i in 0.. {
-                write_full_run(&store, &format!("{prefix}-{i}"));
+                write_full(&store, &format!("{prefix}-{i}"));
                 println!("DONE {i}");
             }
         }
@@ -155,12 +126,27 @@ fn child_process_role() {
 }
 
 /// Kills the child when the test ends, however it ends.
-struct ChildGuard(Child);
+struct ChildGuard(Option<Child>);
+
+impl ChildGuard {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+
+    /// SIGKILL (what `Child::kill` sends on Unix): no destructor, no rollback, no clean close.
+    fn sigkill(&mut self) {
+        let child = self.child();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -171,7 +157,15 @@ fn role_test_name() -> String {
     format!("{module}::child_process_role")
 }
 
-fn spawn(role: &str, db: &Path, prefix: &str, runs: usize, start_at_ms: Option<u64>) -> ChildGuard {
+/// A child playing `role` on the store at `fresh`; `host` is its host id (none: this host's).
+fn spawn(
+    role: &str,
+    fresh: &Fresh,
+    prefix: &str,
+    runs: usize,
+    host: Option<&str>,
+    start_at_ms: Option<u64>,
+) -> ChildGuard {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         role_test_name().as_str(),
@@ -180,252 +174,341 @@ fn spawn(role: &str, db: &Path, prefix: &str, runs: usize, start_at_ms: Option<u
         "--test-threads=1",
     ])
     .env(ROLE, role)
-    .env(DB, db)
+    .env(LOCATION, fresh.location())
     .env(PREFIX, prefix)
     .env(RUNS, runs.to_string())
+    .env_remove("DIAG_HOST_ID")
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
+    if let Some(host) = host {
+        cmd.env("DIAG_HOST_ID", host);
+    }
     if let Some(t) = start_at_ms {
         cmd.env(START_AT_MS, t.to_string());
     }
-    ChildGuard(cmd.spawn().unwrap())
+    ChildGuard(Some(cmd.spawn().unwrap()))
 }
 
-/// Reads the child's stdout until a line satisfies `want`, or fails after `limit`.
-fn wait_for_line(child: &mut ChildGuard, limit: Duration, want: impl Fn(&str) -> bool) -> String {
-    let stdout = child.0.stdout.take().unwrap();
+/// Reads the child's stdout until a line satisfies `want`; a child that never prints it
+/// fails the test after the suite's bound, with its stderr.
+fn wait_for_line(guard: &mut ChildGuard, want: impl Fn(&str) -> bool) -> String {
+    let stdout = guard.child().stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if tx.send(line).is_err() {
-                break;
+                return;
             }
         }
     });
-    let deadline = Instant::now() + limit;
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
+        match rx.recv_timeout(bounded::LIMIT) {
+            // libtest prints `test …::child_process_role ... ` without a newline, so a report
+            // may share its line.
             Ok(line) if want(&line) => return line,
             Ok(_) => continue,
             Err(e) => {
-                let _ = child.0.kill();
-                let out = child.0.wait_with_output_stderr();
-                panic!("child never reported ({e:?}); stderr:\n{out}");
+                let child = guard.0.take().unwrap();
+                let out = bounded::wait_with_output(child, Duration::from_secs(5), "child");
+                panic!(
+                    "the child never reported ({e:?}); stderr:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
         }
     }
 }
 
-trait StderrText {
-    fn wait_with_output_stderr(&mut self) -> String;
-}
-
-impl StderrText for Child {
-    fn wait_with_output_stderr(&mut self) -> String {
-        let mut text = String::new();
-        if let Some(mut e) = self.stderr.take() {
-            use std::io::Read;
-            let _ = e.read_to_string(&mut text);
+/// Rows per run in each of [`TRACE_TABLES`], read with one statement per table.
+fn per_run_counts(fresh: &Fresh) -> BTreeMap<String, [i64; 4]> {
+    let mut counts: BTreeMap<String, [i64; 4]> = BTreeMap::new();
+    for (i, table) in TRACE_TABLES.iter().enumerate() {
+        let sql = format!("SELECT run_id || ' ' || count(*) FROM {table} GROUP BY run_id");
+        for row in fresh.query_rows(&sql) {
+            let (run_id, n) = row.rsplit_once(' ').unwrap();
+            counts.entry(run_id.to_string()).or_default()[i] = n.parse().unwrap();
         }
-        let _ = self.wait();
-        text
     }
+    counts
 }
 
-fn sigkill(child: &mut ChildGuard) {
-    // Child::kill sends SIGKILL on Unix: no destructor, no rollback, no clean close.
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
-}
-
-fn per_run_counts(path: &Path, run_id: &str) -> [i64; 4] {
-    let conn = raw(path);
-    let count = |table: &str| -> i64 {
-        conn.query_row(
-            &format!("SELECT count(*) FROM {table} WHERE run_id = ?1"),
-            [run_id],
-            |r| r.get(0),
-        )
-        .unwrap()
-    };
-    [
-        count("orchestration_event"),
-        count("agent_step"),
-        count("model_exchange"),
-        count("tool_invocation"),
-    ]
+/// The file's own consistency, on SQLite: the engine's integrity check, read raw and
+/// through the store.
+fn assert_sqlite_intact(fresh: &Fresh, store: &Store) {
+    if let (Some(path), Store::Sqlite(sqlite)) = (fresh.sqlite_path(), store) {
+        assert_eq!(integrity(path), "ok");
+        assert_eq!(sqlite.integrity_check().unwrap(), "ok");
+    }
 }
 
 #[test]
-fn four_processes_write_one_file_and_nothing_is_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("shared.db");
-    let per_child = 100;
-    let start = unix_ms() + 400;
-    let children: Vec<ChildGuard> = (0..4)
-        .map(|c| spawn("writer", &db, &format!("p{c}"), per_child, Some(start)))
-        .collect();
-    for mut child in children {
-        let status = child.0.wait().unwrap();
-        let stderr = child.0.wait_with_output_stderr();
-        assert!(status.success(), "a writer failed: {status}\n{stderr}");
-    }
-    let runs = 4 * per_child as i64;
-    assert_eq!(
-        counts(&db),
-        [
-            runs,
-            runs * EVENTS as i64,
-            runs * STEPS as i64,
-            runs * INVOCATIONS as i64,
-            runs * EXCHANGES as i64,
-            runs,
-            1
-        ],
-        "exact row counts in {:?}",
-        TABLES
-    );
-    let store = Store::open(&db).unwrap();
-    let all = store.list_runs(&RunFilter::default()).unwrap();
-    assert_eq!(all.len(), runs as usize);
-    assert!(all.iter().all(|r| r.status == RunStatus::Success
-        && r.step_count == STEPS as u64
-        && r.tool_count == INVOCATIONS as u64
-        && r.path.len() == EVENTS));
-    for c in 0..4 {
-        // Each writer's invocations came back scoped to its own runs.
-        let run_id = format!("p{c}-{}", per_child - 1);
-        assert!(store
-            .invocations(&run_id)
-            .unwrap()
-            .iter()
-            .all(|i| i.run_id == run_id));
-    }
-    assert_eq!(store.integrity_check().unwrap(), "ok");
-    // The request parts every writer stored are there once each, counted exactly.
-    let conn = raw(&db);
-    let (blobs, distinct): (i64, i64) = conn
-        .query_row(
-            "SELECT count(*), count(DISTINCT sha256) FROM blob",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    assert_eq!(
-        (blobs, distinct),
-        (1, 1),
-        "the Executor's system prompt, once"
-    );
-    assert_blob_refs_exact(&db);
-}
-
-#[test]
-fn a_run_killed_mid_way_is_swept_with_its_partial_trace() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("killed.db");
-    let mut child = spawn("stall", &db, "k", 5, None);
-    // libtest prints `test store_concurrency::child_process_role ... ` without a newline, so the first report
-    // may share its line.
-    let line = wait_for_line(&mut child, Duration::from_secs(60), |l| {
-        l.contains("MIDRUN ")
+fn eight_writers_on_eight_hosts_lose_nothing_in_one_store() {
+    for_each_fresh(|fresh| {
+        let writers = 8;
+        let per_writer = 50;
+        // All open the new store at one moment: the schema is made by whichever comes
+        // first, the others wait for it.
+        let start = unix_ms() + 500;
+        let children: Vec<ChildGuard> = (0..writers)
+            .map(|w| {
+                let host = format!("host-{w}");
+                spawn(
+                    "writer",
+                    fresh,
+                    &format!("w{w}"),
+                    per_writer,
+                    Some(&host),
+                    Some(start),
+                )
+            })
+            .collect();
+        for (w, mut guard) in children.into_iter().enumerate() {
+            // Eight writers on two cores share the bound's time: four times it.
+            let child = guard.0.take().unwrap();
+            let out = bounded::wait_with_output(child, bounded::LIMIT * 4, &format!("writer {w}"));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "writer {w}: {stdout}\n{stderr}");
+            assert!(
+                stdout.contains(&format!("WROTE {per_writer}")),
+                "writer {w}: {stdout}"
+            );
+        }
+        let runs = (writers * per_writer) as i64;
+        assert_eq!(
+            fresh.counts(),
+            [
+                runs,
+                runs * EVENTS,
+                runs * STEPS,
+                runs * INVOCATIONS,
+                runs * EXCHANGES,
+                runs
+            ],
+            "exact row counts: no run lost, none doubled ({})",
+            fresh.name
+        );
+        assert_eq!(
+            fresh.query("SELECT count(DISTINCT run_id) FROM diagnosis_run"),
+            runs.to_string(),
+            "no duplicate run id"
+        );
+        assert_eq!(
+            fresh.query(
+                "SELECT count(*) FROM diagnosis_run r WHERE NOT EXISTS \
+                 (SELECT 1 FROM evaluation e WHERE e.run_id = r.run_id)"
+            ),
+            "0",
+            "every SUCCESS has its evaluation"
+        );
+        assert_eq!(
+            fresh.query("SELECT count(DISTINCT owner_host) FROM diagnosis_run"),
+            writers.to_string(),
+            "each run names its writer's host"
+        );
+        let store = fresh.open();
+        let all = store.list_runs(&RunFilter::default()).unwrap();
+        assert_eq!(all.len(), runs as usize);
+        assert!(all.iter().all(|r| r.status == RunStatus::Success
+            && r.step_count == STEPS as u64
+            && r.tool_count == INVOCATIONS as u64
+            && r.path.len() == EVENTS as usize));
+        for w in 0..writers {
+            // Each writer's invocations come back scoped to its own runs.
+            let run_id = format!("w{w}-{}", per_writer - 1);
+            let invocations = store.invocations(&run_id).unwrap();
+            assert_eq!(invocations.len(), INVOCATIONS as usize, "{run_id}");
+            assert!(invocations.iter().all(|i| i.run_id == run_id));
+        }
+        assert_sqlite_intact(fresh, &store);
+        if let Some(path) = fresh.sqlite_path() {
+            // The request parts every writer stored are there once each, counted exactly.
+            let (blobs, distinct): (i64, i64) = raw(path)
+                .query_row(
+                    "SELECT count(*), count(DISTINCT sha256) FROM blob",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            assert_eq!(
+                (blobs, distinct),
+                (1, 1),
+                "the Executor's system prompt, once"
+            );
+            assert_blob_refs_exact(path);
+        }
     });
-    let stalled = line.rsplit("MIDRUN ").next().unwrap().trim().to_string();
+}
 
-    // While its owner lives, opening the store leaves the run alone.
-    let store = Store::open(&db).unwrap();
-    assert_eq!(
-        store.get_run(&stalled).unwrap().unwrap().status,
-        RunStatus::Running
-    );
-    drop(store);
+#[test]
+fn a_run_killed_mid_way_on_this_host_is_swept_with_its_partial_trace() {
+    for_each_fresh(|fresh| {
+        let mut child = spawn("stall", fresh, "k", 5, None, None);
+        let line = wait_for_line(&mut child, |l| l.contains("MIDRUN "));
+        let stalled = line.rsplit("MIDRUN ").next().unwrap().trim().to_string();
 
-    sigkill(&mut child);
-    assert_eq!(integrity(&db), "ok");
-    let store = Store::open(&db).unwrap();
-    let run = store.get_run(&stalled).unwrap().unwrap();
-    assert_eq!(run.status, RunStatus::Failed);
-    assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
-    assert_eq!(
-        run.path,
-        ["planner", "executor", "gatekeeper", "verified_input"]
-    );
-    assert_eq!(
-        per_run_counts(&db, &stalled),
-        [4, STEPS as i64, EXCHANGES as i64, INVOCATIONS as i64],
-        "the partial trace is kept"
-    );
-    assert_eq!(store.evaluation(&stalled).unwrap(), None);
-    let finished = store
-        .list_runs(&RunFilter {
-            status: Some(RunStatus::Success),
-            ..Default::default()
-        })
-        .unwrap();
-    assert_eq!(
-        finished.len(),
-        5,
-        "the runs finished before the kill are intact"
-    );
-    assert_eq!(store.integrity_check().unwrap(), "ok");
+        // While its owner lives, opening the store leaves the run alone.
+        let store = fresh.open();
+        assert_eq!(
+            store.get_run(&stalled).unwrap().unwrap().status,
+            RunStatus::Running
+        );
+        let trace_before = (
+            store.events(&stalled).unwrap(),
+            store.agent_steps(&stalled).unwrap(),
+            store.exchanges(&stalled).unwrap(),
+            store.invocations(&stalled).unwrap(),
+        );
+        drop(store);
+
+        // Its owner was on this host: once the process is gone, the next open sweeps the run,
+        // without waiting for the lease.
+        child.sigkill();
+        let store = fresh.open();
+        assert_sqlite_intact(fresh, &store);
+        let run = store.get_run(&stalled).unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Failed);
+        assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
+        assert_eq!(
+            run.path,
+            ["planner", "executor", "gatekeeper", "verified_input"]
+        );
+        assert_eq!(
+            per_run_counts(fresh)[&stalled],
+            [4, STEPS, EXCHANGES, INVOCATIONS],
+            "the partial trace is kept"
+        );
+        assert_eq!(
+            (
+                store.events(&stalled).unwrap(),
+                store.agent_steps(&stalled).unwrap(),
+                store.exchanges(&stalled).unwrap(),
+                store.invocations(&stalled).unwrap(),
+            ),
+            trace_before,
+            "the committed trace reads back as before the kill"
+        );
+        assert_eq!(store.evaluation(&stalled).unwrap(), None);
+        let finished = store
+            .list_runs(&RunFilter {
+                status: Some(RunStatus::Success),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            finished.len(),
+            5,
+            "the runs finished before the kill are intact"
+        );
+    });
+}
+
+#[test]
+fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
+    for_each_fresh(|fresh| {
+        let mut child = spawn("stall", fresh, "k", 0, Some("host-elsewhere"), None);
+        let line = wait_for_line(&mut child, |l| l.contains("MIDRUN "));
+        let stalled = line.rsplit("MIDRUN ").next().unwrap().trim().to_string();
+        let open_at = |offset: Duration| -> Store {
+            let now = diag::clock::SystemClock::new();
+            let clock = Arc::new(diag::clock::FixedClock(
+                diag::clock::Clock::now(&now).saturating_add(offset),
+            ));
+            Store::open_with_clock(fresh.location(), &OpenOptions::default(), clock).unwrap()
+        };
+        // The owner is on another host: this process cannot see it, and its lease (a minute
+        // by default) is current, so the run is left alone.
+        let store = open_at(Duration::ZERO);
+        assert_eq!(
+            store.get_run(&stalled).unwrap().unwrap().status,
+            RunStatus::Running
+        );
+        let trace_before = (
+            store.events(&stalled).unwrap(),
+            store.agent_steps(&stalled).unwrap(),
+            store.exchanges(&stalled).unwrap(),
+            store.invocations(&stalled).unwrap(),
+        );
+        drop(store);
+        child.sigkill();
+        // Still inside the lease: a killed owner elsewhere is not known to be gone yet.
+        let store = open_at(Duration::from_secs(30));
+        assert_eq!(
+            store.get_run(&stalled).unwrap().unwrap().status,
+            RunStatus::Running
+        );
+        drop(store);
+        // Past it: whoever opens the store sweeps the run FAILED (interrupted), trace intact.
+        let store = open_at(Duration::from_secs(61));
+        let run = store.get_run(&stalled).unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Failed);
+        assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
+        assert_eq!(
+            run.path,
+            ["planner", "executor", "gatekeeper", "verified_input"]
+        );
+        assert_eq!(
+            (
+                store.events(&stalled).unwrap(),
+                store.agent_steps(&stalled).unwrap(),
+                store.exchanges(&stalled).unwrap(),
+                store.invocations(&stalled).unwrap(),
+            ),
+            trace_before,
+            "the committed trace is intact"
+        );
+        assert_eq!(store.evaluation(&stalled).unwrap(), None);
+    });
 }
 
 #[test]
 fn a_writer_killed_during_busy_writes_leaves_a_consistent_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("busy.db");
-    let mut child = spawn("loop", &db, "b", 0, None);
-    wait_for_line(&mut child, Duration::from_secs(60), |l| {
-        l.ends_with("DONE 40")
-    });
-    sigkill(&mut child);
+    for_each_fresh(|fresh| {
+        let mut child = spawn("loop", fresh, "b", 0, None, None);
+        wait_for_line(&mut child, |l| l.ends_with("DONE 40"));
+        child.sigkill();
 
-    assert_eq!(integrity(&db), "ok");
-    let store = Store::open(&db).unwrap();
-    assert_eq!(store.integrity_check().unwrap(), "ok");
-    let runs = store.list_runs(&RunFilter::default()).unwrap();
-    assert!(runs.len() >= 41, "{} runs", runs.len());
-    assert!(
-        runs.iter().all(|r| r.status != RunStatus::Running),
-        "all swept"
-    );
-    let mut interrupted = 0;
-    for run in &runs {
-        let [events, steps, exchanges, invocations] = per_run_counts(&db, &run.run_id);
-        match run.status {
-            RunStatus::Success => {
-                assert_eq!(
-                    [events, steps, exchanges, invocations],
-                    [
-                        EVENTS as i64,
-                        STEPS as i64,
-                        EXCHANGES as i64,
-                        INVOCATIONS as i64
-                    ],
-                    "{} is complete",
-                    run.run_id
-                );
+        let store = fresh.open();
+        assert_sqlite_intact(fresh, &store);
+        let runs = store.list_runs(&RunFilter::default()).unwrap();
+        assert!(runs.len() >= 41, "{} runs", runs.len());
+        assert!(
+            runs.iter().all(|r| r.status != RunStatus::Running),
+            "all swept"
+        );
+        let counts = per_run_counts(fresh);
+        let mut interrupted = 0;
+        for run in &runs {
+            let [events, steps, exchanges, invocations] =
+                counts.get(&run.run_id).copied().unwrap_or_default();
+            match run.status {
+                RunStatus::Success => {
+                    assert_eq!(
+                        [events, steps, exchanges, invocations],
+                        [EVENTS, STEPS, EXCHANGES, INVOCATIONS],
+                        "{} is complete",
+                        run.run_id
+                    );
+                }
+                RunStatus::Failed => {
+                    interrupted += 1;
+                    assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
+                    // The Composer's event is only ever stored together with SUCCESS.
+                    assert!(events < EVENTS, "{}: {events} events", run.run_id);
+                    assert_eq!(run.path.len() as i64, events);
+                }
+                RunStatus::Running => unreachable!(),
             }
-            RunStatus::Failed => {
-                interrupted += 1;
-                assert_eq!(run.failure.as_deref(), Some(INTERRUPTED));
-                // The Composer's event is only ever stored together with SUCCESS.
-                assert!(events < EVENTS as i64, "{}: {events} events", run.run_id);
-                assert_eq!(run.path.len() as i64, events);
-            }
-            RunStatus::Running => unreachable!(),
         }
-    }
-    assert!(interrupted <= 1, "only the run in flight is interrupted");
-    let unevaluated = runs
-        .iter()
-        .filter(|r| r.status == RunStatus::Success)
-        .filter(|r| store.evaluation(&r.run_id).unwrap().is_none())
-        .count();
-    assert_eq!(
-        unevaluated, 0,
-        "SUCCESS and its evaluation are one transaction: no kill separates them"
-    );
+        assert!(interrupted <= 1, "only the run in flight is interrupted");
+        assert_eq!(
+            fresh.query(
+                "SELECT count(*) FROM diagnosis_run r WHERE status = 'SUCCESS' AND NOT EXISTS \
+                 (SELECT 1 FROM evaluation e WHERE e.run_id = r.run_id)"
+            ),
+            "0",
+            "SUCCESS and its evaluation are one transaction: no kill separates them"
+        );
+    });
 }

@@ -85,6 +85,11 @@ impl Fresh {
         }
     }
 
+    /// Where the store is, as `--db` takes it: the file's path or the database's URL.
+    pub fn location(&self) -> &Path {
+        &self.location
+    }
+
     pub fn is_sqlite(&self) -> bool {
         self.url.is_none()
     }
