@@ -17,15 +17,18 @@
 //!   (an unreachable server, refused credentials).
 //! - `a_writer_waits_for_a_short_lock_and_reports_a_long_one_as_busy`: SQLite's one write lock
 //!   and its busy timeout (PostgreSQL locks rows and has no store-wide write lock).
-//!   PostgreSQL counterpart for concurrent writers:
-//!   `store_backends::eight_writers_on_eight_hosts_lose_nothing_in_one_postgres_database`.
+//!   Concurrent writers on both backends:
+//!   `store_concurrency::eight_writers_on_eight_hosts_lose_nothing_in_one_store`.
 //! - `checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal`: the WAL file and
 //!   its checkpoints.
 //! - `repeated_fill_and_gc_does_not_grow_the_file`: the file's size after incremental vacuum
 //!   (the PostgreSQL server reclaims space by autovacuum, not diag).
 //!
-//! The sweep of a run whose owner was killed on another host, once its lease has run out, is
-//! `store_backends::a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired`.
+//! The checks across processes (writers at once, a writer killed on this host or on another,
+//! swept at once or once its lease has run out) are in `store_concurrency.rs`, on both
+//! backends. `store_blobs.rs` is the SQLite file's compaction (request parts stored once by
+//! sha256, compressed texts) and its migrations from earlier schemas, which have no
+//! PostgreSQL counterpart: that backend stores a request whole and has had one schema.
 
 use crate::support::backends::{
     for_each_backend, for_each_fresh, kind, EngineObserver, Fresh, Kind,
