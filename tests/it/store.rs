@@ -1023,6 +1023,93 @@ fn a_refused_held_event_blocks_success_and_the_failed_finish_keeps_the_rest() {
     });
 }
 
+/// A write of several rows stores each on its own: a model call whose step is refused keeps
+/// its exchange, one whose exchange is refused keeps its step, and of the held events
+/// committed together before an agent node, a refused one leaves the others stored. Each
+/// refusal is reported once, naming its cause.
+#[test]
+fn a_refused_row_of_a_model_call_or_of_held_events_undoes_only_itself() {
+    for_each_fresh(|fresh| {
+        let store = fresh.open();
+        let rec = store.create_run(new_run("r", "s", 0)).unwrap();
+        let counts = |store: &Store| {
+            (
+                store.agent_steps("r").unwrap().len(),
+                store.exchanges("r").unwrap().len(),
+            )
+        };
+
+        fresh.refuse(
+            "refuse_step",
+            "INSERT",
+            "agent_step",
+            Some("NEW.seq = 1"),
+            "no room for the step",
+        );
+        let errors = store.record_model_call(
+            "r",
+            &step(AgentRole::Executor, 1, StepStatus::Ok),
+            &exchange_ok(AgentRole::Executor, 1),
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].to_string().contains("no room for the step"),
+            "{}",
+            errors[0]
+        );
+        assert_eq!(counts(&store), (0, 1), "the exchange is kept");
+        fresh.allow("refuse_step", "agent_step");
+
+        fresh.refuse(
+            "refuse_exchange",
+            "INSERT",
+            "model_exchange",
+            Some("NEW.seq = 2"),
+            "no room for the exchange",
+        );
+        let errors = store.record_model_call(
+            "r",
+            &step(AgentRole::Executor, 2, StepStatus::Ok),
+            &exchange_ok(AgentRole::Executor, 2),
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].to_string().contains("no room for the exchange"),
+            "{}",
+            errors[0]
+        );
+        assert_eq!(counts(&store), (1, 1), "the step is kept");
+        fresh.allow("refuse_exchange", "model_exchange");
+
+        fresh.refuse(
+            "refuse_gatekeeper",
+            "INSERT",
+            "orchestration_event",
+            Some("NEW.node = 'gatekeeper'"),
+            "no room for the event",
+        );
+        let mut observer = EngineObserver(rec.clone());
+        for (i, (node, status)) in PASS_PATH.iter().enumerate().take(4) {
+            Observer::<Status>::event(&mut observer, &event(i as u32 + 1, node, *status));
+        }
+        assert!(stored_nodes(&store, "r").is_empty(), "held so far");
+        // The Verifier starts: the four held events are committed in one write.
+        Observer::<Status>::node_started(&mut observer, "verifier", NodeKind::Agent, 1, 1);
+        let e = rec.take_error().expect("the refused event is reported");
+        assert!(e.to_string().contains("no room for the event"), "{e}");
+        assert_eq!(
+            rec.take_error().map(|e| e.to_string()),
+            None,
+            "reported once"
+        );
+        assert_eq!(
+            stored_nodes(&store, "r"),
+            ["planner", "executor", "verified_input"],
+            "the other events are stored"
+        );
+    });
+}
+
 #[test]
 fn a_refused_evaluation_in_the_finishing_transaction_leaves_the_success_standing() {
     for_each_fresh(|fresh| {

@@ -45,7 +45,7 @@ impl PgStore {
         if cutoff.is_some() || keep.is_some() {
             loop {
                 let n = self.write("delete old runs", |tx| {
-                    wait(tx.execute(
+                    tx.execute(
                         "DELETE FROM diagnosis_run WHERE run_id IN (
                              SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
                                  ($1::text IS NOT NULL AND created_at < $1)
@@ -54,7 +54,7 @@ impl PgStore {
                                      ORDER BY created_seq DESC LIMIT $2)))
                              LIMIT $3)",
                         &[&cutoff, &keep, &BATCH],
-                    ))
+                    )
                     .map_err(|e| self.err("delete old runs", &e))
                 })?;
                 runs_deleted += n;

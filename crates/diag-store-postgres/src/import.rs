@@ -8,7 +8,7 @@ use tokio_postgres::types::ToSql;
 use super::error::PgError;
 use super::records::{RunStatus, StoredRun};
 use super::write::{canonical, EventRow, ExchangeRow, FINISH};
-use super::{wait, PgStore};
+use super::PgStore;
 use crate::protocol::retry::canonical_json;
 
 impl PgStore {
@@ -61,14 +61,15 @@ impl PgStore {
                 &created_at,
                 &run.resumed_from,
             ];
-            let inserted = wait(tx.execute(
-                "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
+            let inserted = tx
+                .execute(
+                    "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
                  tools, limits, owner_host, owner_pid, lease_expires_at, created_at, resumed_from) \
                  VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11) \
                  ON CONFLICT (run_id) DO NOTHING",
-                &params,
-            ))
-            .map_err(|e| self.err("copy a run", &e))?;
+                    &params,
+                )
+                .map_err(|e| self.err("copy a run", &e))?;
             if inserted == 0 {
                 return Ok(false);
             }
@@ -85,7 +86,7 @@ impl PgStore {
             for invocation in &stored.invocations {
                 self.insert_invocation(tx, invocation)?;
             }
-            wait(tx.execute(
+            tx.execute(
                 FINISH,
                 &[
                     &rid,
@@ -100,15 +101,15 @@ impl PgStore {
                     &self_evaluation,
                     &reuse,
                 ],
-            ))
+            )
             .map_err(|e| self.err("copy a run", &e))?;
             if let Some(e) = &stored.evaluation {
                 let metrics = canonical_json(&e.metrics);
                 let at = e.created_at.to_string();
-                wait(tx.execute(
+                tx.execute(
                     "INSERT INTO evaluation (run_id, metrics, created_at) VALUES ($1, $2, $3)",
                     &[&rid, &metrics, &at],
-                ))
+                )
                 .map_err(|e| self.err("copy a run", &e))?;
             }
             Ok(true)

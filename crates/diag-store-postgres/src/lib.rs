@@ -15,7 +15,7 @@
 //!   RUNNING; a finish updates the row only while it is RUNNING. A finished run's trace cannot
 //!   change, and a finish and a concurrent sweep cannot both win.
 //! - **One transaction to finish.** The held events, the run's final row and, for a SUCCESS,
-//!   its evaluation (under a savepoint: a refused evaluation leaves the SUCCESS standing).
+//!   its evaluation (a refused evaluation leaves the SUCCESS standing: `tx.rs`).
 //! - **Interrupted runs across machines.** A run's owner (host id, pid, start token) holds a
 //!   lease, renewed by a heartbeat while the handle lives (`heartbeat.rs`); whoever opens the
 //!   store next sweeps FAILED (`interrupted`) the RUNNING runs whose owner is gone by
@@ -52,6 +52,7 @@ mod records {
     pub use diag_core::store::records::*;
 }
 mod schema;
+mod tx;
 mod write;
 
 use std::collections::HashMap;
@@ -108,7 +109,7 @@ pub struct PgStore {
 }
 
 struct Shared {
-    client: Mutex<tokio_postgres::Client>,
+    conn: Mutex<tx::Conn>,
     /// `user@host:port/database`: what every error names.
     target: String,
     clock: Arc<dyn Clock>,
@@ -190,7 +191,7 @@ impl PgStore {
         };
         let store = PgStore {
             shared: Arc::new(Shared {
-                client: Mutex::new(client),
+                conn: Mutex::new(tx::Conn::new(client)),
                 target: target.name,
                 clock: options.clock,
                 lease: options.lease,
@@ -217,11 +218,11 @@ impl PgStore {
         &self.shared.target
     }
 
-    fn lock(&self) -> MutexGuard<'_, tokio_postgres::Client> {
+    fn lock(&self) -> MutexGuard<'_, tx::Conn> {
         // A panic while the lock was held leaves at most an open transaction, which the
         // driver rolls back when the transaction object is dropped.
         self.shared
-            .client
+            .conn
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -234,16 +235,43 @@ impl PgStore {
         self.shared.clock.now()
     }
 
-    /// Runs `f` in one transaction and commits it.
+    /// Runs `f` in one transaction and commits it: a write of one row, or of rows that stand
+    /// or fall together.
     fn write<T>(
         &self,
         op: &'static str,
-        f: impl FnOnce(&mut tokio_postgres::Transaction<'_>) -> Result<T, PgError>,
+        f: impl FnOnce(&mut tx::Tx<'_>) -> Result<T, PgError>,
     ) -> Result<T, PgError> {
-        let mut client = self.lock();
-        let mut tx = wait(client.transaction()).map_err(|e| self.err(op, &e))?;
+        let mut conn = self.lock();
+        let mut tx = conn.begin(false).map_err(|e| self.err(op, &e))?;
         let value = f(&mut tx)?;
-        wait(tx.commit()).map_err(|e| self.err(op, &e))?;
+        tx.commit().map_err(|e| self.err(op, &e))?;
+        Ok(value)
+    }
+
+    /// Runs `f`, a write of rows that each stand alone, in one transaction and commits it:
+    /// first with the rows together; if a statement of that pass fails, it is rolled back
+    /// and `f` runs again with each row under a savepoint of its own (`tx.rs`), so that what
+    /// `f` returns reports each refused row beside the stored ones.
+    fn write_rows<T>(
+        &self,
+        op: &'static str,
+        mut f: impl FnMut(&mut tx::Tx<'_>) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
+        let mut conn = self.lock();
+        {
+            let mut tx = conn.begin(false).map_err(|e| self.err(op, &e))?;
+            let value = f(&mut tx);
+            if !tx.failed() {
+                let value = value?;
+                tx.commit().map_err(|e| self.err(op, &e))?;
+                return Ok(value);
+            }
+            // Dropping the failed pass rolls it back.
+        }
+        let mut tx = conn.begin(true).map_err(|e| self.err(op, &e))?;
+        let value = f(&mut tx)?;
+        tx.commit().map_err(|e| self.err(op, &e))?;
         Ok(value)
     }
 }

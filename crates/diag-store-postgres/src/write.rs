@@ -8,10 +8,10 @@
 
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Transaction;
 
 use super::error::PgError;
 use super::records::{NewRun, RunStatus, RunSummary, INTERRUPTED};
+use super::tx::Tx;
 use super::{wait, FinishError, FinishReport, PgRecorder, PgStore};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::graph::Event;
@@ -152,13 +152,13 @@ impl PgStore {
                 &created_at,
                 &run.resumed_from,
             ];
-            match wait(tx.execute(
+            match tx.execute(
                 "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
                  tools, limits, owner_host, owner_pid, owner_token, lease_expires_at, \
                  created_at, resumed_from) \
                  VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 &params,
-            )) {
+            ) {
                 Ok(_) => Ok(()),
                 Err(e) if PgError::is_unique_violation(&e) => {
                     Err(PgError::DuplicateRun(run.run_id.clone()))
@@ -187,12 +187,13 @@ impl PgStore {
     }
 
     /// Locks the run row for this transaction and checks it is RUNNING.
-    fn running(&self, tx: &mut Transaction<'_>, run_id: &str) -> Result<(), PgError> {
-        let row = wait(tx.query_opt(
-            "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
-            &[&run_id],
-        ))
-        .map_err(|e| self.err("record the run's trace", &e))?;
+    fn running(&self, tx: &mut Tx<'_>, run_id: &str) -> Result<(), PgError> {
+        let row = tx
+            .query_opt(
+                "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
+                &[&run_id],
+            )
+            .map_err(|e| self.err("record the run's trace", &e))?;
         match row.map(|r| r.get::<_, String>(0)) {
             None => Err(PgError::UnknownRun(run_id.to_string())),
             Some(s) if s == RunStatus::Running.as_str() => Ok(()),
@@ -203,31 +204,35 @@ impl PgStore {
         }
     }
 
-    /// Inserts one trace row under a savepoint, so that a refused row undoes only itself.
+    /// Inserts one trace row as a row of its write ([`Tx::row`]): where the write's rows go
+    /// apart, a refused row undoes only itself.
     fn insert(
         &self,
-        tx: &mut Transaction<'_>,
-        sql: &str,
+        tx: &mut Tx<'_>,
+        sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
         what: &'static str,
         run_id: &str,
         key: impl FnOnce() -> String,
     ) -> Result<(), PgError> {
-        let sp = wait(tx.savepoint("row")).map_err(|e| self.err("record the run's trace", &e))?;
-        match wait(sp.execute(sql, params)) {
-            Ok(_) => wait(sp.commit()).map_err(|e| self.err("record the run's trace", &e)),
-            Err(e) if PgError::is_unique_violation(&e) => Err(PgError::Duplicate {
-                what,
-                run_id: run_id.to_string(),
-                key: key(),
-            }),
-            Err(e) => Err(self.err("record the run's trace", &e)),
-        }
+        let err = |e: &tokio_postgres::Error| self.err("record the run's trace", e);
+        tx.row(
+            |tx| match tx.execute(sql, params) {
+                Ok(_) => Ok(()),
+                Err(e) if PgError::is_unique_violation(&e) => Err(PgError::Duplicate {
+                    what,
+                    run_id: run_id.to_string(),
+                    key: key(),
+                }),
+                Err(e) => Err(err(&e)),
+            },
+            err,
+        )
     }
 
     pub(crate) fn insert_events(
         &self,
-        tx: &mut Transaction<'_>,
+        tx: &mut Tx<'_>,
         run_id: &str,
         rows: &[EventRow],
     ) -> Vec<PgError> {
@@ -253,7 +258,7 @@ impl PgStore {
         if rows.is_empty() {
             return Vec::new();
         }
-        match self.write("record orchestration events", |tx| {
+        match self.write_rows("record orchestration events", |tx| {
             self.running(tx, run_id)?;
             Ok(self.insert_events(tx, run_id, rows))
         }) {
@@ -302,7 +307,7 @@ impl PgStore {
 
     pub(crate) fn insert_step(
         &self,
-        tx: &mut Transaction<'_>,
+        tx: &mut Tx<'_>,
         run_id: &str,
         step: &AgentStepRecord,
     ) -> Result<(), PgError> {
@@ -321,7 +326,7 @@ impl PgStore {
 
     pub(crate) fn insert_exchange(
         &self,
-        tx: &mut Transaction<'_>,
+        tx: &mut Tx<'_>,
         run_id: &str,
         row: &ExchangeRow,
     ) -> Result<(), PgError> {
@@ -374,32 +379,30 @@ impl PgStore {
         step: &AgentStepRecord,
         exchange: &ModelExchange,
     ) -> Vec<PgError> {
-        let row = ExchangeRow::of(exchange);
-        let written = self.write("record a model call", move |tx| {
-            let mut errors = Vec::new();
+        // An exchange that cannot be serialized is refused alone; the step is still written.
+        let (row, row_error) = match ExchangeRow::of(exchange) {
+            Ok(row) => (Some(row), None),
+            Err(e) => (None, Some(e)),
+        };
+        let written = self.write_rows("record a model call", |tx| {
             if let Err(refusal) = self.running(tx, run_id) {
                 let Some(again) = Self::refusal_again(&refusal) else {
                     return Err(refusal);
                 };
-                errors.push(refusal);
-                errors.push(row.err().unwrap_or(again));
-                return Ok(errors);
+                return Ok((Some(refusal), Some(again)));
             }
-            if let Err(e) = self.insert_step(tx, run_id, step) {
-                errors.push(e);
-            }
-            match row {
-                Ok(row) => {
-                    if let Err(e) = self.insert_exchange(tx, run_id, &row) {
-                        errors.push(e);
-                    }
-                }
-                Err(e) => errors.push(e),
-            }
-            Ok(errors)
+            let step_error = self.insert_step(tx, run_id, step).err();
+            let exchange_error = match &row {
+                Some(row) => self.insert_exchange(tx, run_id, row).err(),
+                None => None,
+            };
+            Ok((step_error, exchange_error))
         });
         match written {
-            Ok(errors) => errors,
+            Ok((step_error, exchange_error)) => step_error
+                .into_iter()
+                .chain(row_error.or(exchange_error))
+                .collect(),
             Err(e) => vec![e],
         }
     }
@@ -415,7 +418,7 @@ impl PgStore {
 
     pub(crate) fn insert_invocation(
         &self,
-        tx: &mut Transaction<'_>,
+        tx: &mut Tx<'_>,
         invocation: &ToolInvocation,
     ) -> Result<(), PgError> {
         let record = canonical(invocation)?;
@@ -510,12 +513,14 @@ impl PgStore {
         let verdict = summary.effective_verdict.map(|v| v.as_str());
         let fallback = summary.fallback_kind.map(|k| k.as_str());
         let mut trace_error = None;
-        let outcome = self.write("finish a run", |tx| {
-            let found = wait(tx.query_opt(
-                "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR UPDATE",
-                &[&run_id],
-            ))
-            .map_err(|e| self.err("finish a run", &e))?;
+        let outcome = self.write_rows("finish a run", |tx| {
+            trace_error = None;
+            let found = tx
+                .query_opt(
+                    "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR UPDATE",
+                    &[&run_id],
+                )
+                .map_err(|e| self.err("finish a run", &e))?;
             match found.map(|r| r.get::<_, String>(0)) {
                 None => return Err(PgError::UnknownRun(run_id.to_string())),
                 Some(s) if s != RunStatus::Running.as_str() => {
@@ -532,7 +537,7 @@ impl PgStore {
                 return Err(PgError::Invalid("a trace row was refused".into()));
             }
             let status_str = status.as_str();
-            wait(tx.execute(
+            tx.execute(
                 FINISH,
                 &[
                     &run_id,
@@ -547,21 +552,16 @@ impl PgStore {
                     &self_evaluation,
                     &reuse,
                 ],
-            ))
+            )
             .map_err(|e| self.err("finish a run", &e))?;
+            // A refused evaluation leaves the SUCCESS standing, reported beside it.
             let evaluation_error = match &evaluation {
-                Some(metrics) => {
-                    let sp = wait(tx.savepoint("evaluation"))
-                        .map_err(|e| self.err("record an evaluation", &e))?;
-                    let mut sp = sp;
-                    match self.insert_evaluation(&mut sp, run_id, metrics, &created_at) {
-                        Ok(()) => {
-                            wait(sp.commit()).map_err(|e| self.err("record an evaluation", &e))?;
-                            None
-                        }
-                        Err(e) => Some(e),
-                    }
-                }
+                Some(metrics) => tx
+                    .row(
+                        |tx| self.insert_evaluation(tx, run_id, metrics, &created_at),
+                        |e| self.err("record an evaluation", e),
+                    )
+                    .err(),
                 None => None,
             };
             Ok(FinishReport { evaluation_error })
@@ -593,17 +593,18 @@ impl PgStore {
 
     fn insert_evaluation(
         &self,
-        tx: &mut Transaction<'_>,
+        tx: &mut Tx<'_>,
         run_id: &str,
         metrics: &str,
         created_at: &str,
     ) -> Result<(), PgError> {
-        let status = wait(tx.query_opt(
-            "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
-            &[&run_id],
-        ))
-        .map_err(|e| self.err("record an evaluation", &e))?
-        .map(|r| r.get::<_, String>(0));
+        let status = tx
+            .query_opt(
+                "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
+                &[&run_id],
+            )
+            .map_err(|e| self.err("record an evaluation", &e))?
+            .map(|r| r.get::<_, String>(0));
         match status {
             None => return Err(PgError::UnknownRun(run_id.to_string())),
             Some(s) if s != RunStatus::Success.as_str() => {
@@ -614,12 +615,12 @@ impl PgStore {
             }
             Some(_) => {}
         }
-        wait(tx.execute(
+        tx.execute(
             "INSERT INTO evaluation (run_id, metrics, created_at) VALUES ($1, $2, $3) \
              ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
              created_at = excluded.created_at",
             &[&run_id, &metrics, &created_at],
-        ))
+        )
         .map_err(|e| self.err("record an evaluation", &e))?;
         Ok(())
     }
@@ -662,23 +663,24 @@ impl PgStore {
             let mut swept = 0;
             for run_id in &dead {
                 // The status guard makes a concurrent sweep or a late finish harmless.
-                swept += wait(tx.execute(
-                    FINISH,
-                    &[
-                        run_id,
-                        &failed,
-                        &INTERRUPTED,
-                        &None::<String>,
-                        &finished_at,
-                        &None::<i64>,
-                        &false,
-                        &None::<String>,
-                        &None::<String>,
-                        &None::<String>,
-                        &None::<String>,
-                    ],
-                ))
-                .map_err(|e| self.err("mark interrupted runs FAILED", &e))?
+                swept += tx
+                    .execute(
+                        FINISH,
+                        &[
+                            run_id,
+                            &failed,
+                            &INTERRUPTED,
+                            &None::<String>,
+                            &finished_at,
+                            &None::<i64>,
+                            &false,
+                            &None::<String>,
+                            &None::<String>,
+                            &None::<String>,
+                            &None::<String>,
+                        ],
+                    )
+                    .map_err(|e| self.err("mark interrupted runs FAILED", &e))?
                     as usize;
             }
             Ok(swept)
