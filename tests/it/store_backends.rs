@@ -503,3 +503,78 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
         );
     }
 }
+
+/// A server that drops the store's connection (a restart, a failover, an administrator's
+/// `pg_terminate_backend`) costs at most the call that meets the dropped connection, reported
+/// as one line naming the store: the next call makes a new connection, and the run goes on to
+/// be finished and read back whole.
+#[test]
+fn a_connection_the_server_drops_is_made_anew_by_the_next_call() {
+    use crate::support::records::event;
+    use diag::diagnosis::Status;
+
+    let url = postgres::server().fresh_db();
+    let named = url.trim_start_matches("postgres://").to_string();
+    let store = Store::open(Path::new(&url), &OpenOptions::default()).unwrap();
+    let rec = store.create_run(new_run("r", "s", 0)).unwrap();
+    store
+        .record_event("r", &event(1, "planner", Status::Completed))
+        .unwrap();
+    // Ends the store's session from the server's side and waits until it is gone.
+    let drop_connection = || {
+        let ended = postgres::server().psql(
+            &url,
+            "SELECT count(pg_terminate_backend(pid, 60000)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND backend_type = 'client backend' \
+             AND pid <> pg_backend_pid()",
+        );
+        assert_eq!(ended.trim(), "1", "the store's one connection");
+    };
+    // The first call after the drop either meets the dropped connection (and fails) or, when
+    // the driver has already seen it go, runs on a new one; the second always runs on a new one.
+    let first_after = |result: Result<(), diag::backend::AnyStoreError>| -> bool {
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                let line = e.to_string();
+                assert!(line.contains(&named) && !line.contains('\n'), "{line}");
+                false
+            }
+        }
+    };
+
+    drop_connection();
+    let mut stored = vec!["planner"];
+    if first_after(store.record_event("r", &event(2, "executor", Status::Completed))) {
+        stored.push("executor");
+    }
+    store
+        .record_event("r", &event(3, "gatekeeper", Status::Pass))
+        .expect("the next call runs on a new connection");
+    stored.push("gatekeeper");
+
+    drop_connection();
+    let read = store.get_run("r").map(|_| ());
+    first_after(read);
+    assert_eq!(
+        store.get_run("r").unwrap().unwrap().status,
+        RunStatus::Running,
+        "a read after it runs on a new connection"
+    );
+
+    drop_connection();
+    first_after(
+        store.record_invocation(&crate::support::records::invocation("r", "s", 1, json!({}))),
+    );
+    store
+        .finish_success_evaluated("r", summary("payment-service timed out"), &json!({}))
+        .expect("the finish runs on a new connection");
+    let run = store.get_run("r").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Success);
+    assert_eq!(
+        run.path, stored,
+        "every event that was reported stored is there"
+    );
+    assert!(store.evaluation("r").unwrap().is_some());
+    drop(rec);
+}

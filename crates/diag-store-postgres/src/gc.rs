@@ -21,8 +21,10 @@ const BATCH: i64 = 500;
 
 impl PgStore {
     fn database_bytes(&self) -> Result<u64, PgError> {
-        let client = self.lock();
-        let row = wait(client.query_one("SELECT pg_database_size(current_database())", &[]))
+        let mut client = self.lock();
+        let row = wait(client.query_one("SELECT pg_database_size(current_database())", &[]));
+        let row = client
+            .note(row)
             .map_err(|e| self.err("read the database size", &e))?;
         Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }

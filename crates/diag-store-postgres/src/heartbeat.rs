@@ -46,14 +46,16 @@ impl PgStore {
         let me = Owner::current();
         let until = self.lease_expiry(self.now());
         let pid = i64::from(me.pid);
-        let client = self.lock();
+        let mut client = self.lock();
         let n = wait(client.execute(
             "UPDATE diagnosis_run SET lease_expires_at = $1 \
              WHERE status = 'RUNNING' AND owner_host = $2 AND owner_pid = $3 \
              AND owner_token IS NOT DISTINCT FROM $4",
             &[&until, &me.host, &pid, &me.token],
-        ))
-        .map_err(|e| self.err("renew run leases", &e))?;
+        ));
+        let n = client
+            .note(n)
+            .map_err(|e| self.err("renew run leases", &e))?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 }

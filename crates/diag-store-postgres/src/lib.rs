@@ -110,6 +110,8 @@ pub struct PgStore {
 
 struct Shared {
     conn: Mutex<tx::Conn>,
+    /// What a new connection is made with when the server has dropped this one.
+    reconnect: Reconnect,
     /// `user@host:port/database`: what every error names.
     target: String,
     clock: Arc<dyn Clock>,
@@ -120,6 +122,13 @@ struct Shared {
     /// Drives the connection; shut down without blocking when the last handle goes, which
     /// may happen inside the application's runtime.
     runtime: Option<tokio::runtime::Runtime>,
+}
+
+/// The parsed URL (its password included: it lives in memory only, as in the connection) and
+/// the TLS connector the store was opened with.
+struct Reconnect {
+    target: connect::Target,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
 }
 
 impl Drop for Shared {
@@ -158,30 +167,7 @@ impl PgStore {
                 target: target.name.clone(),
                 detail: format!("cannot start the connection's runtime: {e}"),
             })?;
-        let connected = match connect_on(&runtime, &target, target.config.clone(), tls.clone()) {
-            Ok(client) => Ok(client),
-            // As libpq: `prefer` tries once more without TLS when the handshake fails.
-            Err(Connect::Driver(e)) if mode == SslMode::Prefer => match connect::tls_failure(&e) {
-                Some(tls_error) => {
-                    tracing::warn!(
-                        target = %target.name,
-                        problem = %connect::tls_problem(tls_error),
-                        "TLS handshake failed; sslmode=prefer connects without TLS"
-                    );
-                    let mut plain = target.config.clone();
-                    plain.ssl_mode(SslMode::Disable);
-                    connect_on(&runtime, &target, plain, tls).map_err(|again| match again {
-                        Connect::Driver(again) => {
-                            connect::fallback_error(&target, tls_error, &again)
-                        }
-                        Connect::Task(e) => e,
-                    })
-                }
-                None => Err(connect::connect_error(&target, &e)),
-            },
-            Err(Connect::Driver(e)) => Err(connect::connect_error(&target, &e)),
-            Err(Connect::Task(e)) => Err(e),
-        };
+        let connected = connect(&runtime, &target, &tls);
         let client = match connected {
             Ok(client) => client,
             Err(e) => {
@@ -192,7 +178,8 @@ impl PgStore {
         let store = PgStore {
             shared: Arc::new(Shared {
                 conn: Mutex::new(tx::Conn::new(client)),
-                target: target.name,
+                target: target.name.clone(),
+                reconnect: Reconnect { target, tls },
                 clock: options.clock,
                 lease: options.lease,
                 held: Mutex::new(HashMap::new()),
@@ -218,13 +205,34 @@ impl PgStore {
         &self.shared.target
     }
 
+    /// The connection, made anew first if the server has dropped it (a restart, a failover,
+    /// an administrator's `pg_terminate_backend`): a call that failed with the connection is
+    /// reported as it failed (it may have committed, so it is not retried), and the next one
+    /// runs on a new connection. A reconnection that fails leaves the dropped connection in
+    /// place, so the call reports the connection's error, and the next call tries again.
     fn lock(&self) -> MutexGuard<'_, tx::Conn> {
         // A panic while the lock was held leaves at most an open transaction, which the
         // driver rolls back when the transaction object is dropped.
-        self.shared
+        let mut conn = self
+            .shared
             .conn
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if conn.is_broken() {
+            if let Some(runtime) = &self.shared.runtime {
+                let again = &self.shared.reconnect;
+                match connect(runtime, &again.target, &again.tls) {
+                    Ok(client) => {
+                        tracing::info!(target = %self.shared.target, "run store connection made anew");
+                        *conn = tx::Conn::new(client);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "run store connection cannot be made anew")
+                    }
+                }
+            }
+        }
+        conn
     }
 
     fn err(&self, op: &'static str, e: &tokio_postgres::Error) -> PgError {
@@ -279,6 +287,37 @@ impl PgStore {
 /// Waits for one of the driver's futures on this thread.
 pub(crate) fn wait<F: std::future::Future>(f: F) -> F::Output {
     futures::executor::block_on(f)
+}
+
+/// Connects to `target` on `runtime`, which then drives the connection. As libpq, `prefer`
+/// tries once more without TLS when the handshake fails.
+fn connect(
+    runtime: &tokio::runtime::Runtime,
+    target: &connect::Target,
+    tls: &tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<tokio_postgres::Client, PgError> {
+    let mode = target.config.get_ssl_mode();
+    match connect_on(runtime, target, target.config.clone(), tls.clone()) {
+        Ok(client) => Ok(client),
+        Err(Connect::Driver(e)) if mode == SslMode::Prefer => match connect::tls_failure(&e) {
+            Some(tls_error) => {
+                tracing::warn!(
+                    target = %target.name,
+                    problem = %connect::tls_problem(tls_error),
+                    "TLS handshake failed; sslmode=prefer connects without TLS"
+                );
+                let mut plain = target.config.clone();
+                plain.ssl_mode(SslMode::Disable);
+                connect_on(runtime, target, plain, tls.clone()).map_err(|again| match again {
+                    Connect::Driver(again) => connect::fallback_error(target, tls_error, &again),
+                    Connect::Task(e) => e,
+                })
+            }
+            None => Err(connect::connect_error(target, &e)),
+        },
+        Err(Connect::Driver(e)) => Err(connect::connect_error(target, &e)),
+        Err(Connect::Task(e)) => Err(e),
+    }
 }
 
 /// Why one connection attempt failed: the driver's error, still to be mapped (a `prefer`

@@ -104,8 +104,9 @@ impl PgStore {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<Row>, PgError> {
-        let client = self.lock();
-        wait(client.query(sql, params)).map_err(|e| self.err(op, &e))
+        let mut client = self.lock();
+        let rows = wait(client.query(sql, params));
+        client.note(rows).map_err(|e| self.err(op, &e))
     }
 
     /// How many runs the store holds.

@@ -27,6 +27,8 @@ use super::wait;
 pub(crate) struct Conn {
     pub(crate) client: Client,
     statements: HashMap<&'static str, Statement>,
+    /// A statement failed because the connection is gone (see [`lost`]).
+    lost: bool,
 }
 
 impl Conn {
@@ -34,15 +36,40 @@ impl Conn {
         Conn {
             client,
             statements: HashMap::new(),
+            lost: false,
         }
+    }
+
+    /// True when this connection can serve no more calls: the driver has seen it close, or a
+    /// statement failed because it was gone.
+    pub(crate) fn is_broken(&self) -> bool {
+        self.lost || self.client.is_closed()
+    }
+
+    /// Notes a failure of a call made directly on the client (a read).
+    pub(crate) fn note<T>(
+        &mut self,
+        result: Result<T, tokio_postgres::Error>,
+    ) -> Result<T, tokio_postgres::Error> {
+        if result.as_ref().is_err_and(lost) {
+            self.lost = true;
+        }
+        result
     }
 
     /// Begins a transaction; `apart` puts each [`Tx::row`] under a savepoint of its own.
     pub(crate) fn begin(&mut self, apart: bool) -> Result<Tx<'_>, tokio_postgres::Error> {
-        let inner = wait(self.client.transaction())?;
+        let inner = match wait(self.client.transaction()) {
+            Ok(inner) => inner,
+            Err(e) => {
+                self.lost |= lost(&e);
+                return Err(e);
+            }
+        };
         Ok(Tx {
             inner,
             statements: &mut self.statements,
+            lost: &mut self.lost,
             apart,
             failed: false,
         })
@@ -66,6 +93,7 @@ impl DerefMut for Conn {
 pub(crate) struct Tx<'a> {
     inner: Transaction<'a>,
     statements: &'a mut HashMap<&'static str, Statement>,
+    lost: &'a mut bool,
     apart: bool,
     /// A statement of this transaction failed: the server has aborted it.
     failed: bool,
@@ -80,7 +108,11 @@ impl<'a> Tx<'a> {
     }
 
     pub(crate) fn commit(self) -> Result<(), tokio_postgres::Error> {
-        wait(self.inner.commit())
+        let committed = wait(self.inner.commit());
+        if committed.as_ref().is_err_and(lost) {
+            *self.lost = true;
+        }
+        committed
     }
 
     fn statement(&mut self, sql: &'static str) -> Result<Statement, tokio_postgres::Error> {
@@ -97,8 +129,9 @@ impl<'a> Tx<'a> {
         &mut self,
         result: Result<T, tokio_postgres::Error>,
     ) -> Result<T, tokio_postgres::Error> {
-        if result.is_err() {
+        if let Err(e) = &result {
             self.failed = true;
+            *self.lost |= lost(e);
         }
         result
     }
@@ -142,12 +175,14 @@ impl<'a> Tx<'a> {
             Ok(savepoint) => savepoint,
             Err(e) => {
                 self.failed = true;
+                *self.lost |= lost(&e);
                 return Err(err(&e));
             }
         };
         let mut nested = Tx {
             inner: savepoint,
             statements: &mut *self.statements,
+            lost: &mut *self.lost,
             apart: false,
             failed: false,
         };
@@ -157,4 +192,15 @@ impl<'a> Tx<'a> {
         self.note(released).map_err(|e| err(&e))?;
         Ok(value)
     }
+}
+
+/// True when `e` means the connection is gone: the driver saw it close, or the server ended
+/// the session (a FATAL error, or a connection exception of class 08).
+fn lost(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.as_db_error().is_some_and(|db| {
+            db.severity() == "FATAL"
+                || db.severity() == "PANIC"
+                || db.code().code().starts_with("08")
+        })
 }

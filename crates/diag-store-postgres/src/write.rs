@@ -629,13 +629,15 @@ impl PgStore {
     /// (`diag_owner::is_gone`), keeping its partial trace. Returns how many it marked.
     pub fn sweep_interrupted(&self) -> Result<usize, PgError> {
         let running = {
-            let client = self.lock();
-            wait(client.query(
+            let mut client = self.lock();
+            let rows = wait(client.query(
                 "SELECT run_id, owner_host, owner_pid, owner_token, lease_expires_at \
                  FROM diagnosis_run WHERE status = 'RUNNING'",
                 &[],
-            ))
-            .map_err(|e| self.err("find interrupted runs", &e))?
+            ));
+            client
+                .note(rows)
+                .map_err(|e| self.err("find interrupted runs", &e))?
         };
         let now = self.now();
         let dead: Vec<String> = running
