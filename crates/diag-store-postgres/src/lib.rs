@@ -10,7 +10,7 @@
 //! - **As it happens.** Each model call (step and exchange together) and each tool
 //!   invocation is committed in its own transaction when it is reported; orchestration events
 //!   are held while deterministic nodes run and committed before the next agent node waits on
-//!   a model (`recorder.rs`), exactly as in the SQLite store.
+//!   a model, by the one recorder both stores share (`diag_core::store::recorder`).
 //! - **Final.** Every trace write first locks its run row (`FOR SHARE`) and checks it is
 //!   RUNNING; a finish updates the row only while it is RUNNING. A finished run's trace cannot
 //!   change, and a finish and a concurrent sweep cannot both win.
@@ -59,7 +59,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use diag_core::{agent, clock, env_vars, graph, hash, model, protocol, tools};
+use diag_core::{agent, clock, env_vars, graph, hash, model, protocol};
 
 pub use connect::{is_postgres_url, SCHEMES};
 pub use diag_core::store::records::{
@@ -116,7 +116,7 @@ struct Shared {
     target: String,
     clock: Arc<dyn Clock>,
     lease: Duration,
-    /// Orchestration events held per run until the next commit point (`recorder.rs`).
+    /// Orchestration events held per run until the next commit point (`diag_core::store::recorder`).
     held: Mutex<HashMap<String, Vec<write::EventRow>>>,
     heartbeat: OnceLock<Option<diag_owner::Heartbeat>>,
     /// Drives the connection; shut down without blocking when the last handle goes, which

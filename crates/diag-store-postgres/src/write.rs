@@ -33,7 +33,7 @@ pub(crate) fn canonical<T: serde::Serialize>(value: &T) -> Result<String, PgErro
 /// One orchestration event as the row it becomes: built when the event is reported (a detail
 /// that cannot be serialized is an error then), inserted now or later.
 #[derive(Debug, Clone)]
-pub(crate) struct EventRow {
+pub struct EventRow {
     seq: i64,
     node: String,
     record: String,
@@ -168,7 +168,7 @@ impl PgStore {
         });
         inserted?;
         self.start_heartbeat();
-        Ok(PgRecorder::new(self.clone(), run.run_id, run.session_id))
+        Ok(PgRecorder::for_run(self, run.run_id, run.session_id))
     }
 
     /// Another copy of a run's refusal of a trace row (the run is unknown, or not RUNNING),

@@ -13,7 +13,8 @@
 //! - **As it happens.** Each model call (its agent step and exchange together) and each tool
 //!   invocation is committed in its own transaction the moment it is reported.
 //!   Orchestration events are held while deterministic nodes run and committed before the
-//!   next agent node waits on a model (`recorder.rs`), so a killed process leaves its
+//!   next agent node waits on a model (the recorder both stores share,
+//!   `diag_core::store::recorder`), so a killed process leaves its
 //!   partial trace behind.
 //! - **Crash and interruption.** WAL mode with `synchronous = NORMAL`: a killed process
 //!   loses nothing it committed (a power cut may lose the last transactions, never
@@ -80,7 +81,7 @@ pub use schema::SCHEMA_VERSION;
 pub use write::{FinishError, FinishReport};
 
 // The core's modules under the paths this code had in the diag crate (`crate::graph::…`).
-use diag_core::{agent, clock, env_vars, graph, hash, model, protocol, tools};
+use diag_core::{agent, clock, env_vars, graph, hash, model, protocol};
 
 use crate::clock::{Clock, SystemClock};
 
@@ -127,7 +128,7 @@ struct Shared {
     read_only: bool,
     clock: Arc<dyn Clock>,
     /// Orchestration events reported through a run's recorder and not yet committed, per
-    /// run (see `recorder.rs`). Every finish of a run commits its held events with it.
+    /// run (see `diag_core::store::recorder`). Every finish of a run commits its held events with it.
     held: Mutex<std::collections::HashMap<String, Vec<write::EventRow>>>,
     lease: Duration,
     /// Renews the leases of this handle's RUNNING runs; started with its first run.

@@ -1,232 +1,60 @@
-//! [`RunRecorder`]: the store as the running graph sees it. One recorder per run, handed to
-//! the engine as its [`Observer`], to the agent runtime as its [`RunHooks`] and
-//! [`InvocationLog`]; it is the run store port's [`TraceRecorder`].
-//!
-//! Model calls (the agent step and the exchange, in one transaction) and tool invocations are
-//! written the moment they arrive.
-//! Orchestration events are held until the run may next wait on the outside world, then
-//! committed together: before an agent node starts (it calls a model), before any other
-//! trace write, when the run is finished (in the finishing transaction) and when the
-//! recorder is dropped. Deterministic nodes take microseconds, so a run killed while it
-//! waits on a model or a tool (where a run spends its time) keeps every event so far, and a
-//! run of six nodes commits five times instead of nine. A process killed in the
-//! microseconds between two such points loses at most the events of the deterministic
-//! nodes since the last one; what it keeps is still a real prefix of its trace.
-//!
-//! Those traits return nothing, because a progress display or an in-memory log cannot fail.
-//! A store can, so the recorder keeps the first write error (and counts the rest) for the
-//! caller, which asks [`RunRecorder::take_error`] before it finishes the run: a run whose
-//! trace could not be stored completely must not be reported as a clean SUCCESS (openspec/specs/ask-service/spec.md).
+//! This store's trace writes for the one recorder both backends share
+//! (`diag_core::store::recorder`): when a trace is committed is decided there, how here.
 
 use std::fmt::Display;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use super::write::EventRow;
 use super::{Store, StoreError};
-use crate::agent::runtime::{AgentStepRecord, ModelExchange, RunHooks};
-use crate::graph::{Event, NodeKind, Observer, RunConfig};
+use crate::agent::runtime::{AgentStepRecord, ModelExchange};
+use crate::graph::Event;
 use crate::protocol::ToolInvocation;
-use crate::tools::InvocationLog;
-use diag_core::store::TraceRecorder;
+use diag_core::store::{Recorder, TraceWriter};
 
-/// Records the trace of one run. Cheap to clone (an `Arc` inside); `Send + Sync`.
-#[derive(Clone)]
-pub struct RunRecorder {
-    inner: Arc<Inner>,
-}
+/// Records the trace of one run in this store. Cheap to clone; `Send + Sync`.
+pub type RunRecorder = Recorder<Store>;
 
-struct Inner {
-    store: Store,
-    run_id: String,
-    session_id: String,
-    first_error: Mutex<Option<StoreError>>,
-    failed_writes: AtomicU64,
-}
-
-impl Drop for Inner {
-    /// The last clone going away commits what it still holds (best effort: there is no one
-    /// left to report an error to, and a run that is finished refuses the rows anyway).
-    fn drop(&mut self) {
-        let _ = self.store.flush_events(&self.run_id);
-    }
-}
-
-impl RunRecorder {
-    pub(crate) fn new(store: Store, run_id: String, session_id: String) -> Self {
-        RunRecorder {
-            inner: Arc::new(Inner {
-                store,
-                run_id,
-                session_id,
-                first_error: Mutex::new(None),
-                failed_writes: AtomicU64::new(0),
-            }),
-        }
-    }
-
-    /// A recorder for a run created earlier (by [`Store::create_run`] in this process).
-    pub fn for_run(
-        store: &Store,
-        run_id: impl Into<String>,
-        session_id: impl Into<String>,
-    ) -> Self {
-        RunRecorder::new(store.clone(), run_id.into(), session_id.into())
-    }
-
-    pub fn run_id(&self) -> &str {
-        &self.inner.run_id
-    }
-
-    pub fn session_id(&self) -> &str {
-        &self.inner.session_id
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.inner.store
-    }
-
-    /// The first write error seen through a trait hook since the last call, if any.
-    pub fn take_error(&self) -> Option<StoreError> {
-        self.inner
-            .first_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-    }
-
-    /// How many trait-hook writes failed in total (the first is kept by `take_error`).
-    pub fn failed_writes(&self) -> u64 {
-        self.inner.failed_writes.load(Ordering::Relaxed)
-    }
-
-    /// Commits the events held so far, in one transaction. Errors are kept like any write
-    /// error. Cheap when nothing is held.
-    pub fn flush(&self) {
-        for e in self.inner.store.flush_events(&self.inner.run_id) {
-            self.keep(Err(e));
-        }
-    }
-
-    fn keep(&self, result: Result<(), StoreError>) {
-        if let Err(e) = result {
-            self.inner.failed_writes.fetch_add(1, Ordering::Relaxed);
-            let mut slot = self
-                .inner
-                .first_error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if slot.is_none() {
-                *slot = Some(e);
-            }
-        }
-    }
-}
-
-impl<O: Display> Observer<O> for RunRecorder {
-    /// An agent node is about to wait on a model: everything so far is committed first.
-    fn node_started(&mut self, _node: &str, kind: NodeKind, _attempt: u32, _round: u32) {
-        TraceRecorder::observe_node(self, kind);
-    }
-
-    fn event(&mut self, event: &Event<O>) {
-        TraceRecorder::observe_event(self, event);
-    }
-}
-
-/// The run store port's recorder (`diag_core::store`).
-impl TraceRecorder for RunRecorder {
+impl TraceWriter for Store {
     type Error = StoreError;
+    type EventRow = EventRow;
 
-    fn run_id(&self) -> &str {
-        RunRecorder::run_id(self)
+    fn event_row<O: Display>(event: &Event<O>) -> Result<EventRow, StoreError> {
+        EventRow::of(event)
     }
 
-    /// An agent node is about to wait on a model: everything so far is committed first.
-    fn observe_node(&self, kind: NodeKind) {
-        if kind == NodeKind::Agent {
-            RunRecorder::flush(self);
-        }
+    fn hold_event(&self, run_id: &str, row: EventRow) {
+        Store::hold_event(self, run_id, row);
     }
 
-    /// Held until the next commit point (see the module documentation).
-    fn observe_event<O: Display>(&self, event: &Event<O>) {
-        match EventRow::of(event) {
-            Ok(row) => self.inner.store.hold_event(&self.inner.run_id, row),
-            Err(e) => self.keep(Err(e)),
-        }
+    fn flush_events(&self, run_id: &str) -> Vec<StoreError> {
+        Store::flush_events(self, run_id)
     }
 
-    fn flush(&self) {
-        RunRecorder::flush(self);
+    fn record_agent_step(&self, run_id: &str, step: &AgentStepRecord) -> Result<(), StoreError> {
+        Store::record_agent_step(self, run_id, step)
     }
 
-    fn take_error(&self) -> Option<StoreError> {
-        RunRecorder::take_error(self)
-    }
-}
-
-/// Steps and exchanges go to the run named by the config every hook receives (openspec/specs/ask-service/spec.md: the
-/// config is how run ownership travels).
-impl RunHooks for RunRecorder {
-    fn agent_step(&self, config: &RunConfig, step: &AgentStepRecord) {
-        self.flush();
-        let result = self.inner.store.record_agent_step(config.run_id(), step);
-        self.keep(result);
+    fn record_exchange(&self, run_id: &str, exchange: &ModelExchange) -> Result<(), StoreError> {
+        Store::record_exchange(self, run_id, exchange)
     }
 
-    fn model_exchange(&self, config: &RunConfig, exchange: &ModelExchange) {
-        self.flush();
-        let result = self.inner.store.record_exchange(config.run_id(), exchange);
-        self.keep(result);
+    fn record_model_call(
+        &self,
+        run_id: &str,
+        step: &AgentStepRecord,
+        exchange: &ModelExchange,
+    ) -> Vec<StoreError> {
+        Store::record_model_call(self, run_id, step, exchange)
     }
 
-    /// The step and the exchange of one model call in one transaction.
-    fn model_call(&self, config: &RunConfig, step: &AgentStepRecord, exchange: &ModelExchange) {
-        self.flush();
-        for e in self
-            .inner
-            .store
-            .record_model_call(config.run_id(), step, exchange)
-        {
-            self.keep(Err(e));
-        }
-    }
-}
-
-impl InvocationLog for RunRecorder {
-    /// Stores the invocation in the run the config names; one that claims another run or
-    /// session is refused (kept as an error, so the run cannot end a clean SUCCESS).
-    fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String> {
-        let result = if invocation.run_id != config.run_id()
-            || invocation.session_id != config.session_id()
-        {
-            Err(StoreError::Invalid(format!(
-                "tool invocation {} of run {} (session {}) was reported by run {} (session {})",
-                invocation.invocation_id,
-                invocation.run_id,
-                invocation.session_id,
-                config.run_id(),
-                config.session_id()
-            )))
-        } else {
-            self.flush();
-            self.inner.store.record_invocation(&invocation)
-        };
-        let reason = result.as_ref().err().map(ToString::to_string);
-        self.keep(result);
-        reason.map_or(Ok(()), Err)
+    fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), StoreError> {
+        Store::record_invocation(self, invocation)
     }
 
-    /// Reads back only `run_id`'s invocations. A read error yields none (so the Gatekeeper
-    /// fails closed: an unreadable invocation binds nothing) and is kept like a write error.
-    fn invocations(&self, run_id: &str) -> Vec<ToolInvocation> {
-        match self.inner.store.invocations(run_id) {
-            Ok(v) => v,
-            Err(e) => {
-                self.keep(Err(e));
-                Vec::new()
-            }
-        }
+    fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, StoreError> {
+        Store::invocations(self, run_id)
+    }
+
+    fn invalid(message: String) -> StoreError {
+        StoreError::Invalid(message)
     }
 }

@@ -107,7 +107,7 @@ macro_rules! while_running {
 /// One orchestration event as the row it becomes, built when the event is reported (so a
 /// detail that cannot be serialized is an error then) and inserted now or later.
 #[derive(Debug, Clone)]
-pub(crate) struct EventRow {
+pub struct EventRow {
     seq: u32,
     node: String,
     attempt: u32,
@@ -223,7 +223,7 @@ impl Store {
             }
         })?;
         self.start_heartbeat();
-        Ok(RunRecorder::new(self.clone(), run.run_id, run.session_id))
+        Ok(RunRecorder::for_run(self, run.run_id, run.session_id))
     }
 
     /// Inserts one orchestration event of a RUNNING run.

@@ -23,6 +23,7 @@
 //! recorder takes events of any outcome type, which keeps them from being `dyn`-compatible.
 
 pub mod codec;
+pub mod recorder;
 pub mod records;
 
 use std::fmt::{self, Display};
@@ -34,6 +35,7 @@ use crate::graph::{Event, NodeKind};
 use crate::protocol::ToolInvocation;
 use crate::tools::InvocationLog;
 
+pub use recorder::{Recorder, TraceWriter};
 pub use records::{
     EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
     StoredRun, StoredStep, INTERRUPTED,

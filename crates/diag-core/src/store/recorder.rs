@@ -1,0 +1,261 @@
+//! [`Recorder`]: the store as the running graph sees it, one for both backends. One recorder
+//! per run, handed to the engine as its `Observer`, to the agent runtime as its [`RunHooks`]
+//! and to the tools as their [`InvocationLog`]; it is the run store port's [`TraceRecorder`].
+//! A backend gives it its trace writes ([`TraceWriter`]), so the rule of when a trace is
+//! committed is written once and holds alike on SQLite and PostgreSQL.
+//!
+//! Model calls (the agent step and the exchange, in one transaction) and tool invocations are
+//! written the moment they arrive. Orchestration events are held until the run may next wait
+//! on the outside world, then committed together: before an agent node starts (it calls a
+//! model), before any other trace write, when the run is finished (in the finishing
+//! transaction) and when the recorder is dropped. Deterministic nodes take microseconds, so a
+//! run killed while it waits on a model or a tool (where a run spends its time) keeps every
+//! event so far, and a run of six nodes commits five times instead of nine. A process killed
+//! in the microseconds between two such points loses at most the events of the deterministic
+//! nodes since the last one; what it keeps is still a real prefix of its trace.
+//!
+//! Those traits return nothing, because a progress display or an in-memory log cannot fail.
+//! A store can, so the recorder keeps the first write error (and counts the rest) for the
+//! caller, which asks [`Recorder::take_error`] before it finishes the run: a run whose trace
+//! could not be stored completely must not be reported as a clean SUCCESS
+//! (openspec/specs/ask-service/spec.md).
+
+use std::fmt::Display;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::TraceRecorder;
+use crate::agent::runtime::{AgentStepRecord, ModelExchange, RunHooks};
+use crate::graph::{Event, NodeKind, Observer, RunConfig};
+use crate::protocol::ToolInvocation;
+use crate::tools::InvocationLog;
+
+/// A backend's trace writes, as the shared [`Recorder`] makes them. Each is the store's
+/// method of the same name, with the store's guarantees (a row lands only in a RUNNING run).
+pub trait TraceWriter: Clone + Send + Sync + 'static {
+    /// The backend's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+    /// An orchestration event made ready for its row when it is reported.
+    type EventRow;
+
+    /// Builds the row of `event` (a detail that cannot be serialized is an error now).
+    fn event_row<O: Display>(event: &Event<O>) -> Result<Self::EventRow, Self::Error>;
+    /// Holds an event of `run_id` until its next commit point.
+    fn hold_event(&self, run_id: &str, row: Self::EventRow);
+    /// Commits the held events of `run_id` in one transaction; the refused ones' errors.
+    fn flush_events(&self, run_id: &str) -> Vec<Self::Error>;
+    fn record_agent_step(&self, run_id: &str, step: &AgentStepRecord) -> Result<(), Self::Error>;
+    fn record_exchange(&self, run_id: &str, exchange: &ModelExchange) -> Result<(), Self::Error>;
+    /// A model call's step and exchange in one transaction, each row standing alone; the
+    /// errors, step first.
+    fn record_model_call(
+        &self,
+        run_id: &str,
+        step: &AgentStepRecord,
+        exchange: &ModelExchange,
+    ) -> Vec<Self::Error>;
+    fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), Self::Error>;
+    fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, Self::Error>;
+    /// The backend's error for a record refused before it reaches the store.
+    fn invalid(message: String) -> Self::Error;
+}
+
+/// Records the trace of one run. Cheap to clone (an `Arc` inside); `Send + Sync`.
+pub struct Recorder<S: TraceWriter> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S: TraceWriter> Clone for Recorder<S> {
+    fn clone(&self) -> Self {
+        Recorder {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<S: TraceWriter> {
+    store: S,
+    run_id: String,
+    session_id: String,
+    first_error: Mutex<Option<S::Error>>,
+    failed_writes: AtomicU64,
+}
+
+impl<S: TraceWriter> Drop for Inner<S> {
+    /// The last clone going away commits what it still holds (best effort: there is no one
+    /// left to report an error to, and a run that is finished refuses the rows anyway).
+    fn drop(&mut self) {
+        let _ = self.store.flush_events(&self.run_id);
+    }
+}
+
+impl<S: TraceWriter> Recorder<S> {
+    /// A recorder for a run created earlier (by the store's `create_run` in this process).
+    pub fn for_run(store: &S, run_id: impl Into<String>, session_id: impl Into<String>) -> Self {
+        Recorder {
+            inner: Arc::new(Inner {
+                store: store.clone(),
+                run_id: run_id.into(),
+                session_id: session_id.into(),
+                first_error: Mutex::new(None),
+                failed_writes: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The first write error seen through a trait hook since the last call, if any.
+    pub fn take_error(&self) -> Option<S::Error> {
+        self.inner
+            .first_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// How many trait-hook writes failed in total (the first is kept by `take_error`).
+    pub fn failed_writes(&self) -> u64 {
+        self.inner.failed_writes.load(Ordering::Relaxed)
+    }
+
+    /// Commits the events held so far, in one transaction. Errors are kept like any write
+    /// error. Cheap when nothing is held.
+    pub fn flush(&self) {
+        for e in self.inner.store.flush_events(&self.inner.run_id) {
+            self.keep(Err(e));
+        }
+    }
+
+    fn keep(&self, result: Result<(), S::Error>) {
+        if let Err(e) = result {
+            self.inner.failed_writes.fetch_add(1, Ordering::Relaxed);
+            let mut slot = self
+                .inner
+                .first_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+        }
+    }
+}
+
+impl<S: TraceWriter, O: Display> Observer<O> for Recorder<S> {
+    /// An agent node is about to wait on a model: everything so far is committed first.
+    fn node_started(&mut self, _node: &str, kind: NodeKind, _attempt: u32, _round: u32) {
+        TraceRecorder::observe_node(self, kind);
+    }
+
+    fn event(&mut self, event: &Event<O>) {
+        TraceRecorder::observe_event(self, event);
+    }
+}
+
+/// The run store port's recorder.
+impl<S: TraceWriter> TraceRecorder for Recorder<S> {
+    type Error = S::Error;
+
+    fn run_id(&self) -> &str {
+        Recorder::run_id(self)
+    }
+
+    /// An agent node is about to wait on a model: everything so far is committed first.
+    fn observe_node(&self, kind: NodeKind) {
+        if kind == NodeKind::Agent {
+            Recorder::flush(self);
+        }
+    }
+
+    /// Held until the next commit point (see the module documentation).
+    fn observe_event<O: Display>(&self, event: &Event<O>) {
+        match S::event_row(event) {
+            Ok(row) => self.inner.store.hold_event(&self.inner.run_id, row),
+            Err(e) => self.keep(Err(e)),
+        }
+    }
+
+    fn flush(&self) {
+        Recorder::flush(self);
+    }
+
+    fn take_error(&self) -> Option<S::Error> {
+        Recorder::take_error(self)
+    }
+}
+
+/// Steps and exchanges go to the run named by the config every hook receives
+/// (openspec/specs/ask-service/spec.md: the config is how run ownership travels).
+impl<S: TraceWriter> RunHooks for Recorder<S> {
+    fn agent_step(&self, config: &RunConfig, step: &AgentStepRecord) {
+        self.flush();
+        let result = self.inner.store.record_agent_step(config.run_id(), step);
+        self.keep(result);
+    }
+
+    fn model_exchange(&self, config: &RunConfig, exchange: &ModelExchange) {
+        self.flush();
+        let result = self.inner.store.record_exchange(config.run_id(), exchange);
+        self.keep(result);
+    }
+
+    /// The step and the exchange of one model call in one transaction.
+    fn model_call(&self, config: &RunConfig, step: &AgentStepRecord, exchange: &ModelExchange) {
+        self.flush();
+        for e in self
+            .inner
+            .store
+            .record_model_call(config.run_id(), step, exchange)
+        {
+            self.keep(Err(e));
+        }
+    }
+}
+
+impl<S: TraceWriter> InvocationLog for Recorder<S> {
+    /// Stores the invocation in the run the config names; one that claims another run or
+    /// session is refused (kept as an error, so the run cannot end a clean SUCCESS).
+    fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String> {
+        let result = if invocation.run_id != config.run_id()
+            || invocation.session_id != config.session_id()
+        {
+            Err(S::invalid(format!(
+                "tool invocation {} of run {} (session {}) was reported by run {} (session {})",
+                invocation.invocation_id,
+                invocation.run_id,
+                invocation.session_id,
+                config.run_id(),
+                config.session_id()
+            )))
+        } else {
+            self.flush();
+            self.inner.store.record_invocation(&invocation)
+        };
+        let reason = result.as_ref().err().map(ToString::to_string);
+        self.keep(result);
+        reason.map_or(Ok(()), Err)
+    }
+
+    /// Reads back only `run_id`'s invocations. A read error yields none (so the Gatekeeper
+    /// fails closed: an unreadable invocation binds nothing) and is kept like a write error.
+    fn invocations(&self, run_id: &str) -> Vec<ToolInvocation> {
+        match self.inner.store.invocations(run_id) {
+            Ok(v) => v,
+            Err(e) => {
+                self.keep(Err(e));
+                Vec::new()
+            }
+        }
+    }
+}
