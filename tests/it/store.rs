@@ -1039,47 +1039,22 @@ fn a_refused_row_of_a_model_call_or_of_held_events_undoes_only_itself() {
             )
         };
 
-        fresh.refuse(
-            "refuse_step",
-            "INSERT",
-            "agent_step",
-            Some("NEW.seq = 1"),
-            "no room for the step",
-        );
-        let errors = store.record_model_call(
-            "r",
-            &step(AgentRole::Executor, 1, StepStatus::Ok),
-            &exchange_ok(AgentRole::Executor, 1),
-        );
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(
-            errors[0].to_string().contains("no room for the step"),
-            "{}",
-            errors[0]
-        );
-        assert_eq!(counts(&store), (0, 1), "the exchange is kept");
-        fresh.allow("refuse_step", "agent_step");
-
-        fresh.refuse(
-            "refuse_exchange",
-            "INSERT",
-            "model_exchange",
-            Some("NEW.seq = 2"),
-            "no room for the exchange",
-        );
-        let errors = store.record_model_call(
-            "r",
-            &step(AgentRole::Executor, 2, StepStatus::Ok),
-            &exchange_ok(AgentRole::Executor, 2),
-        );
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(
-            errors[0].to_string().contains("no room for the exchange"),
-            "{}",
-            errors[0]
-        );
-        assert_eq!(counts(&store), (1, 1), "the step is kept");
-        fresh.allow("refuse_exchange", "model_exchange");
+        // A model call of `turn` whose row in `table` is refused: one error, naming the
+        // cause, and the call's other row stored.
+        let refused_call = |turn: u32, table: &str, cause: &str, want: (usize, usize)| {
+            fresh.refuse("refuse_row", "INSERT", table, None, cause);
+            let errors = store.record_model_call(
+                "r",
+                &step(AgentRole::Executor, turn, StepStatus::Ok),
+                &exchange_ok(AgentRole::Executor, turn),
+            );
+            fresh.allow("refuse_row", table);
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert!(errors[0].to_string().contains(cause), "{}", errors[0]);
+            assert_eq!(counts(&store), want, "the call's other row is kept");
+        };
+        refused_call(1, "agent_step", "no room for the step", (0, 1));
+        refused_call(2, "model_exchange", "no room for the exchange", (1, 1));
 
         fresh.refuse(
             "refuse_gatekeeper",

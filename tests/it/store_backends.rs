@@ -4,7 +4,8 @@
 //! (writers at once, writers killed) are in `store_concurrency.rs`. The cases here that drive
 //! PostgreSQL through the `diag` binary: bad input (unreachable server, wrong password, a
 //! database that is not a diag store, a newer schema), a database made read-only that still
-//! reads, and `diag store copy` between the backends with byte-identical exports.
+//! reads, and `diag store copy` between the backends with byte-identical exports; and, through
+//! the port, a connection the server drops, made anew by the next call.
 
 use std::path::Path;
 use std::sync::Arc;

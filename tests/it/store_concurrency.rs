@@ -233,6 +233,24 @@ fn per_run_counts(fresh: &Fresh) -> BTreeMap<String, [i64; 4]> {
     counts
 }
 
+/// A run's trace as the port reads it back: events, agent steps, exchanges, invocations.
+fn trace(
+    store: &Store,
+    run_id: &str,
+) -> (
+    Vec<diag::graph::Event<String>>,
+    Vec<diag::store::StoredStep>,
+    Vec<diag::store::StoredExchange>,
+    Vec<diag::protocol::ToolInvocation>,
+) {
+    (
+        store.events(run_id).unwrap(),
+        store.agent_steps(run_id).unwrap(),
+        store.exchanges(run_id).unwrap(),
+        store.invocations(run_id).unwrap(),
+    )
+}
+
 /// The file's own consistency, on SQLite: the engine's integrity check, read raw and
 /// through the store.
 fn assert_sqlite_intact(fresh: &Fresh, store: &Store) {
@@ -354,12 +372,7 @@ fn a_run_killed_mid_way_on_this_host_is_swept_with_its_partial_trace() {
             store.get_run(&stalled).unwrap().unwrap().status,
             RunStatus::Running
         );
-        let trace_before = (
-            store.events(&stalled).unwrap(),
-            store.agent_steps(&stalled).unwrap(),
-            store.exchanges(&stalled).unwrap(),
-            store.invocations(&stalled).unwrap(),
-        );
+        let trace_before = trace(&store, &stalled);
         drop(store);
 
         // Its owner was on this host: once the process is gone, the next open sweeps the run,
@@ -380,12 +393,7 @@ fn a_run_killed_mid_way_on_this_host_is_swept_with_its_partial_trace() {
             "the partial trace is kept"
         );
         assert_eq!(
-            (
-                store.events(&stalled).unwrap(),
-                store.agent_steps(&stalled).unwrap(),
-                store.exchanges(&stalled).unwrap(),
-                store.invocations(&stalled).unwrap(),
-            ),
+            trace(&store, &stalled),
             trace_before,
             "the committed trace reads back as before the kill"
         );
@@ -424,12 +432,7 @@ fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
             store.get_run(&stalled).unwrap().unwrap().status,
             RunStatus::Running
         );
-        let trace_before = (
-            store.events(&stalled).unwrap(),
-            store.agent_steps(&stalled).unwrap(),
-            store.exchanges(&stalled).unwrap(),
-            store.invocations(&stalled).unwrap(),
-        );
+        let trace_before = trace(&store, &stalled);
         drop(store);
         child.sigkill();
         // Still inside the lease: a killed owner elsewhere is not known to be gone yet.
@@ -449,12 +452,7 @@ fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
             ["planner", "executor", "gatekeeper", "verified_input"]
         );
         assert_eq!(
-            (
-                store.events(&stalled).unwrap(),
-                store.agent_steps(&stalled).unwrap(),
-                store.exchanges(&stalled).unwrap(),
-                store.invocations(&stalled).unwrap(),
-            ),
+            trace(&store, &stalled),
             trace_before,
             "the committed trace is intact"
         );
