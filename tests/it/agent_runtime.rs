@@ -118,6 +118,7 @@ fn request(role: AgentRole) -> AgentRequest {
         round: 1,
         attempt: 1,
         input: r#"{"diagnosis_context":{"question":"why 502?"}}"#.into(),
+        correction: None,
         completed_queries: Vec::new(),
         output_schema: None,
     }

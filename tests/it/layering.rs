@@ -37,6 +37,7 @@ const LAYERS: &[Layer] = &[
         third_party: Some(&[
             "futures",
             "getrandom",
+            "pulldown-cmark",
             "serde",
             "serde_json",
             "sha2",
@@ -45,6 +46,8 @@ const LAYERS: &[Layer] = &[
             "tokio",
             "tokio-util",
             "tracing",
+            "unicode-normalization",
+            "unicode-properties",
         ]),
         tokio_features: Some(&["time"]),
     },

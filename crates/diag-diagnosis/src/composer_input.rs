@@ -2,10 +2,12 @@
 //! text the Gatekeeper cut for them, the missing information and the recommendations —
 //! nothing else. The post-verification Fallback renders the same material.
 //!
-//! Content grounding (openspec/specs/verified-evidence/spec.md): an answer may hold a salient token (number, time, date,
-//! identifier, `#` reference, back-quoted span) only if it occurs in the *answer context*:
-//! the operator's question, the allowed claims' text and matched text, and the evidence
-//! context of their verified evidence among the run's own invocations. The Verifier's free
+//! Content grounding (openspec/specs/verified-evidence/spec.md): an answer may hold a salient
+//! token (number, time, date, identifier, `#` reference, verbatim line) only if the *answer
+//! context* shows it: the operator's question and the evidence context of the allowed
+//! claims' verified evidence among the run's own invocations. The claims' own text and the
+//! quoted cut are not context: every token a claim may carry is in its evidence, and a quote
+//! cut mid-word (`in 50` of `in 5002ms`) must not lend a number the evidence does not hold. The Verifier's free
 //! text reaches an answer item by item under that rule: an item of `missing_information` or
 //! `recommendations` with a token outside the context is dropped, and counted.
 
@@ -77,8 +79,8 @@ pub fn allowed_claims(
         .collect()
 }
 
-/// The context an answer's salient tokens must occur in: the question, the allowed claims'
-/// text and matched text, and the evidence context
+/// The context an answer's salient tokens must occur in: the question and the evidence
+/// context
 /// ([`context_of_evidence`]) of their verified evidence, looked up among `invocations` of
 /// `run_id` only.
 pub fn answer_context(
@@ -96,12 +98,6 @@ pub fn answer_context(
         .collect();
     let mut context = context_of_evidence(run_id, &evidence, invocations);
     context.push_text(question);
-    for claim in allowed {
-        context.push_text(&claim.text);
-        for e in &claim.evidence {
-            context.push_text(&e.matched_text);
-        }
-    }
     context
 }
 
@@ -112,7 +108,7 @@ pub fn grounded_items(items: &[String], context: &EvidenceContext) -> (Vec<Strin
     let kept = items
         .iter()
         .filter(|item| {
-            let bound = context.first_unbound(item).is_none();
+            let bound = context.first_unbound_claim(item).is_none();
             if !bound {
                 dropped = dropped.saturating_add(1);
             }

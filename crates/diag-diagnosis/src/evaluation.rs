@@ -95,9 +95,15 @@ pub struct ComposerAudit {
     /// evidence: non-zero only for an answer that was refused.
     #[serde(default)]
     pub answer_tokens_unbound: u32,
-    /// The kind of the first unbound token of the last checked answer (never its text).
+    /// The kind of the first unbound token of the last checked answer.
     #[serde(default)]
     pub unbound_token_kind: Option<TokenKind>,
+    /// That token as the reader sees it (bounded, control characters dropped) and its line
+    /// in the answer, so an operator can see why the answer was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unbound_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unbound_token_line: Option<u32>,
 }
 
 /// `self_evaluation.verifier_evaluation`. Verdict fields are `None` unless the Verifier
@@ -215,12 +221,33 @@ pub fn verifier_evaluation(
             } else {
                 0
             },
-            answer_tokens_checked: state.round.answer_grounding.map_or(0, |g| g.tokens_checked),
-            answer_tokens_unbound: state.round.answer_grounding.map_or(0, |g| g.tokens_unbound),
+            answer_tokens_checked: state
+                .round
+                .answer_grounding
+                .as_ref()
+                .map_or(0, |g| g.tokens_checked),
+            answer_tokens_unbound: state
+                .round
+                .answer_grounding
+                .as_ref()
+                .map_or(0, |g| g.tokens_unbound),
             unbound_token_kind: state
                 .round
                 .answer_grounding
+                .as_ref()
                 .and_then(|g| g.first_unbound_kind),
+            unbound_token: state
+                .round
+                .answer_grounding
+                .as_ref()
+                .and_then(|g| g.first_unbound.as_ref())
+                .map(|u| u.token.text.clone()),
+            unbound_token_line: state
+                .round
+                .answer_grounding
+                .as_ref()
+                .and_then(|g| g.first_unbound.as_ref())
+                .map(|u| u.line),
         },
         dropped_items: state.round.dropped_items,
         degraded: state.degraded,
@@ -276,7 +303,7 @@ impl GroundingFigures {
             .as_ref()
             .map(|r| r.grounding)
             .unwrap_or_default();
-        let answer = state.round.answer_grounding.unwrap_or_default();
+        let answer = state.round.answer_grounding.clone().unwrap_or_default();
         GroundingFigures {
             claims_bound: g.claims_bound,
             claims_refused: g.claims_refused,

@@ -20,12 +20,12 @@ use super::verified_input::{build_verified_input, verifier_input_json};
 use crate::agent::{AgentFailure, AgentInvoker, AgentRequest, AgentRole, InvokeError};
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::model::OutputSchema;
-use crate::protocol::gatekeeper::{ceiling, normalize, validate_run};
+use crate::protocol::gatekeeper::{ceiling, normalize, validate_run_with_question};
 use crate::protocol::schema;
 use crate::protocol::{
-    check_answer_citations, check_answer_tokens, check_executor_references, effective_verdict,
-    parse_composer, parse_executor, parse_plan, parse_verifier, Plan, PlannerMode, RetryContext,
-    Verdict,
+    bounded_token_text, check_answer_citations, check_answer_tokens, check_executor_references,
+    effective_verdict, parse_composer, parse_executor, parse_plan, parse_verifier, Plan,
+    PlannerMode, RetryContext, Verdict,
 };
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -134,6 +134,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 round: state.round_number,
                 attempt: state.round.retries.planner + 1,
                 input: serialize(&input),
+                correction: None,
                 completed_queries: Vec::new(),
                 output_schema: contract(
                     crate::protocol::planner::SCHEMA,
@@ -202,6 +203,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                 round: state.round_number,
                 attempt: 1,
                 input: serialize(&input),
+                correction: None,
                 completed_queries: retry
                     .map(|r| r.completed_queries.clone())
                     .unwrap_or_default(),
@@ -269,11 +271,14 @@ impl Node<DiagnosisState, Status> for GatekeeperNode {
     ) -> NodeFuture<'a, Status> {
         // Only this run's invocations are looked up: the run id comes from the RunConfig.
         let invocations = self.deps.log.invocations(config.run_id());
-        let raw = state
-            .round
-            .executor_output
-            .as_ref()
-            .map(|output| validate_run(config.run_id(), output, &invocations));
+        let raw = state.round.executor_output.as_ref().map(|output| {
+            validate_run_with_question(
+                config.run_id(),
+                &state.context.question,
+                output,
+                &invocations,
+            )
+        });
         let status = normalize(raw.as_ref());
         let mut step = Step::new(Status::from(status));
         if let Some(r) = &raw {
@@ -282,6 +287,18 @@ impl Node<DiagnosisState, Status> for GatekeeperNode {
                 .with("passed", r.audit.passed)
                 .with("failed", r.audit.failed)
                 .with("unbound_claims", r.audit.unbound_claims);
+            // Why the first claim refused for its content was refused: its token, the
+            // token's kind and the claim.
+            if let Some((claim, token)) = r
+                .refused_claims
+                .iter()
+                .find_map(|c| c.token.as_ref().map(|t| (c.claim_id.as_str(), t)))
+            {
+                step = step
+                    .with("refused_claim", claim)
+                    .with("token_kind", token.kind.as_str())
+                    .with("token", token.text.as_str());
+            }
         } else {
             step = step.with("reason", "no_executor_output");
         }
@@ -353,6 +370,7 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                 round: state.round_number,
                 attempt: state.round.retries.verifier + 1,
                 input,
+                correction: None,
                 completed_queries: Vec::new(),
                 output_schema: contract(
                     crate::protocol::verifier::SCHEMA,
@@ -450,11 +468,22 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                 }
             };
             let allowed = material.allowed_ids();
+            // A technical retry after a refused answer says why, so the model can correct it.
+            let correction = (state.round.retries.composer > 0)
+                .then(|| {
+                    state
+                        .round
+                        .composer_refusal
+                        .as_deref()
+                        .map(composer_correction)
+                })
+                .flatten();
             let request = AgentRequest {
                 role: AgentRole::Composer,
                 round: state.round_number,
                 attempt: state.round.retries.composer + 1,
                 input,
+                correction,
                 completed_queries: Vec::new(),
                 output_schema: contract(
                     crate::protocol::composer::SCHEMA,
@@ -510,14 +539,20 @@ impl ComposerNode {
         let allowed = material.allowed_ids();
         if let Err(v) = check_answer_citations(&rendered, cited_claims, &allowed) {
             let s = AgentStatus::InvalidOutput;
+            state.round.composer_refusal = Some(v.to_string());
             return (s.clone(), agent_step(&s).with("reason", v.reason()));
         }
         let (check, verdict) = check_answer_tokens(&rendered, &material.context);
         let first_unbound_kind = check.unbound.first().map(|t| t.kind);
+        let first_unbound = check.first().map(|mut u| {
+            u.token.text = bounded_token_text(&u.token.text);
+            u
+        });
         state.round.answer_grounding = Some(AnswerGrounding {
             tokens_checked: check.checked,
             tokens_unbound: u32::try_from(check.unbound.len()).unwrap_or(u32::MAX),
             first_unbound_kind,
+            first_unbound: first_unbound.clone(),
         });
         match verdict {
             Ok(()) => {
@@ -534,9 +569,13 @@ impl ComposerNode {
                     .with("reason", v.reason())
                     .with("answer_tokens", check.checked)
                     .with("unbound_tokens", check.unbound.len());
-                if let Some(kind) = first_unbound_kind {
-                    step = step.with("token_kind", kind.as_str());
+                if let Some(u) = &first_unbound {
+                    step = step
+                        .with("token_kind", u.token.kind.as_str())
+                        .with("token", u.token.text.as_str())
+                        .with("line", u.line);
                 }
+                state.round.composer_refusal = Some(v.to_string());
                 (s, step)
             }
         }
@@ -590,4 +629,13 @@ impl Node<DiagnosisState, Status> for FallbackNode {
             Step::new(Status::Answered).with("kind", kind.as_str()),
         ))
     }
+}
+
+/// What the Composer's technical retry tells the model about its refused answer.
+fn composer_correction(refusal: &str) -> String {
+    format!(
+        "Your previous answer was refused: {refusal}. Write it again: copy every number, time, \
+         date and name exactly as an allowed claim's evidence or the question writes it, do not \
+         compute new ones, and cite claims as [cN]."
+    )
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use crate::agent::AgentFailure;
 use crate::graph::{Event, GraphState};
-use crate::protocol::grounding::TokenKind;
+use crate::protocol::grounding::{TokenKind, Unbound};
 use crate::protocol::{
     ExecutorOutput, GateStatus, GatekeeperRaw, Plan, PlannerMode, RetryContext, Verdict,
     VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
@@ -21,12 +21,14 @@ pub struct DiagnosisContext {
 
 /// What the token check found in one Composer answer: how many salient tokens it checked,
 /// how many were in neither the question nor the allowed claims and their evidence, and the
-/// kind of the first such token (its kind only: the token is model text).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// first such token with its kind and line (bounded, control characters dropped).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnswerGrounding {
     pub tokens_checked: u32,
     pub tokens_unbound: u32,
     pub first_unbound_kind: Option<TokenKind>,
+    #[serde(default)]
+    pub first_unbound: Option<Unbound>,
 }
 
 /// Technical retries used in the current evidence round, per stage.
@@ -77,6 +79,11 @@ pub struct RoundState {
     /// neither the question nor the allowed claims and their evidence.
     #[serde(default)]
     pub dropped_items: u32,
+
+    /// Why the Composer's last answer of this round was refused, as its technical retry
+    /// tells the model (the violation names the first unbound token and its line).
+    #[serde(default)]
+    pub composer_refusal: Option<String>,
 
     /// Technical retries used in this round, per stage.
     pub retries: RetryCounters,

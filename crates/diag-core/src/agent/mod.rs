@@ -47,6 +47,10 @@ pub struct AgentRequest {
     pub attempt: u32,
     /// The node's declared input as canonical JSON; a technical retry sends the same bytes.
     pub input: String,
+    /// Why the previous attempt's output was refused, for a technical retry of the
+    /// Composer: sent as a second user message after the input (which stays byte for byte).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correction: Option<String>,
     /// Queries the previous round completed (tool and canonical arguments), for the round-2
     /// Executor: a call that repeats one is blocked (openspec/specs/diagnosis-graph/spec.md). Empty otherwise.
     pub completed_queries: Vec<crate::protocol::QueryRef>,

@@ -428,10 +428,14 @@ impl ModelAgents {
     }
 
     fn first_request(&self, request: &AgentRequest, tools: Vec<ToolSpec>) -> ChatRequest {
-        let mut chat = ChatRequest::new(vec![
+        let mut messages = vec![
             Message::system(prompts::prompt(request.role).text),
             Message::user(request.input.clone()),
-        ]);
+        ];
+        if let Some(correction) = &request.correction {
+            messages.push(Message::user(correction.clone()));
+        }
+        let mut chat = ChatRequest::new(messages);
         chat.tool_choice = Some(if tools.is_empty() {
             ToolChoice::None
         } else {

@@ -247,7 +247,8 @@ pub enum BindingFailure {
     EmptyQuote,
     /// `raw_path` is not a valid RFC 6901 pointer or names nothing in the output.
     PathNotFound,
-    /// The value at `raw_path` is not a string (number, bool, null, array, object).
+    /// The value at `raw_path` is not a string, a number or a bool (null, array, object).
+    /// The stored code keeps its name.
     NotAString,
     /// The quote is shorter than [`MIN_QUOTE_CHARS`] characters (after whitespace
     /// normalisation) and not the whole string at `raw_path`: a short quote such as `e`
@@ -320,6 +321,18 @@ pub fn validate_run(
     output: &ExecutorOutput,
     invocations: &[ToolInvocation],
 ) -> GatekeeperRaw {
+    validate_run_with_question(run_id, "", output, invocations)
+}
+
+/// [`validate_run`] with the operator's question, whose tokens a claim may repeat (SPEC
+/// §2.9: "unless a tool output, or the operator's question, shows it"). The graph calls
+/// this one.
+pub fn validate_run_with_question(
+    run_id: &str,
+    question: &str,
+    output: &ExecutorOutput,
+    invocations: &[ToolInvocation],
+) -> GatekeeperRaw {
     let mut by_id: HashMap<&str, Vec<&ToolInvocation>> = HashMap::new();
     for inv in invocations.iter().filter(|i| i.run_id == run_id) {
         by_id
@@ -356,6 +369,7 @@ pub fn validate_run(
             continue;
         }
         let mut context = EvidenceContext::new();
+        context.push_text(question);
         let mut all_passed = true;
         for binding in &claim.bindings {
             audit.bindings = audit.bindings.saturating_add(1);
@@ -397,7 +411,7 @@ pub fn validate_run(
             });
             continue;
         }
-        let check = context.check(&claim.text);
+        let check = context.check_claim(&claim.text);
         grounding.tokens_checked = grounding.tokens_checked.saturating_add(check.checked);
         let unbound = u32::try_from(check.unbound.len()).unwrap_or(u32::MAX);
         grounding.tokens_unbound = grounding.tokens_unbound.saturating_add(unbound);
@@ -472,8 +486,22 @@ fn check_binding<'a>(
     }
     let target =
         resolve_pointer(&inv.output, &binding.raw_path).ok_or(BindingFailure::PathNotFound)?;
-    let Value::String(text) = target else {
-        return Err(BindingFailure::NotAString);
+    // A figure (`/matches_found`, a sample's Unix time) binds as its JSON text, whole.
+    let figure;
+    let text: &str = match target {
+        Value::String(s) => s,
+        Value::Number(n) => {
+            figure = n.to_string();
+            &figure
+        }
+        Value::Bool(b) => {
+            if *b {
+                "true"
+            } else {
+                "false"
+            }
+        }
+        Value::Null | Value::Array(_) | Value::Object(_) => return Err(BindingFailure::NotAString),
     };
     let key = (inv.invocation_id.as_str(), binding.raw_path.as_str());
     let normalized = haystacks

@@ -21,16 +21,17 @@ pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
 pub use fallback::FallbackKind;
 pub use gatekeeper::{
-    ceiling, match_quote, validate_run, Audit, BindingFailure, CheckedBinding, ClaimRefusal,
-    GateStatus, GatekeeperRaw, Grounding, RefusedClaim,
+    ceiling, match_quote, validate_run, validate_run_with_question, Audit, BindingFailure,
+    CheckedBinding, ClaimRefusal, GateStatus, GatekeeperRaw, Grounding, RefusedClaim,
 };
 pub use grounding::{
-    context_of_evidence, salient_tokens, EvidenceContext, SalientToken, TokenCheck, TokenKind,
+    answer_markers, claim_tokens, context_of_evidence, salient_tokens, EvidenceContext,
+    SalientToken, TokenCheck, TokenKind, Unbound,
 };
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use parse::{
-    check_answer_citations, check_answer_tokens, check_executor_references, parse_composer,
-    parse_executor, parse_plan, parse_verifier, ContractViolation,
+    bounded_token_text, check_answer_citations, check_answer_tokens, check_executor_references,
+    parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation,
 };
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{canonical_json, CriticalGap, QueryRef, RetryContext};

@@ -126,10 +126,15 @@ pub enum ContractViolation {
     #[error("`answer_markdown` cites no claim although {allowed} are allowed")]
     CitesNoClaim { allowed: usize },
     #[error(
-        "`answer_markdown` holds a {kind} token found in neither the question nor the allowed \
-         claims and their evidence"
+        "`answer_markdown` line {line} holds the {kind} {token:?}, which neither the question \
+         nor the allowed claims' evidence shows"
     )]
-    UnboundAnswerToken { kind: TokenKind },
+    UnboundAnswerToken {
+        kind: TokenKind,
+        /// As the reader sees it, bounded, control characters dropped.
+        token: String,
+        line: u32,
+    },
     #[error(
         "`{field}` is {found:?}, not a claim id (a letter, then at most {} letters, digits, \
          '_' or '-')",
@@ -730,35 +735,66 @@ pub fn parse_composer(text: &str, allowed_claims: &[String]) -> Result<ComposerA
     })
 }
 
-/// The citation rules of an answer (openspec/specs/verified-evidence/spec.md), over the answer as rendered: every inline
-/// citation marker ([`composer::citation_markers`]) names an allowed claim, the set of ids the
-/// markers name equals `cited_claims`, and when any claim is allowed the answer cites at
-/// least one.
+/// The citation rules of an answer (openspec/specs/verified-evidence/spec.md), over the answer
+/// as its reader sees it ([`answer_markers`](super::grounding::answer_markers): citation
+/// markers in running text, not in code blocks, links or their destinations): every id a
+/// marker names is an allowed claim, the ids the markers name agree with `cited_claims`,
+/// and when any claim is allowed the answer cites at least one.
+///
+/// A range `[c4–c6]` (an en or em dash, a spaced hyphen, or `c4-c6` when no claim has that
+/// id) names its two ends, which must be allowed and cited, and the allowed claims between
+/// them (same letters, numbers between), which `cited_claims` may list or leave out.
 pub fn check_answer_citations(
     answer: &str,
     cited_claims: &[String],
     allowed_claims: &[String],
 ) -> Result<()> {
-    let markers = composer::citation_markers(answer);
-    let inline: Vec<&str> = markers
-        .iter()
-        .flat_map(|m| m.ids.iter().map(String::as_str))
-        .collect();
-    if let Some(id) = inline
-        .iter()
-        .find(|id| !allowed_claims.iter().any(|a| a == **id))
-    {
+    let is_allowed = |id: &str| allowed_claims.iter().any(|a| a == id);
+    let mut required: Vec<String> = Vec::new();
+    let mut optional: Vec<String> = Vec::new();
+    let mut range = |a: &str, b: &str, required: &mut Vec<String>| {
+        required.push(a.to_string());
+        required.push(b.to_string());
+        let split = |s: &str| {
+            let l = s.bytes().take_while(u8::is_ascii_alphabetic).count();
+            let (p, n) = s.split_at(l);
+            n.parse::<u64>().ok().map(|n| (p.to_string(), n))
+        };
+        if let (Some((pa, na)), Some((pb, nb))) = (split(a), split(b)) {
+            for id in allowed_claims {
+                if let Some((p, n)) = split(id) {
+                    if p == pa && p == pb && n > na && n < nb {
+                        optional.push(id.clone());
+                    }
+                }
+            }
+        }
+    };
+    for marker in super::grounding::answer_markers(answer) {
+        required.extend(marker.ids);
+        for (first, last) in &marker.ranges {
+            range(first, last, &mut required);
+        }
+        for (id, first, last) in &marker.hyphen_ranges {
+            if is_allowed(id) {
+                required.push(id.clone());
+            } else {
+                range(first, last, &mut required);
+            }
+        }
+    }
+    if let Some(id) = required.iter().find(|id| !is_allowed(id)) {
         return Err(ContractViolation::InlineCitationNotAllowed { claim_id: snip(id) });
     }
-    let disagreeing = inline
+    let disagreeing = required
         .iter()
-        .copied()
+        .map(String::as_str)
         .find(|id| !cited_claims.iter().any(|c| c == id))
         .or_else(|| {
             cited_claims
                 .iter()
                 .map(String::as_str)
-                .find(|id| !inline.contains(id))
+                .find(|id| !required.iter().chain(optional.iter()).any(|r| r == id))
         });
     if let Some(id) = disagreeing {
         return Err(ContractViolation::CitationsDisagree { claim_id: snip(id) });
@@ -771,18 +807,32 @@ pub fn check_answer_citations(
     Ok(())
 }
 
-/// The token rule of an answer (openspec/specs/verified-evidence/spec.md), over the answer as rendered: every salient token
+/// The token rule of an answer (openspec/specs/verified-evidence/spec.md), over the answer
+/// as its reader sees it: every salient token
 /// ([`salient_tokens`](super::grounding::salient_tokens); citation markers and Markdown are
-/// not tokens) occurs in `context`, the question and the allowed claims with their evidence.
+/// not tokens) is shown by `context`, the question and the allowed claims' evidence.
 /// Returns what was checked beside the verdict, so a refused answer's figures are kept too;
-/// the violation names the first unbound token by its kind only.
+/// the violation names the first unbound token, its kind and its line.
 pub fn check_answer_tokens(answer: &str, context: &EvidenceContext) -> (TokenCheck, Result<()>) {
     let check = context.check(answer);
-    let verdict = match check.unbound.first() {
-        Some(token) => Err(ContractViolation::UnboundAnswerToken { kind: token.kind }),
+    let verdict = match check.first() {
+        Some(u) => Err(ContractViolation::UnboundAnswerToken {
+            kind: u.token.kind,
+            token: bounded_token_text(&u.token.text),
+            line: u.line,
+        }),
         None => Ok(()),
     };
     (check, verdict)
+}
+
+/// A token's text as it may be shown and stored: control characters dropped, at most 80
+/// characters.
+pub fn bounded_token_text(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(super::gatekeeper::MAX_TOKEN_CHARS)
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,358 @@
+use serde_json::json;
+
+use super::*;
+use TokenKind::*;
+
+fn texts(text: &str) -> Vec<(TokenKind, String)> {
+    salient_tokens(text)
+        .into_iter()
+        .map(|t| (t.kind, t.text))
+        .collect()
+}
+
+fn tok(kind: TokenKind, text: &str) -> (TokenKind, String) {
+    (kind, text.to_string())
+}
+
+fn cx(strings: &[&str]) -> EvidenceContext {
+    let mut cx = EvidenceContext::new();
+    for s in strings {
+        cx.push_text(s);
+    }
+    cx
+}
+
+/// The demo incident's evidence: the lines, samples and runbook text its claims bind.
+fn demo() -> EvidenceContext {
+    cx(&[
+        "why does checkout-service return 502 since 14:00?",
+        "2026-11-30T14:02:03.363Z ERROR checkout-service POST /api/checkout 502 in 5002ms: \
+         upstream returned 502 from payment-service (POST /v1/charges timed out after 5000ms)",
+        "2026-11-30T14:02:03.363Z",
+        "fixtures/demo/logs/checkout-service.log",
+        "{\"ts\": \"2026-11-30T14:02:07.250Z\", \"level\": \"error\", \"service\": \
+         \"payment-service\", \"msg\": \"HikariPool-1 - Connection is not available, request \
+         timed out after 5000ms (total=50, active=50, idle=0, waiting=154)\", \"route\": \
+         \"POST /v1/charges\"}",
+        "{\"ts\": \"2026-11-30T14:00:41.118Z\", \"level\": \"warn\", \"service\": \
+         \"payment-service\", \"msg\": \"slow query: UPDATE ledger SET settled = true WHERE \
+         batch_id = 'nightly-settlement' held 48 connections for 312s\", \"job\": \
+         \"settlement-batch\"}",
+        "callers (checkout-service) see 502 or 504 from `POST /v1/charges`, `pool_active` \
+         equals `pool_max` (50)",
+        "fixtures/demo/runbooks/payment-service.md",
+        "120",
+        "1796047800",
+        "2026-11-30T14:10:00Z",
+    ])
+}
+
+#[test]
+fn numbers_times_dates_and_their_notations() {
+    assert_eq!(
+        texts("the 502s since 14:00, 5,000 ms, 48% and 312s; 0.95 of 5 s"),
+        vec![
+            tok(Number, "502s"),
+            tok(Time, "14:00"),
+            tok(Number, "5,000"),
+            tok(Number, "48"),
+            tok(Number, "312s"),
+            tok(Number, "0.95"),
+        ]
+    );
+    assert_eq!(texts("5 s, 1 of 3, 2xx, a 5-minute window"), vec![]);
+    assert_eq!(
+        texts("at 2:02 PM UTC on 30 November 2026, 11/30/2026 or Nov 30, 1/12/2026"),
+        vec![
+            tok(Time, "2:02 PM UTC"),
+            tok(Date, "30 November 2026"),
+            // 11/30/2026 is the same date: one token per value.
+            tok(Date, "Nov 30"),
+            tok(Date, "1/12/2026"),
+        ]
+    );
+    assert_eq!(
+        texts("50/50 connections, HTTP 502/504"),
+        vec![tok(Number, "50"), tok(Number, "502"), tok(Number, "504")]
+    );
+}
+
+#[test]
+fn names_and_prose() {
+    assert_eq!(
+        texts(
+            "the root-cause and a follow-up: payment-service/HikariPool-1 was read-only off-peak"
+        ),
+        vec![
+            tok(Identifier, "payment-service"),
+            tok(Identifier, "HikariPool-1")
+        ]
+    );
+    assert_eq!(
+        texts("billing-service and nightly-reconcile, `OOMKilled`, step #2, ticket #4411"),
+        vec![
+            tok(Identifier, "billing-service"),
+            tok(Identifier, "nightly-reconcile"),
+            tok(Identifier, "OOMKilled"),
+            tok(Number, "#4411"),
+        ]
+    );
+}
+
+#[test]
+fn honest_forms_bind() {
+    let c = demo();
+    for honest in [
+        "The root-cause: payment-service's pool was exhausted; follow-up needed off-peak.",
+        "50/50 connections were active [c3]",
+        "checkout-service returned HTTP 502/504? It returned 502 [c1]",
+        "payment-service/HikariPool-1 had 154 waiting [c3]",
+        "At 2:02 PM UTC checkout failed [c1]",
+        "At 14.02 checkout failed [c1]",
+        "On 30/11/2026 at 14:02:03 [c1]",
+        "On 30 November 2026 and on Nov 30 [c1]",
+        "Timeouts after 5,000 ms [c1]",
+        "In a 5-minute window [c2]",
+        "```log\n2026-11-30T14:02:03.363Z ERROR checkout-service POST /api/checkout 502 in 5002ms\n```",
+        "~~~\nPOST /api/checkout 502 in 5002ms\nHikariPool-1 - Connection is not available\n~~~",
+        "The runbook says `HTTP 502` means the upstream failed [c7]",
+        "Step #2 of the runbook [c7]",
+        "See [c4–c6] and [the runbook](fixtures/demo/runbooks/payment-service.md).",
+        "`UPDATE ledger … 'nightly-settlement'` held 48 connections for 312 s [c6]",
+        "| time | what |\n| --- | --- |\n| 14:00:41 | **48** connections held |",
+        "It is 14:10 on 2026-11-30.",
+    ] {
+        let check = c.check(honest);
+        assert!(check.unbound.is_empty(), "{honest:?}: {:?}", check.unbound);
+    }
+}
+
+#[test]
+fn invented_shapes_are_refused() {
+    let c = demo();
+    for (invented, token) in [
+        ("Root cause: the deploy of v2\u{200B}.3.1 [c1]", "U+200B"),
+        ("at 13:\u{2060}58 [c1]", "U+2060"),
+        ("settle\u{00AD}ment-batch-7 [c1]", "U+00AD"),
+        ("\u{FF18}\u{FF10} connections [c3]", "80"),
+        ("**8**0 connections [c3]", "80"),
+        ("the job settlement\\-batch\\-7 [c1]", "settlement-batch-7"),
+        (
+            "~~~\nkubectl rollout undo deployment/payment-service\n~~~",
+            "kubectl rollout undo deployment/payment-service",
+        ),
+        ("The pool was full.\n80. Every connection was busy.", "80"),
+        ("80. Every connection was busy.", "80"),
+        ("30 connections were busy [c3]", "30"),
+        ("for 30 minutes [c3]", "30"),
+        ("41 s after the batch started [c6]", "41"),
+        (
+            "the job [settlement-batch-7] holds them",
+            "settlement-batch-7",
+        ),
+        ("p\u{0430}yment-service timed out", "p\u{0430}yment-service"),
+        ("see <!-- v2.3.1 --> [c1]", "v2.3.1"),
+        (
+            "see [the runbook](https://wiki/v2.3.1) [c1]",
+            "https://wiki/v2.3.1",
+        ),
+        ("at 3:02 PM UTC [c1]", "3:02 PM UTC"),
+        ("on 05/11/2026 [c1]", "05/11/2026"),
+        ("at 14:05 [c1]", "14:05"),
+        ("96% of requests [c2]", "96"),
+    ] {
+        let first = c.first_unbound(invented);
+        assert_eq!(
+            first.as_ref().map(|t| t.text.as_str()),
+            Some(token),
+            "{invented:?}: {first:?}"
+        );
+    }
+}
+
+#[test]
+fn claim_text_reads_brackets_as_text() {
+    let c = demo();
+    assert_eq!(
+        c.first_unbound_claim("the job [settlement-batch-7] holds the pool")
+            .map(|t| t.text),
+        Some("settlement-batch-7".to_string())
+    );
+    assert_eq!(
+        c.first_unbound_claim("[c1] checkout failed")
+            .map(|t| t.text),
+        Some("c1".to_string())
+    );
+    assert_eq!(c.first_unbound("[c1] checkout failed"), None);
+}
+
+#[test]
+fn digit_boundaries_and_values() {
+    let c = cx(&[
+        "took 1500ms",
+        "in 5002ms",
+        "HikariPool-12",
+        "at 14:02:03.363Z",
+        "1.50",
+    ]);
+    assert_eq!(c.first_unbound("5002"), None);
+    assert_eq!(c.first_unbound("1.5 s"), None);
+    assert_eq!(
+        c.first_unbound("50 connections").map(|t| t.text),
+        Some("50".into())
+    );
+    assert_eq!(c.first_unbound("500").map(|t| t.text), Some("500".into()));
+    assert_eq!(
+        c.first_unbound("HikariPool-1").map(|t| t.text),
+        Some("HikariPool-1".into())
+    );
+    assert_eq!(
+        c.first_unbound("at 02:03").map(|t| t.text),
+        Some("02:03".into())
+    );
+    let check = c.check("5002 and 1500 but 50 and 99");
+    assert_eq!(check.checked, 4);
+    assert_eq!(
+        check.unbound,
+        vec![
+            SalientToken::new(Number, "50"),
+            SalientToken::new(Number, "99")
+        ]
+    );
+    assert_eq!(check.lines, vec![1, 1]);
+}
+
+#[test]
+fn a_refusal_names_its_line() {
+    let c = demo();
+    let check = c.check("## Summary\n\ncheckout failed [c1]\n\n- 77 requests waited [c3]");
+    assert_eq!(
+        check.first().map(|u| (u.token.text, u.line)),
+        Some(("77".into(), 5))
+    );
+}
+
+#[test]
+fn names_never_match_across_two_strings_or_inside_longer_words() {
+    let c = cx(&["payment", "-service", "rebilling-service-x"]);
+    assert!(c.first_unbound("payment-service").is_some());
+    assert!(c.first_unbound("billing-service").is_some());
+}
+
+#[test]
+fn log_match_context_is_the_match_not_the_arguments() {
+    let output = json!({"matches": [
+        {"file": "a.log", "line_no": 43, "timestamp": "2026-11-30T14:02:03.363Z",
+         "line": "upstream returned 502"},
+        {"file": "b.log", "line_no": 44, "timestamp": null, "line": "HikariPool-9 full"}],
+        "matches_found": 54, "more_matches": true});
+    let args = json!({"query": "502|deploy v2.3.1 at 13:58", "since": "2026-11-30T14:00:00Z"});
+    let mut c = EvidenceContext::new();
+    c.push_binding(&output, "/matches/0/line", &args);
+    assert_eq!(c.first_unbound("502 at 14:02:03 in a.log line 43"), None);
+    assert!(c.first_unbound("HikariPool-9").is_some());
+    assert_eq!(
+        c.first_unbound("the deploy of v2.3.1 at 13:58")
+            .map(|t| t.text),
+        Some("v2.3.1".into())
+    );
+    assert!(c.first_unbound("54 lines matched").is_some());
+}
+
+#[test]
+fn a_search_binding_observes_its_figures_and_quotes_what_was_asked() {
+    let output = json!({"matches": [], "matches_found": 0, "more_matches": false});
+    let args = json!({"query": "OOMKilled", "since": "2026-11-30T14:00:00Z"});
+    let mut c = EvidenceContext::new();
+    c.push_binding(&output, "/matches_found", &args);
+    assert_eq!(
+        c.first_unbound_claim("no line matched `OOMKilled` since 14:00"),
+        None
+    );
+    assert_eq!(
+        c.first_unbound_claim("OOMKilled-2 killed the pod")
+            .map(|t| t.text),
+        Some("OOMKilled-2".into())
+    );
+    let found = json!({"matches": [], "matches_found": 54, "more_matches": true});
+    let args = json!({"query": "502|deploy v2.3.1 at 13:58"});
+    let mut c = EvidenceContext::new();
+    c.push_binding(&found, "/matches_found", &args);
+    assert_eq!(c.first_unbound_claim("54 lines matched"), None);
+    assert_eq!(
+        c.first_unbound_claim("Root cause: the deploy of v2.3.1 at 13:58")
+            .map(|t| t.text),
+        Some("v2.3.1".into())
+    );
+    assert_eq!(
+        c.first_unbound_claim("a search for `v2.3.1` matched 54 lines"),
+        None
+    );
+}
+
+#[test]
+fn metric_context_is_labels_the_sample_and_the_query_selectors() {
+    let output = json!({"resultType": "matrix", "result": [
+        {"metric": {"__name__": "pool_active", "service": "payment-service"},
+         "values": [[1796047140, "11", "2026-11-30T13:59:00Z"],
+                    [1796047200, "31", "2026-11-30T14:00:00Z"]]}]});
+    let mut c = EvidenceContext::new();
+    c.push_binding(
+        &output,
+        "/result/0/values/0/1",
+        &json!({"query": "sum(pool_active{cluster=\"eu-west-1\", env!=\"dev\"})"}),
+    );
+    assert_eq!(
+        c.first_unbound("pool_active of payment-service in eu-west-1 was 11 at 13:59"),
+        None
+    );
+    assert_eq!(c.first_unbound("31"), Some(SalientToken::new(Number, "31")));
+    assert_eq!(
+        c.first_unbound("14:00"),
+        Some(SalientToken::new(Time, "14:00"))
+    );
+    assert!(c.first_unbound("dev-1").is_some());
+}
+
+#[test]
+fn other_shapes_take_the_deepest_object_and_arrays_only_along_the_path() {
+    let output = json!({"content": [
+        {"type": "text", "text": "disk 91% full", "meta": {"host": "db-1"},
+         "rows": ["row-7"]},
+        {"type": "text", "text": "node-2 ok"}]});
+    let mut c = EvidenceContext::new();
+    c.push_binding(&output, "/content/0/text", &json!({}));
+    assert_eq!(c.first_unbound("disk 91 on db-1"), None);
+    assert!(c.first_unbound("row-7").is_some());
+    assert!(c.first_unbound("node-2").is_some());
+    let mut now = EvidenceContext::new();
+    now.push_binding(
+        &json!({"now": "2026-11-30T14:10:00.000Z"}),
+        "/now",
+        &json!({}),
+    );
+    assert_eq!(now.first_unbound("it is 14:10 on 2026-11-30"), None);
+}
+
+#[test]
+fn unresolvable_paths_add_nothing() {
+    let mut c = EvidenceContext::new();
+    c.push_binding(&json!({"a": "x-1"}), "/b", &json!({"q": "y-2"}));
+    assert!(c.first_unbound("y-2").is_some());
+    assert!(c.first_unbound("x-1").is_some());
+}
+
+#[test]
+fn zones_convert_where_stated() {
+    let c = cx(&[
+        "2026-11-30T14:02:03.363Z",
+        "2026-12-03 14:44:48.890 EST [24943] LOG",
+    ]);
+    assert_eq!(c.first_unbound("at 15:02 CET"), None);
+    assert_eq!(c.first_unbound("at 9:02 AM EST"), None);
+    assert_eq!(c.first_unbound("at 14:02:03+00:00"), None);
+    assert!(c.first_unbound("at 14:02 CET").is_some());
+    assert_eq!(c.first_unbound("at 14:44 EST"), None);
+    assert_eq!(c.first_unbound("at 19:44 UTC"), None);
+    assert!(c.first_unbound("at 14:44 UTC").is_some());
+}
