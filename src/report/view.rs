@@ -546,6 +546,8 @@ pub fn build(data: &RunData) -> View {
             ("answer_tokens_checked", "answer tokens checked"),
             ("answer_tokens_unbound", "answer tokens unbound"),
             ("unbound_token_kind", "first unbound answer token"),
+            ("unbound_token", "first unbound answer token, as read"),
+            ("unbound_token_line", "first unbound answer token, line"),
         ] {
             match audit.get(key) {
                 None | Some(Value::Null) => {}

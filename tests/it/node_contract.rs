@@ -3041,22 +3041,39 @@ async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence(
         .map(|e| detail_int(e, "unbound_tokens"))
         .collect();
     assert_eq!(unbound, [2, 1]);
-    // The invented material is nowhere: not in the answer, not in the events.
-    let events = serde_json::to_string(&done.state.events).unwrap();
-    for text in [done.answer(), events.as_str()] {
-        assert_absent(
-            text,
-            &["v2.3.1", "13:58", "Roll back", "99th", "bad deploy"],
-            "output",
-        );
-    }
-    // The evaluation keeps the figures of the last checked answer, its token by kind only.
+    // Each refusal names its first unbound token and the line it is on.
+    let named: Vec<(String, i64)> = done
+        .events_of(C)
+        .iter()
+        .map(|e| (detail_text(e, "token"), detail_int(e, "line")))
+        .collect();
+    assert_eq!(named, [("v2.3.1".to_string(), 1), ("99th".to_string(), 1)]);
+    // The technical retry tells the model which token was refused; the first attempt
+    // carries no correction.
+    let requests = h.model.requests_for(AgentRole::Composer);
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].correction, None);
+    let correction = requests[1].correction.as_deref().expect("a correction");
+    assert!(
+        correction.contains("\"v2.3.1\"") && correction.contains("line 1"),
+        "{correction}"
+    );
+    assert_eq!(requests[0].input, requests[1].input, "the input stays byte for byte");
+    // The invented material is not in the answer.
+    assert_absent(
+        done.answer(),
+        &["v2.3.1", "13:58", "Roll back", "99th", "bad deploy"],
+        "output",
+    );
+    // The evaluation keeps the figures of the last checked answer and names its token.
     let eval = diag::diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
     assert_eq!(eval.composer_audit.answer_tokens_unbound, 1);
     assert_eq!(
         eval.composer_audit.unbound_token_kind,
         Some(diag::protocol::TokenKind::Number)
     );
+    assert_eq!(eval.composer_audit.unbound_token.as_deref(), Some("99th"));
+    assert_eq!(eval.composer_audit.unbound_token_line, Some(1));
     assert_eq!(eval.composer_audit.answer_chars, 0);
 }
 
