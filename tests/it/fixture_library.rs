@@ -526,7 +526,11 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
     assert!(answer.contains("settlement-batch"));
     // Every salient token of the answer was checked and bound, and the Verifier's free text
     // reached it whole.
-    let g = s.round.answer_grounding.expect("the answer was checked");
+    let g = s
+        .round
+        .answer_grounding
+        .clone()
+        .expect("the answer was checked");
     assert_eq!((g.tokens_checked, g.tokens_unbound), (31, 0), "{g:?}");
     assert_eq!(s.round.dropped_items, 0);
 }

@@ -60,8 +60,8 @@ const GROUNDED: &[&str] = &[
 ];
 
 const INVISIBLES: &[char] = &[
-    '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{00AD}', '\u{FEFF}', '\u{2062}',
-    '\u{202E}', '\u{2066}', '\u{180E}',
+    '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{00AD}', '\u{FEFF}', '\u{2062}', '\u{202E}',
+    '\u{2066}', '\u{180E}',
 ];
 
 /// The full-width form of an ASCII character, where it has one.

@@ -213,6 +213,7 @@ mod tests {
             }),
             composer_input: Some("{}".into()),
             answer_grounding: Some(AnswerGrounding::default()),
+            composer_refusal: Some("the answer states 99th, which no evidence shows".into()),
             dropped_items: 1,
             retries: RetryCounters {
                 planner: 1,
