@@ -188,7 +188,7 @@ fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
     let refused = "gatekeeper refused 3 of 3 binding(s)\n\
         \x20 c1      inv-1   search_logs          /matches/0/line          quote_not_found\n\
         \x20 c2      inv-2   search_logs          /matches/5/line          path_not_found\n\
-        \x20 c3      inv-3   search_runbooks      /hits/0/score            not_a_string\n";
+        \x20 c3      inv-3   search_runbooks      /hits                    not_a_string\n";
     assert!(out.stdout.contains(refused), "{}", out.stdout);
     let run_id = str_of(&env.ask_fixture_json(&reject, &[]), "run_id").to_string();
     let trace = env.run(&["trace", &run_id]);
@@ -202,7 +202,7 @@ fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
         \x20 c2       refused (failed_binding)\n\
         \x20          inv-2 search_logs /matches/5/line  path_not_found\n\
         \x20 c3       refused (failed_binding)\n\
-        \x20          inv-3 search_runbooks /hits/0/score  not_a_string\n";
+        \x20          inv-3 search_runbooks /hits  not_a_string\n";
     assert!(trace.stdout.contains(grounding), "{}", trace.stdout);
     // The block comes between the tool calls and the token line.
     let (tools, block, tokens) = (

@@ -1086,7 +1086,30 @@ fn graph_run(w: &World, composer_answers: &AtomicU32) -> Result<(), TestCaseErro
         );
         prop_assert_eq!(state.fallback_kind, Some(FallbackKind::PreVerification));
     }
-    let events = serde_json::to_string(&state.events).expect("events");
+    // A refusal names the token it refused (the Gatekeeper's `token` of the first claim
+    // refused for its content): that token is a foreign one, and it is the only material of
+    // a claim an event may show.
+    let mut events = serde_json::to_value(&state.events).expect("events");
+    for event in events.as_array_mut().expect("events are a list") {
+        let node = event["node"].as_str().unwrap_or_default().to_string();
+        let Some(detail) = event.get_mut("detail").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(token) = detail.remove("token") {
+            prop_assert_eq!(
+                node.as_str(),
+                "gatekeeper",
+                "only the Gatekeeper names a token here"
+            );
+            let token = token.as_str().unwrap_or_default();
+            prop_assert!(
+                w.foreign_tokens.iter().any(|f| f == token),
+                "the Gatekeeper names {token}, not a foreign token of a refused claim"
+            );
+            prop_assert!(detail.contains_key("refused_claim"));
+        }
+    }
+    let events = events.to_string();
     w.check(&events, &nothing, "the events")?;
     Ok(())
 }

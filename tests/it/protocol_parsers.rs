@@ -1426,8 +1426,13 @@ fn answer_tokens_occur_in_the_question_or_the_evidence() {
             .collect::<Vec<_>>(),
         ["v2.3.1", "13:58"]
     );
-    // The message names the kind, never the token.
-    assert!(!refused.unwrap_err().to_string().contains("v2.3.1"));
+    // The message names the first unbound token, its kind and its line: the Composer's
+    // technical retry is asked to correct exactly that.
+    assert_eq!(
+        refused.unwrap_err().to_string(),
+        "`answer_markdown` line 1 holds the identifier \"v2.3.1\", which neither the \
+         question nor the allowed claims' evidence shows"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

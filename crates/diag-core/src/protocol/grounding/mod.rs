@@ -225,13 +225,17 @@ impl Facts {
                 Fact::Date(d) => {
                     self.dates.insert(d);
                 }
-                Fact::Name(_) | Fact::Verbatim(_) | Fact::Unreadable => {}
+                Fact::Name(_) | Fact::Verbatim(_) | Fact::Span(..) | Fact::Unreadable => {}
             }
         }
     }
 
     fn holds(&self, t: &Token) -> bool {
-        match &t.fact {
+        self.holds_fact(&t.fact)
+    }
+
+    fn holds_fact(&self, fact: &Fact) -> bool {
+        match fact {
             Fact::Number(n) => self.numbers.contains(n),
             Fact::Time(x) => self.times.iter().any(|e| x.shown_by(e)),
             Fact::TimeOrNumber(x, n) => {
@@ -240,10 +244,17 @@ impl Facts {
             Fact::Date(d) => self.dates.iter().any(|e| d.shown_by(e)),
             Fact::Name(name) => self.texts.iter().any(|h| occurs_word(h, name)),
             Fact::Verbatim(v) => self.texts.iter().any(|h| occurs_bounded(h, v)),
+            Fact::Span(v, parts) => {
+                self.texts.iter().any(|h| occurs_bounded(h, v))
+                    || parts.iter().all(|p| self.holds_fact(p))
+            }
             Fact::Unreadable => false,
         }
     }
 }
+
+/// The arguments that bound a search in time.
+const WINDOW_ARGUMENTS: &[&str] = &["since", "until", "start", "end", "time"];
 
 /// What a text may draw its salient tokens from: what was *observed* (tool outputs, the
 /// question) and what was *asked* (the arguments of a search whose figures a claim binds).
@@ -295,6 +306,15 @@ impl EvidenceContext {
         let Ok(tokens) = json_pointer::tokens(raw_path) else {
             return;
         };
+        // The search window (`since`, `until`, `start`, `end`, `time`) is asked by every
+        // binding of the call: "the 502s since 14:00" may name the window it searched.
+        if let Value::Object(args) = arguments {
+            for key in WINDOW_ARGUMENTS {
+                if let Some(v) = args.get(*key) {
+                    push_scalar(&mut self.asked, v);
+                }
+            }
+        }
         let mut chain: Vec<&Value> = vec![output];
         let mut cur = output;
         for t in &tokens {

@@ -193,6 +193,10 @@ pub fn read_markdown(text: &str) -> Reading {
             segments.push(seg);
         }
     };
+    // The ordered lists open around the current event: the number each expects next.
+    let mut lists: Vec<Option<u64>> = Vec::new();
+    // Where the text of the link being read starts in the flow.
+    let mut link_start: Option<usize> = None;
     let mut parser = Parser::new_ext(&clean, markdown_options()).into_offset_iter();
     for (event, range) in parser.by_ref() {
         let line = line_of(range.start);
@@ -207,6 +211,9 @@ pub fn read_markdown(text: &str) -> Reading {
                 _ => {}
             }
             continue;
+        }
+        if matches!(event, Event::Start(Tag::Link { .. })) {
+            link_start = Some(flow.text.len());
         }
         match event {
             Event::Text(t) | Event::Html(t) | Event::InlineHtml(t) => flow.push(&t, line),
@@ -232,11 +239,32 @@ pub fn read_markdown(text: &str) -> Reading {
             | Event::Start(Tag::Image {
                 dest_url, title, ..
             }) => {
-                address(&dest_url, line, &mut segments);
+                // An anchor to a claim (`#c1`) is where a citation points, not content.
+                let anchor = dest_url.strip_prefix('#').is_some_and(super::is_short_id);
+                if !anchor {
+                    address(&dest_url, line, &mut segments);
+                }
                 if !title.trim().is_empty() {
                     let mut seg = Segment::new(SegmentKind::Flow);
                     seg.push(&title, line);
                     segments.push(seg);
+                }
+            }
+            // A link whose text is claim ids (`[c1](#c1)`) is a citation: it reads as the
+            // marker `[c1]`.
+            Event::End(TagEnd::Link) => {
+                if let Some(start) = link_start.take() {
+                    let inner = flow.text.get(start..).unwrap_or("").trim().to_string();
+                    let ids = inner
+                        .split([',', ';', ' '])
+                        .filter(|p| !p.is_empty())
+                        .collect::<Vec<_>>();
+                    let plain = !flow.code.iter().any(|c| c.end > start);
+                    if plain && !ids.is_empty() && ids.iter().all(|p| super::is_short_id(p)) {
+                        flow.text.truncate(start);
+                        flow.lines.retain(|(o, _)| *o < start);
+                        flow.push(&format!("[{inner}]"), line);
+                    }
                 }
             }
             Event::Start(Tag::List(Some(start))) => {
@@ -246,15 +274,43 @@ pub fn read_markdown(text: &str) -> Reading {
                     seg.push(&start.to_string(), line);
                     segments.push(seg);
                 }
+                lists.push(Some(start));
+            }
+            Event::Start(Tag::List(None)) => {
+                flush(&mut flow, &mut segments);
+                lists.push(None);
+            }
+            Event::End(TagEnd::List(_)) => {
+                flush(&mut flow, &mut segments);
+                lists.pop();
+            }
+            // A report numbers an ordered list's items itself, but the operator's terminal
+            // shows each marker as written: one that is not the item's place in the list
+            // (`4411.` as a second item) is content.
+            Event::Start(Tag::Item) => {
+                flush(&mut flow, &mut segments);
+                if let Some(Some(next)) = lists.last_mut() {
+                    let written: String = clean
+                        .get(range.start..)
+                        .unwrap_or("")
+                        .trim_start()
+                        .chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect();
+                    if !written.is_empty() && written.parse::<u64>().ok() != Some(*next) {
+                        let mut seg = Segment::new(SegmentKind::Flow);
+                        seg.push(&written, line);
+                        segments.push(seg);
+                    }
+                    *next = next.saturating_add(1);
+                }
             }
             Event::Start(
                 Tag::Paragraph
                 | Tag::Heading { .. }
                 | Tag::BlockQuote(_)
-                | Tag::Item
                 | Tag::TableCell
-                | Tag::HtmlBlock
-                | Tag::List(None),
+                | Tag::HtmlBlock,
             )
             | Event::End(
                 TagEnd::Paragraph
@@ -262,8 +318,7 @@ pub fn read_markdown(text: &str) -> Reading {
                 | TagEnd::BlockQuote(_)
                 | TagEnd::Item
                 | TagEnd::TableCell
-                | TagEnd::HtmlBlock
-                | TagEnd::List(_),
+                | TagEnd::HtmlBlock,
             )
             | Event::Rule => flush(&mut flow, &mut segments),
             _ => {}

@@ -121,6 +121,12 @@ fn honest_forms_bind() {
         "`UPDATE ledger … 'nightly-settlement'` held 48 connections for 312 s [c6]",
         "| time | what |\n| --- | --- |\n| 14:00:41 | **48** connections held |",
         "It is 14:10 on 2026-11-30.",
+        "`POST /v1/charges timed out after 5000ms` [c1]",
+        "`HTTP 502` from `payment-service` [c1]",
+        "payment-service logged \"HikariPool-1 - Connection is not available\" [c3]",
+        "the runbook: \"callers see 502 or 504\" [c7]",
+        "1. a\n2. b\n3. c\n4. d\n5. e\n6. f\n7. g\n8. h\n9. i\n10. j\n11. k",
+        "3. checkout failed [c1]\n4. the pool [c3]",
     ] {
         let check = c.check(honest);
         assert!(check.unbound.is_empty(), "{honest:?}: {:?}", check.unbound);
@@ -160,6 +166,18 @@ fn invented_shapes_are_refused() {
         ("on 05/11/2026 [c1]", "05/11/2026"),
         ("at 14:05 [c1]", "14:05"),
         ("96% of requests [c2]", "96"),
+        ("`lxqdye obpon` held the pool [c3]", "lxqdye obpon"),
+        (
+            "`restart payment-service now` [c3]",
+            "restart payment-service now",
+        ),
+        ("1. checkout failed [c1]\n4411. the pool [c3]", "4411"),
+        ("checkout-service and **db-**1 [c1]", "db-1"),
+        ("| who |\n| --- |\n| **db-**1 |", "db-1"),
+        (
+            "payment-service logged \"disk full on the primary\" [c3]",
+            "disk full on the primary",
+        ),
     ] {
         let first = c.first_unbound(invented);
         assert_eq!(
@@ -355,4 +373,24 @@ fn zones_convert_where_stated() {
     assert_eq!(c.first_unbound("at 14:44 EST"), None);
     assert_eq!(c.first_unbound("at 19:44 UTC"), None);
     assert!(c.first_unbound("at 14:44 UTC").is_some());
+}
+
+#[test]
+fn a_link_whose_text_is_claim_ids_is_a_citation() {
+    let ids = |text: &str| -> Vec<Vec<String>> {
+        answer_markers(text).into_iter().map(|m| m.ids).collect()
+    };
+    assert_eq!(ids("the pool was full [c3](#c3)"), [vec!["c3".to_string()]]);
+    assert_eq!(
+        ids("see [c1, c2](#c1)"),
+        [vec!["c1".to_string(), "c2".to_string()]]
+    );
+    // A link with other text is not; its destination is content.
+    assert!(ids("see [the runbook](#c1)").is_empty());
+    let c = demo();
+    assert!(c.check("the pool was full [c3](#c3)").unbound.is_empty());
+    assert_eq!(
+        c.first_unbound("see [c3](#v2.3.1)").map(|t| t.text),
+        Some("#v2.3.1".to_string())
+    );
 }

@@ -1,6 +1,7 @@
 //! Tokens of a read text: the words of each segment, classified by kind, with their values
 //! (openspec/specs/verified-evidence/spec.md, "Salient tokens").
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use super::prose::is_hyphenated_prose;
@@ -24,6 +25,11 @@ pub enum Fact {
     /// A verbatim line (or a part of one around an elision), whitespace-normalised and
     /// lowercased.
     Verbatim(String),
+    /// A code span of more than one word (`` `HTTP 502` ``): shown when the evidence holds
+    /// it verbatim (whitespace-normalised, lowercased), or holds each of its words: the
+    /// facts of its numbers, times, dates and names as values, every other word as a word
+    /// (a capitalised acronym such as `HTTP` excepted).
+    Span(String, Vec<Fact>),
     /// What no evidence can show: an ambiguous date, an invisible character.
     Unreadable,
 }
@@ -67,7 +73,9 @@ pub struct Marker {
 }
 
 struct Word<'a> {
-    text: &'a str,
+    /// The word as the reader sees it: a literal `*` inside it (`**db-**1`, emphasis that
+    /// CommonMark does not open) is read through.
+    text: Cow<'a, str>,
     range: Range<usize>,
     /// A `#` directly before it.
     hash: bool,
@@ -87,6 +95,12 @@ fn words(text: &str) -> Vec<Word<'_>> {
         let Some(c) = c_at(i) else { return false };
         if c.is_alphanumeric() || is_connector(c) {
             return true;
+        }
+        if c == '*' {
+            let inner = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || is_connector(c));
+            let before = chars[..i].iter().rev().map(|&(_, c)| c).find(|&c| c != '*');
+            let after = chars[i + 1..].iter().map(|&(_, c)| c).find(|&c| c != '*');
+            return inner(before) && inner(after);
         }
         let digit = |j: Option<usize>| j.and_then(c_at).is_some_and(|c| c.is_ascii_digit());
         match c {
@@ -115,8 +129,13 @@ fn words(text: &str) -> Vec<Word<'_>> {
         let hash = start > 0
             && c_at(start - 1) == Some('#')
             && !(start > 1 && c_at(start - 2).is_some_and(|c| c.is_alphanumeric() || c == '_'));
+        let raw = &text[from..to];
         out.push(Word {
-            text: &text[from..to],
+            text: if raw.contains('*') {
+                Cow::Owned(raw.replace('*', ""))
+            } else {
+                Cow::Borrowed(raw)
+            },
             range: from..to,
             hash,
         });
@@ -290,7 +309,13 @@ pub fn segment_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
 }
 
 fn verbatim_tokens(seg: &Segment, out: &mut Vec<Token>) {
-    let text = seg.text.replace('\u{2026}', "...");
+    push_verbatim(&seg.text, seg.line_at(0), out);
+}
+
+/// One quoted token per part of `text` split at an elision (`…`, `...`): each part is a
+/// quotation the evidence must show.
+fn push_verbatim(text: &str, line: u32, out: &mut Vec<Token>) {
+    let text = text.replace('\u{2026}', "...");
     for part in text.split("...") {
         let norm = super::normalize_ws(part);
         // A line of punctuation only shows nothing.
@@ -302,7 +327,7 @@ fn verbatim_tokens(seg: &Segment, out: &mut Vec<Token>) {
             text: norm.clone(),
             fact: Fact::Verbatim(norm.to_lowercase()),
             quoted: true,
-            line: seg.line_at(0),
+            line,
             salient: true,
         });
     }
@@ -323,6 +348,18 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
     let inside = |r: &Range<usize>, set: &[Range<usize>]| {
         set.iter().any(|q| r.start >= q.start && r.end <= q.end)
     };
+    // A quotation or a code span of more than one word is one quoted token
+    // ([`Fact::Span`]): the evidence shows it verbatim, or shows each of its words. A
+    // quotation comes first, so a code span inside it is part of it.
+    let spans: Vec<Range<usize>> = quotes
+        .iter()
+        .chain(seg.code.iter())
+        .filter(|c| {
+            mode != Mode::Evidence && text.get((*c).clone()).is_some_and(|s| words(s).len() > 1)
+        })
+        .cloned()
+        .collect();
+    let mut spans_done = vec![false; spans.len()];
     let all: Vec<Word<'_>> = words(text)
         .into_iter()
         .filter(|w| !inside(&w.range, &hidden))
@@ -331,6 +368,18 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
     while i < all.len() {
         let w = &all[i];
         let line = seg.line_at(w.range.start);
+        if let Some(k) = spans
+            .iter()
+            .position(|c| w.range.start >= c.start && w.range.start < c.end)
+        {
+            if !spans_done[k] {
+                spans_done[k] = true;
+                let span = text.get(spans[k].clone()).unwrap_or("");
+                push_span(span, mode, seg.line_at(spans[k].start), out);
+            }
+            i += 1;
+            continue;
+        }
         let quoted = inside(&w.range, &seg.code) || inside(&w.range, &quotes);
         let mut emit = |kind: TokenKind, shown: &str, fact: Fact, salient: bool| {
             out.push(Token {
@@ -347,7 +396,7 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
             let next = all.get(k + 1).map_or(text.len(), |n| n.range.start);
             text.get(end..next).unwrap_or("")
         };
-        let (word, lead) = trim_word(w.text);
+        let (word, lead) = trim_word(&w.text);
         if word.is_empty() {
             i += 1;
             continue;
@@ -359,7 +408,8 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
                     TokenKind::Number,
                     &format!("#{word}"),
                     Fact::Number(n),
-                    d >= 2,
+                    // `#07` writes two digits: a reference number, not prose like `#2`.
+                    d >= 2 || word.len() >= 2,
                 ),
                 _ => emit(
                     TokenKind::Reference,
@@ -375,7 +425,7 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
         if let Some((date, used)) = month_date(&all, i, &gap_after) {
             let shown = all[i..i + used]
                 .iter()
-                .map(|w| trim_word(w.text).0)
+                .map(|w| trim_word(&w.text).0)
                 .collect::<Vec<_>>()
                 .join(" ");
             emit(TokenKind::Date, &shown, Fact::Date(date), true);
@@ -386,7 +436,7 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
         if let Some((time, used)) = clock_time(&all, i, &gap_after) {
             let shown = all[i..i + used]
                 .iter()
-                .map(|w| trim_word(w.text).0)
+                .map(|w| trim_word(&w.text).0)
                 .collect::<Vec<_>>()
                 .join(" ");
             emit(TokenKind::Time, &shown, time, true);
@@ -424,6 +474,40 @@ fn number_token(shown: &str, n: String, digits: usize) -> Classified {
         Fact::Number(n),
         digits >= 2,
     )
+}
+
+/// A code span of more than one word: one quoted token whose fact is the span verbatim and
+/// the facts of its words (every word counts: a plain word in code formatting is literal).
+fn push_span(span: &str, mode: Mode, line: u32, out: &mut Vec<Token>) {
+    let norm = super::normalize_ws(span.trim());
+    let mut parts = Vec::new();
+    for w in words(&norm) {
+        let (word, _) = trim_word(&w.text);
+        if !word.chars().any(char::is_alphanumeric) {
+            continue;
+        }
+        let mut local = Vec::new();
+        classify(word, mode, &mut local);
+        if local.iter().any(|(_, _, _, salient)| *salient) {
+            parts.extend(local.into_iter().filter(|c| c.3).map(|c| c.2));
+        } else if !is_acronym(word) {
+            parts.push(Fact::Name(word.to_lowercase()));
+        }
+    }
+    out.push(Token {
+        kind: TokenKind::Quoted,
+        text: norm.clone(),
+        fact: Fact::Span(norm.to_lowercase(), parts),
+        quoted: true,
+        line,
+        salient: true,
+    });
+}
+
+/// A protocol or method written in capitals (`HTTP`, `GET`, `TLS`, `SQL`): in a code span
+/// it names how something was asked, not a fact of the system.
+fn is_acronym(word: &str) -> bool {
+    (2..=5).contains(&word.len()) && word.bytes().all(|b| b.is_ascii_uppercase())
 }
 
 /// Classifies one trimmed word (openspec/specs/verified-evidence/spec.md).
@@ -607,7 +691,7 @@ fn month_date<'a>(
     i: usize,
     gap_after: &dyn Fn(usize) -> &'a str,
 ) -> Option<(Date, usize)> {
-    let word = |k: usize| all.get(k).map(|w| trim_word(w.text).0);
+    let word = |k: usize| all.get(k).map(|w| trim_word(&w.text).0);
     let month = |k: usize| {
         word(k)
             .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
@@ -647,7 +731,7 @@ fn clock_time<'a>(
     i: usize,
     gap_after: &dyn Fn(usize) -> &'a str,
 ) -> Option<(Fact, usize)> {
-    let word = |k: usize| all.get(k).map(|w| trim_word(w.text).0);
+    let word = |k: usize| all.get(k).map(|w| trim_word(&w.text).0);
     let first = word(i)?;
     let spaced = |k: usize| {
         let g = gap_after(k);
