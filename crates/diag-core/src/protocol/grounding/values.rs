@@ -251,6 +251,10 @@ pub fn parse_offset(s: &str) -> Option<i32> {
         _ => return None,
     };
     let rest = s.get(1..)?;
+    // Digits only: a split by byte count below stays on character boundaries.
+    if !rest.is_ascii() {
+        return None;
+    }
     let (h, m) = match rest.split_once(':') {
         Some((h, m)) => (h, m),
         None if rest.len() == 4 => rest.split_at(2),
@@ -524,6 +528,14 @@ pub fn cmp_times(a: &TimeOfDay, b: &TimeOfDay) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_offset_of_other_characters_is_none() {
+        assert_eq!(parse_offset("+\u{30217}"), None);
+        assert_eq!(parse_offset("-a\u{e9}b"), None);
+        assert_eq!(parse_time("14:02+\u{30217}"), None);
+        assert_eq!(parse_offset("+0100"), Some(60));
+    }
 
     #[test]
     fn numbers_are_values() {
