@@ -29,6 +29,7 @@ mod fuzz_corpus;
 mod fuzz_runfile;
 mod gatekeeper;
 mod graph_cli;
+mod grounding_corpus;
 mod grounding_properties;
 mod layering;
 mod live_graph;
