@@ -342,6 +342,17 @@ pub fn read_markdown(text: &str) -> Reading {
             segments.push(seg);
         }
     }
+    // An entity (`&#x200B;`, `&shy;`) decodes to an invisible character the source did not
+    // hold: the reader of a report sees `8&#x200B;0` as `80`, so the decoded text is held
+    // to the same rule as the source.
+    let invisible = invisible.or_else(|| {
+        segments.iter().find_map(|seg| {
+            strip_invisible(&seg.text).1.map(|inv| Invisible {
+                line: seg.line_at(0).saturating_add(inv.line - 1),
+                ..inv
+            })
+        })
+    });
     Reading {
         segments,
         invisible,

@@ -394,3 +394,43 @@ fn a_link_whose_text_is_claim_ids_is_a_citation() {
         Some("#v2.3.1".to_string())
     );
 }
+
+#[test]
+fn an_invisible_character_spelled_as_an_entity_is_read_after_decoding() {
+    // A report decodes `&#x200B;` to a zero-width space: its reader sees `80`.
+    let c = demo();
+    for (written, token) in [
+        ("HikariPool-1 had 8&#x200B;0 connections [c3]", "U+200B"),
+        ("payment-service v2&#8203;.3.1 [c1]", "U+200B"),
+        ("deployed at 13&shy;:58 [c1]", "U+00AD"),
+        ("the pool was full [c3]\n\n8&#x2060;0 waiting", "U+2060"),
+    ] {
+        let first = c.first_unbound(written);
+        assert_eq!(
+            first.as_ref().map(|t| (t.kind, t.text.as_str())),
+            Some((Invisible, token)),
+            "{written:?}"
+        );
+        assert_eq!(
+            claim_tokens(written).first().map(|t| t.kind),
+            Some(Invisible)
+        );
+    }
+    assert_eq!(
+        read::read_markdown("ok\n\n8&#x200B;0")
+            .invisible
+            .unwrap()
+            .line,
+        3
+    );
+    // Decoded where it changes no token (between spaces, a byte-order mark, a joiner inside
+    // an emoji sequence), it is dropped as in the source; other entities read as before.
+    for honest in [
+        "50 &#x200B; connections [c3]",
+        "&#xFEFF;50 connections [c3]",
+        "\u{1F468}&#x200D;\u{1F469} 50 connections [c3]",
+        "HikariPool-1 &amp; payment-service: &#53;0 of 50 [c3]",
+    ] {
+        assert_eq!(c.first_unbound(honest), None, "{honest:?}");
+    }
+}
