@@ -25,6 +25,7 @@ pub mod model {
     pub use diag_model_openai as openai;
 }
 pub use diag_core::protocol;
+pub mod output_file;
 pub mod render;
 pub mod replay;
 pub mod report;

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
             continue;
         }
         match upgrade_v1(&text, &name) {
-            Ok(Some(new)) => match std::fs::write(path, new) {
+            Ok(Some(new)) => match diag::output_file::write_output(path, new.as_bytes()) {
                 Ok(()) => {
                     upgraded += 1;
                     println!("{name}: diag_run_v1 → diag_run_v2");

@@ -475,15 +475,17 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
             limits,
             deps.tools.catalog(),
         );
-        std::fs::write(path, file.to_json()).err().map(|e| {
-            CommandError::usage(format!(
-                "{}: cannot write the run file: {e} (run {} is stored; diag export {} -o FILE \
+        crate::output_file::write_output(path, file.to_json().as_bytes())
+            .err()
+            .map(|e| {
+                CommandError::usage(format!(
+                    "{}: cannot write the run file: {e} (run {} is stored; diag export {} -o FILE \
                  writes it)",
-                path.display(),
-                outcome.run_id,
-                outcome.run_id
-            ))
-        })
+                    path.display(),
+                    outcome.run_id,
+                    outcome.run_id
+                ))
+            })
     });
 
     // A live model endpoint that failed is worth one line on stderr even when a Fallback

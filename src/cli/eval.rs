@@ -206,9 +206,9 @@ pub fn cmd_eval(g: &GlobalArgs, args: &EvalArgs, out: &mut dyn Write) -> Result<
     }
     if let Some(dir) = &args.report {
         let path = dir.join("eval.md");
-        std::fs::write(&path, render_markdown(&report)).map_err(|e| {
-            CommandError::usage(format!("{}: cannot write the summary: {e}", path.display()))
-        })?;
+        crate::output_file::write_output(&path, render_markdown(&report).as_bytes()).map_err(
+            |e| CommandError::usage(format!("{}: cannot write the summary: {e}", path.display())),
+        )?;
     }
     let total: u32 = report
         .models
@@ -422,7 +422,7 @@ async fn run_one(
             RunLimits::of_config(&spec.config.limits),
             deps.tools.catalog(),
         );
-        std::fs::write(&path, file.to_json()).map_err(|e| {
+        crate::output_file::write_output(&path, file.to_json().as_bytes()).map_err(|e| {
             CommandError::usage(format!(
                 "{}: cannot write the run file: {e} (run {} is stored; diag export writes it)",
                 path.display(),

@@ -131,7 +131,7 @@ pub fn cmd_export(
         );
     }
     match &args.output {
-        Some(path) => std::fs::write(path, file.to_json())
+        Some(path) => crate::output_file::write_output(path, file.to_json().as_bytes())
             .map_err(|e| CommandError::usage(format!("{}: cannot write: {e}", path.display()))),
         None => write_text(out, &file.to_json()),
     }

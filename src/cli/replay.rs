@@ -196,7 +196,7 @@ async fn replay_file(
         let mut updated = run.clone();
         updated.expected = Some(replayed.actual.clone());
         if updated.expected != run.expected {
-            if let Err(e) = std::fs::write(&path, updated.to_json()) {
+            if let Err(e) = crate::output_file::write_output(&path, updated.to_json().as_bytes()) {
                 result.error = Some(format!("{file}: cannot write: {e}"));
                 return result;
             }
@@ -488,7 +488,7 @@ fn write_junit(
         CommandError::usage(format!("{}: cannot write JUnit XML: {e}", path.display()))
     };
     let xml = replay_ci::junit_xml(&suite, &cases).map_err(cannot)?;
-    std::fs::write(path, xml).map_err(cannot)
+    crate::output_file::write_output(path, &xml).map_err(cannot)
 }
 
 /// This machine's name, or `localhost` when it has none to give.

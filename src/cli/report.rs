@@ -93,8 +93,9 @@ pub fn render(store: &Store, run_id: &str, format: Format) -> Result<String, Com
     Ok(report::render(format, &data, &shape))
 }
 
-/// Writes the report of a stored run to `path`: to a temporary file beside it, then renamed,
-/// so a reader never sees half a report.
+/// Writes the report of a stored run to `path` ([`crate::output_file::write_output`]: a
+/// regular file replaced atomically, a device or FIFO written in place, a link written
+/// through).
 pub fn write_file(
     store: &Store,
     run_id: &str,
@@ -105,16 +106,7 @@ pub fn write_file(
     let cannot = |e: std::io::Error| {
         CommandError::usage(format!("{}: cannot write the report: {e}", path.display()))
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text.as_bytes()).map_err(cannot)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        cannot(e)
-    })
+    crate::output_file::write_output(path, text.as_bytes()).map_err(cannot)
 }
 
 pub fn cmd_report(

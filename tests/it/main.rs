@@ -37,6 +37,7 @@ mod live_model;
 mod mcp_server;
 mod model_openai;
 mod node_contract;
+mod output_files;
 mod pg_server;
 mod projection;
 mod protocol_parsers;
