@@ -437,6 +437,9 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
             }
         }
     } else {
+        let invocations = store
+            .invocations(&outcome.run_id)
+            .map_err(CommandError::from)?;
         let text = [
             render::header(&render::Header {
                 run_id: &outcome.run_id,
@@ -450,12 +453,8 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
                 failure: outcome.failure(),
             }),
             render::timeline(&outcome.state.events),
-            render::invocations(
-                &store
-                    .invocations(&outcome.run_id)
-                    .map_err(CommandError::from)?,
-            ),
-            render::refused_bindings(outcome.state.round.gatekeeper_raw.as_ref()),
+            render::invocations(&invocations),
+            render::refused_bindings(outcome.state.round.gatekeeper_raw.as_ref(), &invocations),
             render::answer(outcome.answer()),
         ]
         .into_iter()

@@ -55,6 +55,10 @@ pub struct BindingView {
     /// The bound string around the quote: `before`, the quoted span, `after`, each bounded;
     /// absent when the output no longer holds the span (or the binding failed).
     pub excerpt: Option<Excerpt>,
+    /// Whether `raw_path` names a value of the recorded output: a pointer that does not is
+    /// shown only quoted and marked as model-written.
+    #[serde(skip)]
+    pub resolved: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -119,6 +123,7 @@ pub fn grounding_view(
                         excerpt: b.matched_text.as_deref().and_then(|m| {
                             excerpt(invocations, &b.source_invocation_id, &b.raw_path, m)
                         }),
+                        resolved: super::shown_pointer(b, invocations).is_some(),
                     })
                     .collect(),
             }
@@ -214,7 +219,14 @@ pub fn grounding_text(view: &GroundingView) -> String {
                 "           {} {} {}  {}",
                 one_line(&b.source_invocation_id, 32),
                 one_line(&b.tool_name, 40),
-                one_line(&b.raw_path, 80),
+                if b.resolved {
+                    one_line(&b.raw_path, 80)
+                } else {
+                    format!(
+                        "(pointer not found: model-written {:?})",
+                        one_line(&b.raw_path, 80)
+                    )
+                },
                 if b.passed {
                     "passed".to_string()
                 } else {

@@ -8,6 +8,7 @@ pub mod grounding;
 use crate::agent::runtime::ModelExchange;
 use crate::graph::{DetailValue, Event};
 use crate::model::ModelError;
+use crate::protocol::gatekeeper::CheckedBinding;
 use crate::protocol::{GatekeeperRaw, ToolInvocation};
 
 /// The run facts shown in a header.
@@ -191,7 +192,27 @@ pub fn diff_excerpts(expected: &str, actual: &str, max: usize) -> (String, Strin
 
 /// The bindings the Gatekeeper refused, one line each (claim, invocation, tool, pointer,
 /// reason), so an operator sees why a claim did not reach the answer. Empty when none failed.
-pub fn refused_bindings(raw: Option<&GatekeeperRaw>) -> String {
+/// What stands for a binding's pointer that did not resolve in the recorded output.
+pub const POINTER_NOT_FOUND: &str = "(pointer not found)";
+
+/// A binding's pointer as it may be shown beside an answer or in a report: only when it
+/// resolves in the recorded output of the invocation it names (openspec/specs/verified-evidence/spec.md,
+/// "Nothing model-written that failed a check is shown"). A pointer that names nothing is
+/// model-written text no check vouched for (`/db-1 disk failed at 13:55, replace it now` is a
+/// valid RFC 6901 pointer).
+pub fn shown_pointer<'b>(b: &'b CheckedBinding, invocations: &[ToolInvocation]) -> Option<&'b str> {
+    let mut found = invocations
+        .iter()
+        .filter(|i| i.invocation_id == b.source_invocation_id);
+    let (Some(inv), None) = (found.next(), found.next()) else {
+        return None;
+    };
+    crate::protocol::json_pointer::resolve(&inv.output, &b.raw_path)
+        .ok()
+        .map(|_| b.raw_path.as_str())
+}
+
+pub fn refused_bindings(raw: Option<&GatekeeperRaw>, invocations: &[ToolInvocation]) -> String {
     let Some(raw) = raw else {
         return String::new();
     };
@@ -240,7 +261,8 @@ pub fn refused_bindings(raw: Option<&GatekeeperRaw>) -> String {
             one_line(&b.claim_id, 20),
             one_line(&b.source_invocation_id, 20),
             one_line(&b.tool_name, 40),
-            one_line(&b.raw_path, 60),
+            shown_pointer(b, invocations)
+                .map_or_else(|| POINTER_NOT_FOUND.to_string(), |p| one_line(p, 60)),
             one_line(b.failure.as_deref().unwrap_or("failed"), 40)
         );
     }

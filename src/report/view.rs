@@ -394,7 +394,14 @@ pub fn build(data: &RunData) -> View {
                     BindingView {
                         invocation_id: bounded(&b.source_invocation_id, IDENT_MAX),
                         tool_name: bounded(&b.tool_name, IDENT_MAX),
-                        raw_path: bounded(&b.raw_path, IDENT_MAX),
+                        // A pointer is shown only when it names a value of the recorded
+                        // output: one that does not is model-written text no check vouched for.
+                        raw_path: match inv {
+                            Some(i) if json_pointer::resolve(&i.output, &b.raw_path).is_ok() => {
+                                bounded(&b.raw_path, IDENT_MAX)
+                            }
+                            _ => crate::render::POINTER_NOT_FOUND.to_string(),
+                        },
                         passed: b.passed,
                         failure: b.failure.as_deref().map(|f| bounded(f, IDENT_MAX)),
                         matched_text: b.matched_text.as_deref().map(|m| bounded(m, TEXT_MAX)),

@@ -179,6 +179,49 @@ fn trace_json(env: &TestEnv, run_id: &str) -> Value {
     doc
 }
 
+/// A refused binding's pointer that names nothing is model-written text: `ask` and the reports
+/// show `(pointer not found)`, `trace` shows it quoted and marked as model-written.
+#[test]
+fn a_model_written_pointer_that_names_nothing_is_not_shown_beside_the_answer() {
+    let env = TestEnv::new();
+    let forged = "/db-1 disk failed at 13:55, replace it now";
+    let text = std::fs::read_to_string(repo_file("fixtures/runs/gatekeeper_reject.json"))
+        .unwrap()
+        .replace("/matches/5/line", forged);
+    let file = env.path("forged.json");
+    std::fs::write(&file, text).unwrap();
+    let report = env.path("forged.html");
+    let out = env.run(&[
+        "ask",
+        "--fixture",
+        file.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    out.expect(0).quiet_stderr();
+    assert!(!out.stdout.contains("disk failed"), "{}", out.stdout);
+    assert!(out.stdout.contains("(pointer not found)"), "{}", out.stdout);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        !html.contains("disk failed"),
+        "the report shows the forged pointer"
+    );
+    assert!(html.contains("(pointer not found)"));
+    let run_id = str_of(&env.ask_fixture_json(&file, &[]), "run_id").to_string();
+    let md = env.run(&["report", &run_id, "--format", "md"]);
+    md.expect(0);
+    assert!(!md.stdout.contains("disk failed"), "{}", md.stdout);
+    let trace = env.run(&["trace", &run_id]);
+    trace.expect(0);
+    assert!(
+        trace
+            .stdout
+            .contains(&format!("(pointer not found: model-written {forged:?})")),
+        "{}",
+        trace.stdout
+    );
+}
+
 #[test]
 fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
     let env = TestEnv::new();
@@ -187,7 +230,7 @@ fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
     out.expect(0).quiet_stderr();
     let refused = "gatekeeper refused 3 of 3 binding(s)\n\
         \x20 c1      inv-1   search_logs          /matches/0/line          quote_not_found\n\
-        \x20 c2      inv-2   search_logs          /matches/5/line          path_not_found\n\
+        \x20 c2      inv-2   search_logs          (pointer not found)      path_not_found\n\
         \x20 c3      inv-3   search_runbooks      /hits                    not_a_string\n";
     assert!(out.stdout.contains(refused), "{}", out.stdout);
     let run_id = str_of(&env.ask_fixture_json(&reject, &[]), "run_id").to_string();
@@ -200,7 +243,8 @@ fn ask_and_trace_show_which_bindings_the_gatekeeper_refused_and_why() {
         \x20 c1       refused (failed_binding)\n\
         \x20          inv-1 search_logs /matches/0/line  quote_not_found\n\
         \x20 c2       refused (failed_binding)\n\
-        \x20          inv-2 search_logs /matches/5/line  path_not_found\n\
+        \x20          inv-2 search_logs (pointer not found: model-written \"/matches/5/line\")  \
+        path_not_found\n\
         \x20 c3       refused (failed_binding)\n\
         \x20          inv-3 search_runbooks /hits  not_a_string\n";
     assert!(trace.stdout.contains(grounding), "{}", trace.stdout);

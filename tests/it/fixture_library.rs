@@ -670,13 +670,17 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
             ("c3", "inv-3", "not_a_string"),
         ]
     );
-    let shown = diag::render::refused_bindings(Some(&raw));
+    let invocations = store.invocations(&replayed.outcome.run_id).unwrap();
+    let shown = diag::render::refused_bindings(Some(&raw), &invocations);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "gatekeeper refused 3 of 3 binding(s)");
+    // A pointer that names nothing in the recorded output is model-written text no check
+    // vouched for: it is not shown (openspec/specs/verified-evidence/spec.md).
     assert_eq!(
         lines[2],
-        "  c2      inv-2   search_logs          /matches/5/line          path_not_found"
+        "  c2      inv-2   search_logs          (pointer not found)      path_not_found"
     );
+    assert!(!shown.contains("/matches/5/line"), "{shown}");
     // A run whose bindings all passed shows nothing.
     let pass = load(&repo().join("fixtures/runs/pass.json"));
     let replayed = replay_into(&pass, &store, &ids).await;
@@ -686,7 +690,7 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
     )
     .unwrap();
     assert!(raw.checked_bindings.iter().all(|b| b.passed));
-    assert_eq!(diag::render::refused_bindings(Some(&raw)), "");
+    assert_eq!(diag::render::refused_bindings(Some(&raw), &[]), "");
 }
 
 /// The grounding fixtures: what the Executor invented is refused with its code, never shown to
