@@ -106,6 +106,11 @@ pub struct LogsConfig {
     /// Sources with settings of their own (`[[tools.search_logs.sources]]`).
     #[serde(default)]
     pub sources: Vec<LogSourceConfig>,
+    /// Folders the sources' links may lead to (Kubernetes' `/var/log/containers/*.log` links
+    /// into `/var/log/pods`); a link that leaves the sources and these is skipped. Relative
+    /// to the config file.
+    #[serde(default)]
+    pub allow_link_targets: Vec<String>,
 }
 
 /// One log source with its own time zone.
@@ -169,6 +174,9 @@ pub struct MetricsConfig {
 pub struct RunbooksConfig {
     /// Folders of Markdown runbooks; relative paths are relative to the config file.
     pub paths: Vec<String>,
+    /// Folders the runbook folders' links may lead to; relative to the config file.
+    #[serde(default)]
+    pub allow_link_targets: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -577,9 +585,11 @@ impl Config {
         if let Some(l) = &mut self.tools.search_logs {
             l.paths.iter_mut().for_each(resolve);
             l.sources.iter_mut().for_each(|s| resolve(&mut s.path));
+            l.allow_link_targets.iter_mut().for_each(resolve);
         }
         if let Some(r) = &mut self.tools.search_runbooks {
             r.paths.iter_mut().for_each(resolve);
+            r.allow_link_targets.iter_mut().for_each(resolve);
         }
         if let Some(p) = &mut self.store.path {
             if is_relative_path(p) {

@@ -210,10 +210,11 @@ pub fn builtin_registry(config: &Config) -> Result<ToolRegistry, SetupError> {
                 key,
                 reason,
             })?;
-        add(Arc::new(SearchLogs::with_sources(
-            sources,
-            LogSearchLimits::default(),
-        )))?;
+        let link_targets = logs.allow_link_targets.iter().map(PathBuf::from).collect();
+        add(Arc::new(
+            SearchLogs::with_sources(sources, LogSearchLimits::default())
+                .with_link_targets(link_targets),
+        ))?;
     }
     if let Some(metrics) = &config.tools.query_metrics {
         let limits = MetricsLimits {
@@ -229,10 +230,15 @@ pub fn builtin_registry(config: &Config) -> Result<ToolRegistry, SetupError> {
     }
     if let Some(runbooks) = &config.tools.search_runbooks {
         let folders = runbooks.paths.iter().map(PathBuf::from).collect();
-        add(Arc::new(SearchRunbooks::new(
-            folders,
-            RunbookSearchLimits::default(),
-        )))?;
+        let link_targets = runbooks
+            .allow_link_targets
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        add(Arc::new(
+            SearchRunbooks::new(folders, RunbookSearchLimits::default())
+                .with_link_targets(link_targets),
+        ))?;
     }
     add(Arc::new(CurrentTime::new()))?;
     Ok(registry)

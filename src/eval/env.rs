@@ -252,12 +252,14 @@ pub fn tools_config(scenario: &Scenario, metrics_url: Option<&str>) -> ToolsConf
             paths: env.logs.iter().map(path).collect(),
             time_zone: env.time_zone.clone(),
             sources: Vec::new(),
+            allow_link_targets: Vec::new(),
         }),
         query_metrics: metrics_url.map(|u| MetricsConfig {
             base_url: u.to_string(),
         }),
         search_runbooks: (!env.runbooks.is_empty()).then(|| RunbooksConfig {
             paths: env.runbooks.iter().map(path).collect(),
+            allow_link_targets: Vec::new(),
         }),
     }
 }

@@ -18,6 +18,7 @@ mod ask_integration;
 mod bench_cli;
 mod cli;
 mod cli_live;
+mod confinement;
 mod contract_properties;
 mod contract_schema;
 mod eval_cli;

@@ -8,6 +8,7 @@
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod confine;
 pub mod current_time;
 pub mod mcp;
 pub mod query_metrics;

@@ -23,8 +23,9 @@
 //! at `max_section_chars` characters, and a hit whose text was cut has `"text_truncated":
 //! true`.
 
+use crate::confine::{Confinement, OUTSIDE};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File};
+use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -99,12 +100,30 @@ pub struct SearchRunbooks {
 struct Inner {
     folders: Vec<PathBuf>,
     limits: RunbookSearchLimits,
+    /// Folders links in the runbook folders may lead to (`allow_link_targets`).
+    link_targets: Vec<PathBuf>,
 }
 
 impl SearchRunbooks {
     pub fn new(folders: Vec<PathBuf>, limits: RunbookSearchLimits) -> Self {
         SearchRunbooks {
-            inner: Arc::new(Inner { folders, limits }),
+            inner: Arc::new(Inner {
+                folders,
+                limits,
+                link_targets: Vec::new(),
+            }),
+        }
+    }
+
+    /// Folders the runbook folders' links may lead to ([`crate::confine`]).
+    pub fn with_link_targets(self, link_targets: Vec<PathBuf>) -> Self {
+        let inner = Inner {
+            folders: self.inner.folders.clone(),
+            limits: self.inner.limits.clone(),
+            link_targets,
+        };
+        SearchRunbooks {
+            inner: Arc::new(inner),
         }
     }
 
@@ -190,7 +209,19 @@ impl Inner {
         let limit = limit.clamp(1, self.limits.max_limit);
 
         let mut skipped = Vec::new();
-        let files = self.list_files(&mut skipped);
+        let confine = Confinement::new(
+            self.folders.iter().map(PathBuf::as_path),
+            self.link_targets.iter().map(PathBuf::as_path),
+        );
+        let mut files = self.list_files(&mut skipped);
+        // A link that leads outside every folder and allowed target is listed as skipped.
+        files.retain(|path| {
+            let inside = confine.admits(path);
+            if !inside {
+                note(&mut skipped, path, OUTSIDE.into());
+            }
+            inside
+        });
 
         // (path, position in file, section, term frequencies, length)
         struct Doc {
@@ -202,7 +233,7 @@ impl Inner {
         }
         let mut docs = Vec::new();
         for path in &files {
-            let text = match read_bounded(path, self.limits.max_file_bytes) {
+            let text = match read_bounded(&confine, path, self.limits.max_file_bytes) {
                 Ok(t) => t,
                 Err(reason) => {
                     note(&mut skipped, path, reason);
@@ -371,8 +402,15 @@ fn io_reason(e: &std::io::Error) -> String {
 
 /// The file as text, or why it was skipped. Reads at most `max + 1` bytes, so a file that
 /// grows while it is read is still bounded.
-fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
-    let file = File::open(path).map_err(|e| io_reason(&e))?;
+fn read_bounded(confine: &Confinement, path: &Path, max: u64) -> Result<String, String> {
+    // What is opened is what is checked: a file replaced by a link after listing is not read.
+    let file = confine.open(path).map_err(|e| {
+        if e.to_string() == OUTSIDE {
+            OUTSIDE.to_string()
+        } else {
+            io_reason(&e)
+        }
+    })?;
     let mut bytes = Vec::new();
     file.take(max + 1)
         .read_to_end(&mut bytes)

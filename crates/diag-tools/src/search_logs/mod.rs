@@ -52,6 +52,7 @@
 //! `.`, ignoring case: service `checkout` matches `checkout.log.gz`, `checkout-2026.log`,
 //! `checkout/app.log` and `{"service": "checkout-service"}`, not `payment-checkout.log`.
 
+use crate::confine::{Confinement, OUTSIDE};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Cursor, Read, Seek, SeekFrom};
@@ -288,6 +289,8 @@ pub struct SearchLogs {
 struct Inner {
     sources: Vec<LogSource>,
     limits: LogSearchLimits,
+    /// Folders links in the sources may lead to (`allow_link_targets`).
+    link_targets: Vec<PathBuf>,
 }
 
 impl SearchLogs {
@@ -301,7 +304,25 @@ impl SearchLogs {
     /// Sources with their own time zones.
     pub fn with_sources(sources: Vec<LogSource>, limits: LogSearchLimits) -> Self {
         SearchLogs {
-            inner: Arc::new(Inner { sources, limits }),
+            inner: Arc::new(Inner {
+                sources,
+                limits,
+                link_targets: Vec::new(),
+            }),
+        }
+    }
+
+    /// Folders the sources' links may lead to (Kubernetes' `/var/log/containers/*.log` link
+    /// into `/var/log/pods`): a file whose resolved location is under none of the sources
+    /// and none of these is skipped ([`crate::confine`]).
+    pub fn with_link_targets(self, link_targets: Vec<PathBuf>) -> Self {
+        let inner = Inner {
+            sources: self.inner.sources.clone(),
+            limits: self.inner.limits.clone(),
+            link_targets,
+        };
+        SearchLogs {
+            inner: Arc::new(inner),
         }
     }
 
@@ -447,6 +468,8 @@ struct Ctx<'a> {
     service: Option<String>,
     cancel: &'a AtomicBool,
     now: Timestamp,
+    /// Where files may be read from.
+    confine: &'a Confinement,
 }
 
 /// The merge of file results in path order, as they arrive.
@@ -467,13 +490,19 @@ impl Inner {
         let matcher = Matcher::new(&query.query, query.regex, self.limits.max_regex_bytes)
             .map_err(|e| invalid(format!("invalid regex: {}", bounded(&e.to_string(), 300))))?;
         let mut notes = Notes::default();
-        let files: Vec<(PathBuf, Listed)> = self.list_files(&mut notes).into_iter().collect();
+        let confine = Confinement::new(
+            self.sources.iter().map(|s| s.path.as_path()),
+            self.link_targets.iter().map(PathBuf::as_path),
+        );
+        let files: Vec<(PathBuf, Listed)> =
+            self.list_files(&mut notes, &confine).into_iter().collect();
         let cx = Ctx {
             query,
             matcher: &matcher,
             service: query.service.as_ref().map(|s| s.to_lowercase()),
             cancel,
             now,
+            confine: &confine,
         };
         let n = files.len();
         let merge = Mutex::new(Merge {
@@ -575,8 +604,14 @@ impl Inner {
 
     fn search_file(&self, cx: &Ctx, path: &Path, listed: &Listed, keep: usize) -> FileOutcome {
         let mut out = FileOutcome::default();
-        let file = match File::open(path) {
+        // What is opened is what is checked: a file replaced by a link after listing is not
+        // read.
+        let file = match cx.confine.open(path) {
             Ok(f) => f,
+            Err(e) if e.to_string() == OUTSIDE => {
+                out.notes.skip(path, OUTSIDE);
+                return out;
+            }
             Err(e) => {
                 out.notes.skip(path, describe_io(&e));
                 return out;
@@ -853,7 +888,7 @@ fn system_time_ms(t: SystemTime) -> Option<i64> {
 impl Inner {
     /// Every file under every source, deduplicated and sorted by path (a `BTreeMap`), so the
     /// search order does not depend on the order a directory happens to list its entries.
-    fn list_files(&self, s: &mut Notes) -> BTreeMap<PathBuf, Listed> {
+    fn list_files(&self, s: &mut Notes, confine: &Confinement) -> BTreeMap<PathBuf, Listed> {
         let mut files = BTreeMap::new();
         for (index, source) in self.sources.iter().enumerate() {
             let source = &source.path;
@@ -882,6 +917,14 @@ impl Inner {
                 }
             }
         }
+        // A link that leads outside every source and allowed target is listed as skipped.
+        files.retain(|path, _| {
+            let inside = confine.admits(path);
+            if !inside {
+                s.skip(path, OUTSIDE);
+            }
+            inside
+        });
         if files.len() > self.limits.max_files {
             let first_left_out = nth_key(&files, self.limits.max_files);
             let rest = files.split_off(&first_left_out);

@@ -1,0 +1,144 @@
+//! Tools read only what the operator configured (openspec/specs/tools/spec.md): a link that
+//! leaves the configured sources is skipped and named as skipped, its content is in no tool
+//! output; a link inside is followed; an allowed link target admits what lies below it.
+
+#![cfg(unix)]
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use diag::clock::{FixedClock, Timestamp};
+use diag::tools::confine::OUTSIDE;
+use diag::tools::{
+    LogSearchLimits, RunbookSearchLimits, SearchLogs, SearchRunbooks, Tool, ToolContext,
+};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+/// The content of the file outside: it must appear in no output.
+const SECRET: &str = "root:x:0:0:root:/root:/bin/bash needle";
+
+fn write(path: &Path, content: &str) -> PathBuf {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, content).unwrap();
+    path.to_path_buf()
+}
+
+fn call(tool: &dyn Tool, args: Value) -> Value {
+    let clock = FixedClock(Timestamp::parse_rfc3339("2026-11-30T15:00:00Z").unwrap());
+    let cx = ToolContext { clock: &clock };
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(tool.call(&args, &cx))
+        .unwrap()
+}
+
+/// The files listed as skipped for leading outside.
+fn outside(out: &Value) -> Vec<String> {
+    let mut files: Vec<String> = out["skipped"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["reason"] == OUTSIDE)
+        .map(|s| {
+            Path::new(s["file"].as_str().unwrap())
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A source folder with a log, a link inside, links outside (a file, a chain) and a link to
+/// a folder outside; and the outside folder with the secret.
+fn layout() -> (TempDir, PathBuf, PathBuf) {
+    let root = TempDir::new().unwrap();
+    let out_dir = root.path().join("outside");
+    let secret = write(&out_dir.join("passwd"), &format!("{SECRET}\n"));
+    let src = root.path().join("logs");
+    let app = write(&src.join("app.log"), "2026-11-30T14:00:00Z needle inside\n");
+    symlink(&app, src.join("current.log")).unwrap();
+    symlink(&secret, src.join("passwd.log")).unwrap();
+    symlink(src.join("passwd.log"), src.join("chain.log")).unwrap();
+    symlink(&out_dir, src.join("etc")).unwrap();
+    (root, src, out_dir)
+}
+
+#[test]
+fn search_logs_follows_links_inside_and_skips_links_outside() {
+    let (_root, src, _) = layout();
+    let tool = SearchLogs::new(vec![src.clone()], LogSearchLimits::default());
+    let out = call(&tool, json!({"query": "needle"}));
+    let text = out.to_string();
+    assert!(!text.contains("root:x:0:0"), "{text}");
+    let files: Vec<&str> = out["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files.len(), 2, "app.log and the link to it: {text}");
+    assert!(files
+        .iter()
+        .all(|f| f.ends_with("app.log") || f.ends_with("current.log")));
+    assert_eq!(outside(&out), ["chain.log", "passwd.log"], "{text}");
+    // The folder link is not walked at all.
+    assert!(text.contains("symlinked directory not followed"), "{text}");
+}
+
+#[test]
+fn a_glob_matching_a_link_outside_skips_it() {
+    let (_root, src, _) = layout();
+    let tool = SearchLogs::new(vec![src.join("*.log")], LogSearchLimits::default());
+    let out = call(&tool, json!({"query": "needle"}));
+    assert!(!out.to_string().contains("root:x:0:0"));
+    assert_eq!(outside(&out), ["chain.log", "passwd.log"]);
+}
+
+#[test]
+fn an_allowed_link_target_admits_what_lies_below_it() {
+    let (_root, src, out_dir) = layout();
+    let tool = SearchLogs::new(vec![src.join("*.log")], LogSearchLimits::default())
+        .with_link_targets(vec![out_dir]);
+    let out = call(&tool, json!({"query": "needle"}));
+    assert!(out.to_string().contains("root:x:0:0"));
+    assert!(outside(&out).is_empty());
+}
+
+#[test]
+fn a_configured_file_that_is_a_link_is_its_target() {
+    let (_root, src, _) = layout();
+    // The operator named the link itself: its resolved location is the source.
+    let tool = SearchLogs::new(vec![src.join("passwd.log")], LogSearchLimits::default());
+    let out = call(&tool, json!({"query": "needle"}));
+    assert!(out.to_string().contains("root:x:0:0"));
+}
+
+#[test]
+fn search_runbooks_skips_a_runbook_link_outside() {
+    let root = TempDir::new().unwrap();
+    let secret = write(
+        &root.path().join("outside/notes.md"),
+        &format!("# Restart\n{SECRET} restart\n"),
+    );
+    let rb = root.path().join("runbooks");
+    let page = write(&rb.join("pool.md"), "# Restart\nrestart the pool\n");
+    symlink(&page, rb.join("current.md")).unwrap();
+    symlink(&secret, rb.join("passwd.md")).unwrap();
+    let tool = SearchRunbooks::new(vec![rb.clone()], RunbookSearchLimits::default());
+    let out = call(&tool, json!({"query": "restart"}));
+    let text = out.to_string();
+    assert!(!text.contains("root:x:0:0"), "{text}");
+    assert_eq!(outside(&out), ["passwd.md"], "{text}");
+    assert_eq!(out["hits"].as_array().unwrap().len(), 2, "{text}");
+    let allowed = SearchRunbooks::new(vec![rb], RunbookSearchLimits::default())
+        .with_link_targets(vec![root.path().join("outside")]);
+    assert!(call(&allowed, json!({"query": "restart"}))
+        .to_string()
+        .contains("root:x:0:0"));
+}
