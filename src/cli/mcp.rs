@@ -77,24 +77,42 @@ const MAX_RUNS_LISTED: usize = 1000;
 pub struct McpArgs {}
 
 /// Runs the server until stdin ends (exit 0) or Ctrl-C (exit 130).
+///
+/// Without a usable model configuration the server still starts: `trace`, `runs` and
+/// `report` need no model, and `diagnose` answers a tool error that names what is missing
+/// and how to configure it (an MCP client shows that to its user; a process that exits at
+/// start shows only "Connection closed").
 pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
-    if Config::locate(g.config.as_deref()).is_none() {
-        return Err(CommandError::usage(
-            "diag mcp serves the configured model endpoints and tools, and none is configured",
-        )
-        .hint(CONFIG_HINT));
-    }
-    let (config, path) = live_config(g)?;
-    let store = open_store(g, Some(&config))?;
+    let config = match Config::locate(g.config.as_deref()) {
+        None => Err(format!("no model endpoint is configured: {CONFIG_HINT}")),
+        Some(_) => live_config(g).map_err(|e| e.message),
+    };
+    let store = open_store(g, config.as_ref().ok().map(|(c, _)| c))?;
     let rt = runtime()?;
     let result = rt.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-        let env = setup::live(&config, clock.clone())
-            .await
-            .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
-        let deps = Arc::new(live_deps(&env, clock, &store));
+        let env = match &config {
+            Ok((config, path)) => setup::live(config, clock.clone())
+                .await
+                .map_err(|e| format!("config {}: {e}", path.display())),
+            Err(e) => Err(e.clone()),
+        };
+        let deps = match &env {
+            Ok(env) => Ok(Arc::new(live_deps(env, clock, &store))),
+            Err(reason) => {
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "diag: warning: diagnose is unavailable ({reason}); trace, runs and report \
+                     are served"
+                );
+                Err(reason.clone())
+            }
+        };
         let result = serve(deps, store.clone()).await;
-        env.shutdown().await;
+        if let Ok(env) = env {
+            env.shutdown().await;
+        }
         result
     });
     // A read of stdin that is still pending must not hold the process.
@@ -102,7 +120,10 @@ pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
     result
 }
 
-async fn serve(deps: Arc<AskDeps<Store>>, store: Store) -> Result<(), CommandError> {
+async fn serve(
+    deps: Result<Arc<AskDeps<Store>>, String>,
+    store: Store,
+) -> Result<(), CommandError> {
     let runs = Arc::new(Semaphore::new(RUN_SLOTS as usize));
     let server = DiagServer {
         deps,
@@ -150,10 +171,11 @@ async fn serve(deps: Arc<AskDeps<Store>>, store: Store) -> Result<(), CommandErr
     result
 }
 
-/// The MCP server: the shared dependencies of every run, the store, and the run slots.
+/// The MCP server: the shared dependencies of every run (or why there are none: no usable
+/// model configuration), the store, and the run slots.
 #[derive(Clone)]
 struct DiagServer {
-    deps: Arc<AskDeps<Store>>,
+    deps: Result<Arc<AskDeps<Store>>, String>,
     store: Store,
     runs: Arc<Semaphore>,
 }
@@ -312,14 +334,20 @@ fn read_error(e: CommandError) -> McpError {
 
 impl ServerHandler for DiagServer {
     fn get_info(&self) -> ServerConfig {
+        let mut instructions = "diag answers diagnosis questions about production systems \
+            with verified claims only. Call `diagnose` with the question; read `verified`, \
+            `degraded` and `claims` before relying on the answer (a degraded answer is a \
+            Fallback, not a diagnosis). `trace`, `report` and `runs` read stored runs."
+            .to_string();
+        if let Err(reason) = &self.deps {
+            instructions.push_str(&format!(
+                " `diagnose` is unavailable on this server: {reason}. `trace`, `report` and \
+                 `runs` work."
+            ));
+        }
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("diag", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "diag answers diagnosis questions about production systems with verified \
-                 claims only. Call `diagnose` with the question; read `verified`, `degraded` \
-                 and `claims` before relying on the answer (a degraded answer is a Fallback, \
-                 not a diagnosis). `trace`, `report` and `runs` read stored runs.",
-            )
+            .with_instructions(instructions)
     }
 
     async fn list_tools(
@@ -414,6 +442,17 @@ impl DiagServer {
         if let Some(session) = &args.session {
             check_session(session).map_err(|e| invalid(format!("tool `diagnose`: session {e}")))?;
         }
+        let deps = match &self.deps {
+            Ok(deps) => deps,
+            Err(reason) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "diag cannot diagnose: {reason}. Start `diag mcp` with `--config FILE` \
+                     naming a configuration with a model endpoint ([models.NAME] base_url, \
+                     model, api_key_env), as in fixtures/demo/diag.toml; trace, runs and \
+                     report work without one."
+                ))]))
+            }
+        };
         let Ok(_slot) = self.runs.clone().try_acquire_owned() else {
             return Err(McpError::internal_error(
                 format!("{RUN_SLOTS} diagnoses are already running; try again when one ends"),
@@ -442,7 +481,7 @@ impl DiagServer {
             None => &mut silent,
         };
         let outcome = ask(
-            &self.deps,
+            deps,
             AskRequest {
                 question: args.question,
                 session_id: args.session,

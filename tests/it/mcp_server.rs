@@ -95,9 +95,14 @@ struct Session {
 impl Session {
     /// Starts `diag --config diag.toml mcp` in `env` and initializes the session.
     async fn start(env: &TestEnv) -> Session {
+        Session::start_with(env, &["--config", "diag.toml", "mcp"]).await
+    }
+
+    /// Starts `diag ARGS` (an `mcp` command line) in `env` and initializes the session.
+    async fn start_with(env: &TestEnv, args: &[&str]) -> Session {
         let stderr = env.root().join("mcp.stderr");
         let mut cmd = env.command();
-        cmd.args(["--config", "diag.toml", "mcp"])
+        cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap());
@@ -305,6 +310,51 @@ fn check_verified_result(env: &TestEnv, result: &CallToolResult) -> String {
         }
     }
     run_id
+}
+
+/// Without a configuration the server still starts (an MCP client would otherwise show its
+/// user only "Connection closed"): the instructions say `diagnose` is unavailable and why,
+/// `runs` works, and `diagnose` is a tool error naming the configuration to give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_configuration_the_server_starts_and_diagnose_says_what_is_missing() {
+    let env = TestEnv::new();
+    let session = Session::start_with(&env, &["mcp"]).await;
+    let info = session
+        .client
+        .peer_info()
+        .expect("the server's initialize answer");
+    let instructions = info.instructions.clone().unwrap_or_default();
+    assert!(
+        instructions.contains("`diagnose` is unavailable") && instructions.contains("--config"),
+        "{instructions}"
+    );
+    let runs = session.call("runs", obj(json!({}))).await.expect("runs");
+    assert_ne!(runs.is_error, Some(true));
+    assert_eq!(runs.structured_content.unwrap()["runs"], json!([]));
+    let diagnose = session
+        .call(
+            "diagnose",
+            obj(json!({"question": "why does checkout fail?"})),
+        )
+        .await
+        .expect("a tool result, not a protocol error");
+    assert_eq!(diagnose.is_error, Some(true));
+    let text = serde_json::to_string(&diagnose.content).unwrap();
+    assert!(
+        text.contains("no model endpoint is configured") && text.contains("--config FILE"),
+        "{text}"
+    );
+    let (code, stderr) = session.close().await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.starts_with("diag: warning: diagnose is unavailable"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stored_runs(&env).is_empty(),
+        "nothing was diagnosed, nothing stored"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
