@@ -1212,3 +1212,34 @@ proptest! {
         same_as_full_scan(&text, &offsets, &args, granularity, order_probes)?;
     }
 }
+
+/// A zone abbreviation written in the line is understood (a PostgreSQL log with
+/// `log_timezone = 'America/New_York'`), or the line is untimed and counted: never read as
+/// UTC in silence.
+#[test]
+fn a_zone_written_in_the_line_places_it_or_leaves_it_untimed() {
+    let dir = TempDir::new().unwrap();
+    let log = write(
+        dir.path(),
+        "postgresql.log",
+        "2026-12-03 14:44:48.890 EST [24943] LOG:  checkpoint starting: time\n\
+         2026-12-03 14:45:10.002 EST [24943] LOG:  checkpoint complete\n\
+         2026-12-03 14:46:00.000 IST [24943] LOG:  checkpoint ambiguous\n",
+    );
+    // The lines' true time is 19:44–19:45 UTC.
+    let out = search(
+        &[&log],
+        json!({"query": "checkpoint", "since": "2026-12-03T19:40:00Z",
+               "until": "2026-12-03T19:50:00Z"}),
+    );
+    assert_eq!(out["matches_found"], 2, "{out}");
+    assert_eq!(out["matches"][0]["timestamp"], "2026-12-03T19:44:48.890Z");
+    assert_eq!(out["untimed_lines"], 1, "{out}");
+    // The window the lines would fall in if read as UTC finds nothing.
+    let out = search(
+        &[&log],
+        json!({"query": "checkpoint", "since": "2026-12-03T14:40:00Z",
+               "until": "2026-12-03T14:50:00Z"}),
+    );
+    assert_eq!(out["matches_found"], 0, "{out}");
+}

@@ -560,7 +560,13 @@ impl Scanner<'_, '_> {
         };
         let mut verdict = Ok(true);
         if window {
-            let effective = own.or_else(|| self.time_above(ls));
+            // A time written with a zone of several meanings is not inherited from above.
+            let unplaceable = own.is_none() && spec.times.unplaceable(line);
+            let effective = if unplaceable {
+                None
+            } else {
+                own.or_else(|| self.time_above(ls))
+            };
             verdict = match effective {
                 None => Ok(false),
                 Some(t)

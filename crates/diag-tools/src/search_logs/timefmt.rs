@@ -31,7 +31,11 @@
 //! microseconds or nanoseconds told apart by magnitude.
 //!
 //! A time written without an offset is in the log source's zone ([`LogZone`], UTC unless
-//! configured). A time written without a year gets the latest year that does not put it more
+//! configured). A zone abbreviation written after an ISO or CLF time is understood when it
+//! has one meaning (`UTC`, `GMT`, `EST`, `EDT`, `PST`, `CET`, `CEST`, `BST`, … in
+//! `zone_abbreviation`); one with several (`IST`, `CST`, `CDT`, `AST`, `GST`) is read in the
+//! source's configured zone, and without one the line is untimed (counted in
+//! `untimed_lines`, never read as UTC); any other word after the time is the line's text. A time written without a year gets the latest year that does not put it more
 //! than a day after the reference time (the file's modification time), so a syslog file
 //! written from December into January reads as two years. Times are kept to the millisecond;
 //! a leap second (`:60`) reads as the last millisecond of its minute.
@@ -291,6 +295,37 @@ impl TimeReader {
         Some(Timestamp::from_unix_ms(ms))
     }
 
+    /// Whether the line's time is written with a zone abbreviation of several meanings
+    /// (`IST`, `CST`) and the source has no zone configured to read it in: the line is
+    /// untimed, and the lines below it do not inherit a time from above it.
+    pub fn unplaceable(&self, line: &[u8]) -> bool {
+        if !matches!(self.zone, LogZone::Fixed(0)) {
+            return false;
+        }
+        let ambiguous = |kind: Kind, skip: u8| -> bool {
+            let Some(s) = after_tokens(line, skip) else {
+                return false;
+            };
+            let mut p = P::new(s);
+            let parsed = match kind {
+                Kind::Iso => iso(&mut p).is_some(),
+                Kind::Rfc5424 => {
+                    p.priority().is_some()
+                        && p.digits_1_to(2).is_some()
+                        && p.lit(b' ').is_some()
+                        && iso(&mut p).is_some()
+                }
+                Kind::Clf => clf(&mut p).is_some(),
+                _ => false,
+            };
+            parsed && p.ambiguous_zone
+        };
+        match self.format {
+            FileFormat::Fixed { kind, skip } => ambiguous(kind, skip),
+            FileFormat::Auto => KINDS.iter().any(|k| ambiguous(*k, 0)),
+        }
+    }
+
     fn parse_kind(&self, line: &[u8], kind: Kind, skip: u8) -> Option<i64> {
         if kind == Kind::Json {
             return self.json_time(line);
@@ -322,6 +357,12 @@ impl TimeReader {
         };
         // `2026-11-30T14:02:03Z123` is not a timestamp followed by text.
         if p.peek().is_some_and(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
+        // An abbreviation with several meanings is read in the source's configured zone; a
+        // source read as UTC has none configured, and the line is untimed: never a silent
+        // shift.
+        if p.ambiguous_zone && matches!(self.zone, LogZone::Fixed(0)) {
             return None;
         }
         self.resolve(&t)
@@ -583,11 +624,17 @@ impl Parsed {
 struct P<'a> {
     s: &'a [u8],
     i: usize,
+    /// A zone abbreviation with more than one meaning (`IST`, `CST`) followed the time.
+    ambiguous_zone: bool,
 }
 
 impl<'a> P<'a> {
     fn new(s: &'a [u8]) -> Self {
-        P { s, i: 0 }
+        P {
+            s,
+            i: 0,
+            ambiguous_zone: false,
+        }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -740,10 +787,28 @@ impl<'a> P<'a> {
                             return Some(if sign == b'-' { -secs } else { secs });
                         }
                     }
-                } else if let Some(w) = self.s.get(self.i..self.i + 3) {
-                    if w == b"UTC" || w == b"GMT" {
-                        self.i += 3;
-                        return Some(0);
+                } else {
+                    // A zone abbreviation: 2–5 capitals, then no letter or digit.
+                    let len = self.s[self.i..]
+                        .iter()
+                        .take_while(|b| b.is_ascii_uppercase())
+                        .count();
+                    let end = self.i + len;
+                    let ends = !self.s.get(end).is_some_and(|b| b.is_ascii_alphanumeric());
+                    if (2..=5).contains(&len) && ends {
+                        let word = &self.s[self.i..end];
+                        match zone_abbreviation(word) {
+                            Some(ZoneWord::Offset(secs)) => {
+                                self.i = end;
+                                return Some(secs);
+                            }
+                            Some(ZoneWord::Ambiguous) => {
+                                self.i = end;
+                                self.ambiguous_zone = true;
+                                return None;
+                            }
+                            None => {}
+                        }
                     }
                 }
             }
@@ -752,6 +817,51 @@ impl<'a> P<'a> {
         self.i = save;
         None
     }
+}
+
+/// What a zone abbreviation written after a time says.
+enum ZoneWord {
+    /// Seconds east of UTC.
+    Offset(i32),
+    /// More than one zone goes by it: read only with the source's configured `time_zone`.
+    Ambiguous,
+}
+
+/// The zone abbreviations a log line may write after its time (openspec/specs/tools/spec.md,
+/// "Zones written in a line"): UTC and GMT, the North American and European abbreviations
+/// with one meaning, and a few others; `IST`, `CST`, `CDT`, `AST` and `GST` have several.
+/// Any other word is the line's text, as before.
+fn zone_abbreviation(word: &[u8]) -> Option<ZoneWord> {
+    const H: i32 = 3600;
+    let offset = match word {
+        b"UTC" | b"GMT" | b"UT" | b"WET" => 0,
+        b"WEST" | b"BST" | b"CET" | b"MET" => H,
+        b"CEST" | b"MEST" | b"EET" | b"SAST" => 2 * H,
+        b"EEST" | b"MSK" => 3 * H,
+        b"PKT" => 5 * H,
+        b"WIB" => 7 * H,
+        b"HKT" | b"SGT" | b"AWST" => 8 * H,
+        b"JST" | b"KST" => 9 * H,
+        b"ACST" => 9 * H + 1800,
+        b"AEST" => 10 * H,
+        b"ACDT" => 10 * H + 1800,
+        b"AEDT" => 11 * H,
+        b"NZST" => 12 * H,
+        b"NZDT" => 13 * H,
+        b"NDT" => -2 * H - 1800,
+        b"ADT" => -3 * H,
+        b"NST" => -3 * H - 1800,
+        b"EDT" => -4 * H,
+        b"EST" => -5 * H,
+        b"MDT" => -6 * H,
+        b"MST" | b"PDT" => -7 * H,
+        b"PST" | b"AKDT" => -8 * H,
+        b"AKST" => -9 * H,
+        b"HST" => -10 * H,
+        b"IST" | b"CST" | b"CDT" | b"AST" | b"GST" => return Some(ZoneWord::Ambiguous),
+        _ => return None,
+    };
+    Some(ZoneWord::Offset(offset))
 }
 
 fn civil(
@@ -1009,6 +1119,65 @@ mod tests {
             assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
         }
         assert_eq!(days_from_civil(2026, 11, 30), 20_787);
+    }
+
+    #[test]
+    fn a_zone_abbreviation_in_the_line_is_understood_or_the_line_is_untimed() {
+        let r = reader(Kind::Iso, 0);
+        // PostgreSQL with log_timezone = 'America/New_York', either side of the DST change.
+        assert_eq!(
+            read(
+                &r,
+                "2026-12-03 14:44:48.890 EST [24943] LOG:  checkpoint starting"
+            )
+            .as_deref(),
+            Some("2026-12-03T19:44:48.890Z")
+        );
+        assert_eq!(
+            read(&r, "2026-03-08 01:30:00.000 EST [1] LOG: a").as_deref(),
+            Some("2026-03-08T06:30:00.000Z")
+        );
+        assert_eq!(
+            read(&r, "2026-03-08 03:30:00.000 EDT [1] LOG: b").as_deref(),
+            Some("2026-03-08T07:30:00.000Z")
+        );
+        assert_eq!(
+            read(&r, "2026-07-01 09:00:00 PDT x").as_deref(),
+            Some("2026-07-01T16:00:00.000Z")
+        );
+        assert_eq!(
+            read(&r, "2026-07-01 09:00:00 CEST x").as_deref(),
+            Some("2026-07-01T07:00:00.000Z")
+        );
+        assert_eq!(
+            read(&r, "2026-07-01 09:00:00 GMT x").as_deref(),
+            Some("2026-07-01T09:00:00.000Z")
+        );
+        // An abbreviation with several meanings, and no zone configured: untimed.
+        assert_eq!(read(&r, "2026-07-01 09:00:00 IST x"), None);
+        assert_eq!(read(&r, "2026-07-01 09:00:00 CST x"), None);
+        // With the source's zone configured, it is read in that zone.
+        let kolkata = TimeReader::new(
+            FileFormat::Fixed {
+                kind: Kind::Iso,
+                skip: 0,
+            },
+            LogZone::parse("Asia/Kolkata").unwrap(),
+            at("2026-12-01T15:00:00Z"),
+        );
+        assert_eq!(
+            read(&kolkata, "2026-07-01 09:00:00 IST x").as_deref(),
+            Some("2026-07-01T03:30:00.000Z")
+        );
+        // A word that is not a zone is the line's text, as before.
+        assert_eq!(
+            read(&r, "2026-07-01 09:00:00 INFO started").as_deref(),
+            Some("2026-07-01T09:00:00.000Z")
+        );
+        assert_eq!(
+            read(&r, "2026-07-01 09:00:00 GET /health").as_deref(),
+            Some("2026-07-01T09:00:00.000Z")
+        );
     }
 
     #[test]
