@@ -1243,3 +1243,49 @@ fn a_zone_written_in_the_line_places_it_or_leaves_it_untimed() {
     );
     assert_eq!(out["matches_found"], 0, "{out}");
 }
+
+/// logfmt (Prometheus' own log) and apt's history log are read, so a window finds their
+/// lines; apt's lines between `Start-Date` and `End-Date` take the start's time.
+#[test]
+fn logfmt_and_apt_history_lines_are_found_by_a_window() {
+    let dir = TempDir::new().unwrap();
+    let prometheus = write(
+        dir.path(),
+        "prometheus.log",
+        "ts=2026-12-03T19:39:00.000Z caller=main.go:1 level=info msg=\"Starting Prometheus\"\n\
+         ts=2026-12-03T19:40:00.123Z caller=head.go:2 level=warn msg=\"compaction failed\"\n\
+         ts=2026-12-03T19:50:00.000Z caller=head.go:2 level=warn msg=\"compaction failed\"\n",
+    );
+    let out = search(
+        &[&prometheus],
+        json!({"query": "compaction", "since": "2026-12-03T19:35:00Z",
+               "until": "2026-12-03T19:45:00Z"}),
+    );
+    assert_eq!(out["matches_found"], 1, "{out}");
+    assert_eq!(out["matches"][0]["timestamp"], "2026-12-03T19:40:00.123Z");
+    assert_eq!(out["untimed_lines"], 0, "{out}");
+
+    let apt = write(
+        dir.path(),
+        "history.log",
+        "\nStart-Date: 2026-05-09  07:29:02\n\
+         Commandline: apt-get install -y prometheus\n\
+         Install: prometheus:amd64 (2.45.3+ds-2)\n\
+         End-Date: 2026-05-09  07:29:40\n\
+         \nStart-Date: 2026-05-10  09:00:00\n\
+         Commandline: apt-get remove -y prometheus\n\
+         Remove: prometheus:amd64 (2.45.3+ds-2)\n\
+         End-Date: 2026-05-10  09:00:05\n",
+    );
+    let out = search(
+        &[&apt],
+        json!({"query": "prometheus", "since": "2026-05-09T07:00:00Z",
+               "until": "2026-05-09T08:00:00Z"}),
+    );
+    assert_eq!(out["matches_found"], 2, "{out}");
+    assert_eq!(
+        out["matches"][0]["line"],
+        "Commandline: apt-get install -y prometheus"
+    );
+    assert_eq!(out["untimed_lines"], 0, "{out}");
+}

@@ -13,6 +13,8 @@
 //! | kind | example | zone | year |
 //! | --- | --- | --- | --- |
 //! | `json` | `{"ts": "2026-11-30T14:02:03Z", …}` (fields below) | the value's, else the source's | the value's |
+//! | `logfmt` | `ts=2026-12-03T19:40:00.123Z caller=main.go:1 level=info`; `time=`, `t=`, quoted or not, anywhere after a space; epoch seconds or milliseconds too | written, else the source's | written |
+//! | `apt` | `Start-Date: 2026-05-09  07:29:02`, `End-Date: …` (apt's history and term logs) | the source's | written |
 //! | `rfc5424` | `<34>1 2026-11-30T14:02:03.003Z host app …` | the timestamp's | written |
 //! | `iso8601` | `2026-11-30T14:02:03.363Z`, `2026-11-30 14:02:03,978`, `2026/11/30 14:02:03`, `20261130T140203Z`, `2026-11-30 14:02:03 +0100`, `20261130-14:02:03:606`, `2026-11-30-14.02.03.675872` | written, else the source's | written |
 //! | `clf` | `[30/Nov/2026:14:02:03 +0100]` (Apache/nginx common and combined) | written | written |
@@ -146,6 +148,8 @@ impl Eq for LogZone {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     Json,
+    Logfmt,
+    Apt,
     Rfc5424,
     Iso,
     Clf,
@@ -160,8 +164,10 @@ pub enum Kind {
 }
 
 /// Every kind, in the order that breaks ties at detection.
-pub const KINDS: [Kind; 12] = [
+pub const KINDS: [Kind; 14] = [
     Kind::Json,
+    Kind::Logfmt,
+    Kind::Apt,
     Kind::Rfc5424,
     Kind::Iso,
     Kind::Clf,
@@ -179,6 +185,8 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Json => "json",
+            Kind::Logfmt => "logfmt",
+            Kind::Apt => "apt",
             Kind::Rfc5424 => "rfc5424",
             Kind::Iso => "iso8601",
             Kind::Clf => "clf",
@@ -338,6 +346,8 @@ impl TimeReader {
         let mut p = P::new(s);
         let t = match kind {
             Kind::Json => return None,
+            Kind::Logfmt => return self.logfmt(s),
+            Kind::Apt => apt(&mut p)?,
             Kind::Iso => iso(&mut p)?,
             Kind::Rfc5424 => {
                 p.priority()?;
@@ -366,6 +376,44 @@ impl TimeReader {
             return None;
         }
         self.resolve(&t)
+    }
+
+    /// A logfmt line's time: the first `ts=`, `time=` or `t=` key (at the line's start or
+    /// after a space) whose value, quoted or not, is an ISO 8601 time or epoch seconds or
+    /// milliseconds (`ts=2026-12-03T19:40:00.123Z caller=main.go:1 level=info`, the format
+    /// of Prometheus, Alertmanager, Loki, Grafana and most Go services).
+    fn logfmt(&self, s: &[u8]) -> Option<i64> {
+        for key in [&b"ts="[..], b"time=", b"t="] {
+            let mut from = 0;
+            while let Some(pos) = s
+                .get(from..)
+                .and_then(|rest| rest.windows(key.len()).position(|w| w == key))
+            {
+                let at = from + pos;
+                from = at + 1;
+                if at > 0 && s[at - 1] != b' ' {
+                    continue;
+                }
+                let mut value = &s[at + key.len()..];
+                if let Some(v) = value.strip_prefix(b"\"") {
+                    value = v;
+                }
+                let ends = |p: &P| !p.peek().is_some_and(|b| b.is_ascii_alphanumeric());
+                let mut p = P::new(value);
+                if let Some(t) = iso(&mut p) {
+                    if ends(&p) {
+                        return self.resolve(&t);
+                    }
+                }
+                for digits in [13, 10] {
+                    let mut p = P::new(value);
+                    if let Some(ms) = epoch(&mut p, digits) {
+                        return Some(ms);
+                    }
+                }
+            }
+        }
+        None
     }
 
     fn resolve(&self, t: &Parsed) -> Option<i64> {
@@ -939,6 +987,29 @@ fn iso(p: &mut P) -> Option<Parsed> {
     })
 }
 
+/// apt's history and term logs: `Start-Date: 2026-05-09  07:29:02`, `End-Date: …`, in the
+/// machine's local time (the source's zone).
+fn apt(p: &mut P) -> Option<Parsed> {
+    let rest = p.s.get(p.i..)?;
+    let prefix = [&b"Start-Date:"[..], b"End-Date:"]
+        .into_iter()
+        .find(|k| rest.starts_with(k))?;
+    p.i += prefix.len();
+    if p.spaces() == 0 {
+        return None;
+    }
+    let year = p.num(4)?;
+    p.lit(b'-')?;
+    let month = p.num(2)?;
+    p.lit(b'-')?;
+    let day = p.num(2)?;
+    if p.spaces() == 0 {
+        return None;
+    }
+    let hms = p.hms(b':')?;
+    Some(Parsed::local(civil(year, month, day, hms, 0)))
+}
+
 /// `30/Nov/2026:14:02:03 +0100`
 fn clf(p: &mut P) -> Option<Parsed> {
     let day = p.num(2)?;
@@ -1178,6 +1249,62 @@ mod tests {
             read(&r, "2026-07-01 09:00:00 GET /health").as_deref(),
             Some("2026-07-01T09:00:00.000Z")
         );
+    }
+
+    #[test]
+    fn logfmt_and_apt_lines_are_read_and_detected() {
+        let utc = at("2026-12-05T00:00:00Z");
+        let prometheus = "ts=2026-12-03T19:40:00.123Z caller=main.go:1234 level=info \
+                          msg=\"Starting Prometheus Server\"\n\
+                          ts=2026-12-03T19:40:01.456Z caller=web.go:600 level=info msg=ready\n";
+        let r = TimeReader::detect(prometheus.as_bytes(), LogZone::UTC, utc);
+        assert_eq!(r.format.to_string(), "logfmt");
+        assert_eq!(
+            read(
+                &r,
+                "ts=2026-12-03T19:40:00.123Z caller=main.go:1234 level=info"
+            )
+            .as_deref(),
+            Some("2026-12-03T19:40:00.123Z")
+        );
+        // `time=` quoted with an offset, `t=` anywhere after a space, epoch values.
+        for (line, want) in [
+            (
+                "level=warn time=\"2026-12-03T20:40:00+01:00\" msg=x",
+                "2026-12-03T19:40:00.000Z",
+            ),
+            (
+                "level=info msg=x t=2026-12-03T19:40:00Z",
+                "2026-12-03T19:40:00.000Z",
+            ),
+            ("level=info ts=1796327200 msg=x", "2026-12-03T19:46:40.000Z"),
+            (
+                "level=info ts=1796327200123 msg=x",
+                "2026-12-03T19:46:40.123Z",
+            ),
+        ] {
+            let r = TimeReader::detect(line.as_bytes(), LogZone::UTC, utc);
+            assert_eq!(read(&r, line).as_deref(), Some(want), "{line}");
+        }
+        // `at=` is not `t=`.
+        let r = reader(Kind::Logfmt, 0);
+        assert_eq!(read(&r, "level=info at=2026-12-03T19:40:00Z"), None);
+        let apt = "Start-Date: 2026-05-09  07:29:02\n\
+                   Commandline: apt-get install -y prometheus\n\
+                   Install: prometheus:amd64 (2.45.3+ds-2)\n\
+                   End-Date: 2026-05-09  07:29:40\n";
+        let berlin = LogZone::parse("Europe/Berlin").unwrap();
+        let r = TimeReader::detect(apt.as_bytes(), berlin, utc);
+        assert_eq!(r.format.to_string(), "apt");
+        assert_eq!(
+            read(&r, "Start-Date: 2026-05-09  07:29:02").as_deref(),
+            Some("2026-05-09T05:29:02.000Z")
+        );
+        assert_eq!(
+            read(&r, "End-Date: 2026-05-09  07:29:40").as_deref(),
+            Some("2026-05-09T05:29:40.000Z")
+        );
+        assert_eq!(read(&r, "Commandline: apt-get install -y prometheus"), None);
     }
 
     #[test]
