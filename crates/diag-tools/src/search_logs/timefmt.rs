@@ -166,8 +166,6 @@ pub enum Kind {
 /// Every kind, in the order that breaks ties at detection.
 pub const KINDS: [Kind; 14] = [
     Kind::Json,
-    Kind::Logfmt,
-    Kind::Apt,
     Kind::Rfc5424,
     Kind::Iso,
     Kind::Clf,
@@ -179,6 +177,9 @@ pub const KINDS: [Kind; 14] = [
     Kind::YySlash,
     Kind::EpochMillis,
     Kind::EpochSeconds,
+    // Last: a line that also starts with a time of another kind is read by that kind.
+    Kind::Logfmt,
+    Kind::Apt,
 ];
 
 impl Kind {
