@@ -85,9 +85,10 @@ fn source_root(source: &Path) -> PathBuf {
 
 /// The location of an open file as the system knows it.
 #[cfg(target_os = "linux")]
-fn opened_location(file: &File, _path: &Path) -> io::Result<PathBuf> {
+fn opened_location(file: &File, path: &Path) -> io::Result<PathBuf> {
     use std::os::fd::AsRawFd;
-    fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+    // Without /proc (a container that does not mount it), the path right after opening.
+    fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).or_else(|_| fs::canonicalize(path))
 }
 
 #[cfg(not(target_os = "linux"))]
