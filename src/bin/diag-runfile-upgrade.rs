@@ -11,18 +11,21 @@ use std::process::ExitCode;
 
 use diag::runfile::{strip_bom, upgrade_v1};
 
+/// The `.json` files under `path`, through diag's one directory walk (symlinked folders are
+/// not walked, so a link cycle cannot loop).
 fn json_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()?;
-        entries.sort();
-        for entry in entries {
-            json_files(&entry, out)?;
-        }
-    } else if path.extension().is_some_and(|e| e == "json") {
-        out.push(path.to_path_buf());
+    let walked = diag::tools::walk::files_under(path, 32);
+    if let Some((p, reason)) = walked.skipped.iter().find(|(_, r)| {
+        r != diag::tools::walk::SYMLINKED_FOLDER && r != diag::tools::walk::NOT_REGULAR
+    }) {
+        return Err(std::io::Error::other(format!("{}: {reason}", p.display())));
     }
+    out.extend(
+        walked
+            .files
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "json")),
+    );
     Ok(())
 }
 

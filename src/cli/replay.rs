@@ -86,21 +86,31 @@ struct FileResult {
     seconds: f64,
 }
 
-/// Every run file named, folders expanded recursively in sorted order.
+/// How deep `replay` walks a folder of run files.
+const MAX_FOLDER_DEPTH: usize = 32;
+
+/// Every run file named, folders expanded recursively in sorted order through the one
+/// directory walk (`diag_tools::walk`: symlinked folders are not walked, so a link cycle
+/// cannot loop).
 fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CommandError> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CommandError> {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| CommandError::usage(format!("{}: cannot read: {e}", dir.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                walk(&p, out)?;
-            } else if p.extension().is_some_and(|x| x == "json") && is_run_file(&p) {
-                out.push(p);
-            }
+        let walked = crate::tools::walk::files_under(dir, MAX_FOLDER_DEPTH);
+        // A folder that cannot be read is an error, as before; a link to a folder or a
+        // special file is passed over.
+        if let Some((p, reason)) = walked.skipped.iter().find(|(_, r)| {
+            r != crate::tools::walk::SYMLINKED_FOLDER && r != crate::tools::walk::NOT_REGULAR
+        }) {
+            return Err(CommandError::usage(format!(
+                "{}: cannot read: {reason}",
+                p.display()
+            )));
         }
+        out.extend(
+            walked
+                .files
+                .into_iter()
+                .filter(|p| p.extension().is_some_and(|x| x == "json") && is_run_file(p)),
+        );
         Ok(())
     }
     let mut out = Vec::new();

@@ -142,3 +142,43 @@ fn search_runbooks_skips_a_runbook_link_outside() {
         .to_string()
         .contains("root:x:0:0"));
 }
+
+/// `diag replay DIR` walks folders with the one directory walk: a link to a folder (here a
+/// cycle back to the folder itself) is not walked, so the replay ends, each run file once.
+#[test]
+fn replay_of_a_folder_with_a_link_cycle_replays_each_run_file_once() {
+    use crate::support::cli_env::TestEnv;
+    let env = TestEnv::new();
+    let dir = env.path("suite");
+    fs::create_dir_all(dir.join("inner")).unwrap();
+    fs::copy(
+        crate::support::repo().join("fixtures/runs/pass.json"),
+        dir.join("inner/pass.json"),
+    )
+    .unwrap();
+    symlink(&dir, dir.join("inner/loop")).unwrap();
+    let out = env.run(&["replay", dir.to_str().unwrap()]);
+    out.expect(0);
+    assert!(out.stdout.contains("1 passed, 0 failed"), "{}", out.stdout);
+}
+
+/// A walk lists a link to a log file as a file (confinement then decides), never walks a
+/// symlinked folder, and goes in sorted order.
+#[test]
+fn the_one_walk_lists_files_in_order_and_notes_what_it_passes_over() {
+    let (_root, src, _) = layout();
+    let walked = diag::tools::walk::files_under(&src, 32);
+    let names: Vec<String> = walked
+        .files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["app.log", "chain.log", "current.log", "passwd.log"]);
+    assert_eq!(
+        walked.skipped,
+        [(
+            src.join("etc"),
+            diag::tools::walk::SYMLINKED_FOLDER.to_string()
+        )]
+    );
+}

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod query_metrics;
 pub mod search_logs;
 pub mod search_runbooks;
+pub mod walk;
 
 pub use current_time::CurrentTime;
 pub use query_metrics::{MetricsLimits, MetricsSetupError, QueryMetrics};

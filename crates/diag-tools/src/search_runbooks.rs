@@ -353,28 +353,17 @@ impl Inner {
     }
 }
 
+/// The Markdown files of a folder, through the one directory walk ([`crate::walk`]). Only
+/// what concerns a runbook is noted: a Markdown file that could not be listed, a folder too
+/// deep; other files and symlinked folders are passed over.
 fn walk(dir: &Path, depth: usize, files: &mut BTreeSet<PathBuf>, skipped: &mut Vec<SkippedFile>) {
-    if depth >= MAX_DEPTH {
-        return note(skipped, dir, "folder nested too deep; not read".into());
-    }
-    let entries = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) => return note(skipped, dir, io_reason(&e)),
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let is_symlink = entry.file_type().map(|t| t.is_symlink()).unwrap_or(false);
-        match fs::metadata(&path) {
-            // Symlinked folders are not followed: they can form cycles.
-            Ok(m) if m.is_dir() && !is_symlink => walk(&path, depth + 1, files, skipped),
-            Ok(m) if m.is_file() && is_markdown(&path) => {
-                files.insert(path);
-            }
-            Ok(_) => {}
-            Err(e) if is_markdown(&path) => note(skipped, &path, io_reason(&e)),
-            Err(_) => {}
+    let walked = crate::walk::files_under(dir, MAX_DEPTH.saturating_sub(depth));
+    for (path, reason) in walked.skipped {
+        if is_markdown(&path) || reason.starts_with("deeper than") {
+            note(skipped, &path, reason);
         }
     }
+    files.extend(walked.files.into_iter().filter(|p| is_markdown(p)));
 }
 
 fn is_markdown(path: &Path) -> bool {

@@ -980,6 +980,7 @@ fn add_path(
     }
 }
 
+/// The files of a folder source, through the one directory walk ([`crate::walk`]).
 fn walk(
     s: &mut Notes,
     files: &mut BTreeMap<PathBuf, Listed>,
@@ -988,33 +989,15 @@ fn walk(
     source: usize,
     depth: usize,
 ) {
-    if depth >= MAX_DEPTH {
-        return s.skip(
-            dir,
-            format!("deeper than {MAX_DEPTH} directories; not searched"),
-        );
+    let walked = crate::walk::files_under(dir, MAX_DEPTH.saturating_sub(depth));
+    for (path, reason) in walked.skipped {
+        s.skip(&path, reason);
     }
-    let entries = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) => return s.skip(dir, describe_io(&e)),
-    };
-    let mut children = Vec::new();
-    for entry in entries {
-        match entry {
-            Ok(e) => children.push(e),
-            Err(e) => s.skip(dir, describe_io(&e)),
-        }
-    }
-    children.sort_by_key(|e| e.file_name());
-    for child in children {
-        let path = child.path();
-        let is_symlink = child.file_type().map(|t| t.is_symlink()).unwrap_or(false);
-        if is_symlink && fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false) {
-            // A symlinked directory can form a cycle; configured sources name real folders.
-            s.skip(&path, "symlinked directory not followed");
-            continue;
-        }
-        add_path(s, files, &path, root, source, depth + 1);
+    for path in walked.files {
+        files.entry(path).or_insert(Listed {
+            root: root.to_path_buf(),
+            source,
+        });
     }
 }
 

@@ -1,0 +1,152 @@
+//! The one directory walk every place that lists folders uses (`search_logs`,
+//! `search_runbooks`, `diag replay`, the run-file upgrade): `walkdir`, with the link policy
+//! written once (openspec/specs/tools/spec.md, "Tools read only what the operator
+//! configured").
+//!
+//! - Entries come in sorted order (by file name at each level), so what is listed does not
+//!   depend on the order a folder happens to list its entries.
+//! - A symlinked folder is never walked (links can form cycles); it is listed as skipped. A
+//!   link to a file is listed as a file: whoever reads it confines it ([`crate::confine`]).
+//! - A folder deeper than `max_depth` below the root is listed as skipped, not walked.
+//! - FIFOs, sockets and devices are listed as skipped (a read could block forever).
+//! - An entry that cannot be read (permission denied, deleted while walking) is listed as
+//!   skipped with its reason.
+
+use std::path::{Path, PathBuf};
+
+use walkdir::WalkDir;
+
+/// Why a symlinked folder was not walked.
+pub const SYMLINKED_FOLDER: &str = "symlinked directory not followed";
+/// Why a special file was not listed.
+pub const NOT_REGULAR: &str = "not a regular file";
+
+/// What a walk found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Walked {
+    /// Regular files and links to files, in walk order.
+    pub files: Vec<PathBuf>,
+    /// Entries not listed, each with its reason.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// The files under `root` (a folder; a root that is a file is itself), at most `max_depth`
+/// folders below it.
+pub fn files_under(root: &Path, max_depth: usize) -> Walked {
+    let mut out = Walked::default();
+    let mut it = WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter();
+    while let Some(entry) = it.next() {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let path = e.path().unwrap_or(root).to_path_buf();
+                let reason = match e.io_error().map(std::io::Error::kind) {
+                    Some(std::io::ErrorKind::NotFound) => {
+                        "not found (deleted, or a broken symlink)".to_string()
+                    }
+                    Some(std::io::ErrorKind::PermissionDenied) => "permission denied".to_string(),
+                    _ => e.to_string(),
+                };
+                out.skipped.push((path, reason));
+                continue;
+            }
+        };
+        let ft = entry.file_type();
+        let path = entry.path().to_path_buf();
+        if ft.is_dir() {
+            if entry.depth() >= max_depth && entry.depth() > 0 {
+                out.skipped.push((
+                    path,
+                    format!("deeper than {max_depth} directories; not searched"),
+                ));
+                it.skip_current_dir();
+            }
+            continue;
+        }
+        if ft.is_symlink() {
+            // `metadata` follows the link: a link to a folder is not walked, a link to a file
+            // is listed, a broken link is noted.
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => out.skipped.push((path, SYMLINKED_FOLDER.into())),
+                Ok(m) if m.is_file() => out.files.push(path),
+                Ok(_) => out.skipped.push((path, NOT_REGULAR.into())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => out
+                    .skipped
+                    .push((path, "not found (deleted, or a broken symlink)".into())),
+                Err(e) => out.skipped.push((path, e.to_string())),
+            }
+            continue;
+        }
+        if ft.is_file() {
+            out.files.push(path);
+        } else {
+            out.skipped.push((path, NOT_REGULAR.into()));
+        }
+    }
+    out
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn sorted_files_links_to_files_and_no_cycles() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir_all(d.join("b/deep")).unwrap();
+        fs::write(d.join("b/deep/z.log"), "z").unwrap();
+        fs::write(d.join("a.log"), "a").unwrap();
+        fs::write(d.join("c.log"), "c").unwrap();
+        symlink(d.join("a.log"), d.join("link.log")).unwrap();
+        // A cycle: a link to the folder itself.
+        symlink(d, d.join("b/loop")).unwrap();
+        symlink(d.join("missing"), d.join("broken.log")).unwrap();
+        let w = files_under(d, 8);
+        let names: Vec<String> = w
+            .files
+            .iter()
+            .map(|p| p.strip_prefix(d).unwrap().display().to_string())
+            .collect();
+        assert_eq!(names, ["a.log", "b/deep/z.log", "c.log", "link.log"]);
+        let skipped: Vec<(String, String)> = w
+            .skipped
+            .iter()
+            .map(|(p, r)| (p.strip_prefix(d).unwrap().display().to_string(), r.clone()))
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                ("b/loop".to_string(), SYMLINKED_FOLDER.to_string()),
+                (
+                    "broken.log".to_string(),
+                    "not found (deleted, or a broken symlink)".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn folders_deeper_than_the_bound_are_skipped_and_a_file_root_is_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir_all(d.join("1/2/3")).unwrap();
+        fs::write(d.join("1/top.log"), "x").unwrap();
+        fs::write(d.join("1/2/3/low.log"), "x").unwrap();
+        let w = files_under(d, 2);
+        assert_eq!(w.files, [d.join("1/top.log")]);
+        assert_eq!(w.skipped.len(), 1);
+        assert!(
+            w.skipped[0].1.starts_with("deeper than 2"),
+            "{:?}",
+            w.skipped
+        );
+        let f = files_under(&d.join("1/top.log"), 2);
+        assert_eq!(f.files, [d.join("1/top.log")]);
+    }
+}
