@@ -10,14 +10,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use diag::runfile::{strip_bom, upgrade_v1};
+use diag::tools::walk::Skip;
 
 /// The `.json` files under `path`, through diag's one directory walk (symlinked folders are
 /// not walked, so a link cycle cannot loop).
 fn json_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let walked = diag::tools::walk::files_under(path, 32);
-    if let Some((p, reason)) = walked.skipped.iter().find(|(_, r)| {
-        r != diag::tools::walk::SYMLINKED_FOLDER && r != diag::tools::walk::NOT_REGULAR
-    }) {
+    if let Some((p, reason)) = walked
+        .skipped
+        .iter()
+        .find(|(_, r)| matches!(r, Skip::Unreadable(_) | Skip::TooDeep(_)))
+    {
         return Err(std::io::Error::other(format!("{}: {reason}", p.display())));
     }
     out.extend(

@@ -5,6 +5,7 @@
 //! reported in file order whatever order they finish in), `--shard K/N` keeps the files of one
 //! of N stable shards (see [`super::replay_ci`]), and `--junit FILE` writes JUnit XML.
 
+use crate::tools::walk::Skip;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -97,9 +98,11 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CommandError> {
         let walked = crate::tools::walk::files_under(dir, MAX_FOLDER_DEPTH);
         // A folder that cannot be read is an error, as before; a link to a folder or a
         // special file is passed over.
-        if let Some((p, reason)) = walked.skipped.iter().find(|(_, r)| {
-            r != crate::tools::walk::SYMLINKED_FOLDER && r != crate::tools::walk::NOT_REGULAR
-        }) {
+        if let Some((p, reason)) = walked
+            .skipped
+            .iter()
+            .find(|(_, r)| matches!(r, Skip::Unreadable(_) | Skip::TooDeep(_)))
+        {
             return Err(CommandError::usage(format!(
                 "{}: cannot read: {reason}",
                 p.display()

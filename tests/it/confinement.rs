@@ -176,9 +176,6 @@ fn the_one_walk_lists_files_in_order_and_notes_what_it_passes_over() {
     assert_eq!(names, ["app.log", "chain.log", "current.log", "passwd.log"]);
     assert_eq!(
         walked.skipped,
-        [(
-            src.join("etc"),
-            diag::tools::walk::SYMLINKED_FOLDER.to_string()
-        )]
+        [(src.join("etc"), diag::tools::walk::Skip::SymlinkedFolder)]
     );
 }

@@ -23,7 +23,8 @@
 //! at `max_section_chars` characters, and a hit whose text was cut has `"text_truncated":
 //! true`.
 
-use crate::confine::{Confinement, OUTSIDE};
+use crate::confine::{Confinement, Refused, OUTSIDE};
+use crate::walk::Skip;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Read;
@@ -331,7 +332,7 @@ impl Inner {
                 Ok(m) if m.is_file() => {
                     files.insert(folder.clone());
                 }
-                Ok(m) if m.is_dir() => walk(folder, 0, &mut files, skipped),
+                Ok(m) if m.is_dir() => walk(folder, &mut files, skipped),
                 Ok(_) => note(skipped, folder, "not a regular file or folder".into()),
                 Err(e) => note(skipped, folder, io_reason(&e)),
             }
@@ -356,11 +357,11 @@ impl Inner {
 /// The Markdown files of a folder, through the one directory walk ([`crate::walk`]). Only
 /// what concerns a runbook is noted: a Markdown file that could not be listed, a folder too
 /// deep; other files and symlinked folders are passed over.
-fn walk(dir: &Path, depth: usize, files: &mut BTreeSet<PathBuf>, skipped: &mut Vec<SkippedFile>) {
-    let walked = crate::walk::files_under(dir, MAX_DEPTH.saturating_sub(depth));
+fn walk(dir: &Path, files: &mut BTreeSet<PathBuf>, skipped: &mut Vec<SkippedFile>) {
+    let walked = crate::walk::files_under(dir, MAX_DEPTH);
     for (path, reason) in walked.skipped {
-        if is_markdown(&path) || reason.starts_with("deeper than") {
-            note(skipped, &path, reason);
+        if is_markdown(&path) || matches!(reason, Skip::TooDeep(_)) {
+            note(skipped, &path, reason.to_string());
         }
     }
     files.extend(walked.files.into_iter().filter(|p| is_markdown(p)));
@@ -393,12 +394,9 @@ fn io_reason(e: &std::io::Error) -> String {
 /// grows while it is read is still bounded.
 fn read_bounded(confine: &Confinement, path: &Path, max: u64) -> Result<String, String> {
     // What is opened is what is checked: a file replaced by a link after listing is not read.
-    let file = confine.open(path).map_err(|e| {
-        if e.to_string() == OUTSIDE {
-            OUTSIDE.to_string()
-        } else {
-            io_reason(&e)
-        }
+    let file = confine.open(path).map_err(|e| match e {
+        Refused::Outside => OUTSIDE.to_string(),
+        Refused::Io(e) => io_reason(&e),
     })?;
     let mut bytes = Vec::new();
     file.take(max + 1)

@@ -16,10 +16,29 @@ use std::path::{Path, PathBuf};
 
 use walkdir::WalkDir;
 
-/// Why a symlinked folder was not walked.
-pub const SYMLINKED_FOLDER: &str = "symlinked directory not followed";
-/// Why a special file was not listed.
-pub const NOT_REGULAR: &str = "not a regular file";
+/// Why an entry was not listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// A link to a folder: never walked (links can form cycles).
+    SymlinkedFolder,
+    /// A FIFO, socket or device: a read could block forever.
+    NotRegular,
+    /// A folder this many levels deep or deeper.
+    TooDeep(usize),
+    /// The entry could not be read (a stable, short reason).
+    Unreadable(String),
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::SymlinkedFolder => f.write_str("symlinked directory not followed"),
+            Skip::NotRegular => f.write_str("not a regular file"),
+            Skip::TooDeep(max) => write!(f, "deeper than {max} directories; not searched"),
+            Skip::Unreadable(reason) => f.write_str(reason),
+        }
+    }
+}
 
 /// What a walk found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -27,7 +46,16 @@ pub struct Walked {
     /// Regular files and links to files, in walk order.
     pub files: Vec<PathBuf>,
     /// Entries not listed, each with its reason.
-    pub skipped: Vec<(PathBuf, String)>,
+    pub skipped: Vec<(PathBuf, Skip)>,
+}
+
+/// An I/O error as a stable, short reason (the OS text varies between platforms).
+fn unreadable(e: &std::io::Error) -> Skip {
+    Skip::Unreadable(match e.kind() {
+        std::io::ErrorKind::NotFound => "not found (deleted, or a broken symlink)".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    })
 }
 
 /// The files under `root` (a folder; a root that is a file is itself), at most `max_depth`
@@ -43,12 +71,9 @@ pub fn files_under(root: &Path, max_depth: usize) -> Walked {
             Ok(e) => e,
             Err(e) => {
                 let path = e.path().unwrap_or(root).to_path_buf();
-                let reason = match e.io_error().map(std::io::Error::kind) {
-                    Some(std::io::ErrorKind::NotFound) => {
-                        "not found (deleted, or a broken symlink)".to_string()
-                    }
-                    Some(std::io::ErrorKind::PermissionDenied) => "permission denied".to_string(),
-                    _ => e.to_string(),
+                let reason = match e.io_error() {
+                    Some(io) => unreadable(io),
+                    None => Skip::Unreadable(e.to_string()),
                 };
                 out.skipped.push((path, reason));
                 continue;
@@ -58,10 +83,7 @@ pub fn files_under(root: &Path, max_depth: usize) -> Walked {
         let path = entry.path().to_path_buf();
         if ft.is_dir() {
             if entry.depth() >= max_depth && entry.depth() > 0 {
-                out.skipped.push((
-                    path,
-                    format!("deeper than {max_depth} directories; not searched"),
-                ));
+                out.skipped.push((path, Skip::TooDeep(max_depth)));
                 it.skip_current_dir();
             }
             continue;
@@ -70,20 +92,17 @@ pub fn files_under(root: &Path, max_depth: usize) -> Walked {
             // `metadata` follows the link: a link to a folder is not walked, a link to a file
             // is listed, a broken link is noted.
             match std::fs::metadata(&path) {
-                Ok(m) if m.is_dir() => out.skipped.push((path, SYMLINKED_FOLDER.into())),
+                Ok(m) if m.is_dir() => out.skipped.push((path, Skip::SymlinkedFolder)),
                 Ok(m) if m.is_file() => out.files.push(path),
-                Ok(_) => out.skipped.push((path, NOT_REGULAR.into())),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => out
-                    .skipped
-                    .push((path, "not found (deleted, or a broken symlink)".into())),
-                Err(e) => out.skipped.push((path, e.to_string())),
+                Ok(_) => out.skipped.push((path, Skip::NotRegular)),
+                Err(e) => out.skipped.push((path, unreadable(&e))),
             }
             continue;
         }
         if ft.is_file() {
             out.files.push(path);
         } else {
-            out.skipped.push((path, NOT_REGULAR.into()));
+            out.skipped.push((path, Skip::NotRegular));
         }
     }
     out
@@ -117,12 +136,20 @@ mod tests {
         let skipped: Vec<(String, String)> = w
             .skipped
             .iter()
-            .map(|(p, r)| (p.strip_prefix(d).unwrap().display().to_string(), r.clone()))
+            .map(|(p, r)| {
+                (
+                    p.strip_prefix(d).unwrap().display().to_string(),
+                    r.to_string(),
+                )
+            })
             .collect();
         assert_eq!(
             skipped,
             [
-                ("b/loop".to_string(), SYMLINKED_FOLDER.to_string()),
+                (
+                    "b/loop".to_string(),
+                    "symlinked directory not followed".to_string()
+                ),
                 (
                     "broken.log".to_string(),
                     "not found (deleted, or a broken symlink)".to_string()
@@ -140,12 +167,7 @@ mod tests {
         fs::write(d.join("1/2/3/low.log"), "x").unwrap();
         let w = files_under(d, 2);
         assert_eq!(w.files, [d.join("1/top.log")]);
-        assert_eq!(w.skipped.len(), 1);
-        assert!(
-            w.skipped[0].1.starts_with("deeper than 2"),
-            "{:?}",
-            w.skipped
-        );
+        assert_eq!(w.skipped, [(d.join("1/2"), Skip::TooDeep(2))]);
         let f = files_under(&d.join("1/top.log"), 2);
         assert_eq!(f.files, [d.join("1/top.log")]);
     }

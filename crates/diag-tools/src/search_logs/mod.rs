@@ -52,7 +52,7 @@
 //! `.`, ignoring case: service `checkout` matches `checkout.log.gz`, `checkout-2026.log`,
 //! `checkout/app.log` and `{"service": "checkout-service"}`, not `payment-checkout.log`.
 
-use crate::confine::{Confinement, OUTSIDE};
+use crate::confine::{Confinement, Refused, OUTSIDE};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Cursor, Read, Seek, SeekFrom};
@@ -608,11 +608,11 @@ impl Inner {
         // read.
         let file = match cx.confine.open(path) {
             Ok(f) => f,
-            Err(e) if e.to_string() == OUTSIDE => {
+            Err(Refused::Outside) => {
                 out.notes.skip(path, OUTSIDE);
                 return out;
             }
-            Err(e) => {
+            Err(Refused::Io(e)) => {
                 out.notes.skip(path, describe_io(&e));
                 return out;
             }
@@ -896,7 +896,7 @@ impl Inner {
             let is_pattern =
                 text.contains(['*', '?', '[']) && fs::symlink_metadata(source).is_err();
             if !is_pattern {
-                add_path(s, &mut files, source, source, index, 0);
+                add_path(s, &mut files, source, source, index);
                 continue;
             }
             match glob::glob(&text) {
@@ -907,7 +907,7 @@ impl Inner {
                     for entry in paths {
                         any = true;
                         match entry {
-                            Ok(p) => add_path(s, &mut files, &p, &root, index, 0),
+                            Ok(p) => add_path(s, &mut files, &p, &root, index),
                             Err(e) => s.skip(e.path(), describe_io(e.error())),
                         }
                     }
@@ -960,7 +960,6 @@ fn add_path(
     path: &Path,
     root: &Path,
     source: usize,
-    depth: usize,
 ) {
     // `metadata` follows symlinks: a link to a log file is searched, a broken link is noted.
     let meta = match fs::metadata(path) {
@@ -973,7 +972,7 @@ fn add_path(
             source,
         });
     } else if meta.is_dir() {
-        walk(s, files, path, root, source, depth);
+        walk(s, files, path, root, source);
     } else {
         // FIFOs, sockets and devices could block a read forever.
         s.skip(path, "not a regular file");
@@ -987,11 +986,10 @@ fn walk(
     dir: &Path,
     root: &Path,
     source: usize,
-    depth: usize,
 ) {
-    let walked = crate::walk::files_under(dir, MAX_DEPTH.saturating_sub(depth));
+    let walked = crate::walk::files_under(dir, MAX_DEPTH);
     for (path, reason) in walked.skipped {
-        s.skip(&path, reason);
+        s.skip(&path, reason.to_string());
     }
     for path in walked.files {
         files.entry(path).or_insert(Listed {

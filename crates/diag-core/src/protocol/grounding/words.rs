@@ -25,7 +25,8 @@ pub enum Fact {
     /// A verbatim line (or a part of one around an elision), whitespace-normalised and
     /// lowercased.
     Verbatim(String),
-    /// A code span of more than one word (`` `HTTP 502` ``): shown when the evidence holds
+    /// A quotation or code span of more than one word (`` `HTTP 502` ``,
+    /// `"settlement-batch started"`): shown when the evidence holds
     /// it verbatim (whitespace-normalised, lowercased), or holds each of its words: the
     /// facts of its numbers, times, dates and names as values, every other word as a word
     /// (a capitalised acronym such as `HTTP` excepted).
@@ -308,14 +309,11 @@ pub fn segment_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
     }
 }
 
+/// One quoted token per part of a code line split at an elision (`…`, `...`): each part is
+/// a quotation the evidence must show.
 fn verbatim_tokens(seg: &Segment, out: &mut Vec<Token>) {
-    push_verbatim(&seg.text, seg.line_at(0), out);
-}
-
-/// One quoted token per part of `text` split at an elision (`…`, `...`): each part is a
-/// quotation the evidence must show.
-fn push_verbatim(text: &str, line: u32, out: &mut Vec<Token>) {
-    let text = text.replace('\u{2026}', "...");
+    let line = seg.line_at(0);
+    let text = seg.text.replace('\u{2026}', "...");
     for part in text.split("...") {
         let norm = super::normalize_ws(part);
         // A line of punctuation only shows nothing.
@@ -408,8 +406,8 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
                     TokenKind::Number,
                     &format!("#{word}"),
                     Fact::Number(n),
-                    // `#07` writes two digits: a reference number, not prose like `#2`.
-                    d >= 2 || word.len() >= 2,
+                    // Written digits count: `#07` is salient, `#2` prose.
+                    d >= 2,
                 ),
                 _ => emit(
                     TokenKind::Reference,
@@ -476,8 +474,8 @@ fn number_token(shown: &str, n: String, digits: usize) -> Classified {
     )
 }
 
-/// A code span of more than one word: one quoted token whose fact is the span verbatim and
-/// the facts of its words (every word counts: a plain word in code formatting is literal).
+/// A quotation or code span of more than one word: one quoted token whose fact is the span
+/// verbatim and the facts of its words (every word counts: a quoted plain word is literal).
 fn push_span(span: &str, mode: Mode, line: u32, out: &mut Vec<Token>) {
     let norm = super::normalize_ws(span.trim());
     let mut parts = Vec::new();
