@@ -19,7 +19,9 @@
 //!   answer was cut" are never the same flag.
 //! - **Speed.** The query is searched over large buffers and lines are looked at only around
 //!   a hit ([`scan`]); a time window in a large time-ordered file is found by binary search
-//!   on byte offsets and only the window is read ([`window`]).
+//!   on byte offsets and only the window is read ([`window`]). A large plain file (or window)
+//!   is searched in parts, split at line starts, one thread each, and the parts' results are
+//!   merged into exactly the sequential scan's ([`split`]), so one big file uses every core.
 //! - **Memory.** Files are read 1 MiB at a time; a physical line is searched only up
 //!   to `max_scan_line_bytes` (the rest of it is neither kept nor searched), so a huge file
 //!   or a file without newlines never loads whole.
@@ -55,7 +57,7 @@
 use crate::confine::{Confinement, Refused, OUTSIDE};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, Cursor, Read, Seek, SeekFrom};
+use std::io::{self, Cursor, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,6 +71,7 @@ use diag_core::tools::args::{bounded, invalid, Args};
 use diag_core::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolSpec};
 
 pub mod scan;
+pub mod split;
 pub mod timefmt;
 pub mod window;
 
@@ -114,6 +117,10 @@ pub struct LogSearchLimits {
     pub max_probe_bytes: usize,
     /// Files searched at once; 0 means one per core.
     pub threads: usize,
+    /// A plain file (or the window of one) at least this large is searched by `threads`
+    /// threads at once, in parts split at line starts, with the same result as one thread
+    /// reading it; `u64::MAX` never splits.
+    pub split_min_bytes: u64,
 }
 
 impl Default for LogSearchLimits {
@@ -132,6 +139,7 @@ impl Default for LogSearchLimits {
             order_probes: 32,
             max_probe_bytes: 4 * 1024 * 1024,
             threads: 0,
+            split_min_bytes: 32 * 1024 * 1024,
         }
     }
 }
@@ -550,12 +558,7 @@ impl Inner {
                 m.frontier += 1;
             }
         };
-        let threads = match self.limits.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            t => t,
-        }
-        .min(n)
-        .max(1);
+        let threads = self.threads().min(n).max(1);
         if threads == 1 {
             worker();
         } else {
@@ -737,12 +740,12 @@ impl Inner {
                     let r = if plan.start == plan.head_end {
                         // The window starts at the first timestamped line: read from the
                         // top, counting lines.
-                        range_scan(
+                        self.range_scan(
                             &spec,
                             file,
                             head,
-                            0,
-                            plan.end,
+                            (0, plan.end),
+                            size,
                             origin(0, keep),
                             &mut out.found,
                         )
@@ -750,12 +753,12 @@ impl Inner {
                         // The lines before the first timestamped one have no time: count
                         // the matches among them, then read the window alone.
                         let head_spec = ScanSpec { keep: 0, ..spec };
-                        range_scan(
+                        self.range_scan(
                             &head_spec,
                             file,
                             head,
-                            0,
-                            plan.head_end,
+                            (0, plan.head_end),
+                            size,
                             origin(0, 0),
                             &mut out.found,
                         )
@@ -764,7 +767,8 @@ impl Inner {
                                 offset: plan.start,
                                 lines_before: None,
                             };
-                            range_scan(&spec, file, &[], plan.start, plan.end, o, &mut out.found)
+                            let range = (plan.start, plan.end);
+                            self.range_scan(&spec, file, &[], range, size, o, &mut out.found)
                         })
                     };
                     match r {
@@ -781,16 +785,51 @@ impl Inner {
             }
         }
         let spec = self.spec(cx, times, service, keep, Outside::Exclude);
-        let r = range_scan(
+        let r = self.range_scan(
             &spec,
             file,
             head,
-            0,
-            u64::MAX,
+            (0, u64::MAX),
+            size,
             origin(0, keep),
             &mut out.found,
         );
         self.finish(out, path, r);
+    }
+
+    /// Scans bytes `[range.0, range.1)` of a plain file of `size` bytes (`head`: its first
+    /// bytes, already read); a large range in parts at once ([`split`]).
+    #[allow(clippy::too_many_arguments)]
+    fn range_scan(
+        &self,
+        spec: &ScanSpec,
+        file: &File,
+        head: &[u8],
+        range: (u64, u64),
+        size: u64,
+        origin: Origin,
+        found: &mut Found,
+    ) -> Result<(), Stop> {
+        split::range_scan_split(
+            spec,
+            file,
+            head,
+            range.0,
+            range.1,
+            size,
+            self.threads(),
+            self.limits.split_min_bytes,
+            origin,
+            found,
+        )
+    }
+
+    /// Threads a search uses: `limits.threads`, or one per core.
+    fn threads(&self) -> usize {
+        match self.limits.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            t => t,
+        }
     }
 
     fn spec<'a>(
@@ -824,33 +863,6 @@ impl Inner {
             );
         }
     }
-}
-
-/// Scans bytes `[from, to)` of a plain file; `head` holds its first bytes, already read.
-fn range_scan(
-    spec: &ScanSpec,
-    file: &File,
-    head: &[u8],
-    from: u64,
-    to: u64,
-    origin: Origin,
-    found: &mut Found,
-) -> Result<(), Stop> {
-    let (pre, read_from) = if from == 0 {
-        let n = usize::try_from(to).map_or(head.len(), |t| t.min(head.len()));
-        (&head[..n], n as u64)
-    } else {
-        (&[][..], from)
-    };
-    let mut f = file;
-    if let Err(error) = f.seek(SeekFrom::Start(read_from)) {
-        return Err(Stop::Read {
-            after: format!("byte {read_from}"),
-            error,
-        });
-    }
-    let mut input = f.take(to.saturating_sub(read_from));
-    scan::scan(spec, pre, &mut input, origin, found)
 }
 
 /// Where a scan from the top of a file starts; lines are counted only when matches are kept.

@@ -14,6 +14,10 @@
 //!   without one (a stack frame), the nearest timestamped line above it, found by walking
 //!   back, never further than the point up to which the last time is already known. Every
 //!   byte is walked back over at most once.
+//! - **Parts.** A large file is scanned in parts at once ([`super::split`]), each by its own
+//!   scanner ([`scan_part`]), which also counts the lines of its part so that the parts after
+//!   it can number theirs. What a scan finds does not depend on where its reads happen to end,
+//!   which is what makes the parts' results add up to the sequential scan's.
 
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,8 +29,9 @@ use super::timefmt::TimeReader;
 use diag_core::clock::Timestamp;
 use diag_core::tools::args::prefix_at_boundary;
 
-/// Bytes read per `read` call.
-const CHUNK: usize = 1024 * 1024;
+/// Bytes read per `read` call; a few dozen in unit tests, so that reads end mid-line and
+/// mid-match all the time there.
+const CHUNK: usize = if cfg!(test) { 61 } else { 1024 * 1024 };
 /// Regex hits that spanned a newline and failed on their line alone, before a file is
 /// searched line by line instead.
 const SPAN_RECHECKS: u32 = 64;
@@ -236,7 +241,8 @@ pub struct ScanSpec<'a> {
 }
 
 impl ScanSpec<'_> {
-    fn window(&self) -> bool {
+    /// Whether a time window applies.
+    pub fn window(&self) -> bool {
         self.since.is_some() || self.until.is_some()
     }
 }
@@ -273,9 +279,26 @@ pub enum Stop {
     Disorder,
     /// A read failed; what was found before it is kept.
     Read {
-        after: String,
+        after: At,
         error: io::Error,
     },
+}
+
+/// Where a read failed: after this many lines when they were being counted, else after the
+/// complete lines that end before this byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At {
+    pub line: Option<u64>,
+    pub byte: u64,
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(n) => write!(f, "line {n}"),
+            None => write!(f, "byte {}", self.byte),
+        }
+    }
 }
 
 /// Where a stream starts in its file.
@@ -294,19 +317,30 @@ pub fn scan(
     origin: Origin,
     found: &mut Found,
 ) -> Result<(), Stop> {
-    let mut s = Scanner {
-        spec,
-        data: Vec::with_capacity(CHUNK + spec.max_scan_line_bytes + 1),
-        base: origin.offset,
-        lines_before: origin.lines_before,
-        counted_to: 0,
-        known_pos: 0,
-        known_ts: None,
-        span_rechecks: 0,
-        line_mode: false,
-    };
-    s.data.extend_from_slice(head);
+    let mut s = Scanner::new(spec, head, origin, None);
     s.run(input, found)
+}
+
+/// Scans one part of a file searched in parts ([`super::split`]): as [`scan`], except that
+/// lines are counted to the end of the part even once its matches are kept (the parts after
+/// it need the count to number their lines), and the scan also stops, as cancelled, once
+/// `halt` is raised (an earlier part has decided the result). Returns the lines the part
+/// holds (counted from `origin.lines_before`) when it was scanned to its end with lines known.
+pub fn scan_part(
+    spec: &ScanSpec,
+    head: &[u8],
+    input: &mut dyn Read,
+    origin: Origin,
+    halt: &AtomicBool,
+    found: &mut Found,
+) -> (Result<(), Stop>, Option<u64>) {
+    let mut s = Scanner::new(spec, head, origin, Some(halt));
+    let r = s.run(input, found);
+    let lines = match (&r, s.lines_before) {
+        (Ok(()), Some(n)) if !found.capped => Some(n + count_newlines(s.uncounted())),
+        _ => None,
+    };
+    (r, lines)
 }
 
 struct Scanner<'a, 'b> {
@@ -323,17 +357,60 @@ struct Scanner<'a, 'b> {
     known_ts: Option<Timestamp>,
     span_rechecks: u32,
     line_mode: bool,
+    /// A part of a split scan: lines are counted to the end, and this flag stops it too.
+    halt: Option<&'a AtomicBool>,
+    /// A read that failed after the end of a long line was read: reported once the lines
+    /// read after that end are searched.
+    failed: Option<io::Error>,
+}
+
+impl<'a, 'b> Scanner<'a, 'b> {
+    fn new(
+        spec: &'a ScanSpec<'b>,
+        head: &[u8],
+        origin: Origin,
+        halt: Option<&'a AtomicBool>,
+    ) -> Self {
+        let mut data = Vec::with_capacity(CHUNK + spec.max_scan_line_bytes + 1);
+        data.extend_from_slice(head);
+        Scanner {
+            spec,
+            data,
+            base: origin.offset,
+            lines_before: origin.lines_before,
+            counted_to: 0,
+            known_pos: 0,
+            known_ts: None,
+            span_rechecks: 0,
+            line_mode: false,
+            halt,
+            failed: None,
+        }
+    }
 }
 
 impl Scanner<'_, '_> {
+    fn halted(&self) -> bool {
+        self.spec.cancel.load(Ordering::Relaxed)
+            || self.halt.is_some_and(|h| h.load(Ordering::Relaxed))
+    }
+
+    /// The bytes of `data` whose newlines are not yet in `lines_before`.
+    fn uncounted(&self) -> &[u8] {
+        self.data_or_empty(self.counted_to, self.data.len())
+    }
+
     fn run(&mut self, input: &mut dyn Read, found: &mut Found) -> Result<(), Stop> {
-        let cap = CHUNK + self.spec.max_scan_line_bytes + 1;
+        // Room for a read after the head too, however long the head is: a read into a full
+        // buffer would look like the end of the input.
+        let cap = (CHUNK + self.spec.max_scan_line_bytes + 1).max(self.data.len() + CHUNK);
         let mut pos = 0;
         let mut eof = false;
         // A failed read ends the stream: the complete lines before it are still searched.
         let mut failed: Option<io::Error> = None;
+        let max = self.spec.max_scan_line_bytes;
         loop {
-            if self.spec.cancel.load(Ordering::Relaxed) {
+            if self.halted() {
                 return Err(Stop::Cancelled);
             }
             // Move the unfinished line to the front and read more.
@@ -341,7 +418,10 @@ impl Scanner<'_, '_> {
                 self.discard(pos);
                 pos = 0;
             }
-            if !eof {
+            if let Some(error) = self.failed.take() {
+                eof = true;
+                failed = Some(error);
+            } else if !eof {
                 let want = cap.min(self.data.len() + CHUNK);
                 match read_into(input, &mut self.data, want) {
                     Ok(0) => eof = true,
@@ -355,9 +435,22 @@ impl Scanner<'_, '_> {
             if let Some(error) = failed.take() {
                 let complete = memchr::memrchr(b'\n', &self.data).map_or(0, |i| i + 1);
                 self.search(complete, found)?;
+                if found.capped {
+                    // The count stopped before the failed read: the scan ends there, as it
+                    // does when the read that reaches the cap succeeds.
+                    return Ok(());
+                }
                 self.discard(complete);
+                if self.data.len() > max + 1 {
+                    // A long line's searched bytes were read: it is a line, as it is when
+                    // the read that fails comes while skipping the rest of it.
+                    self.long_head(found)?;
+                    if found.capped {
+                        return Ok(());
+                    }
+                }
                 return Err(Stop::Read {
-                    after: self.position_text(),
+                    after: self.position(),
                     error,
                 });
             }
@@ -369,7 +462,10 @@ impl Scanner<'_, '_> {
             } else {
                 match memchr::memrchr(b'\n', &self.data) {
                     Some(i) => i + 1,
-                    None if self.data.len() >= self.spec.max_scan_line_bytes => {
+                    // Two bytes more than a line is searched: the line is cut whatever its
+                    // last bytes (a line of `max_scan_line_bytes` and a `\r` is not), so it
+                    // reads the same wherever a read happened to end.
+                    None if self.data.len() > max + 1 => {
                         self.long_line(input, found)?;
                         if found.capped {
                             return Ok(());
@@ -390,13 +486,12 @@ impl Scanner<'_, '_> {
         }
     }
 
-    fn position_text(&self) -> String {
-        match self.lines_before {
-            Some(n) => {
-                let n = n + count_newlines(&self.data[self.counted_to.min(self.data.len())..]);
-                format!("line {n}")
-            }
-            None => format!("byte {}", self.base),
+    fn position(&self) -> At {
+        At {
+            line: self
+                .lines_before
+                .map(|n| n + count_newlines(self.uncounted())),
+            byte: self.base,
         }
     }
 
@@ -421,12 +516,10 @@ impl Scanner<'_, '_> {
     /// is read and dropped.
     fn long_line(&mut self, input: &mut dyn Read, found: &mut Found) -> Result<(), Stop> {
         let max = self.spec.max_scan_line_bytes;
-        if self.spec.matcher.is_match(&self.data[..max]) {
-            self.take(0, max, max, true, found)?;
-        } else if self.spec.window() {
-            if let Some(t) = self.spec.times.line_time(&self.data[..max]) {
-                self.known_ts = Some(t);
-            }
+        self.long_head(found)?;
+        if found.capped {
+            // The rest of the line is not needed.
+            return Ok(());
         }
         let mut rest = self.data.split_off(max);
         self.data.clear();
@@ -444,10 +537,18 @@ impl Scanner<'_, '_> {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(error) => {
-                    return Err(Stop::Read {
-                        after: self.position_text(),
-                        error,
-                    })
+                    let Some(i) = memchr::memchr(b'\n', &rest) else {
+                        return Err(Stop::Read {
+                            after: self.position(),
+                            error,
+                        });
+                    };
+                    // The line's end was read before the failure: the lines read after it
+                    // are searched, then the failure is reported.
+                    skipped += i as u64 + 1;
+                    self.data.extend_from_slice(&rest[i + 1..]);
+                    self.failed = Some(error);
+                    break;
                 }
             }
         }
@@ -457,6 +558,20 @@ impl Scanner<'_, '_> {
         }
         self.counted_to = 0;
         self.known_pos = 0;
+        Ok(())
+    }
+
+    /// Matches the searched bytes of the long line at the front of `data` (or, under a window,
+    /// reads its time for the lines below it).
+    fn long_head(&mut self, found: &mut Found) -> Result<(), Stop> {
+        let max = self.spec.max_scan_line_bytes;
+        if self.spec.matcher.is_match(&self.data[..max]) {
+            self.take(0, max, max, true, found)?;
+        } else if self.spec.window() {
+            if let Some(t) = self.spec.times.line_time(&self.data[..max]) {
+                self.known_ts = Some(t);
+            }
+        }
         Ok(())
     }
 
@@ -616,7 +731,7 @@ impl Scanner<'_, '_> {
                 self.lines_before = Some(n - 1);
                 self.counted_to = ls;
             }
-            if found.hits.len() >= spec.keep {
+            if found.hits.len() >= spec.keep && self.halt.is_none() {
                 // Line numbers are no longer needed.
                 self.lines_before = None;
             }
