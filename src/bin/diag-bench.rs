@@ -25,8 +25,9 @@
 //! from the first writer's start to the last one's exit, and each writer's figures and errors
 //! (a writer counts a run it could not store and goes on). It exits 1 when any run failed.
 //!
-//! `diag-bench logs [--dir DIR] [--size-mib N] [--runs N] [--write docs/BENCHMARKS.md]` times
-//! `search_logs` against ripgrep on a generated log (see `diag_bench/logs.rs`).
+//! `diag-bench logs [--dir DIR] [--size-mib N] [--runs N] [--one-file] [--write
+//! docs/BENCHMARKS.md]` times `search_logs` against ripgrep on a generated log, and on one
+//! 400 MB file alone (see `diag_bench/logs.rs`).
 
 // No `unwrap`/`expect` outside tests: a failure is a value (Cargo.toml's [lints] says why this is
 // an attribute and not a table entry).
@@ -103,6 +104,10 @@ enum Bench {
         size_mib: u64,
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Only the one-file case: the first 400 MB of the log4j file, against rg and against
+        /// one thread.
+        #[arg(long)]
+        one_file: bool,
         /// Replace the log-search section of this Markdown file with the figures.
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
@@ -775,8 +780,9 @@ fn main() -> ExitCode {
             dir,
             size_mib,
             runs,
+            one_file,
             write,
-        } => logs::bench_logs(&dir, size_mib, runs.max(1), write.as_deref()),
+        } => logs::bench_logs(&dir, size_mib, runs.max(1), one_file, write.as_deref()),
     };
     match result {
         Ok(v) => {

@@ -11,7 +11,13 @@
 //! Each case runs the tool in-process (`SearchLogs::search`, the tool's whole work: listing,
 //! format detection, the scan, the output) and `rg` as a process on the same files and
 //! query, `--runs` times each after one warm-up (warm page cache); the median is reported,
-//! with the match counts of both, which must agree. `--write FILE` replaces the section
+//! with the match counts of both, which must agree.
+//!
+//! One file alone: the first 400 MB of `app/app.log` (cut at a line end, copied once to
+//! `one/app.log`) searched for a rare literal, `search_logs` (which searches one large file
+//! in parts on every core) against `rg -c -i -F` and against `search_logs` on one thread,
+//! the best of at least three runs each after a warm-up; the split search's output must equal
+//! the one-thread output. `--one-file` runs this case alone. `--write FILE` replaces the section
 //! between `<!-- log-search:begin -->` and `<!-- log-search:end -->` of FILE (appends it when
 //! absent). Nothing here is asserted by tests.
 
@@ -454,15 +460,130 @@ fn read_all(paths: &[&Path]) -> Result<u64, String> {
     Ok(total)
 }
 
+/// The size of the one-file case.
+const ONE_FILE_BYTES: u64 = 400_000_000;
+
+/// The first [`ONE_FILE_BYTES`] of the log4j file, to its next line end, as `one/app.log`
+/// (copied once).
+fn one_file(dir: &Path, c: &Corpus) -> Result<PathBuf, String> {
+    let path = dir.join("one/app.log");
+    let marker = dir.join("one/SOURCE");
+    let source_len = fs::metadata(&c.app).map_err(|e| e.to_string())?.len();
+    let want = format!("{CORPUS_VERSION} bytes={ONE_FILE_BYTES} of {source_len}\n");
+    if fs::read_to_string(&marker).ok().as_deref() == Some(want.as_str()) && path.is_file() {
+        return Ok(path);
+    }
+    fs::create_dir_all(dir.join("one")).map_err(|e| e.to_string())?;
+    let mut input = File::open(&c.app).map_err(|e| e.to_string())?;
+    let mut out =
+        BufWriter::with_capacity(1 << 20, File::create(&path).map_err(|e| e.to_string())?);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut written: u64 = 0;
+    loop {
+        let n = input.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        if written + n as u64 >= ONE_FILE_BYTES {
+            let from = usize::try_from(ONE_FILE_BYTES.saturating_sub(written)).unwrap_or(n);
+            let cut = memchr::memchr(b'\n', &chunk[from.min(n)..]).map(|i| from + i + 1);
+            if let Some(cut) = cut {
+                out.write_all(&chunk[..cut]).map_err(|e| e.to_string())?;
+                break;
+            }
+        }
+        out.write_all(chunk).map_err(|e| e.to_string())?;
+        written += n as u64;
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    drop(out);
+    let mtime = fs::metadata(&c.app)
+        .and_then(|m| m.modified())
+        .map_err(|e| e.to_string())?;
+    File::options()
+        .write(true)
+        .open(&path)
+        .and_then(|f| f.set_modified(mtime))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    fs::write(&marker, want).map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// One large file searched for a rare literal: `search_logs` against `rg -c -i -F` and
+/// against itself on one thread, best of `runs` (at least 3) after a warm-up, interleaved.
+fn bench_one_file(dir: &Path, c: &Corpus, runs: usize) -> Result<Value, String> {
+    let path = one_file(dir, c)?;
+    let q = "PoolExhausted";
+    let limits = LogSearchLimits::default();
+    let tool = SearchLogs::new(vec![path.clone()], limits.clone());
+    let one_thread = SearchLogs::new(
+        vec![path.clone()],
+        LogSearchLimits {
+            split_min_bytes: u64::MAX,
+            ..limits.clone()
+        },
+    );
+    let query = LogQuery::new(q, &limits);
+    let flags = ["-c", "-i", "-F"];
+    let mut args: Vec<&str> = flags.to_vec();
+    args.push(q);
+    let paths: [&Path; 1] = [&path];
+    let mut out = search(&tool, &query)?; // warm-up
+    let mut seq = search(&one_thread, &query)?;
+    let mut rg_count = rg(&args, &paths)?;
+    let same = out == seq;
+    let (mut d, mut r, mut s1) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs.max(3) {
+        let t0 = Instant::now();
+        out = search(&tool, &query)?;
+        d.push(t0.elapsed());
+        let t0 = Instant::now();
+        rg_count = rg(&args, &paths)?;
+        r.push(t0.elapsed());
+        let t0 = Instant::now();
+        seq = search(&one_thread, &query)?;
+        s1.push(t0.elapsed());
+    }
+    let best = |v: &[Duration]| v.iter().min().copied().unwrap_or_default();
+    let (t_diag, t_rg, t_seq) = (best(&d), best(&r), best(&s1));
+    let ratio = t_rg.as_secs_f64() / t_diag.as_secs_f64();
+    let ms = |t: Duration| t.as_secs_f64() * 1e3;
+    eprintln!(
+        "diag-bench logs: one file of {} ({q}): search_logs {:.1} ms (one thread {:.1} ms), \
+         rg -c -i -F {:.1} ms: rg time / search_logs time = {ratio:.2} (goal >= 1.0: {})",
+        human(size_of(&paths)),
+        ms(t_diag),
+        ms(t_seq),
+        ms(t_rg),
+        if ratio >= 1.0 { "met" } else { "missed" }
+    );
+    Ok(json!({
+        "bytes": size_of(&paths), "query": q, "rg_flags": flags.join(" "),
+        "runs": runs.max(3),
+        "diag_ms": ms(t_diag), "rg_ms": ms(t_rg), "one_thread_ms": ms(t_seq),
+        "ratio": ratio, "goal": 1.0, "met": ratio >= 1.0,
+        "diag_count": out["matches_found"], "rg_count": rg_count,
+        "same_output_as_one_thread": same && out == seq,
+    }))
+}
+
 /// Runs the benchmark; returns its figures as JSON.
 pub fn bench_logs(
     dir: &Path,
     size_mib: u64,
     runs: usize,
+    one_file_only: bool,
     write: Option<&Path>,
 ) -> Result<Value, String> {
     let size = size_mib << 20;
     let c = corpus(dir, size)?;
+    if one_file_only {
+        if write.is_some() {
+            return Err("--write needs every case: leave out --one-file".into());
+        }
+        return Ok(json!({"one_file": bench_one_file(dir, &c, runs)?}));
+    }
     let rg_version = Command::new("rg")
         .arg("--version")
         .output()
@@ -588,8 +709,9 @@ pub fn bench_logs(
             "untimed_lines": out["untimed_lines"],
         }));
     }
+    let one = bench_one_file(dir, &c, runs)?;
     let result = json!({"rg_version": rg_version, "runs": runs, "load_average": load_average,
-               "scans": scans, "windows": windows});
+               "scans": scans, "one_file": one, "windows": windows});
     if let Some(file) = write {
         write_section(file, &result)?;
     }
@@ -648,6 +770,28 @@ fn write_section(file: &Path, r: &Value) -> Result<(), String> {
             x["diag_count"], x["rg_count"],
         ));
     }
+    let one = &r["one_file"];
+    s.push_str(&format!(
+        "\nOne file alone: the first {} of `app/app.log`, searched for a rare literal; `search_logs` searches one large file in parts on every core (split at line starts, results merged into the sequential scan's), \"one thread\" is the same search with the split turned off. Best of {} runs each after a warm-up, interleaved.\n\n",
+        human(one["bytes"].as_u64().unwrap_or(0)),
+        one["runs"],
+    ));
+    s.push_str("| one file | bytes | `search_logs` | one thread | `rg` | rg time ÷ diag time | goal ≥ 1.0 | lines counted (diag / rg) | same output as one thread |\n");
+    s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    s.push_str(&format!(
+        "| rare literal (`{}`, rg `{}`) | {} | {} ms | {} ms | {} ms | {:.2} | {} | {} / {} | {} |\n",
+        one["query"].as_str().unwrap_or(""),
+        one["rg_flags"].as_str().unwrap_or(""),
+        human(one["bytes"].as_u64().unwrap_or(0)),
+        f1(&one["diag_ms"]),
+        f1(&one["one_thread_ms"]),
+        f1(&one["rg_ms"]),
+        one["ratio"].as_f64().unwrap_or(0.0),
+        if one["met"].as_bool() == Some(true) { "met" } else { "**missed**" },
+        one["diag_count"],
+        one["rg_count"],
+        if one["same_output_as_one_thread"].as_bool() == Some(true) { "yes" } else { "**no**" },
+    ));
     s.push_str("\n| window: last 10 minutes of | bytes | query | `search_logs` | goal < 20 ms | same window read whole | matches (window / whole) | untimed |\n");
     s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for x in r["windows"].as_array().into_iter().flatten() {
