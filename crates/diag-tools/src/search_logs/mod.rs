@@ -20,7 +20,7 @@
 //! - **Speed.** The query is searched over large buffers and lines are looked at only around
 //!   a hit ([`scan`]); a time window in a large time-ordered file is found by binary search
 //!   on byte offsets and only the window is read ([`window`]). A large plain file (or window)
-//!   is searched in parts, split at line starts, one thread each, and the parts' results are
+//!   is searched in parts, split at line starts, by every thread, and the parts' results are
 //!   merged into exactly the sequential scan's ([`split`]), so one big file uses every core.
 //! - **Memory.** Files are read 1 MiB at a time; a physical line is searched only up
 //!   to `max_scan_line_bytes` (the rest of it is neither kept nor searched), so a huge file

@@ -1,13 +1,14 @@
 //! One large plain file searched by several threads at once, with the sequential scan's
 //! result.
 //!
-//! The range `[from, to)` is cut into as many parts as there are threads. Each cut is moved
+//! The range `[from, to)` is cut into a few parts per thread (no smaller than 4 MiB), which
+//! the threads take in file order as they finish the ones before. Each cut is moved
 //! forward to the next line start (the byte after a `\n`); under a time window, further to
 //! the next line that has its own time, so that no part begins with lines that would take
 //! their time from a line in the part before it. A cut that finds no such line within
 //! [`SPLIT_REACH`] bytes is dropped (its neighbours' parts grow instead). The parts are read
 //! with positional reads (`pread`), never through a memory map, and scanned on scoped threads,
-//! each into its own [`Found`].
+//! each part into its own [`Found`].
 //!
 //! The parts are then merged in file order as if one scan had read them one after another:
 //!
@@ -26,7 +27,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::scan::{self, Found, Origin, ScanSpec, Stop};
 
@@ -35,6 +36,12 @@ use super::scan::{self, Found, Origin, ScanSpec, Stop};
 pub const SPLIT_REACH: u64 = 4 * 1024 * 1024;
 /// First read when looking for a part start.
 const FIRST_READ: usize = 16 * 1024;
+/// Parts per thread: the threads take the parts in file order as they finish the ones before,
+/// so a thread slowed down (by another process on its core) leaves more of the parts to the
+/// others instead of holding up the whole search.
+const PARTS_PER_THREAD: usize = 4;
+/// Parts are no smaller than this (unless a file is searched in parts at all below it).
+const MIN_PART_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Bytes read at explicit offsets, so that several threads can read one file at once without
 /// sharing a file position.
@@ -124,8 +131,8 @@ fn head_part(head: &[u8], from: u64, to: u64) -> (&[u8], u64) {
     }
 }
 
-/// Scans `[from, to)` as [`range_scan`] does, in `parts` parts at once when `parts > 1` and
-/// the range (clipped to `size`, the file's size) holds at least `min_bytes`.
+/// Scans `[from, to)` as [`range_scan`] does, by `threads` threads at once when there are
+/// several and the range (clipped to `size`, the file's size) holds at least `min_bytes`.
 #[allow(clippy::too_many_arguments)]
 pub fn range_scan_split(
     spec: &ScanSpec,
@@ -134,16 +141,18 @@ pub fn range_scan_split(
     from: u64,
     to: u64,
     size: u64,
-    parts: usize,
+    threads: usize,
     min_bytes: u64,
     origin: Origin,
     found: &mut Found,
 ) -> Result<(), Stop> {
     let end = to.min(size);
-    if parts > 1 && end > from && end - from >= min_bytes {
+    if threads > 1 && end > from && end - from >= min_bytes {
+        let by_size = usize::try_from((end - from) / MIN_PART_BYTES).unwrap_or(usize::MAX);
+        let parts = (threads * PARTS_PER_THREAD).min(by_size).max(threads);
         let cuts = split_points(spec, src, from, end, parts);
         if !cuts.is_empty() {
-            return scan_split(spec, src, head, from, to, &cuts, origin, found);
+            return scan_split(spec, src, head, from, to, &cuts, threads, origin, found);
         }
     }
     range_scan(spec, src, head, from, to, origin, found)
@@ -285,8 +294,9 @@ struct PartOutcome {
 }
 
 /// Scans `[from, to)` in parts starting at `cuts` (increasing line starts strictly inside
-/// the range; under a window, lines with their own time), one thread each, and merges the
-/// parts into `found` as the sequential scan of the range would have left it.
+/// the range; under a window, lines with their own time) on `threads` threads, which take
+/// the parts in order, and merges the parts into `found` as the sequential scan of the range
+/// would have left it.
 #[allow(clippy::too_many_arguments)]
 pub fn scan_split(
     spec: &ScanSpec,
@@ -295,6 +305,7 @@ pub fn scan_split(
     from: u64,
     to: u64,
     cuts: &[u64],
+    threads: usize,
     origin: Origin,
     found: &mut Found,
 ) -> Result<(), Stop> {
@@ -337,14 +348,28 @@ pub fn scan_split(
             lines,
         }
     };
-    let outcomes: Vec<PartOutcome> = std::thread::scope(|s| {
-        let handles: Vec<_> = (1..bounds.len()).map(|i| s.spawn(move || run(i))).collect();
-        let mut all = vec![run(0)];
+    let next = AtomicUsize::new(0);
+    let worker = || -> Vec<(usize, PartOutcome)> {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= bounds.len() {
+                return done;
+            }
+            done.push((i, run(i)));
+        }
+    };
+    let mut outcomes: Vec<(usize, PartOutcome)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (1..threads.clamp(1, bounds.len()))
+            .map(|_| s.spawn(worker))
+            .collect();
+        let mut all = worker();
         for h in handles {
-            all.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+            all.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         }
         all
     });
+    outcomes.sort_unstable_by_key(|(i, _)| *i);
     let mut merged = Merged {
         keep,
         cap,
@@ -353,7 +378,7 @@ pub fn scan_split(
         lines: origin.lines_before,
         lines_known: origin.lines_before.is_some(),
     };
-    for (i, part) in outcomes.into_iter().enumerate() {
+    for (i, part) in outcomes {
         let crossing = part.found.count > 0 && merged.counted + part.found.count >= cap;
         let part = if crossing && merged.counted > 0 {
             // This part reaches the cap after what the parts before it counted: scan it again

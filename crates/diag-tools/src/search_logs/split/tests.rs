@@ -214,7 +214,7 @@ fn a_cancelled_search_stops_in_every_part() {
         lines_before: Some(0),
     };
     let mut par = Found::default();
-    let r = scan_split(&s, &b, &[], 0, 200, &[50, 100], origin, &mut par);
+    let r = scan_split(&s, &b, &[], 0, 200, &[50, 100], 2, origin, &mut par);
     assert!(matches!(r, Err(Stop::Cancelled)));
 }
 
@@ -414,6 +414,7 @@ struct Case {
     cuts: Vec<prop::sample::Index>,
     raw_cuts: bool,
     fail: Option<prop::sample::Index>,
+    threads: usize,
 }
 
 fn gen_case() -> impl Strategy<Value = Case> {
@@ -441,12 +442,13 @@ fn gen_case() -> impl Strategy<Value = Case> {
             prop::collection::vec(any::<prop::sample::Index>(), 1..6),
             any::<bool>(),
             prop::option::weighted(0.2, any::<prop::sample::Index>()),
+            1usize..4,
         ),
     )
         .prop_map(
             |(
                 (lines, crlf, trailing, query, keep, count_cap, window, abort, service),
-                (max_scan, range, head, lines_known, pre, cuts, raw_cuts, fail),
+                (max_scan, range, head, lines_known, pre, cuts, raw_cuts, fail, threads),
             )| Case {
                 lines,
                 crlf,
@@ -465,6 +467,7 @@ fn gen_case() -> impl Strategy<Value = Case> {
                 cuts,
                 raw_cuts,
                 fail,
+                threads,
             },
         )
 }
@@ -572,7 +575,17 @@ fn parts_equal_sequential(case: &Case) -> Result<(), TestCaseError> {
     let mut seq = found_before(pre_hits, pre_count);
     let seq_end = end(range_scan(&s, src, head, from, to, origin, &mut seq));
     let mut par = found_before(pre_hits, pre_count);
-    let par_end = end(scan_split(&s, src, head, from, to, &cuts, origin, &mut par));
+    let par_end = end(scan_split(
+        &s,
+        src,
+        head,
+        from,
+        to,
+        &cuts,
+        case.threads,
+        origin,
+        &mut par,
+    ));
     let what = format!("cuts {cuts:?} range {from}..{to} fail {fail_at:?}\n{text:?}");
     prop_assert_eq!(&par_end, &seq_end, "{}", what);
     prop_assert_eq!(&par.hits, &seq.hits, "{}", what);
@@ -580,11 +593,11 @@ fn parts_equal_sequential(case: &Case) -> Result<(), TestCaseError> {
     prop_assert_eq!(par.untimed, seq.untimed, "{}", what);
     prop_assert_eq!(par.capped, seq.capped, "{}", what);
     // And the production cuts.
-    for parts in 2..5 {
+    for threads in 2..4 {
         let mut par = found_before(pre_hits, pre_count);
-        let r = range_scan_split(&s, src, head, from, to, len, parts, 0, origin, &mut par);
-        prop_assert_eq!(&end(r), &seq_end, "{} parts\n{}", parts, what);
-        prop_assert_eq!(&par.hits, &seq.hits, "{} parts\n{}", parts, what);
+        let r = range_scan_split(&s, src, head, from, to, len, threads, 0, origin, &mut par);
+        prop_assert_eq!(&end(r), &seq_end, "{} threads\n{}", threads, what);
+        prop_assert_eq!(&par.hits, &seq.hits, "{} threads\n{}", threads, what);
         prop_assert_eq!(
             (par.count, par.untimed, par.capped),
             (seq.count, seq.untimed, seq.capped)
