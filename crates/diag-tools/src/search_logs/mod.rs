@@ -117,9 +117,9 @@ pub struct LogSearchLimits {
     pub max_probe_bytes: usize,
     /// Files searched at once; 0 means one per core.
     pub threads: usize,
-    /// A plain file (or the window of one) at least this large is searched by `threads`
-    /// threads at once, in parts split at line starts, with the same result as one thread
-    /// reading it; `u64::MAX` never splits.
+    /// A plain file (or the window of one) at least this large is searched in parts split at
+    /// line starts, by its own thread and the search's threads that have no file left to
+    /// search, with the same result as one thread reading it; `u64::MAX` never splits.
     pub split_min_bytes: u64,
 }
 
@@ -478,6 +478,10 @@ struct Ctx<'a> {
     now: Timestamp,
     /// Where files may be read from.
     confine: &'a Confinement,
+    /// Threads of the search not searching a file (file workers that found no file left):
+    /// a large file borrows them to search its parts ([`split`]), so a search never runs
+    /// more threads than it may.
+    spare: &'a AtomicUsize,
 }
 
 /// The merge of file results in path order, as they arrive.
@@ -504,6 +508,9 @@ impl Inner {
         );
         let files: Vec<(PathBuf, Listed)> =
             self.list_files(&mut notes, &confine).into_iter().collect();
+        let all_threads = self.threads();
+        let file_threads = all_threads.min(files.len()).max(1);
+        let spare = AtomicUsize::new(all_threads - file_threads);
         let cx = Ctx {
             query,
             matcher: &matcher,
@@ -511,6 +518,7 @@ impl Inner {
             cancel,
             now,
             confine: &confine,
+            spare: &spare,
         };
         let n = files.len();
         let merge = Mutex::new(Merge {
@@ -527,6 +535,8 @@ impl Inner {
         let worker = || loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= n || cancel.load(Ordering::Relaxed) {
+                // Free for the parts of a large file still being searched.
+                cx.spare.fetch_add(1, Ordering::Relaxed);
                 break;
             }
             if i > stopped.load(Ordering::Acquire) {
@@ -558,7 +568,7 @@ impl Inner {
                 m.frontier += 1;
             }
         };
-        let threads = self.threads().min(n).max(1);
+        let threads = file_threads;
         if threads == 1 {
             worker();
         } else {
@@ -741,6 +751,7 @@ impl Inner {
                         // The window starts at the first timestamped line: read from the
                         // top, counting lines.
                         self.range_scan(
+                            cx,
                             &spec,
                             file,
                             head,
@@ -754,6 +765,7 @@ impl Inner {
                         // the matches among them, then read the window alone.
                         let head_spec = ScanSpec { keep: 0, ..spec };
                         self.range_scan(
+                            cx,
                             &head_spec,
                             file,
                             head,
@@ -768,7 +780,7 @@ impl Inner {
                                 lines_before: None,
                             };
                             let range = (plan.start, plan.end);
-                            self.range_scan(&spec, file, &[], range, size, o, &mut out.found)
+                            self.range_scan(cx, &spec, file, &[], range, size, o, &mut out.found)
                         })
                     };
                     match r {
@@ -786,6 +798,7 @@ impl Inner {
         }
         let spec = self.spec(cx, times, service, keep, Outside::Exclude);
         let r = self.range_scan(
+            cx,
             &spec,
             file,
             head,
@@ -802,6 +815,7 @@ impl Inner {
     #[allow(clippy::too_many_arguments)]
     fn range_scan(
         &self,
+        cx: &Ctx,
         spec: &ScanSpec,
         file: &File,
         head: &[u8],
@@ -810,18 +824,22 @@ impl Inner {
         origin: Origin,
         found: &mut Found,
     ) -> Result<(), Stop> {
-        split::range_scan_split(
+        // This thread and the spare ones, at most as many as the search may use.
+        let extra = take_up_to(cx.spare, self.threads().saturating_sub(1));
+        let r = split::range_scan_split(
             spec,
             file,
             head,
             range.0,
             range.1,
             size,
-            self.threads(),
+            1 + extra,
             self.limits.split_min_bytes,
             origin,
             found,
-        )
+        );
+        cx.spare.fetch_add(extra, Ordering::Relaxed);
+        r
     }
 
     /// Threads a search uses: `limits.threads`, or one per core.
@@ -861,6 +879,22 @@ impl Inner {
                 path,
                 format!("read error after {after}: {}", describe_io(&error)),
             );
+        }
+    }
+}
+
+/// Takes up to `n` from `counter`; returns how many it took.
+fn take_up_to(counter: &AtomicUsize, n: usize) -> usize {
+    let mut have = counter.load(Ordering::Relaxed);
+    loop {
+        let take = have.min(n);
+        if take == 0 {
+            return 0;
+        }
+        match counter.compare_exchange_weak(have, have - take, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => return take,
+            Err(now) => have = now,
         }
     }
 }
@@ -1056,6 +1090,57 @@ fn path_names_service(path: &Path, root: &Path, service: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Files searched in parts (every file split, by the threads that have no file left) give
+    /// the output of files each read by one thread.
+    #[test]
+    fn files_searched_in_parts_give_the_one_thread_output() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let mut paths = Vec::new();
+        for (k, lines) in [(0, 3000), (1, 10), (2, 2500)] {
+            let text: String = (0..lines)
+                .map(|i| {
+                    let t = Timestamp::from_unix_ms(1_796_047_200_000 + i * 1000);
+                    match i % 97 {
+                        0 => format!("{t} ERROR pool exhausted in file {k}\n"),
+                        1 => "\tat c.e.Pool.get(Pool.java:42) exhausted\n".to_string(),
+                        _ => format!("{t} INFO request {i} ok\n"),
+                    }
+                })
+                .collect();
+            let path = dir.path().join(format!("app-{k}.log"));
+            fs::write(&path, text).unwrap();
+            paths.push(path);
+        }
+        let now = Timestamp::from_unix_ms(1_796_047_200_000);
+        let run = |split_min_bytes: u64, threads: usize, query: &LogQuery| {
+            let limits = LogSearchLimits {
+                split_min_bytes,
+                threads,
+                window_search_min_bytes: 1,
+                ..LogSearchLimits::default()
+            };
+            SearchLogs::new(paths.clone(), limits)
+                .search(query, now)
+                .unwrap()
+        };
+        let limits = LogSearchLimits::default();
+        let mut queries = vec![LogQuery::new("exhausted", &limits)];
+        let mut q = LogQuery::new("exhausted", &limits);
+        q.limit = 500;
+        q.since = Some(Timestamp::from_unix_ms(1_796_047_200_000 + 1_000_000));
+        queries.push(q);
+        let mut q = LogQuery::new("", &limits);
+        q.limit = 3;
+        queries.push(q);
+        for query in &queries {
+            let want = run(u64::MAX, 1, query);
+            assert!(want.matches_found > 0);
+            for threads in [2, 3, 5] {
+                assert_eq!(run(1, threads, query), want, "{threads} threads, {query:?}");
+            }
+        }
+    }
 
     #[test]
     fn service_names() {
