@@ -482,6 +482,8 @@ struct Ctx<'a> {
     /// a large file borrows them to search its parts ([`split`]), so a search never runs
     /// more threads than it may.
     spare: &'a AtomicUsize,
+    /// Threads the search may use.
+    threads: usize,
 }
 
 /// The merge of file results in path order, as they arrive.
@@ -519,6 +521,7 @@ impl Inner {
             now,
             confine: &confine,
             spare: &spare,
+            threads: all_threads,
         };
         let n = files.len();
         let merge = Mutex::new(Merge {
@@ -825,7 +828,7 @@ impl Inner {
         found: &mut Found,
     ) -> Result<(), Stop> {
         // This thread and the spare ones, at most as many as the search may use.
-        let extra = take_up_to(cx.spare, self.threads().saturating_sub(1));
+        let extra = take_up_to(cx.spare, cx.threads.saturating_sub(1));
         let r = split::range_scan_split(
             spec,
             file,
