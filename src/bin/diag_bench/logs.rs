@@ -745,7 +745,7 @@ fn write_section(file: &Path, r: &Value) -> Result<(), String> {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         r["load_average"].as_str().unwrap_or("?"),
     ));
-    s.push_str("Against case-sensitive `rg -F` on one file, which ripgrep reads through a memory map and searches with `memmem`, `search_logs` reaches about 0.6: it copies every byte out of the page cache with `read` and always matches case-insensitively. It does not memory-map log files: a file truncated while mapped (copytruncate rotation) would kill the process with SIGBUS. Windows are answered by binary search on byte offsets (some 60 probe reads of 16 KiB), then only the window is read; \"read whole\" is the same query with the binary search turned off, every line's time then read.\n\n");
+    s.push_str("ripgrep reads one file through a memory map on one thread; `search_logs` copies every byte out of the page cache with `pread` (it does not memory-map log files: a file truncated while mapped, by copytruncate rotation, would kill the process with SIGBUS) and always matches case-insensitively, but searches a large file in parts on every core. Windows are answered by binary search on byte offsets (some 60 probe reads of 16 KiB), then only the window is read; \"read whole\" is the same query with the binary search turned off, every line's time then read.\n\n");
     s.push_str("| scan | bytes | `search_logs` | `rg` | read | diag ÷ rg throughput | goal ≥ 0.8 | lines counted (diag / rg) |\n");
     s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for x in r["scans"].as_array().into_iter().flatten() {
@@ -815,12 +815,12 @@ fn write_section(file: &Path, r: &Value) -> Result<(), String> {
     s.push_str(&format!("\n{END}\n"));
     let old = fs::read_to_string(file).unwrap_or_default();
     let new = match (old.find(BEGIN), old.find(END)) {
-        (Some(a), Some(b)) if a < b => format!(
-            "{}{}{}",
-            &old[..a],
-            s,
-            &old[b + END.len()..].trim_start_matches('\n')
-        ),
+        (Some(a), Some(b)) if a < b => {
+            // One blank line between this section and the next.
+            let rest = old[b + END.len()..].trim_start_matches('\n');
+            let gap = if rest.is_empty() { "" } else { "\n" };
+            format!("{}{s}{gap}{rest}", &old[..a])
+        }
         _ => format!("{}\n{}", old.trim_end(), s),
     };
     fs::write(file, new).map_err(|e| format!("{}: {e}", file.display()))
