@@ -115,7 +115,8 @@ pub struct LogSearchLimits {
     pub order_probes: u64,
     /// The furthest a probe reads to find a timestamped line.
     pub max_probe_bytes: usize,
-    /// Files searched at once; 0 means one per core.
+    /// Threads a search uses: files searched at once, and the parts of a large file searched
+    /// at once by the threads that have no file left; 0 means one per core.
     pub threads: usize,
     /// A plain file (or the window of one) at least this large is searched in parts split at
     /// line starts, by its own thread and the search's threads that have no file left to
