@@ -323,7 +323,8 @@ pub fn scan_split(
         .collect();
     // `halts[i]` stops part i once a part before it has ended the scan.
     let halts: Vec<AtomicBool> = bounds.iter().map(|_| AtomicBool::new(false)).collect();
-    let run = |i: usize| -> PartOutcome {
+    // Part `i` scanned with `spec`, its lines counted from `lines_before`.
+    let scan_one = |spec: &ScanSpec, i: usize, lines_before: Option<u64>, halt: &AtomicBool| {
         let (start, end) = bounds[i];
         let (pre, read_from) = head_part(head, start, end);
         let mut input = RangeReader {
@@ -333,20 +334,24 @@ pub fn scan_split(
         };
         let o = Origin {
             offset: start,
-            lines_before: origin.lines_before.map(|_| 0),
+            lines_before,
         };
         let mut f = Found::default();
-        let (result, lines) = scan::scan_part(&part_spec, pre, &mut input, o, &halts[i], &mut f);
-        if f.capped || result.is_err() {
-            for h in &halts[i + 1..] {
-                h.store(true, Ordering::Relaxed);
-            }
-        }
+        let (result, lines) = scan::scan_part(spec, pre, &mut input, o, halt, &mut f);
         PartOutcome {
             found: f,
             result,
             lines,
         }
+    };
+    let run = |i: usize| -> PartOutcome {
+        let part = scan_one(&part_spec, i, origin.lines_before.map(|_| 0), &halts[i]);
+        if part.found.capped || part.result.is_err() {
+            for h in &halts[i + 1..] {
+                h.store(true, Ordering::Relaxed);
+            }
+        }
+        part
     };
     let next = AtomicUsize::new(0);
     let worker = || -> Vec<(usize, PartOutcome)> {
@@ -383,25 +388,16 @@ pub fn scan_split(
         let part = if crossing && merged.counted > 0 {
             // This part reaches the cap after what the parts before it counted: scan it again
             // alone, with the room and cap left, to stop where the sequential scan stops.
-            let (start, end) = bounds[i];
             let exact = ScanSpec {
                 keep: keep.saturating_sub(merged.kept),
                 count_cap: cap - merged.counted,
                 ..*spec
             };
-            let o = Origin {
-                offset: start,
-                lines_before: merged.lines.filter(|_| merged.lines_known),
-            };
-            let mut f = Found::default();
-            let result = range_scan(&exact, src, head, start, end, o, &mut f);
+            let lines_before = merged.lines.filter(|_| merged.lines_known);
+            let part = scan_one(&exact, i, lines_before, &AtomicBool::new(false));
             // Numbered from the file's start already.
-            merged.lines = Some(0).filter(|_| merged.lines_known);
-            PartOutcome {
-                found: f,
-                result,
-                lines: None,
-            }
+            merged.lines = lines_before.map(|_| 0);
+            part
         } else {
             part
         };
