@@ -107,9 +107,12 @@ struct Plan {
 }
 
 fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
-    let dirs = discover(&args.scenarios).map_err(|e| CommandError::usage(e.to_string()))?;
+    let found = discover(&args.scenarios).map_err(|e| CommandError::usage(e.to_string()))?;
+    for (path, why) in &found.skipped {
+        eprintln!("diag: warning: {}: {why}", path.display());
+    }
     let mut scenarios: Vec<Scenario> = Vec::new();
-    for d in dirs {
+    for d in found.dirs {
         let s = Scenario::load(&d).map_err(|e| CommandError::usage(e.to_string()))?;
         if let Some(other) = scenarios.iter().find(|o| o.id() == s.id()) {
             return Err(CommandError::usage(format!(

@@ -184,10 +184,19 @@ impl Scenario {
     }
 }
 
+/// The scenario folders that `paths` name, and the linked folders passed over.
+#[derive(Debug, Default)]
+pub struct Discovered {
+    pub dirs: Vec<PathBuf>,
+    /// Links to folders inside a named folder: never followed (the one walk's link policy,
+    /// `diag_tools::walk`), reported so the operator sees why a scenario did not run.
+    pub skipped: Vec<(PathBuf, diag_tools::walk::Skip)>,
+}
+
 /// The scenario folders that `paths` name: a folder holding `scenario.toml` is one; any
 /// other folder contributes the scenario folders directly inside it, in name order.
-pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ScenarioError> {
-    let mut out = Vec::new();
+pub fn discover(paths: &[PathBuf]) -> Result<Discovered, ScenarioError> {
+    let mut out = Discovered::default();
     for p in paths {
         if !p.is_dir() {
             return Err(ScenarioError::Missing {
@@ -195,25 +204,25 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ScenarioError> {
             });
         }
         if p.join(SCENARIO_FILE).exists() {
-            out.push(p.clone());
+            out.dirs.push(p.clone());
             continue;
         }
-        let mut inner: Vec<PathBuf> = std::fs::read_dir(p)
-            .map_err(|e| ScenarioError::Unreadable {
-                file: p.display().to_string(),
-                reason: e.to_string(),
-            })?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|d| d.is_dir() && d.join(SCENARIO_FILE).exists())
+        let listed = diag_tools::walk::folders_in(p).map_err(|e| ScenarioError::Unreadable {
+            file: p.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let inner: Vec<PathBuf> = listed
+            .folders
+            .into_iter()
+            .filter(|d| d.join(SCENARIO_FILE).exists())
             .collect();
         if inner.is_empty() {
             return Err(ScenarioError::NotScenario {
                 path: p.display().to_string(),
             });
         }
-        inner.sort();
-        out.extend(inner);
+        out.dirs.extend(inner);
+        out.skipped.extend(listed.skipped);
     }
     Ok(out)
 }

@@ -20,7 +20,9 @@ use diag::setup::builtin_registry;
 use serde_json::{json, Value};
 
 fn folders() -> Vec<PathBuf> {
-    let all = discover(&[repo().join("scenarios")]).expect("scenarios/ holds scenario folders");
+    let found = discover(&[repo().join("scenarios")]).expect("scenarios/ holds scenario folders");
+    assert!(found.skipped.is_empty(), "{:?}", found.skipped);
+    let all = found.dirs;
     // Every folder in scenarios/ is a scenario: none is silently left out.
     let dirs: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
         .unwrap()
@@ -36,6 +38,34 @@ fn folders() -> Vec<PathBuf> {
     // The library: the checkout demo and twelve other incidents.
     assert!(all.len() >= 13, "{} scenarios", all.len());
     all
+}
+
+#[cfg(unix)]
+#[test]
+fn a_linked_scenario_folder_is_not_followed_and_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let real = repo().join("scenarios");
+    let first = discover(&[real]).unwrap().dirs.remove(0);
+    std::os::unix::fs::symlink(&first, d.join("linked")).unwrap();
+    // Only a link: no scenario folder is found.
+    assert!(matches!(
+        discover(&[d.to_path_buf()]),
+        Err(ScenarioError::NotScenario { .. })
+    ));
+    // Beside a real one: the real one runs, the link is reported.
+    std::fs::create_dir(d.join("real")).unwrap();
+    std::fs::write(
+        d.join("real/scenario.toml"),
+        std::fs::read(first.join("scenario.toml")).unwrap(),
+    )
+    .unwrap();
+    let found = discover(&[d.to_path_buf()]).unwrap();
+    assert_eq!(found.dirs, [d.join("real")]);
+    assert_eq!(
+        found.skipped,
+        [(d.join("linked"), diag_tools::walk::Skip::SymlinkedFolder)]
+    );
 }
 
 fn validator() -> jsonschema::Validator {
