@@ -21,9 +21,10 @@ use crate::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunCon
 use crate::ids::IdSource;
 use crate::protocol::ToolInvocation;
 use crate::runfile::{Recorder, RunLimits};
-use crate::store::{NewRun, RunStatus, RunSummary, StoreError};
+use crate::store::{
+    FinishError, NewRun, Recorder as StoreRecorder, RunStatus, RunSummary, Store, StoreError,
+};
 use crate::tools::InvocationLog;
-use diag_core::store::{FinishError, RunReader, RunStore, TraceRecorder};
 
 /// Builds the eight nodes of a run from its dependencies; [`real_nodes`] in production,
 /// scripted nodes in tests of the run lifecycle.
@@ -34,9 +35,9 @@ pub fn production_nodes() -> NodeFactory {
     Arc::new(real_nodes)
 }
 
-/// Everything a run needs from outside the graph. `S` is the run store, through the port
-/// ([`RunStore`]); the command line uses the SQLite [`Store`].
-pub struct AskDeps<S = crate::store::Store> {
+/// Everything a run needs from outside the graph; the run store is the port's handle
+/// ([`Store`]), of whichever backend.
+pub struct AskDeps {
     pub nodes: NodeFactory,
     pub models: AgentModels,
     pub tools: Arc<dyn ToolRunner>,
@@ -47,7 +48,7 @@ pub struct AskDeps<S = crate::store::Store> {
     pub run_limits: Option<RunLimits>,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
-    pub store: S,
+    pub store: Store,
 }
 
 /// One question.
@@ -201,13 +202,13 @@ impl<'a> AskOptions<'a> {
     }
 }
 
-/// Why nothing could be stored. `E` is the run store's error ([`StoreError`] for SQLite).
+/// Why nothing could be stored.
 #[derive(Debug, Error)]
-pub enum AskError<E = StoreError> {
+pub enum AskError {
     #[error("the question is empty")]
     EmptyQuestion,
     #[error(transparent)]
-    Store(#[from] E),
+    Store(#[from] StoreError),
 }
 
 /// Hooks that report to several observers in order.
@@ -231,12 +232,12 @@ impl RunHooks for TeeHooks {
 
 /// The store's recorder first (so the trace is written as it happens), then the caller's
 /// progress display.
-struct TeeObserver<'a, R> {
-    store: R,
+struct TeeObserver<'a> {
+    store: StoreRecorder,
     progress: &'a mut dyn Observer<Status>,
 }
 
-impl<R: TraceRecorder> Observer<Status> for TeeObserver<'_, R> {
+impl Observer<Status> for TeeObserver<'_> {
     fn node_started(&mut self, node: &str, kind: NodeKind, attempt: u32, round: u32) {
         self.store.observe_node(kind);
         self.progress.node_started(node, kind, attempt, round);
@@ -249,20 +250,20 @@ impl<R: TraceRecorder> Observer<Status> for TeeObserver<'_, R> {
 
 /// A run that ends FAILED before the graph could give a state (the topology did not compile,
 /// a node panicked): stored with `summary`, answered with an empty state.
-struct EarlyFailure<'a, S> {
-    deps: &'a AskDeps<S>,
+struct EarlyFailure<'a> {
+    deps: &'a AskDeps,
     run_id: String,
     session_id: String,
     question: String,
 }
 
-impl<S: RunStore> EarlyFailure<'_, S> {
+impl EarlyFailure<'_> {
     fn finish(
         self,
         failure: String,
         summary: RunSummary,
         tape: Option<Arc<Recorder>>,
-    ) -> Result<AskOutcome, AskError<S::Error>> {
+    ) -> Result<AskOutcome, AskError> {
         self.deps
             .store
             .finish_failed(&self.run_id, &failure, summary)?;
@@ -277,13 +278,13 @@ impl<S: RunStore> EarlyFailure<'_, S> {
 }
 
 /// A run that is stored RUNNING: its ids, question, trace recorder and optional tape.
-struct Started<'a, S: RunStore> {
-    deps: &'a AskDeps<S>,
+struct Started<'a> {
+    deps: &'a AskDeps,
     run_id: String,
     session_id: String,
     question: String,
     config: RunConfig,
-    recorder: S::Recorder,
+    recorder: StoreRecorder,
     tape: Option<Arc<Recorder>>,
     /// The tool catalog, read once: stored with the run and handed to the nodes.
     catalog: Vec<crate::tools::ToolSpec>,
@@ -291,8 +292,8 @@ struct Started<'a, S: RunStore> {
     began: std::time::Duration,
 }
 
-impl<'a, S: RunStore> Started<'a, S> {
-    fn early_failure(self) -> (EarlyFailure<'a, S>, Option<Arc<Recorder>>) {
+impl<'a> Started<'a> {
+    fn early_failure(self) -> (EarlyFailure<'a>, Option<Arc<Recorder>>) {
         (
             EarlyFailure {
                 deps: self.deps,
@@ -331,11 +332,11 @@ enum Ended {
 /// - `Err`: nothing could be stored at all (a blank question, a read-only store, a taken
 ///   run id), or not even FAILED could be written at the end; the run then stays RUNNING
 ///   until the sweep of a later open marks it `interrupted`.
-pub async fn ask<S: RunStore>(
-    deps: &AskDeps<S>,
+pub async fn ask(
+    deps: &AskDeps,
     request: AskRequest,
     options: AskOptions<'_>,
-) -> Result<AskOutcome, AskError<S::Error>> {
+) -> Result<AskOutcome, AskError> {
     let AskOptions {
         record,
         resume,
@@ -420,12 +421,12 @@ pub async fn ask<S: RunStore>(
 }
 
 /// Phase 1: checks the question, picks the ids and stores the run RUNNING.
-fn start_run<S: RunStore>(
-    deps: &AskDeps<S>,
+fn start_run(
+    deps: &AskDeps,
     request: AskRequest,
     record: bool,
     resumed_from: Option<String>,
-) -> Result<Started<'_, S>, AskError<S::Error>> {
+) -> Result<Started<'_>, AskError> {
     let question = request.question.trim().to_string();
     if question.is_empty() {
         return Err(AskError::EmptyQuestion);
@@ -465,8 +466,8 @@ fn start_run<S: RunStore>(
 }
 
 /// Phase 2: wires the agents (trace first, then the tape) and compiles the graph.
-fn compile_graph<S: RunStore>(
-    started: &Started<'_, S>,
+fn compile_graph(
+    started: &Started<'_>,
 ) -> Result<crate::diagnosis::topology::DiagnosisGraph, crate::graph::CompileError> {
     let deps = started.deps;
     let log: Arc<dyn InvocationLog> = match &started.tape {
@@ -498,8 +499,8 @@ type GraphResult = Result<DiagnosisState, crate::graph::EngineFailure<DiagnosisS
 /// Phase 3: invokes the graph once. A panic inside a node or an adapter is a bug, but the
 /// run must still end truthfully: FAILED with the events committed so far, never left
 /// RUNNING until a later sweep blames an interruption. `Err` holds the panic's message.
-async fn invoke_graph<S: RunStore>(
-    started: &Started<'_, S>,
+async fn invoke_graph(
+    started: &Started<'_>,
     graph: &crate::diagnosis::topology::DiagnosisGraph,
     cancel: Option<&CancellationToken>,
     progress: &mut dyn Observer<Status>,
@@ -531,7 +532,7 @@ async fn invoke_graph<S: RunStore>(
 
 /// Phase 4: how the run ended. A state without a non-blank answer, a trace write that failed
 /// during the run, an engine error and a cancellation all end FAILED.
-fn classify<S: RunStore>(started: &Started<'_, S>, result: GraphResult) -> (DiagnosisState, Ended) {
+fn classify(started: &Started<'_>, result: GraphResult) -> (DiagnosisState, Ended) {
     match result {
         Ok(state) => {
             let answer = state
@@ -566,11 +567,7 @@ fn classify<S: RunStore>(started: &Started<'_, S>, result: GraphResult) -> (Diag
 }
 
 /// The run's model calls, read back from the trace; a read that fails adds a warning.
-fn read_steps<S: RunReader>(
-    deps: &AskDeps<S>,
-    run_id: &str,
-    warnings: &mut Vec<String>,
-) -> Vec<AgentStepRecord> {
+fn read_steps(deps: &AskDeps, run_id: &str, warnings: &mut Vec<String>) -> Vec<AgentStepRecord> {
     match deps.store.agent_steps(run_id) {
         Ok(s) => s.into_iter().map(|s| s.step).collect(),
         Err(e) => {
@@ -584,8 +581,8 @@ fn read_steps<S: RunReader>(
 }
 
 /// The run's tool calls, read back from the trace; a read that fails adds a warning.
-fn read_invocations<S: RunReader>(
-    deps: &AskDeps<S>,
+fn read_invocations(
+    deps: &AskDeps,
     run_id: &str,
     warnings: &mut Vec<String>,
 ) -> Vec<ToolInvocation> {
@@ -602,13 +599,13 @@ fn read_invocations<S: RunReader>(
 }
 
 /// Phase 5 (failed): a failed run keeps its real partial trace and gets no evaluation.
-fn finish_failed<S: RunStore>(
-    started: Started<'_, S>,
+fn finish_failed(
+    started: Started<'_>,
     end: RunEnd,
     state: DiagnosisState,
     mut summary: RunSummary,
     recorded: Option<Vec<crate::runfile::Exchange>>,
-) -> Result<AskOutcome, AskError<S::Error>> {
+) -> Result<AskOutcome, AskError> {
     let failure = match &end {
         RunEnd::Failed { failure } => failure.as_str(),
         RunEnd::Interrupted | RunEnd::Success { .. } => INTERRUPTED,
@@ -640,10 +637,7 @@ struct Success {
 /// Phase 5 (answered): one transaction writes the events still held, SUCCESS with the
 /// answer, and the evaluation under a savepoint (a refused evaluation leaves the SUCCESS
 /// standing, with a warning). A refused SUCCESS ends the run FAILED.
-fn finish_success<S: RunStore>(
-    started: Started<'_, S>,
-    success: Success,
-) -> Result<AskOutcome, AskError<S::Error>> {
+fn finish_success(started: Started<'_>, success: Success) -> Result<AskOutcome, AskError> {
     let Success {
         answer,
         evaluation,

@@ -31,12 +31,11 @@ pub mod replay;
 pub mod report;
 pub mod runfile;
 pub mod setup;
+/// The run store port, its handle and its records (diag-core).
+pub use diag_core::store;
 pub use diag_core::text;
-/// The run store: the port and its records (diag-core) implemented by the SQLite store
-/// (diag-store-sqlite), under the path it had before the workspace.
-pub use diag_store_sqlite as store;
-/// The run store a command opens: SQLite by path or PostgreSQL by URL, behind one type.
-pub mod backend;
+/// The run store a location names: SQLite by path or PostgreSQL by URL, as the port's handle.
+pub mod stores;
 /// The tool ports and registry (diag-core) and the built-in tools and MCP client (diag-tools),
 /// under the paths they had before the workspace.
 pub mod tools {

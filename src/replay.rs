@@ -20,7 +20,7 @@ use crate::runfile::{
     Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, RunLimits, Tape,
 };
 use crate::store::RunStatus;
-use diag_core::store::{RunReader, RunStore};
+use crate::store::Store;
 
 /// The agent limits a replay of a file that records none runs with (a v1 file, a
 /// hand-written one): today's defaults, the limits every run had before they were recorded.
@@ -99,11 +99,7 @@ pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
 /// The dependencies that serve a run file: recorded models for the four agents, recorded
 /// tools, the limits the file records (today's defaults when it records none), and the clock
 /// pinned to `started_at`. The tape reports any divergence.
-pub fn replay_deps<S: RunStore>(
-    run: &RunFile,
-    store: &S,
-    ids: Arc<dyn IdSource>,
-) -> (AskDeps<S>, Arc<Tape>) {
+pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (AskDeps, Arc<Tape>) {
     let tape = Tape::new(run.exchanges.clone(), run.tools.clone());
     let mut overrides: HashMap<AgentRole, Arc<dyn ChatModel>> = HashMap::new();
     for role in [
@@ -135,21 +131,21 @@ pub fn replay_deps<S: RunStore>(
 }
 
 /// Replays one run file into `store` (a new run id from `ids`, the file's session).
-pub async fn replay<S: RunStore>(
+pub async fn replay(
     run: &RunFile,
-    store: &S,
+    store: &Store,
     ids: Arc<dyn IdSource>,
-) -> Result<Replayed, AskError<S::Error>> {
+) -> Result<Replayed, AskError> {
     replay_until(run, store, ids, None).await
 }
 
 /// [`replay`], ended as an interrupted run (stored FAILED `interrupted`) when `cancel` fires.
-pub async fn replay_until<S: RunStore>(
+pub async fn replay_until(
     run: &RunFile,
-    store: &S,
+    store: &Store,
     ids: Arc<dyn IdSource>,
     cancel: Option<&CancellationToken>,
-) -> Result<Replayed, AskError<S::Error>> {
+) -> Result<Replayed, AskError> {
     let (deps, tape) = replay_deps(run, store, ids);
     let outcome = ask(
         &deps,
@@ -172,10 +168,10 @@ pub async fn replay_until<S: RunStore>(
 
 /// Where the replay of `run`, stored as `run_id`, left its recording: the tape's first
 /// divergence, else the first model call made in another round, attempt or turn.
-pub fn divergence_of<S: RunReader>(
+pub fn divergence_of(
     run: &RunFile,
     tape: &Tape,
-    store: &S,
+    store: &Store,
     run_id: &str,
 ) -> Option<Divergence> {
     tape.divergence().or_else(|| {
@@ -191,11 +187,7 @@ pub fn divergence_of<S: RunReader>(
 /// The first tool call the replay gave another invocation id than the recording, read back
 /// from the stored run. Invocation ids are what claims bind to (`source_invocation_id`), so a
 /// recording whose ids the replay does not reproduce is not the run it claims to be.
-fn invocation_divergence<S: RunReader>(
-    run: &RunFile,
-    store: &S,
-    run_id: &str,
-) -> Option<Divergence> {
+fn invocation_divergence(run: &RunFile, store: &Store, run_id: &str) -> Option<Divergence> {
     let stored = match store.invocations(run_id) {
         Ok(stored) => stored,
         Err(e) => {
@@ -233,7 +225,7 @@ fn invocation_divergence<S: RunReader>(
 /// recording, read back from the stored run. The tape already matched each call's agent and
 /// (when recorded) request hash as it served it; a technical retry sends the same bytes as the
 /// first attempt, so only this check tells the two apart.
-fn metadata_divergence<S: RunReader>(run: &RunFile, store: &S, run_id: &str) -> Option<Divergence> {
+fn metadata_divergence(run: &RunFile, store: &Store, run_id: &str) -> Option<Divergence> {
     let stored = match store.exchanges(run_id) {
         Ok(stored) => stored,
         Err(e) => {

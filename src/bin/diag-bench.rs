@@ -38,7 +38,6 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use diag::backend::{OpenOptions, Store};
 use diag::clock::{Clock, FixedClock, SystemClock, Timestamp};
 use diag::diagnosis::scripted::{steps, FnNode, ScriptStep};
 use diag::diagnosis::topology::{self, DiagnosisNodes};
@@ -47,7 +46,10 @@ use diag::graph::{Event, InvokeOptions, NodeKind, NoopObserver, Observer, RunCon
 use diag::ids::{IdSource, RandomIds};
 use diag::protocol::{Verdict, Verification};
 use diag::store::NewRun;
-use diag_core::store::{RunStore, TraceRecorder};
+use diag::store::Store;
+use diag::stores::OpenOptions;
+use diag_core::store::Recorder;
+use diag_store_sqlite::SqliteStore;
 
 #[path = "diag_bench/logs.rs"]
 mod logs;
@@ -243,11 +245,17 @@ fn bench_graph(
     if let Some(store) = &store {
         figures["backend"] = backend_name(store).into();
     }
-    if let Some(Store::Sqlite(store)) = &store {
+    if let Some(store) = store
+        .as_ref()
+        .filter(|s| backend_name(s) == "sqlite")
+        .map(|s| SqliteStore::open_existing(Path::new(&s.describe()), Default::default()))
+        .transpose()
+        .map_err(|e| e.to_string())?
+    {
         // The whole file over every run it holds (earlier benchmarks on the same file
         // included), so the schema's fixed pages weigh less the more runs there are.
         store.checkpoint().map_err(|e| e.to_string())?;
-        let stored = store.count_runs().map_err(|e| e.to_string())?;
+        let stored = diag_core::store::RunReader::count_runs(&store).map_err(|e| e.to_string())?;
         figures["db_bytes_per_run"] = store.file_bytes().checked_div(stored).unwrap_or(0).into();
     }
     Ok(figures)
@@ -263,13 +271,14 @@ fn per_second(count: u64, seconds: f64) -> f64 {
 
 /// The run store at `location`, opened as `diag --db` opens it.
 fn open_store(location: &Path) -> Result<Store, String> {
-    Store::open(location, &OpenOptions::default()).map_err(|e| e.to_string())
+    diag::stores::open(location, &OpenOptions::default()).map_err(|e| e.to_string())
 }
 
 fn backend_name(store: &Store) -> &'static str {
-    match store {
-        Store::Sqlite(_) => "sqlite",
-        Store::Postgres(_) => "postgres",
+    if store.describe().starts_with("postgres://") {
+        "postgres"
+    } else {
+        "sqlite"
     }
 }
 
@@ -434,9 +443,9 @@ fn bench_writers(
 }
 
 /// Forwards the engine's observations to a run's recorder, as the ask service does.
-struct Recording<R>(R);
+struct Recording(Recorder);
 
-impl<R: TraceRecorder, O: Display> Observer<O> for Recording<R> {
+impl<O: Display> Observer<O> for Recording {
     fn node_started(&mut self, _node: &str, kind: NodeKind, _attempt: u32, _round: u32) {
         self.0.observe_node(kind);
     }
@@ -447,9 +456,9 @@ impl<R: TraceRecorder, O: Display> Observer<O> for Recording<R> {
 
 /// One run persisted the way the ask service does it (openspec/specs/ask-service/spec.md),
 /// through the run store port.
-async fn stored_run<S: RunStore>(
+async fn stored_run(
     graph: &diag::diagnosis::DiagnosisGraph,
-    store: &S,
+    store: &Store,
     clock: &dyn Clock,
     run_id: &str,
 ) -> Result<DiagnosisState, String> {
@@ -698,7 +707,7 @@ fn bench_report(
     use diag::report::{render, Format};
     let data = match stored {
         Some((location, run)) => {
-            let store = Store::open_existing(location, &OpenOptions::default())
+            let store = diag::stores::open_existing(location, &OpenOptions::default())
                 .map_err(|e| e.to_string())?;
             diag::report::from_store(&store, run)
                 .map_err(|e| e.to_string())?

@@ -13,7 +13,6 @@ use super::common::{interrupt_handler, open_store, runtime, write_json, write_te
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
 use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
-use crate::backend::Store;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::ids::RandomIds;
@@ -25,6 +24,7 @@ use crate::runfile::RunLimits;
 use crate::runfile::{Divergence, RunFile};
 use crate::setup;
 use crate::store::RunStatus;
+use crate::store::Store;
 
 /// The schema name of `diag ask --json` output.
 pub const ASK_JSON_SCHEMA: &str = "diag.ask.v1";
@@ -89,7 +89,7 @@ fn resumable(
 ) -> Result<(Store, RunFile), CommandError> {
     let at = super::common::db_location(g, Some(config))?;
     let options = super::common::open_options(g, Some(config))?;
-    let store = match Store::open_existing(&at.path, &options) {
+    let store = match crate::stores::open_existing(&at.path, &options) {
         Ok(store) => store,
         Err(e) if e.is_missing() => return Err(CommandError::unknown_run(run_id)),
         Err(e) => return Err(e.into()),
@@ -148,7 +148,7 @@ pub(super) fn live_deps(
     env: &setup::LiveEnvironment,
     clock: Arc<dyn Clock>,
     store: &Store,
-) -> AskDeps<Store> {
+) -> AskDeps {
     AskDeps {
         nodes: production_nodes(),
         models: env.models.clone(),
@@ -343,7 +343,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
 }
 
 async fn run_ask(
-    deps: &AskDeps<Store>,
+    deps: &AskDeps,
     args: &AskArgs,
     question: &str,
     session: Option<String>,
@@ -381,7 +381,7 @@ struct Replaying {
 struct Finished<'a> {
     g: &'a GlobalArgs,
     args: &'a AskArgs,
-    deps: &'a AskDeps<Store>,
+    deps: &'a AskDeps,
     store: &'a Store,
     replaying: Replaying,
     /// The limits the run ran under (the configuration's, or the fixture's).

@@ -15,7 +15,6 @@ use super::common::{interrupt_handler, open_store, runtime, write_json, write_te
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
 use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
-use crate::backend::Store;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::eval::env::{ScenarioClock, ScenarioEnv};
@@ -30,6 +29,7 @@ use crate::replay::run_file_of;
 use crate::report::Format;
 use crate::runfile::RunLimits;
 use crate::setup;
+use crate::store::Store;
 
 /// Run incident scenarios with the configured model(s) and score every run.
 ///

@@ -38,7 +38,6 @@ use super::ask::{check_session, first_model_error, live_config, live_deps, shown
 use super::common::{interrupt_handler, open_store, runtime};
 use super::{CommandError, ErrorKind, Exit, GlobalArgs, CONFIG_HINT};
 use crate::ask::{ask, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
-use crate::backend::Store;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::diagnosis::composer_input::allowed_claims;
@@ -48,6 +47,7 @@ use crate::protocol::{Verdict, VerifiedExecutorOutput};
 use crate::render::one_line;
 use crate::report::Format;
 use crate::setup;
+use crate::store::Store;
 use crate::store::{RunFilter, RunStatus};
 
 /// The schema name of the `diagnose` tool's structured result.
@@ -120,10 +120,7 @@ pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
     result
 }
 
-async fn serve(
-    deps: Result<Arc<AskDeps<Store>>, String>,
-    store: Store,
-) -> Result<(), CommandError> {
+async fn serve(deps: Result<Arc<AskDeps>, String>, store: Store) -> Result<(), CommandError> {
     let runs = Arc::new(Semaphore::new(RUN_SLOTS as usize));
     let server = DiagServer {
         deps,
@@ -175,7 +172,7 @@ async fn serve(
 /// model configuration), the store, and the run slots.
 #[derive(Clone)]
 struct DiagServer {
-    deps: Result<Arc<AskDeps<Store>>, String>,
+    deps: Result<Arc<AskDeps>, String>,
     store: Store,
     runs: Arc<Semaphore>,
 }

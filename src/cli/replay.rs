@@ -19,12 +19,12 @@ use super::ask::load_run_file;
 use super::common::{interrupt_handler, open_store, runtime_with_workers, write_json, write_text};
 use super::replay_ci::{self, Case, CaseOutcome, Shard, SuiteInfo};
 use super::{CommandError, Exit, GlobalArgs};
-use crate::backend::Store;
 use crate::ids::RandomIds;
 use crate::render::one_line;
 use crate::replay::{compare, replay_until, Mismatch};
 use crate::report::Format;
 use crate::runfile::{strip_bom, RunFile};
+use crate::store::Store;
 
 /// The schema name of `diag replay --json` output.
 pub const REPLAY_JSON_SCHEMA: &str = "diag.replay.v1";

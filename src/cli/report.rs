@@ -8,9 +8,9 @@ use clap::Args;
 
 use super::common::{require_existing_store, write_text};
 use super::{CommandError, Exit, GlobalArgs};
-use crate::backend::Store;
 use crate::diagnosis::topology;
 use crate::report::{self, Format, RunData};
+use crate::store::Store;
 
 /// Write a report of a stored run: one self-contained HTML file (no script, no request) or
 /// GitHub-flavoured Markdown for a ticket or a CI comment.

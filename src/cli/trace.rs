@@ -9,10 +9,10 @@ use serde_json::json;
 use super::common::{require_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use crate::agent::runtime::AgentStepRecord;
-use crate::backend::Store;
 use crate::diagnosis::evaluation::GroundingFigures;
 use crate::protocol::{GatekeeperRaw, VerifiedClaim};
 use crate::render;
+use crate::store::Store;
 use crate::store::StoredExchange;
 
 /// The schema name of `diag trace --json` output.

@@ -21,7 +21,7 @@ use crate::agent::runtime::AgentStepRecord;
 use crate::graph::{Event, GraphShape};
 use crate::protocol::ToolInvocation;
 use crate::store::RunRow;
-use diag_core::store::RunReader;
+use crate::store::{Store, StoreError};
 
 /// One model call and how many tool calls its answer requested.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +43,7 @@ pub struct RunData {
 
 /// Reads everything a report of `run_id` shows from the store; `None` for an unknown run.
 /// (The one function here that does I/O: rendering stays a pure function of what it reads.)
-pub fn from_store<S: RunReader>(store: &S, run_id: &str) -> Result<Option<RunData>, S::Error> {
+pub fn from_store(store: &Store, run_id: &str) -> Result<Option<RunData>, StoreError> {
     let Some(run) = store.get_run(run_id)? else {
         return Ok(None);
     };

@@ -30,8 +30,9 @@ use diag::model::scripted::ScriptedModel;
 use diag::model::{ChatResponse, FinishReason, ToolCall, Usage};
 use diag::protocol::{InvocationStatus, PlannerMode, Verdict};
 use diag::runfile::{Exchange, RecordedResponse};
-use diag::store::{RunFilter, RunRow, RunStatus, Store, StoreError, StoreOptions};
+use diag::store::{RunFilter, RunRow, RunStatus, Store, StoreErrorKind};
 use diag::tools::ToolSpec;
+use diag_store_sqlite::{SqliteError, SqliteStore, StoreOptions};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
@@ -332,7 +333,8 @@ fn rig() -> Rig {
 fn rig_with(busy_timeout: Duration) -> Rig {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("runs.db");
-    let store = Store::open_with(&path, store_options(busy_timeout)).expect("open store");
+    let store =
+        crate::support::open_sqlite_with(&path, store_options(busy_timeout)).expect("open store");
     let model = Arc::new(ScriptedModel::new());
     let deps = AskDeps {
         nodes: production_nodes(),
@@ -1672,7 +1674,7 @@ async fn reused_run_id_is_refused_and_leaves_the_first_run_intact() {
         .await
         .expect_err("the run id is taken");
     assert!(
-        matches!(err, AskError::Store(StoreError::DuplicateRun(ref id)) if id == "run-fixed"),
+        matches!(err, AskError::Store(ref e) if matches!(e.downcast_ref::<SqliteError>(), Some(SqliteError::DuplicateRun(id)) if id == "run-fixed")),
         "{err}"
     );
     let row = run_row(&r, "run-fixed");
@@ -1959,7 +1961,7 @@ async fn store_that_cannot_be_written_before_finish_is_an_error_not_a_success() 
     // Neither SUCCESS nor FAILED can be written: the caller gets the store error.
     let err = result.expect_err("a run that cannot be finished is not reported");
     assert!(
-        matches!(err, AskError::Store(StoreError::Busy { .. })),
+        matches!(err, AskError::Store(ref e) if e.kind() == StoreErrorKind::Busy),
         "{err}"
     );
     drop(lock);
@@ -1992,8 +1994,9 @@ async fn write_protected_store_refuses_the_run_without_calling_a_model() {
     let mut r = rig();
     // The file is write-protected before the run: a store opened on it is read-only.
     std::fs::set_permissions(&r.path, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let store = Store::open_with(&r.path, store_options(Duration::from_secs(1))).unwrap();
-    assert!(store.is_read_only());
+    let sqlite = SqliteStore::open_with(&r.path, store_options(Duration::from_secs(1))).unwrap();
+    assert!(sqlite.is_read_only());
+    let store = Store::new(sqlite);
     r.deps.store = store.clone();
     script_composer_path(&r.model);
 
@@ -2001,7 +2004,7 @@ async fn write_protected_store_refuses_the_run_without_calling_a_model() {
         .await
         .expect_err("nothing can be stored");
     assert!(
-        matches!(err, AskError::Store(StoreError::ReadOnly { .. })),
+        matches!(err, AskError::Store(ref e) if e.kind() == StoreErrorKind::ReadOnly),
         "{err}"
     );
     assert!(

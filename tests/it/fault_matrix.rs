@@ -835,7 +835,7 @@ async fn every_fault_ends_in_the_specified_path_and_a_consistent_store() {
     let good = model(&server, GOOD_MODEL, KEY, GENEROUS);
     let env = Env {
         server,
-        store: Store::open(tmp.path().join("runs.db")).unwrap(),
+        store: crate::support::open_sqlite(tmp.path().join("runs.db")).unwrap(),
         ids: Arc::new(SequentialIds::default()),
         good,
         logs_dir,
@@ -892,7 +892,10 @@ async fn every_fault_ends_in_the_specified_path_and_a_consistent_store() {
     print_tables(&model_rows, &tool_rows);
 
     // The store as a whole: healthy, every run finished, one run per case.
-    let integrity = env.store.integrity_check().unwrap();
+    let integrity = diag_store_sqlite::SqliteStore::open(tmp.path().join("runs.db"))
+        .unwrap()
+        .integrity_check()
+        .unwrap();
     if integrity != "ok" {
         problems.push(format!("integrity_check: {integrity}"));
     }

@@ -64,7 +64,7 @@ fn load(path: &Path) -> RunFile {
 /// A store in a temporary directory; the directory lives as long as the store is used.
 fn temp_store() -> (TempDir, Store) {
     let dir = TempDir::new().unwrap();
-    let store = Store::open(dir.path().join("runs.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("runs.db")).unwrap();
     (dir, store)
 }
 

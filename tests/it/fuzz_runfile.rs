@@ -483,7 +483,7 @@ thread_local! {
     static REPLAY: ReplayEnv = {
         let dir = tempfile::tempdir().unwrap().keep();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        (rt, Store::open(dir.join("fuzz.db")).unwrap(), Arc::new(SequentialIds::default()))
+        (rt, crate::support::open_sqlite(dir.join("fuzz.db")).unwrap(), Arc::new(SequentialIds::default()))
     };
 }
 
@@ -491,7 +491,7 @@ thread_local! {
 fn the_seed_replays_to_its_expected_result() {
     let run = RunFile::parse(&seed_text(), FILE).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("seed.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("seed.db")).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -502,7 +502,8 @@ fn the_seed_replays_to_its_expected_result() {
     assert_eq!(replayed.divergence, None);
     let mismatches = diag::replay::compare(run.expected.as_ref().unwrap(), &replayed.actual);
     assert!(mismatches.is_empty(), "{mismatches:#?}");
-    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let file = diag_store_sqlite::SqliteStore::open(dir.path().join("seed.db")).unwrap();
+    assert_eq!(file.integrity_check().unwrap(), "ok");
 }
 
 /// Found by the replay property: a server may report any token count, and two huge ones made
@@ -518,7 +519,7 @@ fn huge_token_counts_still_finish_the_run() {
     }
     let run = RunFile::parse(&doc.to_string(), FILE).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("tokens.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("tokens.db")).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -201,7 +201,7 @@ fn with_claim_text(claim_id: &str, text: &str) -> Value {
 async fn replay_doc(doc: &Value, name: &str) -> (TempDir, Store, Replayed) {
     let run = RunFile::parse(&doc.to_string(), name).unwrap_or_else(|e| panic!("{name}: {e}"));
     let dir = TempDir::new().unwrap();
-    let store = Store::open(dir.path().join("runs.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("runs.db")).unwrap();
     let r = replay(&run, &store, Arc::new(SequentialIds::default()))
         .await
         .unwrap();

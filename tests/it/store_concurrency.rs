@@ -21,10 +21,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use diag::backend::{OpenOptions, Store};
 use diag::graph::NodeKind;
-use diag::store::{RunFilter, RunStatus, StoreOptions, INTERRUPTED};
-use diag_core::store::TraceRecorder;
+use diag::store::{RunFilter, RunStatus, Store, INTERRUPTED};
+use diag::stores::OpenOptions;
+use diag_store_sqlite::StoreOptions;
 
 const ROLE: &str = "DIAG_STORE_TEST_ROLE";
 const LOCATION: &str = "DIAG_STORE_TEST_LOCATION";
@@ -60,17 +60,15 @@ fn unix_ms() -> u64 {
 /// other off past the default 5 s, which is no fault of the store. What the checks here ask is
 /// that nothing is lost or corrupted.
 fn open_as_writer(location: &Path) -> Store {
-    if diag::backend::is_postgres(location) {
-        Store::open(location, &OpenOptions::default()).unwrap_or_else(|e| panic!("open: {e}"))
+    if diag::stores::is_postgres(location) {
+        diag::stores::open(location, &OpenOptions::default())
+            .unwrap_or_else(|e| panic!("open: {e}"))
     } else {
         let options = StoreOptions {
             busy_timeout: Duration::from_secs(120),
             ..StoreOptions::default()
         };
-        Store::Sqlite(
-            diag::store::Store::open_with(location, options)
-                .unwrap_or_else(|e| panic!("open: {e}")),
-        )
+        crate::support::open_sqlite_with(location, options).unwrap_or_else(|e| panic!("open: {e}"))
     }
 }
 
@@ -253,8 +251,8 @@ fn trace(
 
 /// The file's own consistency, on SQLite: the engine's integrity check, read raw and
 /// through the store.
-fn assert_sqlite_intact(fresh: &Fresh, store: &Store) {
-    if let (Some(path), Store::Sqlite(sqlite)) = (fresh.sqlite_path(), store) {
+fn assert_sqlite_intact(fresh: &Fresh, _store: &Store) {
+    if let (Some(path), Some(sqlite)) = (fresh.sqlite_path(), fresh.sqlite_store()) {
         assert_eq!(integrity(path), "ok");
         assert_eq!(sqlite.integrity_check().unwrap(), "ok");
     }
@@ -423,7 +421,7 @@ fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
             let clock = Arc::new(diag::clock::FixedClock(
                 diag::clock::Clock::now(&now).saturating_add(offset),
             ));
-            Store::open_with_clock(fresh.location(), &OpenOptions::default(), clock).unwrap()
+            diag::stores::open_with_clock(fresh.location(), &OpenOptions::default(), clock).unwrap()
         };
         // The owner is on another host: this process cannot see it, and its lease (a minute
         // by default) is current, so the run is left alone.
