@@ -1422,29 +1422,48 @@ fn a_writer_waits_for_a_short_lock_and_reports_a_long_one_as_busy() {
     .unwrap();
     // Another connection (as another process would) holds the write lock while a writer
     // tries to create a run: the writer cannot finish while the lock is held, and finishes
-    // once it is released, however busy the machine is.
+    // once it is released, however busy the machine is. The writer reads `released` (set just
+    // before the lock is given up) when its write returns: had it finished while the lock
+    // was held, it would have read `false`. Whenever the writer reaches the lock, the check
+    // holds; nothing here waits for an amount of time.
     let holder = raw(&path);
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = std::sync::Arc::new(std::sync::Barrier::new(2));
     let writer = {
-        let done = done.clone();
+        let released = released.clone();
+        let started = started.clone();
         std::thread::spawn(move || {
+            started.wait();
             let result = patient.create_run(new_run("waited", "s", 0));
-            done.store(true, std::sync::atomic::Ordering::SeqCst);
-            result.map(|_recorder| patient)
+            let after_release = released.load(std::sync::atomic::Ordering::SeqCst);
+            result.map(|_recorder| (patient, after_release))
         })
     };
-    // Give the writer a moment to reach the lock; the assertions hold whether or not it did.
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(
-        !done.load(std::sync::atomic::Ordering::SeqCst),
-        "a write cannot finish while another connection holds the lock"
+    started.wait();
+    // The write is still waiting on the lock here, or has not reached it yet: either way it
+    // is not stored.
+    let stored: i64 = raw(&path)
+        .query_row(
+            "SELECT count(*) FROM diagnosis_run WHERE run_id = 'waited'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        stored, 0,
+        "a write cannot land while another connection holds the lock"
     );
+    released.store(true, std::sync::atomic::Ordering::SeqCst);
     holder.execute_batch("COMMIT").unwrap();
-    let patient = writer
+    let (patient, after_release) = writer
         .join()
         .unwrap()
         .expect("a write queues behind a short lock");
+    assert!(
+        after_release,
+        "the write returned while another connection held the lock"
+    );
     assert!(
         patient.get_run("waited").unwrap().is_some(),
         "the queued write is stored"

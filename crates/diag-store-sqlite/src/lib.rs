@@ -133,14 +133,6 @@ struct Shared {
 }
 
 impl SqliteStore {
-    /// `$DIAG_DB` if set and non-empty, else [`SqliteStore::default_path`].
-    pub fn path_from_env() -> Option<PathBuf> {
-        match std::env::var_os(DB_ENV) {
-            Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
-            _ => SqliteStore::default_path(),
-        }
-    }
-
     /// `$XDG_DATA_HOME/diag/diag.db`, else `$HOME/.local/share/diag/diag.db`; `None` when
     /// neither variable gives an absolute path. The XDG rule is applied on every platform so
     /// the location is the same wherever `diag` runs and is documented in one sentence.
