@@ -365,7 +365,7 @@ pub async fn ask(
         Err(what) => {
             let failure = format!(
                 "engine: a node panicked ({}); this is a bug in diag",
-                crate::render::one_line(&what, 200)
+                diag_core::text::one_line(&what, 200)
             );
             tracing::error!(run_id = %started.run_id, %failure, "run failed");
             started.recorder.flush();

@@ -26,9 +26,7 @@ pub mod model {
 }
 pub use diag_core::protocol;
 pub mod output_file;
-pub mod render;
 pub mod replay;
-pub mod report;
 pub mod runfile;
 pub mod setup;
 /// The run store port, its handle and its records (diag-core).

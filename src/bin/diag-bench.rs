@@ -518,15 +518,15 @@ async fn stored_run(
 
 /// A run with `n` tool calls: ten per Executor turn, each a log search of 20 lines, and one
 /// claim bound to each call, all verified and cited.
-fn synthetic_run(n: usize) -> diag::report::RunData {
+fn synthetic_run(n: usize) -> diag_report::RunData {
     use diag::agent::prompts::PromptAudit;
     use diag::agent::runtime::{AgentStepRecord, StepStatus};
     use diag::agent::AgentRole;
     use diag::graph::{Detail, Event};
     use diag::model::FinishReason;
     use diag::protocol::{InvocationStatus, ToolInvocation};
-    use diag::report::{ModelCall, RunData};
     use diag::store::{RunRow, RunStatus};
+    use diag_report::{ModelCall, RunData};
     use serde_json::json;
 
     let t0 = Timestamp::from_unix_ms(1_796_047_200_000);
@@ -704,12 +704,12 @@ fn bench_report(
     runs: usize,
     stored: Option<(&Path, &str)>,
 ) -> Result<serde_json::Value, String> {
-    use diag::report::{render, Format};
+    use diag_report::{render, Format};
     let data = match stored {
         Some((location, run)) => {
             let store = diag::stores::open_existing(location, &OpenOptions::default())
                 .map_err(|e| e.to_string())?;
-            diag::report::from_store(&store, run)
+            diag_report::from_store(&store, run)
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("unknown run {run}"))?
         }

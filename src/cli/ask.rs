@@ -17,7 +17,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::ids::RandomIds;
 use crate::protocol::Verdict;
-use crate::render;
 use crate::replay::{divergence_of, replay_deps, run_file_of};
 use crate::runfile::resume::{resumed_models, ResumedTools, Reusing};
 use crate::runfile::RunLimits;
@@ -25,6 +24,7 @@ use crate::runfile::{Divergence, RunFile};
 use crate::setup;
 use crate::store::RunStatus;
 use crate::store::Store;
+use diag_report::terminal as render;
 
 /// The schema name of `diag ask --json` output.
 pub const ASK_JSON_SCHEMA: &str = "diag.ask.v1";

@@ -26,10 +26,10 @@ use crate::eval::{
 };
 use crate::ids::RandomIds;
 use crate::replay::run_file_of;
-use crate::report::Format;
 use crate::runfile::RunLimits;
 use crate::setup;
 use crate::store::Store;
+use diag_report::Format;
 
 /// Run incident scenarios with the configured model(s) and score every run.
 ///
@@ -61,7 +61,7 @@ pub struct EvalArgs {
     pub report: Option<PathBuf>,
     /// The format of the run reports
     #[arg(long, value_enum, default_value = "html", value_name = "FORMAT")]
-    pub report_format: Format,
+    pub report_format: super::report::ReportFormat,
     /// Exit 4 when any run did not reach a grounded root cause (failed, fallen back, fooled,
     /// ungrounded, partial or missed)
     #[arg(long)]
@@ -130,8 +130,8 @@ fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
             let known: Vec<&str> = config.models.keys().map(String::as_str).collect();
             return Err(CommandError::usage(format!(
                 "--model {}: no [models.{}] in config {} (configured: {})",
-                crate::render::one_line(name, 80),
-                crate::render::one_line(name, 80),
+                diag_core::text::one_line(name, 80),
+                diag_core::text::one_line(name, 80),
                 config_path.display(),
                 if known.is_empty() {
                     "none".to_string()
@@ -384,7 +384,7 @@ async fn run_one(
         let _ = writeln!(
             std::io::stderr(),
             "diag: warning: {}",
-            crate::render::one_line(w, 300)
+            diag_core::text::one_line(w, 300)
         );
     }
     let row = store
@@ -438,8 +438,9 @@ async fn run_one(
     if let Some(dir) = &args.report {
         let folder = dir.join(&scenario_dir);
         make_dir(&folder, "--report")?;
-        let path = folder.join(format!("{stem}.{}", args.report_format.extension()));
-        super::report::write_file(store, &outcome.run_id, args.report_format, &path)?;
+        let format = Format::from(args.report_format);
+        let path = folder.join(format!("{stem}.{}", format.extension()));
+        super::report::write_file(store, &outcome.run_id, format, &path)?;
         report_file = Some(path.display().to_string());
     }
     let wall_ms = row.duration_ms.unwrap_or(0);

@@ -44,11 +44,11 @@ use crate::diagnosis::composer_input::allowed_claims;
 use crate::diagnosis::{AgentStatus, Status};
 use crate::graph::{Event, NodeKind, NoopObserver, Observer};
 use crate::protocol::{Verdict, VerifiedExecutorOutput};
-use crate::render::one_line;
-use crate::report::Format;
 use crate::setup;
 use crate::store::Store;
 use crate::store::{RunFilter, RunStatus};
+use diag_core::text::one_line;
+use diag_report::Format;
 
 /// The schema name of the `diagnose` tool's structured result.
 pub const DIAGNOSE_SCHEMA: &str = "diag.mcp.diagnose.v1";

@@ -142,7 +142,7 @@ impl CommandError {
     pub fn unknown_run(run_id: &str) -> Self {
         let mut e = Self::usage(format!(
             "unknown run `{}`",
-            crate::render::one_line(run_id, 80)
+            diag_core::text::one_line(run_id, 80)
         ))
         .hint("diag runs lists the stored runs");
         e.kind = ErrorKind::UnknownRun;

@@ -9,8 +9,8 @@ use clap::Args;
 use super::common::{require_existing_store, write_text};
 use super::{CommandError, Exit, GlobalArgs};
 use crate::diagnosis::topology;
-use crate::report::{self, Format, RunData};
 use crate::store::Store;
+use diag_report::{Format, RunData};
 
 /// Write a report of a stored run: one self-contained HTML file (no script, no request) or
 /// GitHub-flavoured Markdown for a ticket or a CI comment.
@@ -25,20 +25,38 @@ pub struct ReportArgs {
     pub run_id: String,
     /// The format [default: from the extension of --output: .html or .md]
     #[arg(long, value_enum)]
-    pub format: Option<Format>,
+    pub format: Option<ReportFormat>,
     /// Write the report to this file instead of stdout (stdout needs --format)
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
 
+/// A report format as the command line takes it (`--format html|md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// One self-contained HTML file.
+    Html,
+    /// GitHub-flavoured Markdown.
+    Md,
+}
+
+impl From<ReportFormat> for Format {
+    fn from(f: ReportFormat) -> Format {
+        match f {
+            ReportFormat::Html => Format::Html,
+            ReportFormat::Md => Format::Md,
+        }
+    }
+}
+
 /// The format for an output path: the one asked for, else the path's extension.
 pub fn format_for(
-    asked: Option<Format>,
+    asked: Option<ReportFormat>,
     path: Option<&Path>,
     flag: &str,
 ) -> Result<Format, CommandError> {
     if let Some(f) = asked {
-        return Ok(f);
+        return Ok(f.into());
     }
     match path {
         Some(p) => Format::from_path(p).ok_or_else(|| {
@@ -79,7 +97,7 @@ pub fn check_output_path(path: &Path, what: &str) -> Result<(), CommandError> {
 
 /// Everything the report of `run_id` shows, read from the store.
 pub fn load(store: &Store, run_id: &str) -> Result<RunData, CommandError> {
-    report::from_store(store, run_id)
+    diag_report::from_store(store, run_id)
         .map_err(CommandError::from)?
         .ok_or_else(|| CommandError::unknown_run(run_id))
 }
@@ -90,7 +108,7 @@ pub fn render(store: &Store, run_id: &str, format: Format) -> Result<String, Com
     let shape = topology::shape()
         .map_err(|e| CommandError::new(Exit::Internal, format!("topology does not compile: {e}")))?
         .shape();
-    Ok(report::render(format, &data, &shape))
+    Ok(diag_report::render(format, &data, &shape))
 }
 
 /// Writes the report of a stored run to `path` ([`crate::output_file::write_output`]: a

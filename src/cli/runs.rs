@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::common::{open_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
-use crate::render::one_line;
 use crate::store::{RunFilter, RunRow, RunStatus};
+use diag_core::text::one_line;
 
 /// The schema name of `diag runs --json` output.
 pub const RUNS_JSON_SCHEMA: &str = "diag.runs.v1";

@@ -11,9 +11,9 @@ use super::{CommandError, GlobalArgs};
 use crate::agent::runtime::AgentStepRecord;
 use crate::diagnosis::evaluation::GroundingFigures;
 use crate::protocol::{GatekeeperRaw, VerifiedClaim};
-use crate::render;
 use crate::store::Store;
 use crate::store::StoredExchange;
+use diag_report::terminal as render;
 
 /// The schema name of `diag trace --json` output.
 pub const TRACE_JSON_SCHEMA: &str = "diag.trace.v1";

@@ -147,7 +147,7 @@ impl Prometheus {
                 "{}: promtool could not backfill it ({}): {}",
                 metrics.display(),
                 out.status,
-                crate::render::one_line(stderr.trim(), 300)
+                diag_core::text::one_line(stderr.trim(), 300)
             )));
         }
         let config = dir.0.join("prometheus.yml");
@@ -219,7 +219,7 @@ impl Prometheus {
         }
         Err(err(format!(
             "prometheus exited before it was ready: {}",
-            crate::render::one_line(last.trim(), 300)
+            diag_core::text::one_line(last.trim(), 300)
         )))
     }
 
@@ -349,14 +349,14 @@ pub fn check_problems(scenario: &Scenario, runs: &[CheckRun]) -> Vec<String> {
                 r.index,
                 r.tool,
                 r.status,
-                crate::render::one_line(&r.output.to_string(), 300)
+                diag_core::text::one_line(&r.output.to_string(), 300)
             ));
         } else if !r.found {
             problems.push(format!(
                 "checks[{}] ({}): output does not contain `{expect}`: {}",
                 r.index,
                 r.tool,
-                crate::render::one_line(&r.output.to_string(), 300)
+                diag_core::text::one_line(&r.output.to_string(), 300)
             ));
         }
     }

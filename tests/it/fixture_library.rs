@@ -671,7 +671,7 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
         ]
     );
     let invocations = store.invocations(&replayed.outcome.run_id).unwrap();
-    let shown = diag::render::refused_bindings(Some(&raw), &invocations);
+    let shown = diag_report::terminal::refused_bindings(Some(&raw), &invocations);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "gatekeeper refused 3 of 3 binding(s)");
     // A pointer that names nothing in the recorded output is model-written text no check
@@ -690,7 +690,7 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
     )
     .unwrap();
     assert!(raw.checked_bindings.iter().all(|b| b.passed));
-    assert_eq!(diag::render::refused_bindings(Some(&raw), &[]), "");
+    assert_eq!(diag_report::terminal::refused_bindings(Some(&raw), &[]), "");
 }
 
 /// The grounding fixtures: what the Executor invented is refused with its code, never shown to

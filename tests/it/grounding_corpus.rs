@@ -32,9 +32,9 @@ use diag::protocol::{
     parse_executor, validate_run_with_question, ToolInvocation, Verdict, VerifierResult,
 };
 use diag::replay::{compare, replay, Replayed};
-use diag::report::{render, Format};
 use diag::runfile::RunFile;
 use diag::store::Store;
+use diag_report::{render, Format};
 
 const INCIDENT: &str = "fixtures/incident-checkout-502.json";
 const RUN: &str = "run-corpus";
@@ -210,7 +210,7 @@ async fn replay_doc(doc: &Value, name: &str) -> (TempDir, Store, Replayed) {
 
 /// The HTML report's answer section of the stored run.
 fn html_answer_section(store: &Store, run_id: &str) -> String {
-    let data = diag::report::from_store(store, run_id).unwrap().unwrap();
+    let data = diag_report::from_store(store, run_id).unwrap().unwrap();
     let shape = topology::shape().unwrap().shape();
     let html = render(Format::Html, &data, &shape);
     let start = html

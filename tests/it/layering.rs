@@ -58,6 +58,12 @@ const LAYERS: &[Layer] = &[
         tokio_features: Some(&[]),
     },
     Layer {
+        name: "diag-report",
+        workspace: &["diag-core", "diag-diagnosis"],
+        third_party: Some(&["pulldown-cmark", "serde", "serde_json"]),
+        tokio_features: Some(&[]),
+    },
+    Layer {
         name: "diag-model-openai",
         workspace: &["diag-core"],
         third_party: None,

@@ -1,5 +1,7 @@
-//! Reports of a stored run for people who were not at the terminal: one self-contained HTML
-//! file (`html`) and GitHub-flavoured Markdown for a ticket or a CI comment (`markdown`).
+//! `diag-report`: what a reader sees of a run. The terminal text of `diag ask` and `diag
+//! trace` ([`terminal`]), and reports of a stored run for people who were not at the
+//! terminal: one self-contained HTML file (`html`) and GitHub-flavoured Markdown for a ticket
+//! or a CI comment (`markdown`).
 //!
 //! Pure functions: the stored records (run row, events, model calls, tool invocations) and
 //! the compiled topology in, one `String` out. No clock, no locale, no I/O, no randomness:
@@ -11,17 +13,21 @@
 //! that allows no script, no fetch and no external style (`default-src 'none'`). In
 //! Markdown, the same rules keep anything a renderer would execute or fetch out of the file.
 
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod html;
 pub mod markdown;
 pub mod svg;
+pub mod terminal;
 pub mod timeline;
 pub mod view;
 
-use crate::agent::runtime::AgentStepRecord;
-use crate::graph::{Event, GraphShape};
-use crate::protocol::ToolInvocation;
-use crate::store::RunRow;
-use crate::store::{Store, StoreError};
+use diag_core::agent::runtime::AgentStepRecord;
+use diag_core::graph::{Event, GraphShape};
+use diag_core::protocol::ToolInvocation;
+use diag_core::store::RunRow;
+use diag_core::store::{Store, StoreError};
 
 /// One model call and how many tool calls its answer requested.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +77,7 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<Option<RunData>, StoreE
 }
 
 /// A report format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// One self-contained HTML file.
     Html,

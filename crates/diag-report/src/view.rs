@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::RunData;
-use crate::protocol::{json_pointer, match_quote, ToolInvocation};
+use diag_core::protocol::{json_pointer, match_quote, ToolInvocation};
 
 /// Characters of a bound target string shown on each side of the quote.
 pub const CONTEXT_CHARS: usize = 240;
@@ -243,7 +243,7 @@ pub fn value_text(v: &Value) -> String {
 }
 
 /// At most `max` characters of `s`, with `…` when cut.
-pub use crate::text::bounded;
+pub use diag_core::text::bounded;
 
 /// Claim ids cited in a text as `[c1]` or `[c1, c2]`, in order, without repeats.
 pub fn cited_ids(text: &str) -> Vec<String> {
@@ -400,7 +400,7 @@ pub fn build(data: &RunData) -> View {
                             Some(i) if json_pointer::resolve(&i.output, &b.raw_path).is_ok() => {
                                 bounded(&b.raw_path, IDENT_MAX)
                             }
-                            _ => crate::render::POINTER_NOT_FOUND.to_string(),
+                            _ => crate::terminal::POINTER_NOT_FOUND.to_string(),
                         },
                         passed: b.passed,
                         failure: b.failure.as_deref().map(|f| bounded(f, IDENT_MAX)),

@@ -5,11 +5,11 @@ use std::fmt::{Display, Write as _};
 
 pub mod grounding;
 
-use crate::agent::runtime::ModelExchange;
-use crate::graph::{DetailValue, Event};
-use crate::model::ModelError;
-use crate::protocol::gatekeeper::CheckedBinding;
-use crate::protocol::{GatekeeperRaw, ToolInvocation};
+use diag_core::agent::runtime::ModelExchange;
+use diag_core::graph::{DetailValue, Event};
+use diag_core::model::ModelError;
+use diag_core::protocol::gatekeeper::CheckedBinding;
+use diag_core::protocol::{GatekeeperRaw, ToolInvocation};
 
 /// The run facts shown in a header.
 pub struct Header<'a> {
@@ -25,7 +25,7 @@ pub struct Header<'a> {
 }
 
 /// Makes a one-line field safe to print: control characters become spaces, long text is cut.
-pub use crate::text::one_line;
+pub use diag_core::text::one_line;
 
 pub fn header(h: &Header<'_>) -> String {
     let mut out = String::new();
@@ -207,7 +207,7 @@ pub fn shown_pointer<'b>(b: &'b CheckedBinding, invocations: &[ToolInvocation]) 
     let (Some(inv), None) = (found.next(), found.next()) else {
         return None;
     };
-    crate::protocol::json_pointer::resolve(&inv.output, &b.raw_path)
+    diag_core::protocol::json_pointer::resolve(&inv.output, &b.raw_path)
         .ok()
         .map(|_| b.raw_path.as_str())
 }
@@ -221,7 +221,7 @@ pub fn refused_bindings(raw: Option<&GatekeeperRaw>, invocations: &[ToolInvocati
     let for_content: Vec<_> = raw
         .refused_claims
         .iter()
-        .filter(|c| c.code != crate::protocol::gatekeeper::ClaimRefusal::FailedBinding)
+        .filter(|c| c.code != diag_core::protocol::gatekeeper::ClaimRefusal::FailedBinding)
         .collect();
     if refused.is_empty() && for_content.is_empty() {
         return String::new();
@@ -273,10 +273,7 @@ pub fn refused_bindings(raw: Option<&GatekeeperRaw>, invocations: &[ToolInvocati
 /// cleaned again here because a stored answer may come from an older or foreign file.
 pub fn answer(text: Option<&str>) -> String {
     match text {
-        Some(a) => format!(
-            "answer\n{}\n",
-            crate::diagnosis::render_answer(a).trim_end()
-        ),
+        Some(a) => format!("answer\n{}\n", diag_diagnosis::render_answer(a).trim_end()),
         None => "answer\n  (none)\n".to_string(),
     }
 }
@@ -284,8 +281,8 @@ pub fn answer(text: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Timestamp;
-    use crate::graph::Detail;
+    use diag_core::clock::Timestamp;
+    use diag_core::graph::Detail;
 
     #[test]
     fn differences_show_even_far_into_a_long_text_or_in_a_line_break() {
@@ -319,8 +316,8 @@ mod tests {
 
     #[test]
     fn failed_model_calls_show_class_numbers_and_the_message_on_bounded_lines() {
-        use crate::agent::AgentRole;
-        use crate::model::{ChatRequest, ErrorClass, ModelError, StructuredOutput, Usage};
+        use diag_core::agent::AgentRole;
+        use diag_core::model::{ChatRequest, ErrorClass, ModelError, StructuredOutput, Usage};
         assert_eq!(model_failures(&[]), "");
         let mut e = ModelError::from_status(
             400,

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::escape_html as esc;
 use super::timeline::{RowKind, Timeline, Tone};
 use super::{human_ms, RunData};
-use crate::graph::{GraphShape, NodeKind};
+use diag_core::graph::{GraphShape, NodeKind};
 
 const WIDTH: u64 = 1000;
 const LABEL_W: u64 = 250;
@@ -208,7 +208,7 @@ pub fn graph(shape: &GraphShape, data: &RunData) -> String {
     for &p in &path {
         visits[p] += 1;
     }
-    let finished = data.run.status == crate::store::RunStatus::Success;
+    let finished = data.run.status == diag_core::store::RunStatus::Success;
     if let (Some(&last), true) = (path.last(), finished) {
         *taken.entry((last, end)).or_default() += 1;
         visits[end] = 1;

@@ -176,7 +176,7 @@ pub fn layout(data: &RunData) -> Timeline {
     Timeline { rows, total, steps }
 }
 
-fn tool_row(inv: &crate::protocol::ToolInvocation, start: u64, duration: u64) -> Row {
+fn tool_row(inv: &diag_core::protocol::ToolInvocation, start: u64, duration: u64) -> Row {
     Row {
         kind: RowKind::Tool,
         label: format!(

@@ -10,9 +10,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use crate::diagnosis::evaluation::GroundingFigures;
-use crate::protocol::json_pointer;
-use crate::protocol::{GatekeeperRaw, ToolInvocation, VerifiedClaim};
+use diag_core::protocol::json_pointer;
+use diag_core::protocol::{GatekeeperRaw, ToolInvocation, VerifiedClaim};
+use diag_diagnosis::evaluation::GroundingFigures;
 
 /// Characters of tool output shown on each side of a quote.
 const CONTEXT_CHARS: usize = 60;

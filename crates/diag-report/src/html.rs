@@ -7,7 +7,7 @@ use pulldown_cmark::{CodeBlockKind, CowStr, Event, HeadingLevel, Options, Parser
 use super::timeline::{self, RowKind};
 use super::view::{self, bounded, citations, ClaimView, View};
 use super::{escape_html as esc, human_ms, safe_link, svg, RunData};
-use crate::graph::GraphShape;
+use diag_core::graph::GraphShape;
 
 /// The page's Content-Security-Policy: nothing may load or run; inline style only.
 pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
@@ -104,7 +104,10 @@ pub fn render(data: &RunData, shape: &GraphShape) -> String {
          <link rel=\"icon\" href=\"data:,\">\n\
          <title>diag: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n",
         env!("CARGO_PKG_VERSION"),
-        esc(&bounded(&crate::render::one_line(&run.question, 200), 200))
+        esc(&bounded(
+            &crate::terminal::one_line(&run.question, 200),
+            200
+        ))
     );
     header(&mut o, data, &view);
     answer(&mut o, data, &view);
