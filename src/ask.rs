@@ -20,11 +20,11 @@ use crate::diagnosis::{topology, DiagnosisNodes, DiagnosisState, Status, STEP_LI
 use crate::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
 use crate::ids::IdSource;
 use crate::protocol::ToolInvocation;
-use crate::runfile::{Recorder, RunLimits};
 use crate::store::{
     FinishError, NewRun, Recorder as StoreRecorder, RunStatus, RunSummary, Store, StoreError,
 };
 use crate::tools::InvocationLog;
+use diag_runfile::{Recorder, RunLimits};
 
 /// Builds the eight nodes of a run from its dependencies; [`real_nodes`] in production,
 /// scripted nodes in tests of the run lifecycle.
@@ -88,7 +88,7 @@ pub struct AskOutcome {
     /// The final (or, for an engine error, partial) graph state.
     pub state: DiagnosisState,
     /// The run's exchanges in order, when recording was asked for.
-    pub recorded: Option<Vec<crate::runfile::Exchange>>,
+    pub recorded: Option<Vec<diag_runfile::Exchange>>,
     /// Problems that did not change the run's status (an evaluation that could not be
     /// stored), one line each, for the caller to show.
     pub warnings: Vec<String>,
@@ -101,7 +101,7 @@ impl AskOutcome {
         session_id: String,
         end: RunEnd,
         state: DiagnosisState,
-        recorded: Option<Vec<crate::runfile::Exchange>>,
+        recorded: Option<Vec<diag_runfile::Exchange>>,
     ) -> Self {
         AskOutcome {
             run_id,
@@ -604,7 +604,7 @@ fn finish_failed(
     end: RunEnd,
     state: DiagnosisState,
     mut summary: RunSummary,
-    recorded: Option<Vec<crate::runfile::Exchange>>,
+    recorded: Option<Vec<diag_runfile::Exchange>>,
 ) -> Result<AskOutcome, AskError> {
     let failure = match &end {
         RunEnd::Failed { failure } => failure.as_str(),
@@ -630,7 +630,7 @@ struct Success {
     evaluation: Evaluation,
     state: DiagnosisState,
     summary: RunSummary,
-    recorded: Option<Vec<crate::runfile::Exchange>>,
+    recorded: Option<Vec<diag_runfile::Exchange>>,
     warnings: Vec<String>,
 }
 

@@ -242,6 +242,19 @@ impl Default for LimitsConfig {
     }
 }
 
+impl LimitsConfig {
+    /// The limits a run records (in its run file and its store row).
+    pub fn run_limits(&self) -> diag_runfile::RunLimits {
+        diag_runfile::RunLimits {
+            max_turns: self.max_turns,
+            max_tool_calls: self.max_tool_calls,
+            max_tokens: self.max_tokens,
+            tool_timeout_secs: self.tool_timeout_secs,
+            max_output_bytes: u64::try_from(self.max_output_bytes).unwrap_or(u64::MAX),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {

@@ -27,7 +27,6 @@ pub mod model {
 pub use diag_core::protocol;
 pub mod output_file;
 pub mod replay;
-pub mod runfile;
 pub mod setup;
 /// The run store port, its handle and its records (diag-core).
 pub use diag_core::store;

@@ -16,11 +16,11 @@ use crate::clock::FixedClock;
 use crate::graph::NoopObserver;
 use crate::ids::IdSource;
 use crate::model::ChatModel;
-use crate::runfile::{
-    Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, RunLimits, Tape,
-};
 use crate::store::RunStatus;
 use crate::store::Store;
+use diag_runfile::{
+    Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, RunLimits, Tape,
+};
 
 /// The agent limits a replay of a file that records none runs with (a v1 file, a
 /// hand-written one): today's defaults, the limits every run had before they were recorded.
@@ -278,7 +278,7 @@ pub fn run_file_of(
     tools: Vec<crate::tools::ToolSpec>,
 ) -> RunFile {
     RunFile {
-        format: crate::runfile::FORMAT.to_string(),
+        format: diag_runfile::FORMAT.to_string(),
         question: question.to_string(),
         session_id: outcome.session_id.clone(),
         run_id: outcome.run_id.clone(),

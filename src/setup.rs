@@ -114,7 +114,7 @@ pub struct LiveEnvironment {
     pub tools: Arc<RegistryTools>,
     pub limits: AgentLimits,
     /// The configured limits as a run records them.
-    pub run_limits: crate::runfile::RunLimits,
+    pub run_limits: diag_runfile::RunLimits,
     pub mcp_servers: Vec<McpServer>,
 }
 
@@ -286,7 +286,7 @@ pub async fn live(config: &Config, clock: Arc<dyn Clock>) -> Result<LiveEnvironm
             max_tool_calls: config.limits.max_tool_calls,
             max_tokens: config.limits.max_tokens,
         },
-        run_limits: crate::runfile::RunLimits::of_config(&config.limits),
+        run_limits: config.limits.run_limits(),
         mcp_servers: servers,
     })
 }

@@ -12,7 +12,7 @@ use diag::protocol::{
     parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation, PlannerMode,
     Verdict, Verification,
 };
-use diag::runfile::{RunFile, RunFileError};
+use diag_runfile::{RunFile, RunFileError};
 use serde_json::Value;
 
 /// `RunFile::parse` on arbitrary text: no panic; an error is one line naming the file; an

@@ -18,13 +18,13 @@ use crate::config::Config;
 use crate::ids::RandomIds;
 use crate::protocol::Verdict;
 use crate::replay::{divergence_of, replay_deps, run_file_of};
-use crate::runfile::resume::{resumed_models, ResumedTools, Reusing};
-use crate::runfile::RunLimits;
-use crate::runfile::{Divergence, RunFile};
 use crate::setup;
 use crate::store::RunStatus;
 use crate::store::Store;
 use diag_report::terminal as render;
+use diag_runfile::resume::{resumed_models, ResumedTools, Reusing};
+use diag_runfile::RunLimits;
+use diag_runfile::{Divergence, RunFile};
 
 /// The schema name of `diag ask --json` output.
 pub const ASK_JSON_SCHEMA: &str = "diag.ask.v1";
@@ -262,7 +262,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     let show_progress = !(g.quiet || g.no_progress || args.json);
     let limits = match &source {
         Source::Fixture(run) => run.limits(),
-        Source::Live(config, _) => RunLimits::of_config(&config.limits),
+        Source::Live(config, _) => config.limits.run_limits(),
     };
     let reusing = resuming
         .as_ref()

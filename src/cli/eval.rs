@@ -26,7 +26,6 @@ use crate::eval::{
 };
 use crate::ids::RandomIds;
 use crate::replay::run_file_of;
-use crate::runfile::RunLimits;
 use crate::setup;
 use crate::store::Store;
 use diag_report::Format;
@@ -422,7 +421,7 @@ async fn run_one(
             &outcome,
             &question,
             row.started_at,
-            RunLimits::of_config(&spec.config.limits),
+            spec.config.limits.run_limits(),
             deps.tools.catalog(),
         );
         crate::output_file::write_output(&path, file.to_json().as_bytes()).map_err(|e| {

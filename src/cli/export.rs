@@ -9,12 +9,12 @@ use clap::Args;
 
 use super::common::{require_existing_store, write_text};
 use super::{CommandError, GlobalArgs};
-use crate::runfile::{
+use crate::store::RunStatus;
+use crate::store::Store;
+use diag_runfile::{
     Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, RunLimits,
     ToolRecord, FORMAT,
 };
-use crate::store::RunStatus;
-use crate::store::Store;
 
 /// Write the run file (diag_run_v2) of a stored run.
 #[derive(Debug, Args)]

@@ -21,10 +21,10 @@ use super::replay_ci::{self, Case, CaseOutcome, Shard, SuiteInfo};
 use super::{CommandError, Exit, GlobalArgs};
 use crate::ids::RandomIds;
 use crate::replay::{compare, replay_until, Mismatch};
-use crate::runfile::{strip_bom, RunFile};
 use crate::store::Store;
 use diag_core::text::one_line;
 use diag_report::Format;
+use diag_runfile::{strip_bom, RunFile};
 
 /// The schema name of `diag replay --json` output.
 pub const REPLAY_JSON_SCHEMA: &str = "diag.replay.v1";

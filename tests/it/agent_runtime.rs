@@ -950,7 +950,7 @@ async fn a_context_length_error_is_fitted_to_and_sent_once_more() {
 
 #[tokio::test]
 async fn a_fitted_and_refitted_run_replays_request_for_request() {
-    use diag::runfile::{RecordedModel, RecordedTools, Recorder as RunRecorder, Tape};
+    use diag_runfile::{RecordedModel, RecordedTools, Recorder as RunRecorder, Tape};
     // Live: a known context size, a large tool output, a context-length error, a refit.
     let model = Arc::new(ScriptedModel::new());
     model
@@ -977,7 +977,7 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
     live.invoke(&executor, &config()).await.unwrap();
     let exchanges = recorder.exchanges();
     assert!(exchanges.iter().all(|x| match x {
-        diag::runfile::Exchange::Model(m) => m.request_sha256.is_some(),
+        diag_runfile::Exchange::Model(m) => m.request_sha256.is_some(),
         _ => true,
     }));
 

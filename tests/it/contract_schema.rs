@@ -11,7 +11,7 @@ use diag::ids::SequentialIds;
 use diag::model::structured::strict_schema;
 use diag::protocol::parse::json_document;
 use diag::replay::replay;
-use diag::runfile::RunFile;
+use diag_runfile::RunFile;
 use serde_json::Value;
 
 fn run_files() -> Vec<PathBuf> {

@@ -32,9 +32,9 @@ use diag::protocol::{
     parse_executor, validate_run_with_question, ToolInvocation, Verdict, VerifierResult,
 };
 use diag::replay::{compare, replay, Replayed};
-use diag::runfile::RunFile;
 use diag::store::Store;
 use diag_report::{render, Format};
+use diag_runfile::RunFile;
 
 const INCIDENT: &str = "fixtures/incident-checkout-502.json";
 const RUN: &str = "run-corpus";

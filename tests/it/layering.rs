@@ -64,6 +64,18 @@ const LAYERS: &[Layer] = &[
         tokio_features: Some(&[]),
     },
     Layer {
+        name: "diag-runfile",
+        workspace: &["diag-core", "diag-diagnosis"],
+        third_party: Some(&[
+            "regex",
+            "serde",
+            "serde_json",
+            "serde_path_to_error",
+            "thiserror",
+        ]),
+        tokio_features: Some(&[]),
+    },
+    Layer {
         name: "diag-model-openai",
         workspace: &["diag-core"],
         third_party: None,

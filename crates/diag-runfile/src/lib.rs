@@ -3,6 +3,9 @@
 //! exchange in order, and the expected result — and the tape that replays one offline.
 //! Hand-written run files (no `request_sha256`, no `limits`) are how scenarios are authored.
 
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod resume;
 pub mod tape;
 
@@ -13,15 +16,15 @@ use thiserror::Error;
 
 pub use tape::{Divergence, RecordedModel, RecordedTools, Recorder, Tape};
 
-use crate::agent::runtime::AgentLimits;
-use crate::agent::{AgentRole, MaxTokensConfig};
-use crate::clock::Timestamp;
-use crate::diagnosis::topology::NODES;
-use crate::model::{
+use diag_core::agent::runtime::AgentLimits;
+use diag_core::agent::{AgentRole, MaxTokensConfig};
+use diag_core::clock::Timestamp;
+use diag_core::model::{
     ChatResponse, ErrorClass, FinishReason, Fit, ModelError, StructuredOutput, ToolCall, Usage,
 };
-use crate::protocol::{InvocationStatus, Verdict};
-use crate::tools::ToolSpec;
+use diag_core::protocol::{InvocationStatus, Verdict};
+use diag_core::tools::ToolSpec;
+use diag_diagnosis::topology::NODES;
 
 /// The format version this build writes (and reads).
 pub const FORMAT: &str = "diag_run_v2";
@@ -96,17 +99,6 @@ impl RunLimits {
         tool_timeout_secs: 30,
         max_output_bytes: 64 * 1024,
     };
-
-    /// The limits of a configuration.
-    pub fn of_config(limits: &crate::config::LimitsConfig) -> RunLimits {
-        RunLimits {
-            max_turns: limits.max_turns,
-            max_tool_calls: limits.max_tool_calls,
-            max_tokens: limits.max_tokens,
-            tool_timeout_secs: limits.tool_timeout_secs,
-            max_output_bytes: u64::try_from(limits.max_output_bytes).unwrap_or(u64::MAX),
-        }
-    }
 
     /// The agent runtime's share: what a replay runs with.
     pub fn agent(&self) -> AgentLimits {
@@ -750,7 +742,7 @@ const ERROR_TEXT_MAX: usize = 200;
 /// run file says never breaks the one-line error or writes to the terminal.
 fn one_line(text: &str) -> String {
     let mut out = String::new();
-    for c in crate::text::bounded(text, ERROR_TEXT_MAX).chars() {
+    for c in diag_core::text::bounded(text, ERROR_TEXT_MAX).chars() {
         if c.is_control() {
             out.extend(c.escape_default());
         } else {

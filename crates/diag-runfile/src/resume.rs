@@ -14,11 +14,13 @@ use serde_json::Value;
 
 use super::tape::Tape;
 use super::{Divergence, Exchange, ToolRecord};
-use crate::agent::runtime::{AgentModels, ToolResult, ToolResultFuture, ToolRunner};
-use crate::agent::AgentRole;
-use crate::model::{ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, RequestLimits};
-use crate::store::Reuse;
-use crate::tools::ToolSpec;
+use diag_core::agent::runtime::{AgentModels, ToolResult, ToolResultFuture, ToolRunner};
+use diag_core::agent::AgentRole;
+use diag_core::model::{
+    ChatFuture, ChatModel, ChatRequest, ChatResponse, ModelError, RequestLimits,
+};
+use diag_core::store::Reuse;
+use diag_core::tools::ToolSpec;
 
 /// Why reuse stopped before the stored exchanges ran out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +132,7 @@ impl Reusing {
                         "the original run's call for {role} failed ({}: {}); it is made again \
                          live",
                         e.class.as_str(),
-                        crate::text::bounded(&e.message, 120)
+                        diag_core::text::bounded(&e.message, 120)
                     );
                     Self::stop_at(&mut st, at, m, false);
                     None
@@ -292,8 +294,8 @@ pub fn resumed_models(live: &AgentModels, reusing: &Arc<Reusing>) -> AgentModels
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{FinishReason, Message};
-    use crate::runfile::{ModelRecord, RecordedResponse};
+    use crate::{ModelRecord, RecordedResponse};
+    use diag_core::model::{FinishReason, Message};
 
     fn request(text: &str) -> ChatRequest {
         ChatRequest::new(vec![Message::user(text)])
@@ -305,7 +307,7 @@ mod tests {
             round: 1,
             attempt: 1,
             turn: 1,
-            request_sha256: crate::hash::request_sha256(&request(text)).ok(),
+            request_sha256: diag_core::hash::request_sha256(&request(text)).ok(),
             max_tokens: None,
             fit: None,
             response: Some(RecordedResponse::from_response(&ChatResponse {

@@ -7,14 +7,16 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::{Exchange, ModelRecord, RecordedError, RecordedResponse, ToolRecord};
-use crate::agent::runtime::{ModelExchange, RunHooks, ToolResult, ToolResultFuture, ToolRunner};
-use crate::agent::AgentRole;
-use crate::graph::RunConfig;
-use crate::hash::request_sha256;
-use crate::model::{ChatFuture, ChatModel, ChatRequest, ModelError, RequestLimits};
-use crate::protocol::{canonical_json, InvocationStatus, ToolInvocation};
-use crate::tools::registry::unknown_tool;
-use crate::tools::{InvocationLog, ToolSpec};
+use diag_core::agent::runtime::{
+    ModelExchange, RunHooks, ToolResult, ToolResultFuture, ToolRunner,
+};
+use diag_core::agent::AgentRole;
+use diag_core::graph::RunConfig;
+use diag_core::hash::request_sha256;
+use diag_core::model::{ChatFuture, ChatModel, ChatRequest, ModelError, RequestLimits};
+use diag_core::protocol::{canonical_json, InvocationStatus, ToolInvocation};
+use diag_core::tools::registry::unknown_tool;
+use diag_core::tools::{InvocationLog, ToolSpec};
 
 /// The first point where a replayed run did something other than the recording.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,7 +259,7 @@ impl Tape {
 }
 
 fn bounded(s: &str) -> String {
-    crate::text::bounded(s, 120)
+    diag_core::text::bounded(s, 120)
 }
 
 /// One agent's model during replay.
