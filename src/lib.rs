@@ -8,12 +8,10 @@
 // an attribute and not a table entry).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub use diag_core::agent;
-pub mod ask;
 pub mod cli;
-pub use diag_graph::clock;
-pub mod config;
 pub use diag_core::env_vars;
 pub use diag_diagnosis as diagnosis;
+pub use diag_graph::clock;
 pub mod eval;
 pub use diag_core::hash;
 pub use diag_core::ids;
@@ -26,8 +24,6 @@ pub mod model {
 }
 pub use diag_core::protocol;
 pub mod output_file;
-pub mod replay;
-pub mod setup;
 /// The run store port, its handle and its records (diag-core).
 pub use diag_core::store;
 pub use diag_core::text;

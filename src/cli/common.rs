@@ -7,9 +7,9 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{io_error, CommandError, Exit, GlobalArgs};
-use crate::config::Config;
 use crate::store::{Store, StoreError};
 use crate::stores::OpenOptions;
+use diag_ask::config::Config;
 use diag_store_sqlite::{SqliteStore, DB_ENV};
 
 /// Where the database path came from.
@@ -78,7 +78,7 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
 /// a new SQLite file, and the runs would silently land there. Only the scheme is named in the
 /// message: the rest of a URL may hold a password.
 fn refuse_url(path: &std::path::Path, origin: DbOrigin) -> Result<(), CommandError> {
-    let Some(scheme) = crate::config::url_scheme(path) else {
+    let Some(scheme) = diag_ask::config::url_scheme(path) else {
         return Ok(());
     };
     if crate::stores::is_postgres(path) {
@@ -148,11 +148,11 @@ impl From<StoreError> for CommandError {
 }
 
 /// The ask service's errors, as every command that runs a question reports them.
-impl From<crate::ask::AskError> for CommandError {
-    fn from(e: crate::ask::AskError) -> Self {
+impl From<diag_ask::AskError> for CommandError {
+    fn from(e: diag_ask::AskError) -> Self {
         match e {
-            crate::ask::AskError::EmptyQuestion => CommandError::usage("the question is empty"),
-            crate::ask::AskError::Store(e) => e.into(),
+            diag_ask::AskError::EmptyQuestion => CommandError::usage("the question is empty"),
+            diag_ask::AskError::Store(e) => e.into(),
         }
     }
 }

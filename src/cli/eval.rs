@@ -14,9 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
 use crate::clock::Clock;
-use crate::config::Config;
 use crate::eval::env::{ScenarioClock, ScenarioEnv};
 use crate::eval::scenario::{discover, Scenario};
 use crate::eval::score::{aggregate, score_run, Aggregate, RunFigures, Stat};
@@ -25,9 +23,11 @@ use crate::eval::{
     EVAL_JSON_SCHEMA,
 };
 use crate::ids::RandomIds;
-use crate::replay::run_file_of;
-use crate::setup;
 use crate::store::Store;
+use diag_ask::config::Config;
+use diag_ask::replay::run_file_of;
+use diag_ask::setup;
+use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
 use diag_report::Format;
 
 /// Run incident scenarios with the configured model(s) and score every run.

@@ -20,8 +20,8 @@ use super::common::{interrupt_handler, open_store, runtime_with_workers, write_j
 use super::replay_ci::{self, Case, CaseOutcome, Shard, SuiteInfo};
 use super::{CommandError, Exit, GlobalArgs};
 use crate::ids::RandomIds;
-use crate::replay::{compare, replay_until, Mismatch};
 use crate::store::Store;
+use diag_ask::replay::{compare, replay_until, Mismatch};
 use diag_core::text::one_line;
 use diag_report::Format;
 use diag_runfile::{strip_bom, RunFile};

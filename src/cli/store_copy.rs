@@ -50,7 +50,7 @@ pub fn cmd_store(
 
 fn cmd_copy(g: &GlobalArgs, args: &CopyArgs, out: &mut dyn Write) -> Result<(), CommandError> {
     for (flag, location) in [("--from", &args.from), ("--to", &args.to)] {
-        if let Some(scheme) = crate::config::url_scheme(location) {
+        if let Some(scheme) = diag_ask::config::url_scheme(location) {
             if !crate::stores::is_postgres(location) {
                 return Err(CommandError::usage(format!(
                     "{flag} is a {scheme}:// URL; diag stores runs in a SQLite file or a \

@@ -14,9 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::scenario::Scenario;
 use crate::clock::{Clock, Timestamp};
-use crate::config::{AgentsConfig, Config, LogsConfig, MetricsConfig, RunbooksConfig, ToolsConfig};
 use crate::protocol::InvocationStatus;
 use crate::tools::{ToolContext, ToolRegistry};
+use diag_ask::config::{
+    AgentsConfig, Config, LogsConfig, MetricsConfig, RunbooksConfig, ToolsConfig,
+};
 
 /// The run clock of a scenario: its `now` when the clock is made, advancing with real time.
 pub struct ScenarioClock {

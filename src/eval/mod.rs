@@ -17,10 +17,10 @@ use serde::Serialize;
 
 use crate::agent::runtime::AgentStepRecord;
 use crate::agent::AgentRole;
-use crate::ask::AskOutcome;
-use crate::config::Config;
 use crate::diagnosis::AgentStatus;
 use crate::store::RunStatus;
+use diag_ask::config::Config;
+use diag_ask::AskOutcome;
 use score::{Aggregate, RunFacts, RunScore, VerifiedQuote};
 
 /// The schema name of `diag eval --json`.

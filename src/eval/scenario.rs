@@ -14,8 +14,8 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::clock::Timestamp;
-use crate::config::ConfigError;
 use crate::tools::search_logs::LogZone;
+use diag_ask::config::ConfigError;
 
 /// The format name of a scenario file.
 pub const SCENARIO_FORMAT: &str = "diag_scenario_v1";
@@ -169,7 +169,7 @@ impl Scenario {
             reason: e.to_string(),
         })?;
         let file: ScenarioFile =
-            crate::config::deserialize_keyed(&text, &file_name).map_err(|e| match e {
+            diag_ask::config::deserialize_keyed(&text, &file_name).map_err(|e| match e {
                 ConfigError::Unreadable { file, reason } => {
                     ScenarioError::Unreadable { file, reason }
                 }

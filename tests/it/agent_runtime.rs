@@ -12,7 +12,6 @@ use diag::agent::runtime::{
 };
 use diag::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
 use diag::clock::{FixedClock, Timestamp};
-use diag::config::MaxTokensConfig;
 use diag::graph::RunConfig;
 use diag::model::scripted::ScriptedModel;
 use diag::model::{
@@ -20,6 +19,7 @@ use diag::model::{
 };
 use diag::protocol::InvocationStatus;
 use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
+use diag_ask::config::MaxTokensConfig;
 use serde_json::{json, Value};
 
 /// Echoes its arguments; `wait` makes calls meet at a barrier, which only concurrent calls pass.

@@ -15,9 +15,6 @@ use std::time::Duration;
 
 use diag::agent::runtime::{AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner};
 use diag::agent::AgentRole;
-use diag::ask::{
-    ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest, NodeFactory,
-};
 use diag::clock::{FixedClock, Timestamp};
 use diag::diagnosis::nodes::real_nodes;
 use diag::diagnosis::scripted::FnNode;
@@ -31,6 +28,9 @@ use diag::model::{ChatResponse, FinishReason, ToolCall, Usage};
 use diag::protocol::{InvocationStatus, PlannerMode, Verdict};
 use diag::store::{RunFilter, RunRow, RunStatus, Store, StoreErrorKind};
 use diag::tools::ToolSpec;
+use diag_ask::{
+    ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest, NodeFactory,
+};
 use diag_runfile::{Exchange, RecordedResponse};
 use diag_store_sqlite::{SqliteError, SqliteStore, StoreOptions};
 use serde_json::{json, Value};

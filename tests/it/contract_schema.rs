@@ -10,7 +10,7 @@ use std::sync::Arc;
 use diag::ids::SequentialIds;
 use diag::model::structured::strict_schema;
 use diag::protocol::parse::json_document;
-use diag::replay::replay;
+use diag_ask::replay::replay;
 use diag_runfile::RunFile;
 use serde_json::Value;
 

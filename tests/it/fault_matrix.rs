@@ -30,18 +30,18 @@ use std::time::Duration;
 
 use diag::agent::runtime::{AgentLimits, AgentModels, StepStatus};
 use diag::agent::AgentRole;
-use diag::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest};
 use diag::clock::SystemClock;
-use diag::config::Config;
 use diag::diagnosis::FallbackKind;
 use diag::graph::NoopObserver;
 use diag::ids::SequentialIds;
 use diag::model::openai::{OpenAiConfig, OpenAiModel};
 use diag::model::{ChatModel, Role};
 use diag::protocol::{InvocationStatus, Verdict};
-use diag::setup::{builtin_registry, RegistryTools};
 use diag::store::{RunFilter, RunStatus, Store};
 use diag::tools::mcp::{McpServer, McpServerConfig};
+use diag_ask::config::Config;
+use diag_ask::setup::{builtin_registry, RegistryTools};
+use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest};
 use futures::FutureExt;
 use serde_json::{json, Value};
 

@@ -17,12 +17,12 @@ use std::sync::Arc;
 use diag::clock::Timestamp;
 use diag::diagnosis::FallbackKind;
 use diag::ids::SequentialIds;
-use diag::replay::{compare, replay, Replayed};
 use diag::store::Store;
 use diag::tools::{
     CurrentTime, LogQuery, LogSearchLimits, MetricsLimits, QueryMetrics, RunbookSearchLimits,
     SearchLogs, SearchRunbooks, Tool, ToolSpec,
 };
+use diag_ask::replay::{compare, replay, Replayed};
 use diag_runfile::{Exchange, RunFile, FORMAT};
 use serde_json::Value;
 use tempfile::TempDir;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use diag::ids::SequentialIds;
 use diag::protocol::json_pointer::{self, PointerError};
-use diag::replay::replay;
 use diag::store::{RunStatus, Store};
+use diag_ask::replay::replay;
 use diag_runfile::RunFile;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
@@ -500,7 +500,7 @@ fn the_seed_replays_to_its_expected_result() {
         .block_on(replay(&run, &store, Arc::new(SequentialIds::default())))
         .unwrap();
     assert_eq!(replayed.divergence, None);
-    let mismatches = diag::replay::compare(run.expected.as_ref().unwrap(), &replayed.actual);
+    let mismatches = diag_ask::replay::compare(run.expected.as_ref().unwrap(), &replayed.actual);
     assert!(mismatches.is_empty(), "{mismatches:#?}");
     let file = diag_store_sqlite::SqliteStore::open(dir.path().join("seed.db")).unwrap();
     assert_eq!(file.integrity_check().unwrap(), "ok");

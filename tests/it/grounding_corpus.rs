@@ -31,8 +31,8 @@ use diag::protocol::gatekeeper::normalize;
 use diag::protocol::{
     parse_executor, validate_run_with_question, ToolInvocation, Verdict, VerifierResult,
 };
-use diag::replay::{compare, replay, Replayed};
 use diag::store::Store;
+use diag_ask::replay::{compare, replay, Replayed};
 use diag_report::{render, Format};
 use diag_runfile::RunFile;
 

@@ -76,6 +76,18 @@ const LAYERS: &[Layer] = &[
         tokio_features: Some(&[]),
     },
     Layer {
+        name: "diag-ask",
+        workspace: &[
+            "diag-core",
+            "diag-diagnosis",
+            "diag-model-openai",
+            "diag-runfile",
+            "diag-tools",
+        ],
+        third_party: None,
+        tokio_features: None,
+    },
+    Layer {
         name: "diag-model-openai",
         workspace: &["diag-core"],
         third_party: None,

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use diag::agent::runtime::{AgentLimits, AgentModels, ModelAgents, NoHooks};
 use diag::clock::{FixedClock, Timestamp};
-use diag::config::Config;
 use diag::diagnosis::nodes::{real_nodes, NodeDeps};
 use diag::diagnosis::topology;
 use diag::diagnosis::{DiagnosisState, STEP_LIMIT};
 use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
 use diag::model::openai::{OpenAiConfig, OpenAiModel};
 use diag::protocol::{InvocationStatus, Verdict};
-use diag::setup::{builtin_registry, RegistryTools};
 use diag::tools::{InvocationLog, MemoryInvocationLog};
+use diag_ask::config::Config;
+use diag_ask::setup::{builtin_registry, RegistryTools};
 use serde_json::Value;
 
 use crate::support;

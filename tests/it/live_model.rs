@@ -14,14 +14,14 @@ use diag::agent::runtime::{
     AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
 };
 use diag::clock::{FixedClock, Timestamp};
-use diag::config::{Config, MaxTokensConfig};
 use diag::diagnosis::nodes::{real_nodes, NodeDeps};
 use diag::diagnosis::{AgentStatus, DiagnosisState};
 use diag::graph::RunConfig;
 use diag::model::openai::{OpenAiConfig, OpenAiModel};
 use diag::model::{StructuredOutput, StructuredOutputSetting};
-use diag::setup::{builtin_registry, RegistryTools};
 use diag::tools::MemoryInvocationLog;
+use diag_ask::config::{Config, MaxTokensConfig};
+use diag_ask::setup::{builtin_registry, RegistryTools};
 use serde_json::Value;
 
 use crate::support;

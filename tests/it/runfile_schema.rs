@@ -590,7 +590,7 @@ fn a_v1_file_loads_with_todays_limits() {
     assert_eq!(run.format, "diag_run_v1");
     assert_eq!(run.limits, None);
     assert_eq!(run.limits(), RunLimits::DEFAULT);
-    assert_eq!(run.limits().agent(), diag::replay::REPLAY_LIMITS);
+    assert_eq!(run.limits().agent(), diag_ask::replay::REPLAY_LIMITS);
     assert_eq!(
         (
             RunLimits::DEFAULT.max_turns,

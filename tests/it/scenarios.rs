@@ -13,10 +13,10 @@
 use crate::support::repo;
 use std::path::{Path, PathBuf};
 
-use diag::config::Config;
 use diag::eval::env::{check_problems, run_checks, untimed_lines, ScenarioEnv};
 use diag::eval::scenario::{discover, Scenario, ScenarioError};
-use diag::setup::builtin_registry;
+use diag_ask::config::Config;
+use diag_ask::setup::builtin_registry;
 use serde_json::{json, Value};
 
 fn folders() -> Vec<PathBuf> {

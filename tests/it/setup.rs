@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use diag::agent::runtime::ToolRunner;
 use diag::clock::{FixedClock, Timestamp};
-use diag::config::Config;
 use diag::protocol::InvocationStatus;
-use diag::setup::{builtin_registry, live, models, SetupError};
+use diag_ask::config::Config;
+use diag_ask::setup::{builtin_registry, live, models, SetupError};
 use serde_json::json;
 
 fn clock() -> Arc<FixedClock> {

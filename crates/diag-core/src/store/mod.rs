@@ -144,6 +144,19 @@ pub struct GcReport {
     pub bytes_after: u64,
 }
 
+/// The URL schemes of a PostgreSQL run store.
+pub const POSTGRES_SCHEMES: &[&str] = &["postgres", "postgresql"];
+
+/// True when a store location is a PostgreSQL URL (`postgres://…` or `postgresql://…`, any
+/// case); anything else is a SQLite file's path.
+pub fn is_postgres_url(location: &str) -> bool {
+    POSTGRES_SCHEMES.iter().any(|s| {
+        location
+            .get(..s.len() + 3)
+            .is_some_and(|p| p.eq_ignore_ascii_case(&format!("{s}://")))
+    })
+}
+
 /// When a lease taken or renewed at `now` runs out.
 pub fn lease_expiry(now: Timestamp, lease: Duration) -> Timestamp {
     now.saturating_add(lease)

@@ -9,15 +9,15 @@ use tokio_util::sync::CancellationToken;
 
 use serde::Serialize;
 
-use crate::agent::runtime::{AgentLimits, AgentModels};
-use crate::agent::AgentRole;
-use crate::ask::{ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
-use crate::clock::FixedClock;
-use crate::graph::NoopObserver;
-use crate::ids::IdSource;
-use crate::model::ChatModel;
-use crate::store::RunStatus;
-use crate::store::Store;
+use crate::{ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
+use diag_core::agent::runtime::{AgentLimits, AgentModels};
+use diag_core::agent::AgentRole;
+use diag_core::clock::FixedClock;
+use diag_core::graph::NoopObserver;
+use diag_core::ids::IdSource;
+use diag_core::model::ChatModel;
+use diag_core::store::RunStatus;
+use diag_core::store::Store;
 use diag_runfile::{
     Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, RunLimits, Tape,
 };
@@ -54,7 +54,7 @@ pub fn actual_of(outcome: &AskOutcome) -> Expected {
             .map(str::to_string)
             .collect(),
         effective_verdict: outcome.state.round.effective_verdict.filter(|_| {
-            outcome.state.round.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+            outcome.state.round.verifier_status == Some(diag_diagnosis::AgentStatus::Completed)
         }),
         degraded: outcome.state.degraded,
         answer: outcome.answer().map(str::to_string),
@@ -75,7 +75,7 @@ pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
     };
     check("status", expected.status.clone(), actual.status.clone());
     check("path", expected.path.join(" → "), actual.path.join(" → "));
-    let verdict = |v: &Option<crate::protocol::Verdict>| {
+    let verdict = |v: &Option<diag_core::protocol::Verdict>| {
         v.map_or("none".to_string(), |v| v.as_str().to_string())
     };
     check(
@@ -212,7 +212,7 @@ fn invocation_divergence(run: &RunFile, store: &Store, run_id: &str) -> Option<D
                 message: format!(
                     "tool call {} recorded as invocation {:?}, replayed as {:?}",
                     want.tool_name,
-                    crate::text::bounded(&want.invocation_id, 80),
+                    diag_core::text::bounded(&want.invocation_id, 80),
                     got.invocation_id
                 ),
             });
@@ -273,9 +273,9 @@ fn metadata_divergence(run: &RunFile, store: &Store, run_id: &str) -> Option<Div
 pub fn run_file_of(
     outcome: &AskOutcome,
     question: &str,
-    started_at: crate::clock::Timestamp,
+    started_at: diag_core::clock::Timestamp,
     limits: RunLimits,
-    tools: Vec<crate::tools::ToolSpec>,
+    tools: Vec<diag_core::tools::ToolSpec>,
 ) -> RunFile {
     RunFile {
         format: diag_runfile::FORMAT.to_string(),

@@ -1,7 +1,17 @@
-//! The ask service (openspec/specs/ask-service/spec.md): one question → one stored run. It creates the run, invokes the
-//! compiled graph once with the run's `RunConfig`, writes the trace as it happens, maps the
-//! final state to a truthful run record (SUCCESS with an answer, or FAILED), and evaluates
-//! successful runs. It never talks to the user; the CLI renders what it returns.
+//! `diag-ask`: the ask service (openspec/specs/ask-service/spec.md): one question → one
+//! stored run. It creates the run, invokes the compiled graph once with the run's
+//! `RunConfig`, writes the trace as it happens, maps the final state to a truthful run record
+//! (SUCCESS with an answer, or FAILED), and evaluates successful runs. It never talks to the
+//! user; the CLI renders what it returns. Beside it: the configuration file ([`config`]), the
+//! models and tools a configuration sets up ([`setup`]), and the replay of a run file through
+//! the same service ([`replay`]).
+
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod config;
+pub mod replay;
+pub mod setup;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -10,20 +20,20 @@ use futures::FutureExt;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::runtime::{
+use diag_core::agent::runtime::{
     AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
 };
-use crate::clock::Clock;
-use crate::diagnosis::evaluation::{evaluate, run_summary, verifier_evaluation, Evaluation};
-use crate::diagnosis::nodes::{real_nodes, NodeDeps};
-use crate::diagnosis::{topology, DiagnosisNodes, DiagnosisState, Status, STEP_LIMIT};
-use crate::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
-use crate::ids::IdSource;
-use crate::protocol::ToolInvocation;
-use crate::store::{
+use diag_core::clock::Clock;
+use diag_core::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
+use diag_core::ids::IdSource;
+use diag_core::protocol::ToolInvocation;
+use diag_core::store::{
     FinishError, NewRun, Recorder as StoreRecorder, RunStatus, RunSummary, Store, StoreError,
 };
-use crate::tools::InvocationLog;
+use diag_core::tools::InvocationLog;
+use diag_diagnosis::evaluation::{evaluate, run_summary, verifier_evaluation, Evaluation};
+use diag_diagnosis::nodes::{real_nodes, NodeDeps};
+use diag_diagnosis::{topology, DiagnosisNodes, DiagnosisState, Status, STEP_LIMIT};
 use diag_runfile::{Recorder, RunLimits};
 
 /// Builds the eight nodes of a run from its dependencies; [`real_nodes`] in production,
@@ -157,7 +167,7 @@ impl AskOutcome {
 /// run is finished.
 pub struct Resume<'a> {
     pub from: String,
-    pub reuse: &'a (dyn Fn() -> crate::store::Reuse + Send + Sync),
+    pub reuse: &'a (dyn Fn() -> diag_core::store::Reuse + Send + Sync),
 }
 
 /// How to run one question, beyond the question itself.
@@ -287,7 +297,7 @@ struct Started<'a> {
     recorder: StoreRecorder,
     tape: Option<Arc<Recorder>>,
     /// The tool catalog, read once: stored with the run and handed to the nodes.
-    catalog: Vec<crate::tools::ToolSpec>,
+    catalog: Vec<diag_core::tools::ToolSpec>,
     /// The clock's elapsed time when the run began.
     began: std::time::Duration,
 }
@@ -306,7 +316,7 @@ impl<'a> Started<'a> {
     }
 
     fn duration_ms(&self) -> u64 {
-        crate::clock::millis(self.deps.clock.elapsed().saturating_sub(self.began))
+        diag_core::clock::millis(self.deps.clock.elapsed().saturating_sub(self.began))
     }
 }
 
@@ -468,7 +478,7 @@ fn start_run(
 /// Phase 2: wires the agents (trace first, then the tape) and compiles the graph.
 fn compile_graph(
     started: &Started<'_>,
-) -> Result<crate::diagnosis::topology::DiagnosisGraph, crate::graph::CompileError> {
+) -> Result<diag_diagnosis::topology::DiagnosisGraph, diag_core::graph::CompileError> {
     let deps = started.deps;
     let log: Arc<dyn InvocationLog> = match &started.tape {
         Some(t) => t.clone(),
@@ -494,14 +504,14 @@ fn compile_graph(
 }
 
 /// What the graph returned: its final state, or the engine's failure with the partial one.
-type GraphResult = Result<DiagnosisState, crate::graph::EngineFailure<DiagnosisState>>;
+type GraphResult = Result<DiagnosisState, diag_core::graph::EngineFailure<DiagnosisState>>;
 
 /// Phase 3: invokes the graph once. A panic inside a node or an adapter is a bug, but the
 /// run must still end truthfully: FAILED with the events committed so far, never left
 /// RUNNING until a later sweep blames an interruption. `Err` holds the panic's message.
 async fn invoke_graph(
     started: &Started<'_>,
-    graph: &crate::diagnosis::topology::DiagnosisGraph,
+    graph: &diag_diagnosis::topology::DiagnosisGraph,
     cancel: Option<&CancellationToken>,
     progress: &mut dyn Observer<Status>,
 ) -> Result<GraphResult, String> {

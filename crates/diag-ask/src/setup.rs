@@ -9,19 +9,21 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::agent::runtime::{AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner};
-use crate::agent::AgentRole;
-use crate::clock::Clock;
 use crate::config::{Config, ModelConfig};
-use crate::model::openai::{ConfigError as OpenAiConfigError, OpenAiConfig, OpenAiModel};
-use crate::model::ChatModel;
-use crate::tools::current_time::CurrentTime;
-use crate::tools::mcp::{McpServer, McpServerConfig, McpStartError};
-use crate::tools::query_metrics::{MetricsLimits, QueryMetrics};
-use crate::tools::registry::{ToolLimits, ToolRegistry};
-use crate::tools::search_logs::{LogSearchLimits, SearchLogs};
-use crate::tools::search_runbooks::{RunbookSearchLimits, SearchRunbooks};
-use crate::tools::{ToolContext, ToolSpec};
+use diag_core::agent::runtime::{
+    AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner,
+};
+use diag_core::agent::AgentRole;
+use diag_core::clock::Clock;
+use diag_core::model::ChatModel;
+use diag_core::tools::registry::{ToolLimits, ToolRegistry};
+use diag_core::tools::{ToolContext, ToolSpec};
+use diag_model_openai::{ConfigError as OpenAiConfigError, OpenAiConfig, OpenAiModel};
+use diag_tools::current_time::CurrentTime;
+use diag_tools::mcp::{McpServer, McpServerConfig, McpStartError};
+use diag_tools::query_metrics::{MetricsLimits, QueryMetrics};
+use diag_tools::search_logs::{LogSearchLimits, SearchLogs};
+use diag_tools::search_runbooks::{RunbookSearchLimits, SearchRunbooks};
 
 /// Why the configured environment could not be set up: one line, `key `a.b.c`: problem`,
 /// naming the configuration key to fix (the caller adds the file).
@@ -194,7 +196,7 @@ pub fn tool_limits(config: &Config) -> ToolLimits {
 /// The built-in tools the configuration names, plus `current_time`, always.
 pub fn builtin_registry(config: &Config) -> Result<ToolRegistry, SetupError> {
     let mut registry = ToolRegistry::new(tool_limits(config));
-    let mut add = |tool: Arc<dyn crate::tools::Tool>| {
+    let mut add = |tool: Arc<dyn diag_core::tools::Tool>| {
         let name = tool.spec().name;
         registry.register(tool).map_err(|e| SetupError::Tool {
             key: format!("tools.{name}"),

@@ -9,11 +9,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::agent::AgentRole;
-use crate::model::StructuredOutputSetting;
+use diag_core::agent::AgentRole;
+use diag_core::model::StructuredOutputSetting;
 
 /// The environment variable naming a configuration file.
-pub const ENV_CONFIG: &str = crate::env_vars::EnvVars::DIAG_CONFIG;
+pub const ENV_CONFIG: &str = diag_core::env_vars::EnvVars::DIAG_CONFIG;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -125,10 +125,8 @@ pub struct LogSourceConfig {
 
 impl LogsConfig {
     /// Every source with the zone of its local times: `paths` first, then `sources`.
-    pub fn log_sources(
-        &self,
-    ) -> Result<Vec<crate::tools::search_logs::LogSource>, (String, String)> {
-        use crate::tools::search_logs::{LogSource, LogZone};
+    pub fn log_sources(&self) -> Result<Vec<diag_tools::search_logs::LogSource>, (String, String)> {
+        use diag_tools::search_logs::{LogSource, LogZone};
         let zone = |key: String, z: Option<&String>| match z {
             None => Ok(LogZone::UTC),
             Some(text) => LogZone::parse(text).map_err(|reason| (key, reason)),
@@ -218,7 +216,7 @@ pub struct LimitsConfig {
 }
 
 /// `[limits.max_tokens]`: defined beside the agents that use it.
-pub use crate::agent::MaxTokensConfig;
+pub use diag_core::agent::MaxTokensConfig;
 
 fn default_max_turns() -> u32 {
     8
@@ -283,7 +281,7 @@ impl StoreConfig {
                     "give the store as `url` or as `path`, not both",
                 ));
             }
-            if !diag_store_postgres::is_postgres_url(url) {
+            if !diag_core::store::is_postgres_url(url) {
                 return Err(invalid(
                     "store.url",
                     "must start with postgres:// or postgresql:// (a SQLite file is `path`)",
@@ -644,11 +642,11 @@ impl Config {
         if let Some(p) = std::env::var_os(ENV_CONFIG).filter(|v| !v.is_empty()) {
             return Some(PathBuf::from(p));
         }
-        let dir = std::env::var_os(crate::env_vars::EnvVars::XDG_CONFIG_HOME)
+        let dir = std::env::var_os(diag_core::env_vars::EnvVars::XDG_CONFIG_HOME)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .or_else(|| {
-                std::env::var_os(crate::env_vars::EnvVars::HOME)
+                std::env::var_os(diag_core::env_vars::EnvVars::HOME)
                     .map(|h| PathBuf::from(h).join(".config"))
             })?;
         let p = dir.join("diag").join("config.toml");
@@ -677,7 +675,7 @@ fn missing_source(path: &str) -> Option<String> {
 }
 
 fn one_line(text: &str) -> String {
-    crate::text::collapse_whitespace(text)
+    diag_core::text::collapse_whitespace(text)
 }
 
 /// A configuration file's text and its name for errors.
@@ -693,7 +691,7 @@ fn read_text(path: &Path) -> Result<(String, String), ConfigError> {
 /// Deserializes configuration text: first the TOML itself (a syntax error by line), then the
 /// typed value from the parsed table, whose errors carry the path of keys they happened under
 /// (the same error through the text deserializer gives its line).
-pub(crate) fn deserialize_keyed<T: serde::de::DeserializeOwned>(
+pub fn deserialize_keyed<T: serde::de::DeserializeOwned>(
     text: &str,
     file: &str,
 ) -> Result<T, ConfigError> {
