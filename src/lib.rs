@@ -10,12 +10,11 @@
 pub use diag_core::agent;
 pub mod cli;
 pub use diag_core::env_vars;
-pub use diag_diagnosis as diagnosis;
-pub use diag_graph::clock;
-pub mod eval;
 pub use diag_core::hash;
 pub use diag_core::ids;
+pub use diag_diagnosis as diagnosis;
 pub use diag_graph as graph;
+pub use diag_graph::clock;
 /// The model port (diag-core) and the OpenAI-compatible adapter (diag-model-openai), under the
 /// paths they had before the workspace.
 pub mod model {

@@ -15,19 +15,19 @@ use super::common::{interrupt_handler, open_store, runtime, write_json, write_te
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
 use crate::clock::Clock;
-use crate::eval::env::{ScenarioClock, ScenarioEnv};
-use crate::eval::scenario::{discover, Scenario};
-use crate::eval::score::{aggregate, score_run, Aggregate, RunFigures, Stat};
-use crate::eval::{
-    assignment_label, facts_of, usage_of, EvalCell, EvalModel, EvalReport, EvalRun, EvalScenario,
-    EVAL_JSON_SCHEMA,
-};
 use crate::ids::RandomIds;
 use crate::store::Store;
 use diag_ask::config::Config;
 use diag_ask::replay::run_file_of;
 use diag_ask::setup;
 use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
+use diag_eval::env::{ScenarioClock, ScenarioEnv};
+use diag_eval::scenario::{discover, Scenario};
+use diag_eval::score::{aggregate, score_run, Aggregate, RunFigures, Stat};
+use diag_eval::{
+    assignment_label, facts_of, usage_of, EvalCell, EvalModel, EvalReport, EvalRun, EvalScenario,
+    EVAL_JSON_SCHEMA,
+};
 use diag_report::Format;
 
 /// Run incident scenarios with the configured model(s) and score every run.
@@ -252,7 +252,7 @@ async fn run_all(
     'scenarios: for scenario in &plan.scenarios {
         let env = match ScenarioEnv::start(scenario, Some(cancel)).await {
             Ok(env) => env,
-            Err(crate::eval::env::EnvError::Interrupted { .. }) => {
+            Err(diag_eval::env::EnvError::Interrupted { .. }) => {
                 interrupted = true;
                 break;
             }
@@ -308,7 +308,7 @@ async fn run_all(
         .iter()
         .flat_map(|m| &m.scenarios)
         .flat_map(|c| &c.runs)
-        .filter(|r| !matches!(r.score.outcome, crate::eval::score::Outcome::Grounded))
+        .filter(|r| !matches!(r.score.outcome, diag_eval::score::Outcome::Grounded))
         .count();
     Ok(EvalReport {
         schema: EVAL_JSON_SCHEMA,

@@ -88,6 +88,12 @@ const LAYERS: &[Layer] = &[
         tokio_features: None,
     },
     Layer {
+        name: "diag-eval",
+        workspace: &["diag-ask", "diag-core", "diag-diagnosis", "diag-tools"],
+        third_party: None,
+        tokio_features: None,
+    },
+    Layer {
         name: "diag-model-openai",
         workspace: &["diag-core"],
         third_party: None,

@@ -13,10 +13,10 @@
 use crate::support::repo;
 use std::path::{Path, PathBuf};
 
-use diag::eval::env::{check_problems, run_checks, untimed_lines, ScenarioEnv};
-use diag::eval::scenario::{discover, Scenario, ScenarioError};
 use diag_ask::config::Config;
 use diag_ask::setup::builtin_registry;
+use diag_eval::env::{check_problems, run_checks, untimed_lines, ScenarioEnv};
+use diag_eval::scenario::{discover, Scenario, ScenarioError};
 use serde_json::{json, Value};
 
 fn folders() -> Vec<PathBuf> {
@@ -107,7 +107,7 @@ fn every_scenario_loads_and_its_schema_agrees() {
 fn load_doc(origin: &Path, doc: &Value) -> Result<Scenario, ScenarioError> {
     let tmp = tempfile::tempdir().unwrap();
     let id = doc["id"].as_str().unwrap_or("x").to_string();
-    let dir = tmp.path().join(if diag::eval::scenario::valid_id(&id) {
+    let dir = tmp.path().join(if diag_eval::scenario::valid_id(&id) {
         id
     } else {
         "x".into()

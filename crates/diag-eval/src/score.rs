@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::scenario::Label;
-use crate::protocol::composer::citation_markers;
+use diag_core::protocol::composer::citation_markers;
 
 /// One verified quote of a claim: the tool its binding came from and the text it matched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -575,7 +575,7 @@ pub fn cost(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::scenario::{Evidence, RedHerring, Window};
+    use crate::scenario::{Evidence, RedHerring, Window};
 
     fn label() -> Label {
         Label {

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::clock::Timestamp;
-use crate::tools::search_logs::LogZone;
 use diag_ask::config::ConfigError;
+use diag_core::clock::Timestamp;
+use diag_tools::search_logs::LogZone;
 
 /// The format name of a scenario file.
 pub const SCENARIO_FORMAT: &str = "diag_scenario_v1";

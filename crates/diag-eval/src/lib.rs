@@ -1,13 +1,16 @@
-//! `diag eval`: runs incident scenarios through the real ask path and scores each run
-//! against the scenario's label, deterministically (`docs/EVAL.md`).
+//! `diag-eval`, what `diag eval` runs on: incident scenarios run through the real ask path,
+//! each run scored against the scenario's label, deterministically (`docs/EVAL.md`).
 //!
 //! - [`scenario`]: the `diag_scenario_v1` format, its loader and validation.
 //! - [`env`]: a scenario's environment (run clock, tools, a backfilled Prometheus) and the
 //!   environment checks.
 //! - [`score`]: the score of a run and the aggregate of repeated runs, pure functions.
 //!
-//! The CLI (`src/cli/eval.rs`) drives runs and prints; this module decides nothing about a
+//! The CLI (`src/cli/eval.rs`) drives runs and prints; this crate decides nothing about a
 //! run's course, only how a finished run is read.
+
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod env;
 pub mod scenario;
@@ -15,12 +18,12 @@ pub mod score;
 
 use serde::Serialize;
 
-use crate::agent::runtime::AgentStepRecord;
-use crate::agent::AgentRole;
-use crate::diagnosis::AgentStatus;
-use crate::store::RunStatus;
 use diag_ask::config::Config;
 use diag_ask::AskOutcome;
+use diag_core::agent::runtime::AgentStepRecord;
+use diag_core::agent::AgentRole;
+use diag_core::store::RunStatus;
+use diag_diagnosis::AgentStatus;
 use score::{Aggregate, RunFacts, RunScore, VerifiedQuote};
 
 /// The schema name of `diag eval --json`.

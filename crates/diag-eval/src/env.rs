@@ -13,12 +13,12 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use super::scenario::Scenario;
-use crate::clock::{Clock, Timestamp};
-use crate::protocol::InvocationStatus;
-use crate::tools::{ToolContext, ToolRegistry};
 use diag_ask::config::{
     AgentsConfig, Config, LogsConfig, MetricsConfig, RunbooksConfig, ToolsConfig,
 };
+use diag_core::clock::{Clock, Timestamp};
+use diag_core::protocol::InvocationStatus;
+use diag_core::tools::{ToolContext, ToolRegistry};
 
 /// The run clock of a scenario: its `now` when the clock is made, advancing with real time.
 pub struct ScenarioClock {
