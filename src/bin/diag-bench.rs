@@ -38,17 +38,17 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use diag::clock::{Clock, FixedClock, SystemClock, Timestamp};
-use diag::diagnosis::scripted::{steps, FnNode, ScriptStep};
-use diag::diagnosis::topology::{self, DiagnosisNodes};
-use diag::diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
-use diag::graph::{Event, InvokeOptions, NodeKind, NoopObserver, Observer, RunConfig};
-use diag::ids::{IdSource, RandomIds};
-use diag::protocol::{Verdict, Verification};
-use diag::store::NewRun;
-use diag::store::Store;
 use diag::stores::OpenOptions;
+use diag_core::clock::{Clock, FixedClock, SystemClock, Timestamp};
+use diag_core::graph::{Event, InvokeOptions, NodeKind, NoopObserver, Observer, RunConfig};
+use diag_core::ids::{IdSource, RandomIds};
+use diag_core::protocol::{Verdict, Verification};
+use diag_core::store::NewRun;
 use diag_core::store::Recorder;
+use diag_core::store::Store;
+use diag_diagnosis::scripted::{steps, FnNode, ScriptStep};
+use diag_diagnosis::topology::{self, DiagnosisNodes};
+use diag_diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
 use diag_store_sqlite::SqliteStore;
 
 #[path = "diag_bench/logs.rs"]
@@ -323,7 +323,7 @@ fn bench_writer(
     let seconds = started.elapsed().as_secs_f64();
     Ok(serde_json::json!({
         "writer": index,
-        "host_id": std::env::var(diag::env_vars::EnvVars::DIAG_HOST_ID).ok(),
+        "host_id": std::env::var(diag_core::env_vars::EnvVars::DIAG_HOST_ID).ok(),
         "pid": std::process::id(),
         "runs": runs,
         "stored": stored,
@@ -363,7 +363,7 @@ fn bench_writers(
             .arg("--writer-index")
             .arg(index.to_string())
             .env(
-                diag::env_vars::EnvVars::DIAG_HOST_ID,
+                diag_core::env_vars::EnvVars::DIAG_HOST_ID,
                 format!("diag-bench-{parent}-w{index}"),
             )
             .stdin(Stdio::null())
@@ -457,7 +457,7 @@ impl<O: Display> Observer<O> for Recording {
 /// One run persisted the way the ask service does it (openspec/specs/ask-service/spec.md),
 /// through the run store port.
 async fn stored_run(
-    graph: &diag::diagnosis::DiagnosisGraph,
+    graph: &diag_diagnosis::DiagnosisGraph,
     store: &Store,
     clock: &dyn Clock,
     run_id: &str,
@@ -491,7 +491,7 @@ async fn stored_run(
         return Err(e.to_string());
     }
     let duration_ms = u64::try_from(clock.elapsed().saturating_sub(began).as_millis()).unwrap_or(0);
-    let mut summary = diag::diagnosis::evaluation::run_summary(&state, clock.now(), duration_ms);
+    let mut summary = diag_diagnosis::evaluation::run_summary(&state, clock.now(), duration_ms);
     summary.self_evaluation = Some(serde_json::json!({"verifier_evaluation": {
         "verifier_status": state.round.verifier_status,
         "verifier_model_verdict": state.round.verifier_model_verdict,
@@ -519,13 +519,13 @@ async fn stored_run(
 /// A run with `n` tool calls: ten per Executor turn, each a log search of 20 lines, and one
 /// claim bound to each call, all verified and cited.
 fn synthetic_run(n: usize) -> diag_report::RunData {
-    use diag::agent::prompts::PromptAudit;
-    use diag::agent::runtime::{AgentStepRecord, StepStatus};
-    use diag::agent::AgentRole;
-    use diag::graph::{Detail, Event};
-    use diag::model::FinishReason;
-    use diag::protocol::{InvocationStatus, ToolInvocation};
-    use diag::store::{RunRow, RunStatus};
+    use diag_core::agent::prompts::PromptAudit;
+    use diag_core::agent::runtime::{AgentStepRecord, StepStatus};
+    use diag_core::agent::AgentRole;
+    use diag_core::graph::{Detail, Event};
+    use diag_core::model::FinishReason;
+    use diag_core::protocol::{InvocationStatus, ToolInvocation};
+    use diag_core::store::{RunRow, RunStatus};
     use diag_report::{ModelCall, RunData};
     use serde_json::json;
 

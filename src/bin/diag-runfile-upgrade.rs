@@ -9,13 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use diag::tools::walk::Skip;
 use diag_runfile::{strip_bom, upgrade_v1};
+use diag_tools::walk::Skip;
 
 /// The `.json` files under `path`, through diag's one directory walk (symlinked folders are
 /// not walked, so a link cycle cannot loop).
 fn json_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let walked = diag::tools::walk::files_under(path, 32);
+    let walked = diag_tools::walk::files_under(path, 32);
     if let Some((p, reason)) = walked
         .skipped
         .iter()

@@ -12,15 +12,15 @@ use tokio_util::sync::CancellationToken;
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::clock::{Clock, SystemClock};
-use crate::ids::RandomIds;
-use crate::protocol::Verdict;
-use crate::store::RunStatus;
-use crate::store::Store;
 use diag_ask::config::Config;
 use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
 use diag_ask::setup;
 use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
+use diag_core::clock::{Clock, SystemClock};
+use diag_core::ids::RandomIds;
+use diag_core::protocol::Verdict;
+use diag_core::store::RunStatus;
+use diag_core::store::Store;
 use diag_report::terminal as render;
 use diag_runfile::resume::{resumed_models, ResumedTools, Reusing};
 use diag_runfile::RunLimits;
@@ -165,7 +165,7 @@ pub(super) fn live_deps(
 /// round (a Fallback before it invents none).
 pub(super) fn shown_verdict(outcome: &AskOutcome) -> Option<Verdict> {
     outcome.state.round.effective_verdict.filter(|_| {
-        outcome.state.round.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+        outcome.state.round.verifier_status == Some(diag_diagnosis::AgentStatus::Completed)
     })
 }
 
@@ -428,7 +428,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     } else if g.quiet {
         // Only the answer, for scripts: no heading; nothing for a FAILED run (stderr says why).
         if let Some(answer) = outcome.answer() {
-            let text = crate::diagnosis::render_answer(answer);
+            let text = diag_diagnosis::render_answer(answer);
             write_text(out, &format!("{}\n", text.trim_end()))?;
             // Quiet never hides trust: an answer that is not a verified PASS says so on
             // stderr, so stdout stays the answer alone.

@@ -7,9 +7,9 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{io_error, CommandError, Exit, GlobalArgs};
-use crate::store::{Store, StoreError};
 use crate::stores::OpenOptions;
 use diag_ask::config::Config;
+use diag_core::store::{Store, StoreError};
 use diag_store_sqlite::{SqliteStore, DB_ENV};
 
 /// Where the database path came from.

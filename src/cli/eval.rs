@@ -14,13 +14,13 @@ use tokio_util::sync::CancellationToken;
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::clock::Clock;
-use crate::ids::RandomIds;
-use crate::store::Store;
 use diag_ask::config::Config;
 use diag_ask::replay::run_file_of;
 use diag_ask::setup;
 use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
+use diag_core::clock::Clock;
+use diag_core::ids::RandomIds;
+use diag_core::store::Store;
 use diag_eval::env::{ScenarioClock, ScenarioEnv};
 use diag_eval::scenario::{discover, Scenario};
 use diag_eval::score::{aggregate, score_run, Aggregate, RunFigures, Stat};
@@ -407,7 +407,7 @@ async fn run_one(
         .round
         .effective_verdict
         .filter(|_| {
-            outcome.state.round.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+            outcome.state.round.verifier_status == Some(diag_diagnosis::AgentStatus::Completed)
         })
         .map(|v| v.as_str().to_string());
     let stem = format!("{}-{}", file_part(spec.model_label), spec.repeat);

@@ -9,8 +9,8 @@ use clap::Args;
 
 use super::common::{require_existing_store, write_text};
 use super::{CommandError, GlobalArgs};
-use crate::store::RunStatus;
-use crate::store::Store;
+use diag_core::store::RunStatus;
+use diag_core::store::Store;
 use diag_runfile::{
     Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, RunLimits,
     ToolRecord, FORMAT,
@@ -61,7 +61,7 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
             round: m.round,
             attempt: m.attempt,
             turn: m.turn,
-            request_sha256: crate::hash::request_sha256(&m.request).ok(),
+            request_sha256: diag_core::hash::request_sha256(&m.request).ok(),
             max_tokens: m.request.max_tokens,
             fit: m.request.fit,
             response,
@@ -121,7 +121,7 @@ pub fn cmd_export(
     let interrupted = store
         .get_run(&args.run_id)
         .map_err(CommandError::from)?
-        .is_some_and(|r| r.failure.as_deref() == Some(crate::store::INTERRUPTED));
+        .is_some_and(|r| r.failure.as_deref() == Some(diag_core::store::INTERRUPTED));
     if interrupted {
         let _ = writeln!(
             std::io::stderr(),

@@ -37,17 +37,17 @@ use tokio_util::sync::CancellationToken;
 use super::ask::{check_session, first_model_error, live_config, live_deps, shown_verdict};
 use super::common::{interrupt_handler, open_store, runtime};
 use super::{CommandError, ErrorKind, Exit, GlobalArgs, CONFIG_HINT};
-use crate::clock::{Clock, SystemClock};
-use crate::diagnosis::composer_input::allowed_claims;
-use crate::diagnosis::{AgentStatus, Status};
-use crate::graph::{Event, NodeKind, NoopObserver, Observer};
-use crate::protocol::{Verdict, VerifiedExecutorOutput};
-use crate::store::Store;
-use crate::store::{RunFilter, RunStatus};
 use diag_ask::config::Config;
 use diag_ask::setup;
 use diag_ask::{ask, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
+use diag_core::clock::{Clock, SystemClock};
+use diag_core::graph::{Event, NodeKind, NoopObserver, Observer};
+use diag_core::protocol::{Verdict, VerifiedExecutorOutput};
+use diag_core::store::Store;
+use diag_core::store::{RunFilter, RunStatus};
 use diag_core::text::one_line;
+use diag_diagnosis::composer_input::allowed_claims;
+use diag_diagnosis::{AgentStatus, Status};
 use diag_report::Format;
 
 /// The schema name of the `diagnose` tool's structured result.

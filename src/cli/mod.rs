@@ -174,7 +174,7 @@ impl std::fmt::Display for CommandError {
 
 fn init_logging() {
     // Logs go to stderr only when asked for, so stdout stays the command's output.
-    if let Ok(filter) = std::env::var(crate::env_vars::EnvVars::DIAG_LOG) {
+    if let Ok(filter) = std::env::var(diag_core::env_vars::EnvVars::DIAG_LOG) {
         if let Ok(filter) = tracing_subscriber::EnvFilter::try_new(filter) {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(filter)

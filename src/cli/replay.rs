@@ -5,7 +5,7 @@
 //! reported in file order whatever order they finish in), `--shard K/N` keeps the files of one
 //! of N stable shards (see [`super::replay_ci`]), and `--junit FILE` writes JUnit XML.
 
-use crate::tools::walk::Skip;
+use diag_tools::walk::Skip;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,9 +19,9 @@ use super::ask::load_run_file;
 use super::common::{interrupt_handler, open_store, runtime_with_workers, write_json, write_text};
 use super::replay_ci::{self, Case, CaseOutcome, Shard, SuiteInfo};
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ids::RandomIds;
-use crate::store::Store;
 use diag_ask::replay::{compare, replay_until, Mismatch};
+use diag_core::ids::RandomIds;
+use diag_core::store::Store;
 use diag_core::text::one_line;
 use diag_report::Format;
 use diag_runfile::{strip_bom, RunFile};
@@ -95,7 +95,7 @@ const MAX_FOLDER_DEPTH: usize = 32;
 /// cannot loop).
 fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CommandError> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CommandError> {
-        let walked = crate::tools::walk::files_under(dir, MAX_FOLDER_DEPTH);
+        let walked = diag_tools::walk::files_under(dir, MAX_FOLDER_DEPTH);
         // A folder that cannot be read is an error, as before; a link to a folder or a
         // special file is passed over.
         if let Some((p, reason)) = walked

@@ -8,8 +8,8 @@ use clap::Args;
 
 use super::common::{require_existing_store, write_text};
 use super::{CommandError, Exit, GlobalArgs};
-use crate::diagnosis::topology;
-use crate::store::Store;
+use diag_core::store::Store;
+use diag_diagnosis::topology;
 use diag_report::{Format, RunData};
 
 /// Write a report of a stored run: one self-contained HTML file (no script, no request) or

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::common::{open_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
-use crate::store::{RunFilter, RunRow, RunStatus};
+use diag_core::store::{RunFilter, RunRow, RunStatus};
 use diag_core::text::one_line;
 
 /// The schema name of `diag runs --json` output.

@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 
 use super::common::{open_options, write_text};
 use super::{CommandError, GlobalArgs};
-use crate::store::{RunFilter, RunStatus};
+use diag_core::store::{RunFilter, RunStatus};
 
 /// Work on whole run stores.
 #[derive(Debug, Args)]

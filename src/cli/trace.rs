@@ -8,11 +8,11 @@ use serde_json::json;
 
 use super::common::{require_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
-use crate::agent::runtime::AgentStepRecord;
-use crate::diagnosis::evaluation::GroundingFigures;
-use crate::protocol::{GatekeeperRaw, VerifiedClaim};
-use crate::store::Store;
-use crate::store::StoredExchange;
+use diag_core::agent::runtime::AgentStepRecord;
+use diag_core::protocol::{GatekeeperRaw, VerifiedClaim};
+use diag_core::store::Store;
+use diag_core::store::StoredExchange;
+use diag_diagnosis::evaluation::GroundingFigures;
 use diag_report::terminal as render;
 
 /// The schema name of `diag trace --json` output.
@@ -89,10 +89,10 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
 
 /// What `diag trace` shows of a run, read from the store.
 struct Stored {
-    run: crate::store::RunRow,
-    events: Vec<crate::graph::Event<String>>,
-    invocations: Vec<crate::protocol::ToolInvocation>,
-    evaluation: Option<crate::store::EvaluationRow>,
+    run: diag_core::store::RunRow,
+    events: Vec<diag_core::graph::Event<String>>,
+    invocations: Vec<diag_core::protocol::ToolInvocation>,
+    evaluation: Option<diag_core::store::EvaluationRow>,
     exchanges: Vec<StoredExchange>,
     grounding: Option<render::grounding::GroundingView>,
 }
@@ -202,7 +202,7 @@ pub(super) fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Valu
 
 /// How many of a run's first model calls and tool calls were reused from the run it
 /// resumed (reuse is always a prefix); zero for a run started afresh.
-fn reused_counts(run: &crate::store::RunRow) -> (usize, usize) {
+fn reused_counts(run: &diag_core::store::RunRow) -> (usize, usize) {
     run.reuse.as_ref().map_or((0, 0), |r| {
         (
             usize::try_from(r.model_calls).unwrap_or(usize::MAX),
@@ -213,7 +213,7 @@ fn reused_counts(run: &crate::store::RunRow) -> (usize, usize) {
 
 /// For a resumed run: where it came from, what it reused and why reuse stopped, and each
 /// model call marked `reused` or `live`. Empty for a run started afresh.
-fn resumed_text(run: &crate::store::RunRow, exchanges: &[StoredExchange]) -> String {
+fn resumed_text(run: &diag_core::store::RunRow, exchanges: &[StoredExchange]) -> String {
     use std::fmt::Write as _;
     let Some(from) = &run.resumed_from else {
         return String::new();

@@ -13,23 +13,27 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use diag::agent::runtime::{AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner};
-use diag::agent::AgentRole;
-use diag::clock::{FixedClock, Timestamp};
-use diag::diagnosis::nodes::real_nodes;
-use diag::diagnosis::scripted::FnNode;
-use diag::diagnosis::{
-    AgentStatus, DiagnosisNodes, DiagnosisState, ExecutorStatus, FallbackKind, Status,
-};
-use diag::graph::{Event, Node, NodeFuture, NodeKind, NoopObserver, Observer, RunConfig, Step};
-use diag::ids::SequentialIds;
-use diag::model::scripted::ScriptedModel;
-use diag::model::{ChatResponse, FinishReason, ToolCall, Usage};
-use diag::protocol::{InvocationStatus, PlannerMode, Verdict};
-use diag::store::{RunFilter, RunRow, RunStatus, Store, StoreErrorKind};
-use diag::tools::ToolSpec;
 use diag_ask::{
     ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest, NodeFactory,
+};
+use diag_core::agent::runtime::{
+    AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner,
+};
+use diag_core::agent::AgentRole;
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::{
+    Event, Node, NodeFuture, NodeKind, NoopObserver, Observer, RunConfig, Step,
+};
+use diag_core::ids::SequentialIds;
+use diag_core::model::scripted::ScriptedModel;
+use diag_core::model::{ChatResponse, FinishReason, ToolCall, Usage};
+use diag_core::protocol::{InvocationStatus, PlannerMode, Verdict};
+use diag_core::store::{RunFilter, RunRow, RunStatus, Store, StoreErrorKind};
+use diag_core::tools::ToolSpec;
+use diag_diagnosis::nodes::real_nodes;
+use diag_diagnosis::scripted::FnNode;
+use diag_diagnosis::{
+    AgentStatus, DiagnosisNodes, DiagnosisState, ExecutorStatus, FallbackKind, Status,
 };
 use diag_runfile::{Exchange, RecordedResponse};
 use diag_store_sqlite::{SqliteError, SqliteStore, StoreOptions};
@@ -770,7 +774,7 @@ struct TickingClock {
     ms: std::sync::atomic::AtomicU64,
 }
 
-impl diag::clock::Clock for TickingClock {
+impl diag_core::clock::Clock for TickingClock {
     fn now(&self) -> Timestamp {
         let ms = self.ms.load(std::sync::atomic::Ordering::SeqCst);
         Timestamp::from_unix_ms(1_790_000_000_000 + i64::try_from(ms).unwrap())
@@ -1248,7 +1252,7 @@ async fn endless_technical_retry_hits_the_step_limit_and_fails() {
     });
     let out = ask_once(&r).await;
 
-    let ran = vec!["planner"; diag::diagnosis::STEP_LIMIT as usize];
+    let ran = vec!["planner"; diag_diagnosis::STEP_LIMIT as usize];
     let row = assert_failed_with_partial_trace(&r, &out, &ran);
     let failure = out.failure().unwrap();
     assert!(failure.starts_with("engine: step limit of 18"), "{failure}");
@@ -1329,7 +1333,7 @@ async fn cancellation_between_nodes_marks_the_run_interrupted() {
     let row = assert_failed_with_partial_trace(&r, &out, &ran);
     assert_eq!(out.failure(), Some("interrupted"));
     assert!(out.interrupted());
-    assert_eq!(row.failure.as_deref(), Some(diag::store::INTERRUPTED));
+    assert_eq!(row.failure.as_deref(), Some(diag_core::store::INTERRUPTED));
     assert_eq!(row.step_count, 3, "the Verifier was never called");
     assert_eq!(r.model.requests().len(), 3);
 }
@@ -1517,7 +1521,7 @@ async fn gatekeeper_never_sees_another_runs_invocations() {
     assert_eq!(checked.matched_text, None);
     assert_eq!(
         second.state.round.gatekeeper_status,
-        Some(diag::protocol::GateStatus::Reject)
+        Some(diag_core::protocol::GateStatus::Reject)
     );
 
     let row = run_row(&r, &second.run_id);
@@ -1741,7 +1745,11 @@ async fn record_returns_every_exchange_in_order_matching_the_store() {
         assert_eq!(m.request_sha256.as_deref(), Some(s.request_sha256.as_str()));
         assert_eq!(
             m.request_sha256.as_deref(),
-            Some(diag::hash::request_sha256(&x.request).unwrap().as_str())
+            Some(
+                diag_core::hash::request_sha256(&x.request)
+                    .unwrap()
+                    .as_str()
+            )
         );
         let response = x.outcome.as_ref().expect("every call answered");
         assert_eq!(

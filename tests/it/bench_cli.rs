@@ -86,7 +86,7 @@ fn store_flag_persists_every_run_as_the_ask_service_does() {
         "a second benchmark on one file adds distinct runs"
     );
     for run in runs {
-        assert_eq!(run.status, diag::store::RunStatus::Success);
+        assert_eq!(run.status, diag_core::store::RunStatus::Success);
         assert_eq!(run.answer.as_deref(), Some("benchmark answer"));
         assert_eq!(run.path.len(), 6);
         assert_eq!(store.events(&run.run_id).unwrap().len(), 6);
@@ -117,7 +117,7 @@ fn store_flag_with_an_unusable_path_fails_cleanly() {
 }
 
 /// `--writers 3 --runs 2` into `location`: the figures, checked against the store.
-fn three_writers(location: &Path) -> (serde_json::Value, Vec<diag::store::RunRow>) {
+fn three_writers(location: &Path) -> (serde_json::Value, Vec<diag_core::store::RunRow>) {
     let out = Command::cargo_bin("diag-bench")
         .unwrap()
         .args([
@@ -180,7 +180,7 @@ fn three_writers(location: &Path) -> (serde_json::Value, Vec<diag::store::RunRow
     let runs = store.list_runs(&Default::default()).unwrap();
     assert_eq!(runs.len(), 6);
     for run in &runs {
-        assert_eq!(run.status, diag::store::RunStatus::Success);
+        assert_eq!(run.status, diag_core::store::RunStatus::Success);
         assert_eq!(run.path.len(), 6);
         assert_eq!(store.events(&run.run_id).unwrap().len(), 6);
         assert!(store.evaluation(&run.run_id).unwrap().is_some());

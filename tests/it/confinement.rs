@@ -8,11 +8,10 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use diag::clock::{FixedClock, Timestamp};
-use diag::tools::confine::OUTSIDE;
-use diag::tools::{
-    LogSearchLimits, RunbookSearchLimits, SearchLogs, SearchRunbooks, Tool, ToolContext,
-};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::tools::{Tool, ToolContext};
+use diag_tools::confine::OUTSIDE;
+use diag_tools::{LogSearchLimits, RunbookSearchLimits, SearchLogs, SearchRunbooks};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -167,7 +166,7 @@ fn replay_of_a_folder_with_a_link_cycle_replays_each_run_file_once() {
 #[test]
 fn the_one_walk_lists_files_in_order_and_notes_what_it_passes_over() {
     let (_root, src, _) = layout();
-    let walked = diag::tools::walk::files_under(&src, 32);
+    let walked = diag_tools::walk::files_under(&src, 32);
     let names: Vec<String> = walked
         .files
         .iter()
@@ -176,7 +175,7 @@ fn the_one_walk_lists_files_in_order_and_notes_what_it_passes_over() {
     assert_eq!(names, ["app.log", "chain.log", "current.log", "passwd.log"]);
     assert_eq!(
         walked.skipped,
-        [(src.join("etc"), diag::tools::walk::Skip::SymlinkedFolder)]
+        [(src.join("etc"), diag_tools::walk::Skip::SymlinkedFolder)]
     );
 }
 

@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use diag::ids::SequentialIds;
-use diag::model::structured::strict_schema;
-use diag::protocol::parse::json_document;
 use diag_ask::replay::replay;
+use diag_core::ids::SequentialIds;
+use diag_core::model::structured::strict_schema;
+use diag_core::protocol::parse::json_document;
 use diag_runfile::RunFile;
 use serde_json::Value;
 

@@ -13,10 +13,10 @@ use crate::support::seeded;
 
 use std::sync::Arc;
 
-use diag::ids::SequentialIds;
-use diag::protocol::json_pointer::{self, PointerError};
-use diag::store::{RunStatus, Store};
 use diag_ask::replay::replay;
+use diag_core::ids::SequentialIds;
+use diag_core::protocol::json_pointer::{self, PointerError};
+use diag_core::store::{RunStatus, Store};
 use diag_runfile::RunFile;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
@@ -468,7 +468,7 @@ proptest! {
             let events = store.events(&outcome.run_id).unwrap();
             let stored: Vec<&str> = events.iter().map(|e| e.node.as_str()).collect();
             prop_assert_eq!(stored, outcome.state.path());
-            prop_assert!(events.len() <= diag::diagnosis::STEP_LIMIT as usize);
+            prop_assert!(events.len() <= diag_diagnosis::STEP_LIMIT as usize);
             if outcome.status() == RunStatus::Success {
                 prop_assert!(outcome.answer().is_some_and(|a| !a.trim().is_empty()));
             }

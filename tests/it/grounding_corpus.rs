@@ -21,18 +21,18 @@ use tempfile::TempDir;
 
 use crate::support::builders::inv;
 use crate::support::repo;
-use diag::diagnosis::composer_input::allowed_claims;
-use diag::diagnosis::topology;
-use diag::diagnosis::{
-    build_verified_input, consulted_tools, fallback_post, fallback_pre, render_answer, FallbackKind,
-};
-use diag::ids::SequentialIds;
-use diag::protocol::gatekeeper::normalize;
-use diag::protocol::{
+use diag_ask::replay::{compare, replay, Replayed};
+use diag_core::ids::SequentialIds;
+use diag_core::protocol::gatekeeper::normalize;
+use diag_core::protocol::{
     parse_executor, validate_run_with_question, ToolInvocation, Verdict, VerifierResult,
 };
-use diag::store::Store;
-use diag_ask::replay::{compare, replay, Replayed};
+use diag_core::store::Store;
+use diag_diagnosis::composer_input::allowed_claims;
+use diag_diagnosis::topology;
+use diag_diagnosis::{
+    build_verified_input, consulted_tools, fallback_post, fallback_pre, render_answer, FallbackKind,
+};
 use diag_report::{render, Format};
 use diag_runfile::RunFile;
 

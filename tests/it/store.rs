@@ -37,16 +37,16 @@ use crate::support::records;
 
 use std::time::Duration;
 
-use diag::agent::runtime::{RunHooks, StepStatus};
-use diag::agent::AgentRole;
-use diag::diagnosis::{FallbackKind, Status};
-use diag::graph::{NodeKind, Observer, RunConfig};
-use diag::hash::request_sha256;
-use diag::protocol::Verdict;
-use diag::store::{Recorder, Store, StoreErrorKind};
-use diag::store::{RunFilter, RunStatus, RunSummary, INTERRUPTED};
-use diag::tools::InvocationLog;
+use diag_core::agent::runtime::{RunHooks, StepStatus};
+use diag_core::agent::AgentRole;
+use diag_core::graph::{NodeKind, Observer, RunConfig};
+use diag_core::hash::request_sha256;
+use diag_core::protocol::Verdict;
 use diag_core::store::{FinishError, RunReader};
+use diag_core::store::{Recorder, Store, StoreErrorKind};
+use diag_core::store::{RunFilter, RunStatus, RunSummary, INTERRUPTED};
+use diag_core::tools::InvocationLog;
+use diag_diagnosis::{FallbackKind, Status};
 use diag_store_sqlite::{SqliteError as StoreError, SqliteStore};
 use records::*;
 use serde_json::json;
@@ -403,7 +403,7 @@ fn request_sha256_is_over_the_canonical_request() {
                 fresh.query("SELECT request FROM model_exchange WHERE run_id = 'r' AND seq = 1")
             }
         };
-        assert_eq!(sha, diag::hash::sha256_hex(text.as_bytes()));
+        assert_eq!(sha, diag_core::hash::sha256_hex(text.as_bytes()));
         assert!(
             text.starts_with("{\"max_tokens\":1024,\"messages\":["),
             "keys sorted: {text}"
@@ -426,7 +426,7 @@ fn a_recorder_refuses_an_invocation_its_run_config_does_not_own() {
             .create_run(new_run("run-b", "shared-session", 1))
             .unwrap();
         // Run a's recorder, told by run a's config about an invocation that names run b.
-        let config = diag::graph::RunConfig::new("shared-session", "run-a");
+        let config = diag_core::graph::RunConfig::new("shared-session", "run-a");
         let refused = a.record(
             &config,
             invocation("run-b", "shared-session", 1, json!({"matches": []})),

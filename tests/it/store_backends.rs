@@ -11,12 +11,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use diag::agent::runtime::{RunHooks, StepStatus};
-use diag::agent::AgentRole;
-use diag::graph::RunConfig;
-use diag::store::{RunFilter, RunStatus};
-use diag::store::{Store, StoreError};
 use diag::stores::OpenOptions;
+use diag_core::agent::runtime::{RunHooks, StepStatus};
+use diag_core::agent::AgentRole;
+use diag_core::graph::RunConfig;
+use diag_core::store::{RunFilter, RunStatus};
+use diag_core::store::{Store, StoreError};
 use serde_json::json;
 
 use crate::support::backends::{for_each_backend, write_full, write_partial};
@@ -53,7 +53,7 @@ fn a_finished_run_reads_back_whole_and_its_trace_is_final() {
         );
         // Final: no trace row and no second finish is accepted.
         let config = RunConfig::new("backends", "run-a");
-        let rec = diag::store::Recorder::clone(&write_partial(&store, "run-b", 0));
+        let rec = diag_core::store::Recorder::clone(&write_partial(&store, "run-b", 0));
         rec.agent_step(&config, &step(AgentRole::Planner, 9, StepStatus::Ok));
         let refused = rec
             .take_error()
@@ -299,7 +299,7 @@ fn a_read_only_postgres_database_reads_but_refuses_writes() {
         store
             .record_event(
                 "r",
-                &crate::support::records::event(7, "x", diag::diagnosis::Status::Completed),
+                &crate::support::records::event(7, "x", diag_diagnosis::Status::Completed),
             )
             .unwrap_err(),
     );
@@ -412,10 +412,10 @@ fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
 
 #[test]
 fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
-    let t0 = diag::clock::Timestamp::from_unix_ms(1_800_000_000_000);
+    let t0 = diag_core::clock::Timestamp::from_unix_ms(1_800_000_000_000);
     let at = |ms: i64| {
-        Arc::new(diag::clock::FixedClock(
-            diag::clock::Timestamp::from_unix_ms(t0.unix_ms() + ms),
+        Arc::new(diag_core::clock::FixedClock(
+            diag_core::clock::Timestamp::from_unix_ms(t0.unix_ms() + ms),
         ))
     };
     let lease = Duration::from_secs(60);
@@ -441,7 +441,7 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
             }
         }
     }
-    let open = |location: &str, clock: Arc<diag::clock::FixedClock>| -> Backend {
+    let open = |location: &str, clock: Arc<diag_core::clock::FixedClock>| -> Backend {
         if diag::stores::is_postgres(Path::new(location)) {
             Backend::Postgres(
                 diag_store_postgres::PgStore::open(
@@ -526,7 +526,7 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
 #[test]
 fn a_connection_the_server_drops_is_made_anew_by_the_next_call() {
     use crate::support::records::event;
-    use diag::diagnosis::Status;
+    use diag_diagnosis::Status;
 
     let url = postgres::server().fresh_db();
     let named = url.trim_start_matches("postgres://").to_string();

@@ -5,10 +5,10 @@
 use crate::support::cli_env::{repo_file, TestEnv};
 use crate::support::records;
 
-use diag::agent::AgentRole;
-use diag::hash::{canonical_request, request_sha256};
-use diag::model::{ChatRequest, Message};
-use diag::store::{RunFilter, Store, StoreErrorKind};
+use diag_core::agent::AgentRole;
+use diag_core::hash::{canonical_request, request_sha256};
+use diag_core::model::{ChatRequest, Message};
+use diag_core::store::{RunFilter, Store, StoreErrorKind};
 use diag_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 use records::*;
 
@@ -182,7 +182,11 @@ fn gc_deletes_the_blobs_no_run_refers_to_and_keeps_the_shared_ones() {
     // its refused exchange stay unnamed until the next gc.
     let errors = store.record_model_call(
         "run-3",
-        &step(AgentRole::Executor, 9, diag::agent::runtime::StepStatus::Ok),
+        &step(
+            AgentRole::Executor,
+            9,
+            diag_core::agent::runtime::StepStatus::Ok,
+        ),
         &late,
     );
     assert_eq!(errors.len(), 2, "{errors:?}");
@@ -224,7 +228,7 @@ fn insert_v1_run(conn: &rusqlite::Connection, run_id: &str, texts: &[String]) {
                 run_id,
                 i as i64 + 1,
                 text,
-                diag::hash::sha256_hex(text.as_bytes())
+                diag_core::hash::sha256_hex(text.as_bytes())
             ],
         )
         .unwrap();
@@ -377,7 +381,10 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
     {
         for s in store.exchanges(&run.run_id).unwrap() {
             let text = canonical_request(&s.exchange.request).unwrap();
-            assert_eq!(diag::hash::sha256_hex(text.as_bytes()), s.request_sha256);
+            assert_eq!(
+                diag_core::hash::sha256_hex(text.as_bytes()),
+                s.request_sha256
+            );
             conn.execute(
                 "UPDATE main.model_exchange SET request = ?3 WHERE run_id = ?1 AND seq = ?2",
                 rusqlite::params![run.run_id, s.seq, text],

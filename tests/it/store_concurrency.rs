@@ -22,9 +22,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use diag::graph::NodeKind;
-use diag::store::{RunFilter, RunStatus, Store, INTERRUPTED};
 use diag::stores::OpenOptions;
+use diag_core::graph::NodeKind;
+use diag_core::store::{RunFilter, RunStatus, Store, INTERRUPTED};
 use diag_store_sqlite::StoreOptions;
 
 const ROLE: &str = "DIAG_STORE_TEST_ROLE";
@@ -240,10 +240,10 @@ fn trace(
     store: &Store,
     run_id: &str,
 ) -> (
-    Vec<diag::graph::Event<String>>,
-    Vec<diag::store::StoredStep>,
-    Vec<diag::store::StoredExchange>,
-    Vec<diag::protocol::ToolInvocation>,
+    Vec<diag_core::graph::Event<String>>,
+    Vec<diag_core::store::StoredStep>,
+    Vec<diag_core::store::StoredExchange>,
+    Vec<diag_core::protocol::ToolInvocation>,
 ) {
     (
         store.events(run_id).unwrap(),
@@ -421,9 +421,9 @@ fn a_writer_killed_on_another_host_is_swept_once_its_lease_has_expired() {
         let line = wait_for_line(&mut child, |l| l.contains("MIDRUN "));
         let stalled = line.rsplit("MIDRUN ").next().unwrap().trim().to_string();
         let open_at = |offset: Duration| -> Store {
-            let now = diag::clock::SystemClock::new();
-            let clock = Arc::new(diag::clock::FixedClock(
-                diag::clock::Clock::now(&now).saturating_add(offset),
+            let now = diag_core::clock::SystemClock::new();
+            let clock = Arc::new(diag_core::clock::FixedClock(
+                diag_core::clock::Clock::now(&now).saturating_add(offset),
             ));
             diag::stores::open_with_clock(fresh.location(), &OpenOptions::default(), clock).unwrap()
         };

@@ -8,14 +8,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use diag::clock::{FixedClock, Timestamp};
-use diag::protocol::{
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::protocol::{
     validate_run, Binding, Claim, ExecutorOutput, InvocationStatus, ToolInvocation,
 };
-use diag::tools::search_logs::{LogSource, LogZone};
-use diag::tools::{
-    LogSearchLimits, SearchLogs, Tool, ToolContext, ToolError, ToolLimits, ToolRegistry,
-};
+use diag_core::tools::{Tool, ToolContext, ToolError, ToolLimits, ToolRegistry};
+use diag_tools::search_logs::{LogSource, LogZone};
+use diag_tools::{LogSearchLimits, SearchLogs};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{json, Value};

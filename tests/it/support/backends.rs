@@ -14,11 +14,11 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use diag::agent::runtime::{RunHooks, StepStatus};
-use diag::agent::AgentRole;
-use diag::graph::{Event, NodeKind, Observer, RunConfig};
-use diag::store::{Recorder, Store, StoreError, StoreErrorKind};
 use diag::stores::OpenOptions;
+use diag_core::agent::runtime::{RunHooks, StepStatus};
+use diag_core::agent::AgentRole;
+use diag_core::graph::{Event, NodeKind, Observer, RunConfig};
+use diag_core::store::{Recorder, Store, StoreError, StoreErrorKind};
 use diag_store_postgres::PgError;
 use diag_store_sqlite::SqliteError;
 use serde_json::json;
@@ -161,7 +161,7 @@ impl Fresh {
         diag::stores::open_with_clock(
             &self.location,
             &OpenOptions::default(),
-            Arc::new(diag::clock::FixedClock(ts(now_offset_ms))),
+            Arc::new(diag_core::clock::FixedClock(ts(now_offset_ms))),
         )
         .unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
     }
