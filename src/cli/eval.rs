@@ -60,7 +60,7 @@ pub struct EvalArgs {
     pub report: Option<PathBuf>,
     /// The format of the run reports
     #[arg(long, value_enum, default_value = "html", value_name = "FORMAT")]
-    pub report_format: super::report::ReportFormat,
+    pub report_format: super::report_file::ReportFormat,
     /// Exit 4 when any run did not reach a grounded root cause (failed, fallen back, fooled,
     /// ungrounded, partial or missed)
     #[arg(long)]
@@ -123,7 +123,7 @@ fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
         }
         scenarios.push(s);
     }
-    let (config, config_path) = super::ask::live_config(g)?;
+    let (config, config_path) = super::live::live_config(g)?;
     for name in &args.models {
         if !config.models.contains_key(name) {
             let known: Vec<&str> = config.models.keys().map(String::as_str).collect();
@@ -439,7 +439,7 @@ async fn run_one(
         make_dir(&folder, "--report")?;
         let format = Format::from(args.report_format);
         let path = folder.join(format!("{stem}.{}", format.extension()));
-        super::report::write_file(store, &outcome.run_id, format, &path)?;
+        super::report_file::write_file(store, &outcome.run_id, format, &path)?;
         report_file = Some(path.display().to_string());
     }
     let wall_ms = row.duration_ms.unwrap_or(0);

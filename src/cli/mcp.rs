@@ -34,8 +34,8 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::ask::{check_session, first_model_error, live_config, live_deps, shown_verdict};
 use super::common::{interrupt_handler, open_store, runtime};
+use super::live::{check_session, first_model_error, live_config, live_deps, shown_verdict};
 use super::{CommandError, ErrorKind, Exit, GlobalArgs, CONFIG_HINT};
 use diag_ask::config::Config;
 use diag_ask::setup;
@@ -372,7 +372,7 @@ impl ServerHandler for DiagServer {
             "trace" => {
                 let args: RunIdArgs = arguments("trace", request.arguments)?;
                 let doc =
-                    super::trace::trace_json(&self.store, &args.run_id).map_err(read_error)?;
+                    super::documents::trace_json(&self.store, &args.run_id).map_err(read_error)?;
                 CallToolResult::structured(doc)
             }
             "runs" => {
@@ -381,7 +381,7 @@ impl ServerHandler for DiagServer {
             }
             "report" => {
                 let args: RunIdArgs = arguments("report", request.arguments)?;
-                let text = super::report::render(&self.store, &args.run_id, Format::Md)
+                let text = super::report_file::render(&self.store, &args.run_id, Format::Md)
                     .map_err(read_error)?;
                 CallToolResult::success(vec![ContentBlock::text(text)])
             }
@@ -421,7 +421,9 @@ impl DiagServer {
                 limit: Some(limit),
             })
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        Ok(CallToolResult::structured(super::runs::runs_json(&rows)))
+        Ok(CallToolResult::structured(super::documents::runs_json(
+            &rows,
+        )))
     }
 
     /// One diagnosis: the arguments are checked before anything is stored, then the run goes

@@ -15,8 +15,8 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::ask::load_run_file;
 use super::common::{interrupt_handler, open_store, runtime_with_workers, write_json, write_text};
+use super::live::load_run_file;
 use super::replay_ci::{self, Case, CaseOutcome, Shard, SuiteInfo};
 use super::{CommandError, Exit, GlobalArgs};
 use diag_ask::replay::{compare, replay_until, Mismatch};
@@ -44,7 +44,7 @@ pub struct ReplayArgs {
     pub report_dir: Option<PathBuf>,
     /// The format of the reports of --report-dir
     #[arg(long, value_enum, default_value = "html", requires = "report_dir")]
-    pub report_format: super::report::ReportFormat,
+    pub report_format: super::report_file::ReportFormat,
     /// Rewrite each file's `expected` from the actual result (for authoring, or to accept an
     /// intended change)
     #[arg(long)]
@@ -326,7 +326,7 @@ pub fn cmd_replay(
             if let Some(run_id) = &r.run_id {
                 let path = dir.join(name);
                 if let Err(e) =
-                    super::report::write_file(&store, run_id, args.report_format.into(), &path)
+                    super::report_file::write_file(&store, run_id, args.report_format.into(), &path)
                 {
                     report_errors.push(e);
                 }
