@@ -2,44 +2,14 @@
 //! of agents over read-only tools, and shows no claim it could not bind to a recorded tool
 //! output.
 //!
-//! The library holds everything; the `diag` binary only hands its arguments to [`cli::main`].
+//! The command line: argument parsing, printing and the store a location names; what it runs
+//! lives in the crates under `crates/` (ARCHITECTURE.md). The `diag` binary only hands its
+//! arguments to [`cli::main`].
 
 // No `unwrap`/`expect` outside tests: a failure is a value (Cargo.toml's [lints] says why this is
 // an attribute and not a table entry).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
-pub use diag_core::agent;
-pub mod ask;
 pub mod cli;
-pub use diag_graph::clock;
-pub mod config;
-pub use diag_core::env_vars;
-pub use diag_diagnosis as diagnosis;
-pub mod eval;
-pub use diag_core::hash;
-pub use diag_core::ids;
-pub use diag_graph as graph;
-/// The model port (diag-core) and the OpenAI-compatible adapter (diag-model-openai), under the
-/// paths they had before the workspace.
-pub mod model {
-    pub use diag_core::model::*;
-    pub use diag_model_openai as openai;
-}
-pub use diag_core::protocol;
 pub mod output_file;
-pub mod render;
-pub mod replay;
-pub mod report;
-pub mod runfile;
-pub mod setup;
-pub use diag_core::text;
-/// The run store: the port and its records (diag-core) implemented by the SQLite store
-/// (diag-store-sqlite), under the path it had before the workspace.
-pub use diag_store_sqlite as store;
-/// The run store a command opens: SQLite by path or PostgreSQL by URL, behind one type.
-pub mod backend;
-/// The tool ports and registry (diag-core) and the built-in tools and MCP client (diag-tools),
-/// under the paths they had before the workspace.
-pub mod tools {
-    pub use diag_core::tools::*;
-    pub use diag_tools::*;
-}
+/// The run store a location names: SQLite by path or PostgreSQL by URL, as the port's handle.
+pub mod stores;

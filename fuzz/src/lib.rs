@@ -5,14 +5,14 @@
 //! Each function panics when a property fails and otherwise returns what the entry point
 //! under test returned (`None` when the input is not for it, such as text that is not UTF-8).
 
-use diag::model::openai::parse_chat_completion;
-use diag::model::{ChatResponse, ModelError};
-use diag::protocol::json_pointer::{self, PointerError};
-use diag::protocol::{
+use diag_core::model::{ChatResponse, ModelError};
+use diag_core::protocol::json_pointer::{self, PointerError};
+use diag_core::protocol::{
     parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation, PlannerMode,
     Verdict, Verification,
 };
-use diag::runfile::{RunFile, RunFileError};
+use diag_model_openai::parse_chat_completion;
+use diag_runfile::{RunFile, RunFileError};
 use serde_json::Value;
 
 /// `RunFile::parse` on arbitrary text: no panic; an error is one line naming the file; an

@@ -39,16 +39,18 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use diag::backend::{OpenOptions, Store};
-use diag::clock::{Clock, FixedClock, SystemClock, Timestamp};
-use diag::diagnosis::scripted::{steps, FnNode, ScriptStep};
-use diag::diagnosis::topology::{self, DiagnosisNodes};
-use diag::diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
-use diag::graph::{Event, InvokeOptions, NodeKind, NoopObserver, Observer, RunConfig};
-use diag::ids::{IdSource, RandomIds};
-use diag::protocol::{Verdict, Verification};
-use diag::store::NewRun;
-use diag_core::store::{RunStore, TraceRecorder};
+use diag::stores::OpenOptions;
+use diag_core::clock::{Clock, FixedClock, SystemClock, Timestamp};
+use diag_core::graph::{Event, InvokeOptions, NodeKind, NoopObserver, Observer, RunConfig};
+use diag_core::ids::{IdSource, RandomIds};
+use diag_core::protocol::{Verdict, Verification};
+use diag_core::store::NewRun;
+use diag_core::store::Recorder;
+use diag_core::store::Store;
+use diag_diagnosis::scripted::{steps, FnNode, ScriptStep};
+use diag_diagnosis::topology::{self, DiagnosisNodes};
+use diag_diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
+use diag_store_sqlite::SqliteStore;
 
 #[path = "diag_bench/logs.rs"]
 mod logs;
@@ -248,11 +250,17 @@ fn bench_graph(
     if let Some(store) = &store {
         figures["backend"] = backend_name(store).into();
     }
-    if let Some(Store::Sqlite(store)) = &store {
+    if let Some(store) = store
+        .as_ref()
+        .filter(|s| backend_name(s) == "sqlite")
+        .map(|s| SqliteStore::open_existing(Path::new(&s.describe()), Default::default()))
+        .transpose()
+        .map_err(|e| e.to_string())?
+    {
         // The whole file over every run it holds (earlier benchmarks on the same file
         // included), so the schema's fixed pages weigh less the more runs there are.
         store.checkpoint().map_err(|e| e.to_string())?;
-        let stored = store.count_runs().map_err(|e| e.to_string())?;
+        let stored = diag_core::store::RunReader::count_runs(&store).map_err(|e| e.to_string())?;
         figures["db_bytes_per_run"] = store.file_bytes().checked_div(stored).unwrap_or(0).into();
     }
     Ok(figures)
@@ -268,13 +276,14 @@ fn per_second(count: u64, seconds: f64) -> f64 {
 
 /// The run store at `location`, opened as `diag --db` opens it.
 fn open_store(location: &Path) -> Result<Store, String> {
-    Store::open(location, &OpenOptions::default()).map_err(|e| e.to_string())
+    diag::stores::open(location, &OpenOptions::default()).map_err(|e| e.to_string())
 }
 
 fn backend_name(store: &Store) -> &'static str {
-    match store {
-        Store::Sqlite(_) => "sqlite",
-        Store::Postgres(_) => "postgres",
+    if store.describe().starts_with("postgres://") {
+        "postgres"
+    } else {
+        "sqlite"
     }
 }
 
@@ -319,7 +328,7 @@ fn bench_writer(
     let seconds = started.elapsed().as_secs_f64();
     Ok(serde_json::json!({
         "writer": index,
-        "host_id": std::env::var(diag::env_vars::EnvVars::DIAG_HOST_ID).ok(),
+        "host_id": std::env::var(diag_core::env_vars::EnvVars::DIAG_HOST_ID).ok(),
         "pid": std::process::id(),
         "runs": runs,
         "stored": stored,
@@ -359,7 +368,7 @@ fn bench_writers(
             .arg("--writer-index")
             .arg(index.to_string())
             .env(
-                diag::env_vars::EnvVars::DIAG_HOST_ID,
+                diag_core::env_vars::EnvVars::DIAG_HOST_ID,
                 format!("diag-bench-{parent}-w{index}"),
             )
             .stdin(Stdio::null())
@@ -439,9 +448,9 @@ fn bench_writers(
 }
 
 /// Forwards the engine's observations to a run's recorder, as the ask service does.
-struct Recording<R>(R);
+struct Recording(Recorder);
 
-impl<R: TraceRecorder, O: Display> Observer<O> for Recording<R> {
+impl<O: Display> Observer<O> for Recording {
     fn node_started(&mut self, _node: &str, kind: NodeKind, _attempt: u32, _round: u32) {
         self.0.observe_node(kind);
     }
@@ -452,9 +461,9 @@ impl<R: TraceRecorder, O: Display> Observer<O> for Recording<R> {
 
 /// One run persisted the way the ask service does it (openspec/specs/ask-service/spec.md),
 /// through the run store port.
-async fn stored_run<S: RunStore>(
-    graph: &diag::diagnosis::DiagnosisGraph,
-    store: &S,
+async fn stored_run(
+    graph: &diag_diagnosis::DiagnosisGraph,
+    store: &Store,
     clock: &dyn Clock,
     run_id: &str,
 ) -> Result<DiagnosisState, String> {
@@ -487,7 +496,7 @@ async fn stored_run<S: RunStore>(
         return Err(e.to_string());
     }
     let duration_ms = u64::try_from(clock.elapsed().saturating_sub(began).as_millis()).unwrap_or(0);
-    let mut summary = diag::diagnosis::evaluation::run_summary(&state, clock.now(), duration_ms);
+    let mut summary = diag_diagnosis::evaluation::run_summary(&state, clock.now(), duration_ms);
     summary.self_evaluation = Some(serde_json::json!({"verifier_evaluation": {
         "verifier_status": state.round.verifier_status,
         "verifier_model_verdict": state.round.verifier_model_verdict,
@@ -514,15 +523,15 @@ async fn stored_run<S: RunStore>(
 
 /// A run with `n` tool calls: ten per Executor turn, each a log search of 20 lines, and one
 /// claim bound to each call, all verified and cited.
-fn synthetic_run(n: usize) -> diag::report::RunData {
-    use diag::agent::prompts::PromptAudit;
-    use diag::agent::runtime::{AgentStepRecord, StepStatus};
-    use diag::agent::AgentRole;
-    use diag::graph::{Detail, Event};
-    use diag::model::FinishReason;
-    use diag::protocol::{InvocationStatus, ToolInvocation};
-    use diag::report::{ModelCall, RunData};
-    use diag::store::{RunRow, RunStatus};
+fn synthetic_run(n: usize) -> diag_report::RunData {
+    use diag_core::agent::prompts::PromptAudit;
+    use diag_core::agent::runtime::{AgentStepRecord, StepStatus};
+    use diag_core::agent::AgentRole;
+    use diag_core::graph::{Detail, Event};
+    use diag_core::model::FinishReason;
+    use diag_core::protocol::{InvocationStatus, ToolInvocation};
+    use diag_core::store::{RunRow, RunStatus};
+    use diag_report::{ModelCall, RunData};
     use serde_json::json;
 
     let t0 = Timestamp::from_unix_ms(1_796_047_200_000);
@@ -700,12 +709,12 @@ fn bench_report(
     runs: usize,
     stored: Option<(&Path, &str)>,
 ) -> Result<serde_json::Value, String> {
-    use diag::report::{render, Format};
+    use diag_report::{render, Format};
     let data = match stored {
         Some((location, run)) => {
-            let store = Store::open_existing(location, &OpenOptions::default())
+            let store = diag::stores::open_existing(location, &OpenOptions::default())
                 .map_err(|e| e.to_string())?;
-            diag::report::from_store(&store, run)
+            diag_report::from_store(&store, run)
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("unknown run {run}"))?
         }

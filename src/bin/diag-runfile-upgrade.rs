@@ -1,5 +1,5 @@
 //! `diag-runfile-upgrade PATH…`: rewrites every `diag_run_v1` run file under the given files
-//! and folders as `diag_run_v2`, in place, by [`diag::runfile::upgrade_v1`]: the `format` value
+//! and folders as `diag_run_v2`, in place, by [`diag_runfile::upgrade_v1`]: the `format` value
 //! changes and a `limits` member with today's defaults (what a v1 file replays under) follows
 //! it; every other byte stays. Files already v2 and JSON files that are not run files are left
 //! alone. Deterministic: files are visited in path order, and running it twice changes nothing
@@ -9,13 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use diag::runfile::{strip_bom, upgrade_v1};
-use diag::tools::walk::Skip;
+use diag_runfile::{strip_bom, upgrade_v1};
+use diag_tools::walk::Skip;
 
 /// The `.json` files under `path`, through diag's one directory walk (symlinked folders are
 /// not walked, so a link cycle cannot loop).
 fn json_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let walked = diag::tools::walk::files_under(path, 32);
+    let walked = diag_tools::walk::files_under(path, 32);
     if let Some((p, reason)) = walked
         .skipped
         .iter()

@@ -10,21 +10,24 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
+use super::live::{
+    check_session, first_model_error, live_config, live_deps, load_run_file, shown_verdict,
+};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
-use crate::backend::Store;
-use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
-use crate::ids::RandomIds;
-use crate::protocol::Verdict;
-use crate::render;
-use crate::replay::{divergence_of, replay_deps, run_file_of};
-use crate::runfile::resume::{resumed_models, ResumedTools, Reusing};
-use crate::runfile::RunLimits;
-use crate::runfile::{Divergence, RunFile};
-use crate::setup;
-use crate::store::RunStatus;
+use diag_ask::config::Config;
+use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
+use diag_ask::setup;
+use diag_ask::{ask, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
+use diag_core::clock::{Clock, SystemClock};
+use diag_core::ids::RandomIds;
+use diag_core::protocol::Verdict;
+use diag_core::store::RunStatus;
+use diag_core::store::Store;
+use diag_report::terminal as render;
+use diag_runfile::resume::{resumed_models, ResumedTools, Reusing};
+use diag_runfile::RunLimits;
+use diag_runfile::{Divergence, RunFile};
 
 /// The schema name of `diag ask --json` output.
 pub const ASK_JSON_SCHEMA: &str = "diag.ask.v1";
@@ -64,16 +67,6 @@ pub struct AskArgs {
     pub resume: Option<String>,
 }
 
-/// Loads a run file, naming the file in every error.
-pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
-    let name = path.display().to_string();
-    let text = std::fs::read(path)
-        .map_err(|e| CommandError::usage(format!("{name}: cannot read: {e}")))?;
-    let text = String::from_utf8(text)
-        .map_err(|_| CommandError::usage(format!("{name}: not a run file (not UTF-8 text)")))?;
-    RunFile::parse(&text, &name).map_err(|e| CommandError::usage(e.to_string()))
-}
-
 enum Source {
     Fixture(Box<RunFile>),
     Live(Box<Config>, PathBuf),
@@ -89,7 +82,7 @@ fn resumable(
 ) -> Result<(Store, RunFile), CommandError> {
     let at = super::common::db_location(g, Some(config))?;
     let options = super::common::open_options(g, Some(config))?;
-    let store = match Store::open_existing(&at.path, &options) {
+    let store = match crate::stores::open_existing(&at.path, &options) {
         Ok(store) => store,
         Err(e) if e.is_missing() => return Err(CommandError::unknown_run(run_id)),
         Err(e) => return Err(e.into()),
@@ -114,59 +107,8 @@ fn resumable(
             )))
         }
     }
-    let run = super::export::run_file(&store, &row.run_id)?;
+    let run = super::documents::run_file(&store, &row.run_id)?;
     Ok((store, run))
-}
-
-/// The configuration a live run uses (`--config`, `DIAG_CONFIG`, the user's config folder).
-pub(super) fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
-    let Some(path) = Config::locate(g.config.as_deref()) else {
-        return Err(CommandError::usage("no model endpoint is configured")
-            .hint(super::CONFIG_HINT)
-            .hint("or replay a recorded run with --fixture FILE"));
-    };
-    let config = Config::load(&path).map_err(|e| CommandError::usage(e.to_string()))?;
-    Ok((config, path))
-}
-
-/// A session id names runs to group them and to filter `diag runs --session`: a blank one, or
-/// one with control characters, would group nothing a user could type again. The error
-/// starts with the quoted id.
-pub(super) fn check_session(session: &str) -> Result<(), String> {
-    if session.trim().is_empty() || session.chars().any(char::is_control) {
-        return Err(format!(
-            "{:?}: a session id must be non-blank printable text",
-            render::one_line(session, 80)
-        ));
-    }
-    Ok(())
-}
-
-/// The dependencies of a live run: the production nodes over the configured models and
-/// tools. `diag ask` and `diag mcp` build their runs with this one function.
-pub(super) fn live_deps(
-    env: &setup::LiveEnvironment,
-    clock: Arc<dyn Clock>,
-    store: &Store,
-) -> AskDeps<Store> {
-    AskDeps {
-        nodes: production_nodes(),
-        models: env.models.clone(),
-        tools: env.tools.clone(),
-        limits: env.limits,
-        run_limits: Some(env.run_limits),
-        clock,
-        ids: Arc::new(RandomIds),
-        store: store.clone(),
-    }
-}
-
-/// The effective verdict an answer may show: only one the Verifier completed in the final
-/// round (a Fallback before it invents none).
-pub(super) fn shown_verdict(outcome: &AskOutcome) -> Option<Verdict> {
-    outcome.state.round.effective_verdict.filter(|_| {
-        outcome.state.round.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
-    })
 }
 
 /// Refuses a `--record` path that can never be written (a folder, or a file in a folder
@@ -243,8 +185,8 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         check_record_path(path)?;
     }
     if let Some(path) = &args.report {
-        super::report::format_for(None, Some(path), "--report")?;
-        super::report::check_output_path(path, "report")?;
+        super::report_file::format_for(None, Some(path), "--report")?;
+        super::report_file::check_output_path(path, "report")?;
     }
     let (store, resuming) = match (&source, &args.resume) {
         (Source::Live(config, _), Some(run_id)) => {
@@ -262,7 +204,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     let show_progress = !(g.quiet || g.no_progress || args.json);
     let limits = match &source {
         Source::Fixture(run) => run.limits(),
-        Source::Live(config, _) => RunLimits::of_config(&config.limits),
+        Source::Live(config, _) => config.limits.run_limits(),
     };
     let reusing = resuming
         .as_ref()
@@ -343,7 +285,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
 }
 
 async fn run_ask(
-    deps: &AskDeps<Store>,
+    deps: &AskDeps,
     args: &AskArgs,
     question: &str,
     session: Option<String>,
@@ -381,7 +323,7 @@ struct Replaying {
 struct Finished<'a> {
     g: &'a GlobalArgs,
     args: &'a AskArgs,
-    deps: &'a AskDeps<Store>,
+    deps: &'a AskDeps,
     store: &'a Store,
     replaying: Replaying,
     /// The limits the run ran under (the configuration's, or the fixture's).
@@ -428,7 +370,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     } else if g.quiet {
         // Only the answer, for scripts: no heading; nothing for a FAILED run (stderr says why).
         if let Some(answer) = outcome.answer() {
-            let text = crate::diagnosis::render_answer(answer);
+            let text = diag_diagnosis::render_answer(answer);
             write_text(out, &format!("{}\n", text.trim_end()))?;
             // Quiet never hides trust: an answer that is not a verified PASS says so on
             // stderr, so stdout stays the answer alone.
@@ -506,8 +448,8 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     }
     // The report is written like the run file: after the output, from the stored run.
     let report_error = args.report.as_ref().and_then(|path| {
-        let format = super::report::format_for(None, Some(path), "--report").ok()?;
-        super::report::write_file(store, &outcome.run_id, format, path)
+        let format = super::report_file::format_for(None, Some(path), "--report").ok()?;
+        super::report_file::write_file(store, &outcome.run_id, format, path)
             .err()
             .map(|e| {
                 e.hint(format!(
@@ -609,18 +551,4 @@ fn outcome_error(
         ));
     }
     None
-}
-
-/// The first failed model call of a run, on one line: `agent (class): message`.
-pub(super) fn first_model_error(store: &Store, run_id: &str) -> Option<String> {
-    let exchanges = store.exchanges(run_id).ok()?;
-    exchanges.iter().find_map(|x| match &x.exchange.outcome {
-        Err(e) => Some(format!(
-            "{} ({}): {}",
-            x.exchange.agent,
-            e.class,
-            render::one_line(&e.message, 160)
-        )),
-        Ok(_) => None,
-    })
 }

@@ -7,10 +7,10 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{io_error, CommandError, Exit, GlobalArgs};
-use crate::backend::Store;
-use crate::backend::{AnyStoreError, OpenOptions};
-use crate::config::Config;
-use crate::store::{StoreError, DB_ENV};
+use crate::stores::OpenOptions;
+use diag_ask::config::Config;
+use diag_core::store::{Store, StoreError};
+use diag_store_sqlite::{SqliteStore, DB_ENV};
 
 /// Where the database path came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
     if let Some(path) = from_config {
         return at(path, DbOrigin::Config);
     }
-    match crate::store::Store::default_path() {
+    match SqliteStore::default_path() {
         Some(path) => at(path, DbOrigin::Default),
         None => Err(CommandError::usage("no database path: HOME is not set")
             .hint("set --db PATH or DIAG_DB")),
@@ -78,10 +78,10 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
 /// a new SQLite file, and the runs would silently land there. Only the scheme is named in the
 /// message: the rest of a URL may hold a password.
 fn refuse_url(path: &std::path::Path, origin: DbOrigin) -> Result<(), CommandError> {
-    let Some(scheme) = crate::config::url_scheme(path) else {
+    let Some(scheme) = diag_ask::config::url_scheme(path) else {
         return Ok(());
     };
-    if crate::backend::is_postgres(path) {
+    if crate::stores::is_postgres(path) {
         return Ok(());
     }
     let source = match origin {
@@ -99,7 +99,7 @@ fn refuse_url(path: &std::path::Path, origin: DbOrigin) -> Result<(), CommandErr
 /// Opens (creating if needed) the store of a command that writes runs (`ask`, `replay`).
 pub fn open_store(g: &GlobalArgs, config: Option<&Config>) -> Result<Store, CommandError> {
     let at = db_location(g, config)?;
-    Store::open(&at.path, &open_options(g, config)?).map_err(CommandError::from)
+    crate::stores::open(&at.path, &open_options(g, config)?).map_err(CommandError::from)
 }
 
 /// The store options of the configuration (`[store] password_env`), read from `config` or,
@@ -125,7 +125,7 @@ pub fn open_options(g: &GlobalArgs, config: Option<&Config>) -> Result<OpenOptio
 /// (`--db`, `DIAG_DB`, `[store] path`) is an error, because it is most likely a typo.
 pub fn open_existing_store(g: &GlobalArgs) -> Result<Option<Store>, CommandError> {
     let at = db_location(g, None)?;
-    match Store::open_existing(&at.path, &open_options(g, None)?) {
+    match crate::stores::open_existing(&at.path, &open_options(g, None)?) {
         Ok(store) => Ok(Some(store)),
         Err(e) if e.is_missing() && at.origin == DbOrigin::Default => Ok(None),
         Err(e) => Err(e.into()),
@@ -136,40 +136,23 @@ pub fn open_existing_store(g: &GlobalArgs) -> Result<Option<Store>, CommandError
 /// missing store is an error wherever it was expected.
 pub fn require_existing_store(g: &GlobalArgs) -> Result<Store, CommandError> {
     let at = db_location(g, None)?;
-    Store::open_existing(&at.path, &open_options(g, None)?).map_err(CommandError::from)
+    crate::stores::open_existing(&at.path, &open_options(g, None)?).map_err(CommandError::from)
 }
 
-/// Store errors are about the user's file (unwritable, full, foreign, too new): input errors.
+/// Store errors, of either backend, are about the user's store (unwritable, full, foreign,
+/// too new, unreachable, refused credentials): input errors.
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
         CommandError::usage(e.to_string())
     }
 }
 
-/// As a SQLite store's, a PostgreSQL store's errors are about the user's store (unreachable,
-/// refused credentials, not a diag store, too new): input errors.
-impl From<AnyStoreError> for CommandError {
-    fn from(e: AnyStoreError) -> Self {
-        CommandError::usage(e.to_string())
-    }
-}
-
-/// The ask service's errors over either backend.
-impl From<crate::ask::AskError<AnyStoreError>> for CommandError {
-    fn from(e: crate::ask::AskError<AnyStoreError>) -> Self {
-        match e {
-            crate::ask::AskError::EmptyQuestion => CommandError::usage("the question is empty"),
-            crate::ask::AskError::Store(e) => e.into(),
-        }
-    }
-}
-
 /// The ask service's errors, as every command that runs a question reports them.
-impl From<crate::ask::AskError> for CommandError {
-    fn from(e: crate::ask::AskError) -> Self {
+impl From<diag_ask::AskError> for CommandError {
+    fn from(e: diag_ask::AskError) -> Self {
         match e {
-            crate::ask::AskError::EmptyQuestion => CommandError::usage("the question is empty"),
-            crate::ask::AskError::Store(e) => e.into(),
+            diag_ask::AskError::EmptyQuestion => CommandError::usage("the question is empty"),
+            diag_ask::AskError::Store(e) => e.into(),
         }
     }
 }

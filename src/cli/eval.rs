@@ -14,22 +14,21 @@ use tokio_util::sync::CancellationToken;
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
-use crate::ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
-use crate::backend::Store;
-use crate::clock::Clock;
-use crate::config::Config;
-use crate::eval::env::{ScenarioClock, ScenarioEnv};
-use crate::eval::scenario::{discover, Scenario};
-use crate::eval::score::{aggregate, score_run, Aggregate, RunFigures, Stat};
-use crate::eval::{
+use diag_ask::config::Config;
+use diag_ask::replay::run_file_of;
+use diag_ask::setup;
+use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
+use diag_core::clock::Clock;
+use diag_core::ids::RandomIds;
+use diag_core::store::Store;
+use diag_eval::env::{ScenarioClock, ScenarioEnv};
+use diag_eval::scenario::{discover, Scenario};
+use diag_eval::score::{aggregate, score_run, Aggregate, RunFigures, Stat};
+use diag_eval::{
     assignment_label, facts_of, usage_of, EvalCell, EvalModel, EvalReport, EvalRun, EvalScenario,
     EVAL_JSON_SCHEMA,
 };
-use crate::ids::RandomIds;
-use crate::replay::run_file_of;
-use crate::report::Format;
-use crate::runfile::RunLimits;
-use crate::setup;
+use diag_report::Format;
 
 /// Run incident scenarios with the configured model(s) and score every run.
 ///
@@ -61,7 +60,7 @@ pub struct EvalArgs {
     pub report: Option<PathBuf>,
     /// The format of the run reports
     #[arg(long, value_enum, default_value = "html", value_name = "FORMAT")]
-    pub report_format: Format,
+    pub report_format: super::report_file::ReportFormat,
     /// Exit 4 when any run did not reach a grounded root cause (failed, fallen back, fooled,
     /// ungrounded, partial or missed)
     #[arg(long)]
@@ -107,9 +106,12 @@ struct Plan {
 }
 
 fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
-    let dirs = discover(&args.scenarios).map_err(|e| CommandError::usage(e.to_string()))?;
+    let found = discover(&args.scenarios).map_err(|e| CommandError::usage(e.to_string()))?;
+    for (path, why) in &found.skipped {
+        eprintln!("diag: warning: {}: {why}", path.display());
+    }
     let mut scenarios: Vec<Scenario> = Vec::new();
-    for d in dirs {
+    for d in found.dirs {
         let s = Scenario::load(&d).map_err(|e| CommandError::usage(e.to_string()))?;
         if let Some(other) = scenarios.iter().find(|o| o.id() == s.id()) {
             return Err(CommandError::usage(format!(
@@ -121,14 +123,14 @@ fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
         }
         scenarios.push(s);
     }
-    let (config, config_path) = super::ask::live_config(g)?;
+    let (config, config_path) = super::live::live_config(g)?;
     for name in &args.models {
         if !config.models.contains_key(name) {
             let known: Vec<&str> = config.models.keys().map(String::as_str).collect();
             return Err(CommandError::usage(format!(
                 "--model {}: no [models.{}] in config {} (configured: {})",
-                crate::render::one_line(name, 80),
-                crate::render::one_line(name, 80),
+                diag_core::text::one_line(name, 80),
+                diag_core::text::one_line(name, 80),
                 config_path.display(),
                 if known.is_empty() {
                     "none".to_string()
@@ -250,7 +252,7 @@ async fn run_all(
     'scenarios: for scenario in &plan.scenarios {
         let env = match ScenarioEnv::start(scenario, Some(cancel)).await {
             Ok(env) => env,
-            Err(crate::eval::env::EnvError::Interrupted { .. }) => {
+            Err(diag_eval::env::EnvError::Interrupted { .. }) => {
                 interrupted = true;
                 break;
             }
@@ -306,7 +308,7 @@ async fn run_all(
         .iter()
         .flat_map(|m| &m.scenarios)
         .flat_map(|c| &c.runs)
-        .filter(|r| !matches!(r.score.outcome, crate::eval::score::Outcome::Grounded))
+        .filter(|r| !matches!(r.score.outcome, diag_eval::score::Outcome::Grounded))
         .count();
     Ok(EvalReport {
         schema: EVAL_JSON_SCHEMA,
@@ -381,7 +383,7 @@ async fn run_one(
         let _ = writeln!(
             std::io::stderr(),
             "diag: warning: {}",
-            crate::render::one_line(w, 300)
+            diag_core::text::one_line(w, 300)
         );
     }
     let row = store
@@ -405,7 +407,7 @@ async fn run_one(
         .round
         .effective_verdict
         .filter(|_| {
-            outcome.state.round.verifier_status == Some(crate::diagnosis::AgentStatus::Completed)
+            outcome.state.round.verifier_status == Some(diag_diagnosis::AgentStatus::Completed)
         })
         .map(|v| v.as_str().to_string());
     let stem = format!("{}-{}", file_part(spec.model_label), spec.repeat);
@@ -419,7 +421,7 @@ async fn run_one(
             &outcome,
             &question,
             row.started_at,
-            RunLimits::of_config(&spec.config.limits),
+            spec.config.limits.run_limits(),
             deps.tools.catalog(),
         );
         crate::output_file::write_output(&path, file.to_json().as_bytes()).map_err(|e| {
@@ -435,8 +437,9 @@ async fn run_one(
     if let Some(dir) = &args.report {
         let folder = dir.join(&scenario_dir);
         make_dir(&folder, "--report")?;
-        let path = folder.join(format!("{stem}.{}", args.report_format.extension()));
-        super::report::write_file(store, &outcome.run_id, args.report_format, &path)?;
+        let format = Format::from(args.report_format);
+        let path = folder.join(format!("{stem}.{}", format.extension()));
+        super::report_file::write_file(store, &outcome.run_id, format, &path)?;
         report_file = Some(path.display().to_string());
     }
     let wall_ms = row.duration_ms.unwrap_or(0);

@@ -8,13 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::{require_existing_store, write_text};
+use super::documents::run_file;
 use super::{CommandError, GlobalArgs};
-use crate::backend::Store;
-use crate::runfile::{
-    Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, RunLimits,
-    ToolRecord, FORMAT,
-};
-use crate::store::RunStatus;
 
 /// Write the run file (diag_run_v2) of a stored run.
 #[derive(Debug, Args)]
@@ -24,88 +19,6 @@ pub struct ExportArgs {
     /// Write to this file instead of stdout
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
-}
-
-/// Builds the run file of a stored run. Model exchanges and tool invocations live in two
-/// tables; each Executor turn that requested k tool calls is followed by exactly k recorded
-/// invocations (blocked ones included), which restores the order they happened in.
-pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
-    let run = store
-        .get_run(run_id)
-        .map_err(CommandError::from)?
-        .ok_or_else(|| CommandError::unknown_run(run_id))?;
-    if run.status == RunStatus::Running {
-        return Err(CommandError::usage(format!(
-            "run {} is still RUNNING; export it when it has finished",
-            run.run_id
-        )));
-    }
-    let exchanges = store.exchanges(run_id).map_err(CommandError::from)?;
-    let mut invocations = store
-        .invocations(run_id)
-        .map_err(CommandError::from)?
-        .into_iter();
-    let mut out = Vec::new();
-    for x in exchanges {
-        let m = x.exchange;
-        let (response, error, calls) = match &m.outcome {
-            Ok(r) => (
-                Some(RecordedResponse::from_response(r)),
-                None,
-                r.tool_calls.len(),
-            ),
-            Err(e) => (None, Some(RecordedError::from_error(e)), 0),
-        };
-        out.push(Exchange::Model(ModelRecord {
-            agent: m.agent,
-            round: m.round,
-            attempt: m.attempt,
-            turn: m.turn,
-            request_sha256: crate::hash::request_sha256(&m.request).ok(),
-            max_tokens: m.request.max_tokens,
-            fit: m.request.fit,
-            response,
-            error,
-        }));
-        for inv in invocations.by_ref().take(calls) {
-            out.push(Exchange::Tool(ToolRecord {
-                invocation_id: inv.invocation_id,
-                tool_name: inv.tool_name,
-                arguments: inv.arguments,
-                output: inv.output,
-                status: inv.status,
-            }));
-        }
-    }
-    Ok(RunFile {
-        format: FORMAT.to_string(),
-        question: run.question.clone(),
-        session_id: run.session_id.clone(),
-        run_id: run.run_id.clone(),
-        started_at: run.started_at,
-        // As the run was created with them; a run stored before the store kept limits, or a
-        // replay of a file that records none, exports none and replays under the defaults.
-        limits: run
-            .limits
-            .clone()
-            .map(serde_json::from_value::<RunLimits>)
-            .transpose()
-            .map_err(|e| {
-                CommandError::usage(format!(
-                    "run {}: the stored limits are not valid: {e}",
-                    run.run_id
-                ))
-            })?,
-        tools: run.tools.clone(),
-        exchanges: out,
-        expected: Some(Expected {
-            status: run.status.as_str().to_string(),
-            path: run.path.clone(),
-            effective_verdict: run.effective_verdict,
-            degraded: run.degraded,
-            answer: run.answer.clone(),
-        }),
-    })
 }
 
 pub fn cmd_export(
@@ -121,7 +34,7 @@ pub fn cmd_export(
     let interrupted = store
         .get_run(&args.run_id)
         .map_err(CommandError::from)?
-        .is_some_and(|r| r.failure.as_deref() == Some(crate::store::INTERRUPTED));
+        .is_some_and(|r| r.failure.as_deref() == Some(diag_core::store::INTERRUPTED));
     if interrupted {
         let _ = writeln!(
             std::io::stderr(),

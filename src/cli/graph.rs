@@ -5,7 +5,7 @@ use std::io::Write;
 use clap::Args;
 
 use super::{io_error, CommandError, Exit};
-use crate::diagnosis::topology;
+use diag_diagnosis::topology;
 
 /// Print the compiled diagnosis topology as a Mermaid flowchart.
 ///

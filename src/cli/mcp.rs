@@ -34,21 +34,21 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::ask::{check_session, first_model_error, live_config, live_deps, shown_verdict};
 use super::common::{interrupt_handler, open_store, runtime};
+use super::live::{check_session, first_model_error, live_config, live_deps, shown_verdict};
 use super::{CommandError, ErrorKind, Exit, GlobalArgs, CONFIG_HINT};
-use crate::ask::{ask, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
-use crate::backend::Store;
-use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
-use crate::diagnosis::composer_input::allowed_claims;
-use crate::diagnosis::{AgentStatus, Status};
-use crate::graph::{Event, NodeKind, NoopObserver, Observer};
-use crate::protocol::{Verdict, VerifiedExecutorOutput};
-use crate::render::one_line;
-use crate::report::Format;
-use crate::setup;
-use crate::store::{RunFilter, RunStatus};
+use diag_ask::config::Config;
+use diag_ask::setup;
+use diag_ask::{ask, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
+use diag_core::clock::{Clock, SystemClock};
+use diag_core::graph::{Event, NodeKind, NoopObserver, Observer};
+use diag_core::protocol::{Verdict, VerifiedExecutorOutput};
+use diag_core::store::Store;
+use diag_core::store::{RunFilter, RunStatus};
+use diag_core::text::one_line;
+use diag_diagnosis::composer_input::allowed_claims;
+use diag_diagnosis::{AgentStatus, Status};
+use diag_report::Format;
 
 /// The schema name of the `diagnose` tool's structured result.
 pub const DIAGNOSE_SCHEMA: &str = "diag.mcp.diagnose.v1";
@@ -120,10 +120,7 @@ pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
     result
 }
 
-async fn serve(
-    deps: Result<Arc<AskDeps<Store>>, String>,
-    store: Store,
-) -> Result<(), CommandError> {
+async fn serve(deps: Result<Arc<AskDeps>, String>, store: Store) -> Result<(), CommandError> {
     let runs = Arc::new(Semaphore::new(RUN_SLOTS as usize));
     let server = DiagServer {
         deps,
@@ -175,7 +172,7 @@ async fn serve(
 /// model configuration), the store, and the run slots.
 #[derive(Clone)]
 struct DiagServer {
-    deps: Result<Arc<AskDeps<Store>>, String>,
+    deps: Result<Arc<AskDeps>, String>,
     store: Store,
     runs: Arc<Semaphore>,
 }
@@ -375,7 +372,7 @@ impl ServerHandler for DiagServer {
             "trace" => {
                 let args: RunIdArgs = arguments("trace", request.arguments)?;
                 let doc =
-                    super::trace::trace_json(&self.store, &args.run_id).map_err(read_error)?;
+                    super::documents::trace_json(&self.store, &args.run_id).map_err(read_error)?;
                 CallToolResult::structured(doc)
             }
             "runs" => {
@@ -384,7 +381,7 @@ impl ServerHandler for DiagServer {
             }
             "report" => {
                 let args: RunIdArgs = arguments("report", request.arguments)?;
-                let text = super::report::render(&self.store, &args.run_id, Format::Md)
+                let text = super::report_file::render(&self.store, &args.run_id, Format::Md)
                     .map_err(read_error)?;
                 CallToolResult::success(vec![ContentBlock::text(text)])
             }
@@ -424,7 +421,9 @@ impl DiagServer {
                 limit: Some(limit),
             })
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        Ok(CallToolResult::structured(super::runs::runs_json(&rows)))
+        Ok(CallToolResult::structured(super::documents::runs_json(
+            &rows,
+        )))
     }
 
     /// One diagnosis: the arguments are checked before anything is stored, then the run goes

@@ -4,16 +4,19 @@
 mod ask;
 mod common;
 mod completions;
+mod documents;
 mod eval;
 mod exit;
 mod export;
 mod gc;
 mod graph;
+mod live;
 mod mcp;
 mod progress;
 mod replay;
 mod replay_ci;
 mod report;
+mod report_file;
 mod runs;
 mod store_copy;
 mod trace;
@@ -142,7 +145,7 @@ impl CommandError {
     pub fn unknown_run(run_id: &str) -> Self {
         let mut e = Self::usage(format!(
             "unknown run `{}`",
-            crate::render::one_line(run_id, 80)
+            diag_core::text::one_line(run_id, 80)
         ))
         .hint("diag runs lists the stored runs");
         e.kind = ErrorKind::UnknownRun;
@@ -174,7 +177,7 @@ impl std::fmt::Display for CommandError {
 
 fn init_logging() {
     // Logs go to stderr only when asked for, so stdout stays the command's output.
-    if let Ok(filter) = std::env::var(crate::env_vars::EnvVars::DIAG_LOG) {
+    if let Ok(filter) = std::env::var(diag_core::env_vars::EnvVars::DIAG_LOG) {
         if let Ok(filter) = tracing_subscriber::EnvFilter::try_new(filter) {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(filter)

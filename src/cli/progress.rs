@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::diagnosis::Status;
-use crate::graph::{Event, NodeKind, Observer};
+use diag_core::graph::{Event, NodeKind, Observer};
+use diag_diagnosis::Status;
 
 pub struct Progress {
     bar: ProgressBar,

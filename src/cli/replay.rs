@@ -5,7 +5,7 @@
 //! reported in file order whatever order they finish in), `--shard K/N` keeps the files of one
 //! of N stable shards (see [`super::replay_ci`]), and `--junit FILE` writes JUnit XML.
 
-use crate::tools::walk::Skip;
+use diag_tools::walk::Skip;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,16 +15,16 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::ask::load_run_file;
 use super::common::{interrupt_handler, open_store, runtime_with_workers, write_json, write_text};
+use super::live::load_run_file;
 use super::replay_ci::{self, Case, CaseOutcome, Shard, SuiteInfo};
 use super::{CommandError, Exit, GlobalArgs};
-use crate::backend::Store;
-use crate::ids::RandomIds;
-use crate::render::one_line;
-use crate::replay::{compare, replay_until, Mismatch};
-use crate::report::Format;
-use crate::runfile::{strip_bom, RunFile};
+use diag_ask::replay::{compare, replay_until, Mismatch};
+use diag_core::ids::RandomIds;
+use diag_core::store::Store;
+use diag_core::text::one_line;
+use diag_report::Format;
+use diag_runfile::{strip_bom, RunFile};
 
 /// The schema name of `diag replay --json` output.
 pub const REPLAY_JSON_SCHEMA: &str = "diag.replay.v1";
@@ -44,7 +44,7 @@ pub struct ReplayArgs {
     pub report_dir: Option<PathBuf>,
     /// The format of the reports of --report-dir
     #[arg(long, value_enum, default_value = "html", requires = "report_dir")]
-    pub report_format: Format,
+    pub report_format: super::report_file::ReportFormat,
     /// Rewrite each file's `expected` from the actual result (for authoring, or to accept an
     /// intended change)
     #[arg(long)]
@@ -95,7 +95,7 @@ const MAX_FOLDER_DEPTH: usize = 32;
 /// cannot loop).
 fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CommandError> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CommandError> {
-        let walked = crate::tools::walk::files_under(dir, MAX_FOLDER_DEPTH);
+        let walked = diag_tools::walk::files_under(dir, MAX_FOLDER_DEPTH);
         // A folder that cannot be read is an error, as before; a link to a folder or a
         // special file is passed over.
         if let Some((p, reason)) = walked
@@ -271,7 +271,7 @@ pub fn cmd_replay(
             std::fs::create_dir_all(dir).map_err(|e| {
                 CommandError::usage(format!("{}: cannot create the folder: {e}", dir.display()))
             })?;
-            report_names(&files, args.report_format)
+            report_names(&files, args.report_format.into())
         }
         None => Vec::new(),
     };
@@ -325,7 +325,8 @@ pub fn cmd_replay(
         for (r, name) in results.iter().zip(&report_names) {
             if let Some(run_id) = &r.run_id {
                 let path = dir.join(name);
-                if let Err(e) = super::report::write_file(&store, run_id, args.report_format, &path)
+                if let Err(e) =
+                    super::report_file::write_file(&store, run_id, args.report_format.into(), &path)
                 {
                     report_errors.push(e);
                 }
@@ -566,7 +567,8 @@ fn table(results: &[FileResult], failed: usize) -> String {
             r.path.join(" → ")
         );
         for m in &r.mismatches {
-            let (expected, actual, at) = crate::render::diff_excerpts(&m.expected, &m.actual, 200);
+            let (expected, actual, at) =
+                diag_report::terminal::diff_excerpts(&m.expected, &m.actual, 200);
             match at {
                 Some(at) => {
                     let _ = writeln!(out, "    {} (first difference at character {at}):", m.field);

@@ -13,7 +13,7 @@ use std::path::{Component, Path};
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
 
-use crate::hash::sha256_hex;
+use diag_core::hash::sha256_hex;
 
 /// The value of `--jobs`: a whole number of at least 1.
 pub fn parse_jobs(text: &str) -> Result<usize, String> {

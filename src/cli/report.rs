@@ -2,15 +2,13 @@
 //! GitHub-flavoured Markdown. Also used by `ask --report` and `replay --report-dir`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
 use super::common::{require_existing_store, write_text};
-use super::{CommandError, Exit, GlobalArgs};
-use crate::backend::Store;
-use crate::diagnosis::topology;
-use crate::report::{self, Format, RunData};
+use super::report_file::{check_output_path, format_for, render, write_file, ReportFormat};
+use super::{CommandError, GlobalArgs};
 
 /// Write a report of a stored run: one self-contained HTML file (no script, no request) or
 /// GitHub-flavoured Markdown for a ticket or a CI comment.
@@ -25,88 +23,10 @@ pub struct ReportArgs {
     pub run_id: String,
     /// The format [default: from the extension of --output: .html or .md]
     #[arg(long, value_enum)]
-    pub format: Option<Format>,
+    pub format: Option<ReportFormat>,
     /// Write the report to this file instead of stdout (stdout needs --format)
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
-}
-
-/// The format for an output path: the one asked for, else the path's extension.
-pub fn format_for(
-    asked: Option<Format>,
-    path: Option<&Path>,
-    flag: &str,
-) -> Result<Format, CommandError> {
-    if let Some(f) = asked {
-        return Ok(f);
-    }
-    match path {
-        Some(p) => Format::from_path(p).ok_or_else(|| {
-            CommandError::usage(format!(
-                "{}: cannot tell the report format from the name: use a .html or .md file, or \
-                 --format html|md",
-                p.display()
-            ))
-        }),
-        None => Err(CommandError::usage(format!(
-            "a report on stdout needs --format html or --format md (or {flag} FILE.html|FILE.md)"
-        ))),
-    }
-}
-
-/// Refuses an output path that can never be written (a folder, or a file in a missing
-/// folder), before any work is done.
-pub fn check_output_path(path: &Path, what: &str) -> Result<(), CommandError> {
-    if path.is_dir() {
-        return Err(CommandError::usage(format!(
-            "{}: cannot write the {what}: it is a folder",
-            path.display()
-        )));
-    }
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(CommandError::usage(format!(
-            "{}: cannot write the {what}: the folder {} does not exist",
-            path.display(),
-            parent.display()
-        )));
-    }
-    Ok(())
-}
-
-/// Everything the report of `run_id` shows, read from the store.
-pub fn load(store: &Store, run_id: &str) -> Result<RunData, CommandError> {
-    report::from_store(store, run_id)
-        .map_err(CommandError::from)?
-        .ok_or_else(|| CommandError::unknown_run(run_id))
-}
-
-/// The report of a stored run as text.
-pub fn render(store: &Store, run_id: &str, format: Format) -> Result<String, CommandError> {
-    let data = load(store, run_id)?;
-    let shape = topology::shape()
-        .map_err(|e| CommandError::new(Exit::Internal, format!("topology does not compile: {e}")))?
-        .shape();
-    Ok(report::render(format, &data, &shape))
-}
-
-/// Writes the report of a stored run to `path` ([`crate::output_file::write_output`]: a
-/// regular file replaced atomically, a device or FIFO written in place, a link written
-/// through).
-pub fn write_file(
-    store: &Store,
-    run_id: &str,
-    format: Format,
-    path: &Path,
-) -> Result<(), CommandError> {
-    let text = render(store, run_id, format)?;
-    let cannot = |e: std::io::Error| {
-        CommandError::usage(format!("{}: cannot write the report: {e}", path.display()))
-    };
-    crate::output_file::write_output(path, text.as_bytes()).map_err(cannot)
 }
 
 pub fn cmd_report(

@@ -4,15 +4,12 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use clap::Args;
-use serde_json::json;
 
 use super::common::{open_existing_store, write_json, write_text};
+use super::documents::runs_json;
 use super::{CommandError, GlobalArgs};
-use crate::render::one_line;
-use crate::store::{RunFilter, RunRow, RunStatus};
-
-/// The schema name of `diag runs --json` output.
-pub const RUNS_JSON_SCHEMA: &str = "diag.runs.v1";
+use diag_core::store::{RunFilter, RunStatus};
+use diag_core::text::one_line;
 
 /// List stored runs, newest first.
 #[derive(Debug, Args)]
@@ -108,25 +105,4 @@ pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<
         text.push_str("(no runs)\n");
     }
     write_text(out, &text)
-}
-
-/// The `diag runs --json` document (schema `diag.runs.v1`) of `runs`; `diag mcp`'s `runs` tool
-/// returns the same document.
-pub(super) fn runs_json(runs: &[RunRow]) -> serde_json::Value {
-    let rows: Vec<_> = runs
-        .iter()
-        .map(|r| {
-            json!({
-                "run_id": r.run_id,
-                "session_id": r.session_id,
-                "status": r.status.as_str(),
-                "question": r.question,
-                "started_at": r.started_at,
-                "duration_ms": r.duration_ms,
-                "effective_verdict": r.effective_verdict.map(|v| v.as_str()),
-                "degraded": r.degraded,
-            })
-        })
-        .collect();
-    json!({"schema": RUNS_JSON_SCHEMA, "runs": rows})
 }

@@ -12,8 +12,7 @@ use clap::{Args, Subcommand};
 
 use super::common::{open_options, write_text};
 use super::{CommandError, GlobalArgs};
-use crate::backend::Store;
-use crate::store::{RunFilter, RunStatus};
+use diag_core::store::{RunFilter, RunStatus};
 
 /// Work on whole run stores.
 #[derive(Debug, Args)]
@@ -51,8 +50,8 @@ pub fn cmd_store(
 
 fn cmd_copy(g: &GlobalArgs, args: &CopyArgs, out: &mut dyn Write) -> Result<(), CommandError> {
     for (flag, location) in [("--from", &args.from), ("--to", &args.to)] {
-        if let Some(scheme) = crate::config::url_scheme(location) {
-            if !crate::backend::is_postgres(location) {
+        if let Some(scheme) = diag_ask::config::url_scheme(location) {
+            if !crate::stores::is_postgres(location) {
                 return Err(CommandError::usage(format!(
                     "{flag} is a {scheme}:// URL; diag stores runs in a SQLite file or a \
                      PostgreSQL database"
@@ -64,8 +63,8 @@ fn cmd_copy(g: &GlobalArgs, args: &CopyArgs, out: &mut dyn Write) -> Result<(), 
         return Err(CommandError::usage("--from and --to name the same store"));
     }
     let options = open_options(g, None)?;
-    let from = Store::open_existing(&args.from, &options)?;
-    let to = Store::open(&args.to, &options)?;
+    let from = crate::stores::open_existing(&args.from, &options)?;
+    let to = crate::stores::open(&args.to, &options)?;
     let mut ids: Vec<(String, RunStatus)> = from
         .list_runs(&RunFilter::default())?
         .into_iter()

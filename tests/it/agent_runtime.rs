@@ -5,21 +5,21 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use diag::agent::fit::estimate;
-use diag::agent::runtime::{
+use diag_ask::config::MaxTokensConfig;
+use diag_core::agent::fit::estimate;
+use diag_core::agent::runtime::{
     AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, StepStatus,
     ToolResult, ToolResultFuture, ToolRunner,
 };
-use diag::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
-use diag::clock::{FixedClock, Timestamp};
-use diag::config::MaxTokensConfig;
-use diag::graph::RunConfig;
-use diag::model::scripted::ScriptedModel;
-use diag::model::{
+use diag_core::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::RunConfig;
+use diag_core::model::scripted::ScriptedModel;
+use diag_core::model::{
     ChatResponse, ErrorClass, FinishReason, Fit, ModelError, OutputSchema, Role, ToolChoice, Usage,
 };
-use diag::protocol::InvocationStatus;
-use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
+use diag_core::protocol::InvocationStatus;
+use diag_core::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
 use serde_json::{json, Value};
 
 /// Echoes its arguments; `wait` makes calls meet at a barrier, which only concurrent calls pass.
@@ -171,15 +171,15 @@ struct LogWatchingModel {
     seen: Mutex<Vec<(Vec<String>, Vec<String>)>>,
 }
 
-impl diag::model::ChatModel for LogWatchingModel {
+impl diag_core::model::ChatModel for LogWatchingModel {
     fn name(&self) -> &str {
         self.inner.name()
     }
 
     fn complete<'a>(
         &'a self,
-        request: &'a diag::model::ChatRequest,
-    ) -> diag::model::ChatFuture<'a> {
+        request: &'a diag_core::model::ChatRequest,
+    ) -> diag_core::model::ChatFuture<'a> {
         let logged: Vec<String> = self
             .log
             .invocations("run-1")
@@ -244,12 +244,12 @@ impl InvocationLog for RefusingLog {
     fn record(
         &self,
         _config: &RunConfig,
-        _invocation: diag::protocol::ToolInvocation,
+        _invocation: diag_core::protocol::ToolInvocation,
     ) -> Result<(), String> {
         Err("database or disk is full".into())
     }
 
-    fn invocations(&self, _run_id: &str) -> Vec<diag::protocol::ToolInvocation> {
+    fn invocations(&self, _run_id: &str) -> Vec<diag_core::protocol::ToolInvocation> {
         Vec::new()
     }
 }
@@ -304,7 +304,7 @@ async fn a_round_two_call_repeating_a_completed_query_is_blocked_without_spendin
         .text("{}");
     let mut req = request(AgentRole::Executor);
     req.round = 2;
-    req.completed_queries = vec![diag::protocol::QueryRef::new(
+    req.completed_queries = vec![diag_core::protocol::QueryRef::new(
         "search_logs",
         &json!({"query": "502", "since": "14:00"}),
     )];
@@ -583,7 +583,7 @@ async fn model_failures_are_classified_and_recorded() {
         (
             {
                 let mut e = ModelError::from_status(400, "HTTP 400: maximum context length");
-                e.class = diag::model::ErrorClass::ContextOverflow;
+                e.class = diag_core::model::ErrorClass::ContextOverflow;
                 e
             },
             "context_overflow",
@@ -705,7 +705,7 @@ async fn agents_ask_for_their_contract_with_tool_choice_and_their_max_tokens() {
 }
 
 /// The tool results the model was shown in its last request, as JSON.
-fn shown_results(request: &diag::model::ChatRequest) -> Vec<Value> {
+fn shown_results(request: &diag_core::model::ChatRequest) -> Vec<Value> {
     request
         .messages
         .iter()
@@ -950,7 +950,7 @@ async fn a_context_length_error_is_fitted_to_and_sent_once_more() {
 
 #[tokio::test]
 async fn a_fitted_and_refitted_run_replays_request_for_request() {
-    use diag::runfile::{RecordedModel, RecordedTools, Recorder as RunRecorder, Tape};
+    use diag_runfile::{RecordedModel, RecordedTools, Recorder as RunRecorder, Tape};
     // Live: a known context size, a large tool output, a context-length error, a refit.
     let model = Arc::new(ScriptedModel::new());
     model
@@ -977,7 +977,7 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
     live.invoke(&executor, &config()).await.unwrap();
     let exchanges = recorder.exchanges();
     assert!(exchanges.iter().all(|x| match x {
-        diag::runfile::Exchange::Model(m) => m.request_sha256.is_some(),
+        diag_runfile::Exchange::Model(m) => m.request_sha256.is_some(),
         _ => true,
     }));
 

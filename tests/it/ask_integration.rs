@@ -13,25 +13,30 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use diag::agent::runtime::{AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner};
-use diag::agent::AgentRole;
-use diag::ask::{
+use diag_ask::{
     ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest, NodeFactory,
 };
-use diag::clock::{FixedClock, Timestamp};
-use diag::diagnosis::nodes::real_nodes;
-use diag::diagnosis::scripted::FnNode;
-use diag::diagnosis::{
+use diag_core::agent::runtime::{
+    AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner,
+};
+use diag_core::agent::AgentRole;
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::{
+    Event, Node, NodeFuture, NodeKind, NoopObserver, Observer, RunConfig, Step,
+};
+use diag_core::ids::SequentialIds;
+use diag_core::model::scripted::ScriptedModel;
+use diag_core::model::{ChatResponse, FinishReason, ToolCall, Usage};
+use diag_core::protocol::{InvocationStatus, PlannerMode, Verdict};
+use diag_core::store::{RunFilter, RunRow, RunStatus, Store, StoreErrorKind};
+use diag_core::tools::ToolSpec;
+use diag_diagnosis::nodes::real_nodes;
+use diag_diagnosis::scripted::FnNode;
+use diag_diagnosis::{
     AgentStatus, DiagnosisNodes, DiagnosisState, ExecutorStatus, FallbackKind, Status,
 };
-use diag::graph::{Event, Node, NodeFuture, NodeKind, NoopObserver, Observer, RunConfig, Step};
-use diag::ids::SequentialIds;
-use diag::model::scripted::ScriptedModel;
-use diag::model::{ChatResponse, FinishReason, ToolCall, Usage};
-use diag::protocol::{InvocationStatus, PlannerMode, Verdict};
-use diag::runfile::{Exchange, RecordedResponse};
-use diag::store::{RunFilter, RunRow, RunStatus, Store, StoreError, StoreOptions};
-use diag::tools::ToolSpec;
+use diag_runfile::{Exchange, RecordedResponse};
+use diag_store_sqlite::{SqliteError, SqliteStore, StoreOptions};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
@@ -332,7 +337,8 @@ fn rig() -> Rig {
 fn rig_with(busy_timeout: Duration) -> Rig {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("runs.db");
-    let store = Store::open_with(&path, store_options(busy_timeout)).expect("open store");
+    let store =
+        crate::support::open_sqlite_with(&path, store_options(busy_timeout)).expect("open store");
     let model = Arc::new(ScriptedModel::new());
     let deps = AskDeps {
         nodes: production_nodes(),
@@ -768,7 +774,7 @@ struct TickingClock {
     ms: std::sync::atomic::AtomicU64,
 }
 
-impl diag::clock::Clock for TickingClock {
+impl diag_core::clock::Clock for TickingClock {
     fn now(&self) -> Timestamp {
         let ms = self.ms.load(std::sync::atomic::Ordering::SeqCst);
         Timestamp::from_unix_ms(1_790_000_000_000 + i64::try_from(ms).unwrap())
@@ -1246,7 +1252,7 @@ async fn endless_technical_retry_hits_the_step_limit_and_fails() {
     });
     let out = ask_once(&r).await;
 
-    let ran = vec!["planner"; diag::diagnosis::STEP_LIMIT as usize];
+    let ran = vec!["planner"; diag_diagnosis::STEP_LIMIT as usize];
     let row = assert_failed_with_partial_trace(&r, &out, &ran);
     let failure = out.failure().unwrap();
     assert!(failure.starts_with("engine: step limit of 18"), "{failure}");
@@ -1327,7 +1333,7 @@ async fn cancellation_between_nodes_marks_the_run_interrupted() {
     let row = assert_failed_with_partial_trace(&r, &out, &ran);
     assert_eq!(out.failure(), Some("interrupted"));
     assert!(out.interrupted());
-    assert_eq!(row.failure.as_deref(), Some(diag::store::INTERRUPTED));
+    assert_eq!(row.failure.as_deref(), Some(diag_core::store::INTERRUPTED));
     assert_eq!(row.step_count, 3, "the Verifier was never called");
     assert_eq!(r.model.requests().len(), 3);
 }
@@ -1515,7 +1521,7 @@ async fn gatekeeper_never_sees_another_runs_invocations() {
     assert_eq!(checked.matched_text, None);
     assert_eq!(
         second.state.round.gatekeeper_status,
-        Some(diag::protocol::GateStatus::Reject)
+        Some(diag_core::protocol::GateStatus::Reject)
     );
 
     let row = run_row(&r, &second.run_id);
@@ -1672,7 +1678,7 @@ async fn reused_run_id_is_refused_and_leaves_the_first_run_intact() {
         .await
         .expect_err("the run id is taken");
     assert!(
-        matches!(err, AskError::Store(StoreError::DuplicateRun(ref id)) if id == "run-fixed"),
+        matches!(err, AskError::Store(ref e) if matches!(e.downcast_ref::<SqliteError>(), Some(SqliteError::DuplicateRun(id)) if id == "run-fixed")),
         "{err}"
     );
     let row = run_row(&r, "run-fixed");
@@ -1739,7 +1745,11 @@ async fn record_returns_every_exchange_in_order_matching_the_store() {
         assert_eq!(m.request_sha256.as_deref(), Some(s.request_sha256.as_str()));
         assert_eq!(
             m.request_sha256.as_deref(),
-            Some(diag::hash::request_sha256(&x.request).unwrap().as_str())
+            Some(
+                diag_core::hash::request_sha256(&x.request)
+                    .unwrap()
+                    .as_str()
+            )
         );
         let response = x.outcome.as_ref().expect("every call answered");
         assert_eq!(
@@ -1959,7 +1969,7 @@ async fn store_that_cannot_be_written_before_finish_is_an_error_not_a_success() 
     // Neither SUCCESS nor FAILED can be written: the caller gets the store error.
     let err = result.expect_err("a run that cannot be finished is not reported");
     assert!(
-        matches!(err, AskError::Store(StoreError::Busy { .. })),
+        matches!(err, AskError::Store(ref e) if e.kind() == StoreErrorKind::Busy),
         "{err}"
     );
     drop(lock);
@@ -1992,8 +2002,9 @@ async fn write_protected_store_refuses_the_run_without_calling_a_model() {
     let mut r = rig();
     // The file is write-protected before the run: a store opened on it is read-only.
     std::fs::set_permissions(&r.path, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let store = Store::open_with(&r.path, store_options(Duration::from_secs(1))).unwrap();
-    assert!(store.is_read_only());
+    let sqlite = SqliteStore::open_with(&r.path, store_options(Duration::from_secs(1))).unwrap();
+    assert!(sqlite.is_read_only());
+    let store = Store::new(sqlite);
     r.deps.store = store.clone();
     script_composer_path(&r.model);
 
@@ -2001,7 +2012,7 @@ async fn write_protected_store_refuses_the_run_without_calling_a_model() {
         .await
         .expect_err("nothing can be stored");
     assert!(
-        matches!(err, AskError::Store(StoreError::ReadOnly { .. })),
+        matches!(err, AskError::Store(ref e) if e.kind() == StoreErrorKind::ReadOnly),
         "{err}"
     );
     assert!(

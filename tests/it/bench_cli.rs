@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use assert_cmd::Command;
-use diag::backend::{OpenOptions, Store};
+use diag::stores::OpenOptions;
 
 use crate::support::postgres;
 
@@ -78,7 +78,7 @@ fn store_flag_persists_every_run_as_the_ask_service_does() {
         assert_eq!(v["runs"], 5);
         assert!(v["db_bytes_per_run"].as_u64().is_some_and(|b| b > 0), "{v}");
     }
-    let store = diag::store::Store::open(&db).unwrap();
+    let store = crate::support::open_sqlite(&db).unwrap();
     let runs = store.list_runs(&Default::default()).unwrap();
     assert_eq!(
         runs.len(),
@@ -86,7 +86,7 @@ fn store_flag_persists_every_run_as_the_ask_service_does() {
         "a second benchmark on one file adds distinct runs"
     );
     for run in runs {
-        assert_eq!(run.status, diag::store::RunStatus::Success);
+        assert_eq!(run.status, diag_core::store::RunStatus::Success);
         assert_eq!(run.answer.as_deref(), Some("benchmark answer"));
         assert_eq!(run.path.len(), 6);
         assert_eq!(store.events(&run.run_id).unwrap().len(), 6);
@@ -117,7 +117,7 @@ fn store_flag_with_an_unusable_path_fails_cleanly() {
 }
 
 /// `--writers 3 --runs 2` into `location`: the figures, checked against the store.
-fn three_writers(location: &Path) -> (serde_json::Value, Vec<diag::store::RunRow>) {
+fn three_writers(location: &Path) -> (serde_json::Value, Vec<diag_core::store::RunRow>) {
     let out = Command::cargo_bin("diag-bench")
         .unwrap()
         .args([
@@ -176,11 +176,11 @@ fn three_writers(location: &Path) -> (serde_json::Value, Vec<diag::store::RunRow
     let pids: BTreeSet<u64> = writers.iter().map(|w| w["pid"].as_u64().unwrap()).collect();
     assert_eq!(pids.len(), 3, "a process per writer: {v}");
 
-    let store = Store::open_existing(location, &OpenOptions::default()).unwrap();
+    let store = diag::stores::open_existing(location, &OpenOptions::default()).unwrap();
     let runs = store.list_runs(&Default::default()).unwrap();
     assert_eq!(runs.len(), 6);
     for run in &runs {
-        assert_eq!(run.status, diag::store::RunStatus::Success);
+        assert_eq!(run.status, diag_core::store::RunStatus::Success);
         assert_eq!(run.path.len(), 6);
         assert_eq!(store.events(&run.run_id).unwrap().len(), 6);
         assert!(store.evaluation(&run.run_id).unwrap().is_some());

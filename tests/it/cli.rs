@@ -73,7 +73,7 @@ fn refuse_success(env: &TestEnv) {
 
 /// Creates the (empty) run store DIAG_DB names, as the first `ask` would.
 fn create_store(env: &TestEnv) {
-    drop(diag::store::Store::open(env.db()).expect("create the run store"));
+    drop(crate::support::open_sqlite(env.db()).expect("create the run store"));
 }
 
 // ---------------------------------------------------------------------------------------------

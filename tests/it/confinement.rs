@@ -8,11 +8,10 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use diag::clock::{FixedClock, Timestamp};
-use diag::tools::confine::OUTSIDE;
-use diag::tools::{
-    LogSearchLimits, RunbookSearchLimits, SearchLogs, SearchRunbooks, Tool, ToolContext,
-};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::tools::{Tool, ToolContext};
+use diag_tools::confine::OUTSIDE;
+use diag_tools::{LogSearchLimits, RunbookSearchLimits, SearchLogs, SearchRunbooks};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -167,7 +166,7 @@ fn replay_of_a_folder_with_a_link_cycle_replays_each_run_file_once() {
 #[test]
 fn the_one_walk_lists_files_in_order_and_notes_what_it_passes_over() {
     let (_root, src, _) = layout();
-    let walked = diag::tools::walk::files_under(&src, 32);
+    let walked = diag_tools::walk::files_under(&src, 32);
     let names: Vec<String> = walked
         .files
         .iter()
@@ -176,6 +175,134 @@ fn the_one_walk_lists_files_in_order_and_notes_what_it_passes_over() {
     assert_eq!(names, ["app.log", "chain.log", "current.log", "passwd.log"]);
     assert_eq!(
         walked.skipped,
-        [(src.join("etc"), diag::tools::walk::Skip::SymlinkedFolder)]
+        [(src.join("etc"), diag_tools::walk::Skip::SymlinkedFolder)]
     );
+}
+
+/// End to end through `diag ask` against aimock (graph.json's demo run, whose Executor
+/// searches the checkout logs): a log folder holding links that lead outside, one named so
+/// that it would be the first checkout match, the other a checkout folder. The outside
+/// content is in no model request (aimock's journal), no byte of the store, no run file, no
+/// export and no output; the tool output names both links as skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_content_reaches_no_model_request_store_run_file_or_export() {
+    use crate::support::cli_env::{repo_file, TestEnv};
+    use crate::support::Aimock;
+
+    const KEY: &str = "sk-diag-confine-3b9e71";
+    const LEAK: &str = "root:x:0:0";
+    let server = Aimock::start_with("graph.json", Some(KEY));
+    let mut env = TestEnv::new();
+    env.set_env("DIAG_CONFINE_KEY", KEY);
+    let outside_dir = env.root().join("outside");
+    let secret = write(
+        &outside_dir.join("passwd"),
+        &format!("2026-11-30T13:59:00Z upstream returned 502 {SECRET}\n"),
+    );
+    let logs = env.root().join("logs");
+    fs::create_dir_all(&logs).unwrap();
+    for name in ["checkout-service.log", "payment-service.jsonl"] {
+        fs::copy(
+            repo_file(&format!("fixtures/demo/logs/{name}")),
+            logs.join(name),
+        )
+        .unwrap();
+    }
+    // `checkout-a.log` sorts before `checkout-service.log`: were it read, its line would be
+    // the limit-1 search's one match.
+    symlink(&secret, logs.join("checkout-a.log")).unwrap();
+    symlink(&outside_dir, logs.join("checkout")).unwrap();
+    fs::write(
+        env.path("diag.toml"),
+        format!(
+            "[models.default]\nbase_url = {:?}\nmodel = \"diag-confine\"\n\
+             api_key_env = \"DIAG_CONFINE_KEY\"\ntimeout_secs = 60\n\
+             [tools.search_logs]\npaths = [{:?}]\n\
+             [tools.search_runbooks]\npaths = [{:?}]\n",
+            server.base_url(),
+            logs.display().to_string(),
+            repo_file("fixtures/demo/runbooks").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let question = "why does checkout return 502 since 14:00?";
+    let ask = env.run(&[
+        "--config",
+        "diag.toml",
+        "ask",
+        question,
+        "--json",
+        "--record",
+        "run.json",
+    ]);
+    ask.expect(0);
+    let doc = ask.json();
+    assert_eq!(doc["status"], "SUCCESS", "{doc}");
+    let run_id = doc["run_id"].as_str().unwrap().to_string();
+
+    let trace = env.run(&["trace", &run_id, "--json"]);
+    trace.expect(0);
+    let first = &trace.json()["tool_invocations"][0]["output"];
+    let skipped: Vec<(String, String)> = first["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let file = Path::new(s["file"].as_str().unwrap());
+            (
+                file.file_name().unwrap().to_string_lossy().into_owned(),
+                s["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        skipped.contains(&("checkout-a.log".to_string(), OUTSIDE.to_string())),
+        "{first}"
+    );
+    assert!(
+        skipped.contains(&(
+            "checkout".to_string(),
+            "symlinked directory not followed".to_string()
+        )),
+        "{first}"
+    );
+    assert!(
+        first["matches"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("checkout-service.log"),
+        "{first}"
+    );
+
+    let export = env.run(&["export", &run_id, "-o", "export.json"]);
+    export.expect(0);
+    let journal = server.chat_requests(5).await;
+    assert_eq!(journal.len(), 5, "five model calls");
+    let mut places: Vec<(String, Vec<u8>)> = vec![
+        (
+            "model requests".into(),
+            serde_json::to_vec(&journal).unwrap(),
+        ),
+        ("ask --json".into(), ask.stdout.clone().into_bytes()),
+        ("trace --json".into(), trace.stdout.clone().into_bytes()),
+        ("run file".into(), fs::read(env.path("run.json")).unwrap()),
+        ("export".into(), fs::read(env.path("export.json")).unwrap()),
+    ];
+    for entry in fs::read_dir(env.db().parent().unwrap()).unwrap().flatten() {
+        places.push((
+            entry.path().display().to_string(),
+            fs::read(entry.path()).unwrap(),
+        ));
+    }
+    // The check can fail: the store does hold the run's own evidence.
+    let holds = |bytes: &[u8], s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
+    assert!(places
+        .iter()
+        .any(|(_, b)| holds(b, "upstream returned 502")));
+    let leaks: Vec<&String> = places
+        .iter()
+        .filter(|(_, b)| holds(b, LEAK))
+        .map(|(what, _)| what)
+        .collect();
+    assert!(leaks.is_empty(), "outside content found in {leaks:?}");
 }

@@ -30,22 +30,22 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use diag::agent::{AgentRole, InvokeError, ScriptedInvoker};
-use diag::clock::{FixedClock, Timestamp};
-use diag::diagnosis::composer_input::{allowed_claims, answer_material_from_state};
-use diag::diagnosis::nodes::{real_nodes, NodeDeps};
-use diag::diagnosis::topology::{self, STEP_LIMIT};
-use diag::diagnosis::{
-    build_verified_input, composer_input_json, consulted_tools, fallback_post, fallback_pre,
-    verifier_input_json, AgentStatus, DiagnosisState, FallbackKind,
-};
-use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
-use diag::protocol::gatekeeper::normalize;
-use diag::protocol::{
+use diag_core::agent::{AgentRole, InvokeError, ScriptedInvoker};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::{InvokeOptions, NoopObserver, RunConfig};
+use diag_core::protocol::gatekeeper::normalize;
+use diag_core::protocol::{
     ceiling, effective_verdict, validate_run, Claim, ExecutorHypothesis, ExecutorOutput,
     GateStatus, InvocationStatus, NoEvidence, ToolInvocation, Verdict, VerifierResult,
 };
-use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
+use diag_core::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
+use diag_diagnosis::composer_input::{allowed_claims, answer_material_from_state};
+use diag_diagnosis::nodes::{real_nodes, NodeDeps};
+use diag_diagnosis::topology::{self, STEP_LIMIT};
+use diag_diagnosis::{
+    build_verified_input, composer_input_json, consulted_tools, fallback_post, fallback_pre,
+    verifier_input_json, AgentStatus, DiagnosisState, FallbackKind,
+};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{TestCaseError, TestRunner};
@@ -739,7 +739,7 @@ impl World {
     }
 
     /// The Gatekeeper agrees with the oracle on every binding.
-    fn check_gatekeeper(&self) -> Result<diag::protocol::GatekeeperRaw, TestCaseError> {
+    fn check_gatekeeper(&self) -> Result<diag_core::protocol::GatekeeperRaw, TestCaseError> {
         let raw = validate_run(RUN, &self.output, &self.invocations);
         let expected: Vec<(&str, &Expect)> = self
             .output

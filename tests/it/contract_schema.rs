@@ -7,12 +7,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use diag::ids::SequentialIds;
-use diag::model::structured::strict_schema;
-use diag::protocol::parse::json_document;
-use diag::replay::replay;
-use diag::runfile::RunFile;
-use diag::store::Store;
+use diag_ask::replay::replay;
+use diag_core::ids::SequentialIds;
+use diag_core::model::structured::strict_schema;
+use diag_core::protocol::parse::json_document;
+use diag_runfile::RunFile;
 use serde_json::Value;
 
 fn run_files() -> Vec<PathBuf> {
@@ -30,7 +29,7 @@ fn run_files() -> Vec<PathBuf> {
 #[tokio::test]
 async fn every_accepted_reply_in_the_library_is_valid_under_the_schema_sent_with_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("runs.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("runs.db")).unwrap();
     let ids = Arc::new(SequentialIds::default());
     let mut checked = std::collections::BTreeMap::<String, usize>::new();
     for file in run_files() {

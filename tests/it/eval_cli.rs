@@ -309,3 +309,81 @@ fn server_chat_count(server: &Aimock) -> usize {
         })
         .count()
 }
+
+/// `eval --report` and `--record` write as every output file is written (openspec/specs/cli,
+/// "Writing an output file"): a link is written through and stays a link, a FIFO is written
+/// in place and stays a FIFO, a link to nothing is one line and exit 2.
+#[cfg(unix)]
+#[test]
+fn eval_writes_its_files_through_links_and_into_fifos_and_refuses_a_dangling_link() {
+    use std::os::unix::fs::{symlink, FileTypeExt};
+    let server = Aimock::start_with("eval.json", Some(KEY));
+    let env = eval_env(&server);
+    let s = scenario();
+    let scen = "checkout-502-payment-pool";
+    std::fs::create_dir_all(env.path(&format!("reports/{scen}"))).unwrap();
+    std::fs::create_dir_all(env.path(&format!("rec/{scen}"))).unwrap();
+    std::fs::write(env.path("summary.md"), "old").unwrap();
+    symlink(env.path("summary.md"), env.path("reports/eval.md")).unwrap();
+    std::fs::write(env.path("report.html"), "old").unwrap();
+    symlink(
+        env.path("report.html"),
+        env.path(&format!("reports/{scen}/grounded-1.html")),
+    )
+    .unwrap();
+    let fifo = env.path(&format!("rec/{scen}/grounded-1.json"));
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: the path is a valid NUL-terminated string for the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let args = [
+        "--config",
+        "diag.toml",
+        "eval",
+        &s,
+        "--model",
+        "grounded",
+        "--record",
+        "rec",
+        "--report",
+        "reports",
+    ];
+    env.run(&args).expect(0).quiet_stderr();
+    let recorded: Value = serde_json::from_slice(&reader.join().unwrap()).unwrap();
+    assert_eq!(recorded["expected"]["status"], "SUCCESS", "{recorded}");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    for (link, target, marker) in [
+        ("reports/eval.md", "summary.md", "## model `grounded`"),
+        (
+            &format!("reports/{scen}/grounded-1.html"),
+            "report.html",
+            "<html",
+        ),
+    ] {
+        assert!(std::fs::symlink_metadata(env.path(link))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let written = std::fs::read_to_string(env.path(target)).unwrap();
+        assert!(written.contains(marker), "{target}: {written:.200}");
+    }
+
+    // The FIFO has no reader now: the second run records into a plain file.
+    std::fs::remove_file(&fifo).unwrap();
+    std::fs::remove_file(env.path("reports/eval.md")).unwrap();
+    symlink(env.path("nowhere/eval.md"), env.path("reports/eval.md")).unwrap();
+    let refused = env.run(&args);
+    refused.expect(2);
+    let line = refused.one_error_line();
+    assert!(
+        line.contains("it is a link to a file that does not exist"),
+        "{line}"
+    );
+    assert!(!env.path("nowhere").exists());
+}

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use diag::agent::{AgentRole, InvokeError, ScriptedInvoker};
-use diag::clock::{FixedClock, Timestamp};
-use diag::diagnosis::nodes::{real_nodes, NodeDeps};
-use diag::diagnosis::{topology, DiagnosisState, STEP_LIMIT};
-use diag::graph::{DetailValue, InvokeOptions, NoopObserver, RunConfig};
-use diag::tools::{MemoryInvocationLog, ToolSpec};
+use diag_core::agent::{AgentRole, InvokeError, ScriptedInvoker};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::{DetailValue, InvokeOptions, NoopObserver, RunConfig};
+use diag_core::tools::{MemoryInvocationLog, ToolSpec};
+use diag_diagnosis::nodes::{real_nodes, NodeDeps};
+use diag_diagnosis::{topology, DiagnosisState, STEP_LIMIT};
 use serde_json::json;
 
 fn catalog() -> Vec<ToolSpec> {

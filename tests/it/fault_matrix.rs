@@ -28,20 +28,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use diag::agent::runtime::{AgentLimits, AgentModels, StepStatus};
-use diag::agent::AgentRole;
-use diag::ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest};
-use diag::clock::SystemClock;
-use diag::config::Config;
-use diag::diagnosis::FallbackKind;
-use diag::graph::NoopObserver;
-use diag::ids::SequentialIds;
-use diag::model::openai::{OpenAiConfig, OpenAiModel};
-use diag::model::{ChatModel, Role};
-use diag::protocol::{InvocationStatus, Verdict};
-use diag::setup::{builtin_registry, RegistryTools};
-use diag::store::{RunFilter, RunStatus, Store};
-use diag::tools::mcp::{McpServer, McpServerConfig};
+use diag_ask::config::Config;
+use diag_ask::setup::{builtin_registry, RegistryTools};
+use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest};
+use diag_core::agent::runtime::{AgentLimits, AgentModels, StepStatus};
+use diag_core::agent::AgentRole;
+use diag_core::clock::SystemClock;
+use diag_core::graph::NoopObserver;
+use diag_core::ids::SequentialIds;
+use diag_core::model::{ChatModel, Role};
+use diag_core::protocol::{InvocationStatus, Verdict};
+use diag_core::store::{RunFilter, RunStatus, Store};
+use diag_diagnosis::FallbackKind;
+use diag_model_openai::{OpenAiConfig, OpenAiModel};
+use diag_tools::mcp::{McpServer, McpServerConfig};
 use futures::FutureExt;
 use serde_json::{json, Value};
 
@@ -438,7 +438,7 @@ impl Env {
         )
     }
 
-    fn deps(&self, models: AgentModels, registry: diag::tools::ToolRegistry) -> AskDeps {
+    fn deps(&self, models: AgentModels, registry: diag_core::tools::ToolRegistry) -> AskDeps {
         let clock = Arc::new(SystemClock::new());
         AskDeps {
             nodes: production_nodes(),
@@ -835,7 +835,7 @@ async fn every_fault_ends_in_the_specified_path_and_a_consistent_store() {
     let good = model(&server, GOOD_MODEL, KEY, GENEROUS);
     let env = Env {
         server,
-        store: Store::open(tmp.path().join("runs.db")).unwrap(),
+        store: crate::support::open_sqlite(tmp.path().join("runs.db")).unwrap(),
         ids: Arc::new(SequentialIds::default()),
         good,
         logs_dir,
@@ -892,7 +892,10 @@ async fn every_fault_ends_in_the_specified_path_and_a_consistent_store() {
     print_tables(&model_rows, &tool_rows);
 
     // The store as a whole: healthy, every run finished, one run per case.
-    let integrity = env.store.integrity_check().unwrap();
+    let integrity = diag_store_sqlite::SqliteStore::open(tmp.path().join("runs.db"))
+        .unwrap()
+        .integrity_check()
+        .unwrap();
     if integrity != "ok" {
         problems.push(format!("integrity_check: {integrity}"));
     }

@@ -14,15 +14,16 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use diag::clock::Timestamp;
-use diag::diagnosis::FallbackKind;
-use diag::ids::SequentialIds;
-use diag::replay::{compare, replay, Replayed};
-use diag::runfile::{Exchange, RunFile, FORMAT};
-use diag::store::Store;
-use diag::tools::{
+use diag_ask::replay::{compare, replay, Replayed};
+use diag_core::clock::Timestamp;
+use diag_core::ids::SequentialIds;
+use diag_core::store::Store;
+use diag_core::tools::{Tool, ToolSpec};
+use diag_diagnosis::FallbackKind;
+use diag_runfile::{Exchange, RunFile, FORMAT};
+use diag_tools::{
     CurrentTime, LogQuery, LogSearchLimits, MetricsLimits, QueryMetrics, RunbookSearchLimits,
-    SearchLogs, SearchRunbooks, Tool, ToolSpec,
+    SearchLogs, SearchRunbooks,
 };
 use serde_json::Value;
 use tempfile::TempDir;
@@ -64,7 +65,7 @@ fn load(path: &Path) -> RunFile {
 /// A store in a temporary directory; the directory lives as long as the store is used.
 fn temp_store() -> (TempDir, Store) {
     let dir = TempDir::new().unwrap();
-    let store = Store::open(dir.path().join("runs.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("runs.db")).unwrap();
     (dir, store)
 }
 
@@ -302,7 +303,7 @@ async fn every_run_file_replays_to_its_expected_result_twice() {
 /// against drifting away from what the files do.
 #[test]
 fn the_routing_classes_are_all_present() {
-    use diag::diagnosis::topology::STEP_LIMIT;
+    use diag_diagnosis::topology::STEP_LIMIT;
     let names: BTreeSet<String> = run_files()
         .iter()
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
@@ -462,7 +463,7 @@ fn recorded_tool_outputs_are_the_demo_environments() {
                         }
                     }
                     assert_eq!(
-                        &diag::tools::query_metrics::with_sample_times(from_server),
+                        &diag_tools::query_metrics::with_sample_times(from_server),
                         o,
                         "{at}: the samples' time texts are not the tool's"
                     );
@@ -503,7 +504,7 @@ async fn the_incident_is_a_whole_verified_diagnosis() {
     assert_eq!(raw.refused_claims, []);
     assert_eq!(
         raw.grounding,
-        diag::protocol::Grounding {
+        diag_core::protocol::Grounding {
             claims_bound: 7,
             claims_refused: 0,
             tokens_checked: 35,
@@ -646,7 +647,7 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
     let replayed = replay_into(&run, &store, &ids).await;
     let stored = store.get_run(&replayed.outcome.run_id).unwrap().unwrap();
     let evaluation = stored.self_evaluation.expect("a self-evaluation");
-    let raw: diag::protocol::GatekeeperRaw =
+    let raw: diag_core::protocol::GatekeeperRaw =
         serde_json::from_value(evaluation["verifier_evaluation"]["gatekeeper_raw"].clone())
             .expect("the raw Gatekeeper result is kept beside its normalized status");
     assert_eq!(raw.result.as_deref(), Some("fail"));
@@ -671,7 +672,7 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
         ]
     );
     let invocations = store.invocations(&replayed.outcome.run_id).unwrap();
-    let shown = diag::render::refused_bindings(Some(&raw), &invocations);
+    let shown = diag_report::terminal::refused_bindings(Some(&raw), &invocations);
     let lines: Vec<&str> = shown.lines().collect();
     assert_eq!(lines[0], "gatekeeper refused 3 of 3 binding(s)");
     // A pointer that names nothing in the recorded output is model-written text no check
@@ -685,12 +686,12 @@ async fn the_gatekeepers_refusals_are_stored_with_their_reasons_and_shown() {
     let pass = load(&repo().join("fixtures/runs/pass.json"));
     let replayed = replay_into(&pass, &store, &ids).await;
     let stored = store.get_run(&replayed.outcome.run_id).unwrap().unwrap();
-    let raw: diag::protocol::GatekeeperRaw = serde_json::from_value(
+    let raw: diag_core::protocol::GatekeeperRaw = serde_json::from_value(
         stored.self_evaluation.unwrap()["verifier_evaluation"]["gatekeeper_raw"].clone(),
     )
     .unwrap();
     assert!(raw.checked_bindings.iter().all(|b| b.passed));
-    assert_eq!(diag::render::refused_bindings(Some(&raw), &[]), "");
+    assert_eq!(diag_report::terminal::refused_bindings(Some(&raw), &[]), "");
 }
 
 /// The grounding fixtures: what the Executor invented is refused with its code, never shown to

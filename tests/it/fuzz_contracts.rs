@@ -9,7 +9,7 @@ use crate::support::seeded;
 
 use std::collections::HashSet;
 
-use diag::protocol::{
+use diag_core::protocol::{
     json_pointer, parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation,
     CriticalGap, PlannerMode, QueryRef, RetryContext, Verdict, Verification,
     VerifiedExecutorOutput,

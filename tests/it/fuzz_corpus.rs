@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
-use diag::runfile::RunFileError;
+use diag_runfile::RunFileError;
 
 #[path = "../../fuzz/src/lib.rs"]
 #[allow(dead_code)]

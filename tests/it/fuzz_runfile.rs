@@ -13,11 +13,11 @@ use crate::support::seeded;
 
 use std::sync::Arc;
 
-use diag::ids::SequentialIds;
-use diag::protocol::json_pointer::{self, PointerError};
-use diag::replay::replay;
-use diag::runfile::RunFile;
-use diag::store::{RunStatus, Store};
+use diag_ask::replay::replay;
+use diag_core::ids::SequentialIds;
+use diag_core::protocol::json_pointer::{self, PointerError};
+use diag_core::store::{RunStatus, Store};
+use diag_runfile::RunFile;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use serde_json::{json, Value};
@@ -468,7 +468,7 @@ proptest! {
             let events = store.events(&outcome.run_id).unwrap();
             let stored: Vec<&str> = events.iter().map(|e| e.node.as_str()).collect();
             prop_assert_eq!(stored, outcome.state.path());
-            prop_assert!(events.len() <= diag::diagnosis::STEP_LIMIT as usize);
+            prop_assert!(events.len() <= diag_diagnosis::STEP_LIMIT as usize);
             if outcome.status() == RunStatus::Success {
                 prop_assert!(outcome.answer().is_some_and(|a| !a.trim().is_empty()));
             }
@@ -483,7 +483,7 @@ thread_local! {
     static REPLAY: ReplayEnv = {
         let dir = tempfile::tempdir().unwrap().keep();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        (rt, Store::open(dir.join("fuzz.db")).unwrap(), Arc::new(SequentialIds::default()))
+        (rt, crate::support::open_sqlite(dir.join("fuzz.db")).unwrap(), Arc::new(SequentialIds::default()))
     };
 }
 
@@ -491,7 +491,7 @@ thread_local! {
 fn the_seed_replays_to_its_expected_result() {
     let run = RunFile::parse(&seed_text(), FILE).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("seed.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("seed.db")).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -500,9 +500,10 @@ fn the_seed_replays_to_its_expected_result() {
         .block_on(replay(&run, &store, Arc::new(SequentialIds::default())))
         .unwrap();
     assert_eq!(replayed.divergence, None);
-    let mismatches = diag::replay::compare(run.expected.as_ref().unwrap(), &replayed.actual);
+    let mismatches = diag_ask::replay::compare(run.expected.as_ref().unwrap(), &replayed.actual);
     assert!(mismatches.is_empty(), "{mismatches:#?}");
-    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let file = diag_store_sqlite::SqliteStore::open(dir.path().join("seed.db")).unwrap();
+    assert_eq!(file.integrity_check().unwrap(), "ok");
 }
 
 /// Found by the replay property: a server may report any token count, and two huge ones made
@@ -518,7 +519,7 @@ fn huge_token_counts_still_finish_the_run() {
     }
     let run = RunFile::parse(&doc.to_string(), FILE).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("tokens.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("tokens.db")).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

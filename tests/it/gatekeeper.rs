@@ -6,13 +6,13 @@
 use crate::support::builders::{binding, inv};
 use crate::support::seeded;
 
-use diag::diagnosis::verified_input::build_verified_input;
-use diag::protocol::gatekeeper::{normalize, normalize_whitespace};
-use diag::protocol::{
+use diag_core::protocol::gatekeeper::{normalize, normalize_whitespace};
+use diag_core::protocol::{
     ceiling, match_quote, validate_run, Audit, Binding, BindingFailure, Claim, ClaimRefusal,
     ExecutorOutput, GateStatus, GatekeeperRaw, Grounding, InvocationStatus, NoEvidence,
     ToolInvocation, Verdict,
 };
+use diag_diagnosis::verified_input::build_verified_input;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -1377,7 +1377,7 @@ proptest! {
         let recorded = format!("{} {}", invs[0].output, invs[0].arguments).to_lowercase();
         // Hyphenated English (`follow-up`, `aa-up`: a word and an adverb particle) is prose,
         // not a token.
-        prop_assume!(!diag::protocol::grounding::is_hyphenated_prose(&checked));
+        prop_assume!(!diag_core::protocol::grounding::is_hyphenated_prose(&checked));
         // `#4411` is the number 4411: its digits are absent too.
         prop_assume!(!recorded.contains(checked.trim_start_matches('#').to_lowercase().as_str()));
         let quote = strong_quote(&line, cut.0, cut.1);

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use assert_cmd::cargo::cargo_bin_cmd;
-use diag::diagnosis::topology;
+use diag_diagnosis::topology;
 
 const START: &str = "__start__";
 const END: &str = "__end__";

@@ -21,20 +21,20 @@ use tempfile::TempDir;
 
 use crate::support::builders::inv;
 use crate::support::repo;
-use diag::diagnosis::composer_input::allowed_claims;
-use diag::diagnosis::topology;
-use diag::diagnosis::{
-    build_verified_input, consulted_tools, fallback_post, fallback_pre, render_answer, FallbackKind,
-};
-use diag::ids::SequentialIds;
-use diag::protocol::gatekeeper::normalize;
-use diag::protocol::{
+use diag_ask::replay::{compare, replay, Replayed};
+use diag_core::ids::SequentialIds;
+use diag_core::protocol::gatekeeper::normalize;
+use diag_core::protocol::{
     parse_executor, validate_run_with_question, ToolInvocation, Verdict, VerifierResult,
 };
-use diag::replay::{compare, replay, Replayed};
-use diag::report::{render, Format};
-use diag::runfile::RunFile;
-use diag::store::Store;
+use diag_core::store::Store;
+use diag_diagnosis::composer_input::allowed_claims;
+use diag_diagnosis::topology;
+use diag_diagnosis::{
+    build_verified_input, consulted_tools, fallback_post, fallback_pre, render_answer, FallbackKind,
+};
+use diag_report::{render, Format};
+use diag_runfile::RunFile;
 
 const INCIDENT: &str = "fixtures/incident-checkout-502.json";
 const RUN: &str = "run-corpus";
@@ -201,7 +201,7 @@ fn with_claim_text(claim_id: &str, text: &str) -> Value {
 async fn replay_doc(doc: &Value, name: &str) -> (TempDir, Store, Replayed) {
     let run = RunFile::parse(&doc.to_string(), name).unwrap_or_else(|e| panic!("{name}: {e}"));
     let dir = TempDir::new().unwrap();
-    let store = Store::open(dir.path().join("runs.db")).unwrap();
+    let store = crate::support::open_sqlite(dir.path().join("runs.db")).unwrap();
     let r = replay(&run, &store, Arc::new(SequentialIds::default()))
         .await
         .unwrap();
@@ -210,7 +210,7 @@ async fn replay_doc(doc: &Value, name: &str) -> (TempDir, Store, Replayed) {
 
 /// The HTML report's answer section of the stored run.
 fn html_answer_section(store: &Store, run_id: &str) -> String {
-    let data = diag::report::from_store(store, run_id).unwrap().unwrap();
+    let data = diag_report::from_store(store, run_id).unwrap().unwrap();
     let shape = topology::shape().unwrap().shape();
     let html = render(Format::Html, &data, &shape);
     let start = html

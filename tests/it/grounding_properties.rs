@@ -6,7 +6,7 @@
 
 use crate::support::seeded;
 
-use diag::protocol::EvidenceContext;
+use diag_core::protocol::EvidenceContext;
 use proptest::prelude::*;
 
 /// The demo incident's evidence strings (the lines, samples and runbook text its claims

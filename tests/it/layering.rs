@@ -58,6 +58,42 @@ const LAYERS: &[Layer] = &[
         tokio_features: Some(&[]),
     },
     Layer {
+        name: "diag-report",
+        workspace: &["diag-core", "diag-diagnosis"],
+        third_party: Some(&["pulldown-cmark", "serde", "serde_json"]),
+        tokio_features: Some(&[]),
+    },
+    Layer {
+        name: "diag-runfile",
+        workspace: &["diag-core", "diag-diagnosis"],
+        third_party: Some(&[
+            "regex",
+            "serde",
+            "serde_json",
+            "serde_path_to_error",
+            "thiserror",
+        ]),
+        tokio_features: Some(&[]),
+    },
+    Layer {
+        name: "diag-ask",
+        workspace: &[
+            "diag-core",
+            "diag-diagnosis",
+            "diag-model-openai",
+            "diag-runfile",
+            "diag-tools",
+        ],
+        third_party: None,
+        tokio_features: None,
+    },
+    Layer {
+        name: "diag-eval",
+        workspace: &["diag-ask", "diag-core", "diag-diagnosis", "diag-tools"],
+        third_party: None,
+        tokio_features: None,
+    },
+    Layer {
         name: "diag-model-openai",
         workspace: &["diag-core"],
         third_party: None,
@@ -240,5 +276,53 @@ fn the_check_refuses_an_adapter_in_core_a_process_feature_and_an_owned_crate() {
     assert_eq!(
         violations(tools, &dependencies(manifest)),
         ["diag-tools must not depend on diag-store-sqlite"]
+    );
+}
+
+/// No subcommand file imports another (`src/cli/ask.rs` using `super::report::…`): what two
+/// commands share lives in a module both use (`live`, `documents`, `report_file`, `common`).
+/// A subcommand file is one that defines a `cmd_` function.
+#[test]
+fn no_subcommand_imports_another() {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&cli)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+        .map(|e| {
+            let name = e.path().file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(e.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    let subcommands: Vec<&str> = files
+        .iter()
+        .filter(|(name, text)| name != "mod" && text.contains("pub fn cmd_"))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert!(subcommands.len() >= 10, "{subcommands:?}");
+    let mut found = Vec::new();
+    for (name, text) in &files {
+        if name == "mod" {
+            continue;
+        }
+        for other in &subcommands {
+            for (i, line) in text.lines().enumerate() {
+                let uses = [
+                    format!("super::{other}::"),
+                    format!("super::{other};"),
+                    format!("super::{other},"),
+                    format!("super::{{{other}"),
+                ];
+                if other != name && uses.iter().any(|u| line.contains(u.as_str())) {
+                    found.push(format!("src/cli/{name}.rs:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "subcommands importing another:\n{}",
+        found.join("\n")
     );
 }

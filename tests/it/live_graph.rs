@@ -7,17 +7,17 @@ use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
-use diag::agent::runtime::{AgentLimits, AgentModels, ModelAgents, NoHooks};
-use diag::clock::{FixedClock, Timestamp};
-use diag::config::Config;
-use diag::diagnosis::nodes::{real_nodes, NodeDeps};
-use diag::diagnosis::topology;
-use diag::diagnosis::{DiagnosisState, STEP_LIMIT};
-use diag::graph::{InvokeOptions, NoopObserver, RunConfig};
-use diag::model::openai::{OpenAiConfig, OpenAiModel};
-use diag::protocol::{InvocationStatus, Verdict};
-use diag::setup::{builtin_registry, RegistryTools};
-use diag::tools::{InvocationLog, MemoryInvocationLog};
+use diag_ask::config::Config;
+use diag_ask::setup::{builtin_registry, RegistryTools};
+use diag_core::agent::runtime::{AgentLimits, AgentModels, ModelAgents, NoHooks};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::{InvokeOptions, NoopObserver, RunConfig};
+use diag_core::protocol::{InvocationStatus, Verdict};
+use diag_core::tools::{InvocationLog, MemoryInvocationLog};
+use diag_diagnosis::nodes::{real_nodes, NodeDeps};
+use diag_diagnosis::topology;
+use diag_diagnosis::{DiagnosisState, STEP_LIMIT};
+use diag_model_openai::{OpenAiConfig, OpenAiModel};
 use serde_json::Value;
 
 use crate::support;
@@ -57,7 +57,9 @@ async fn run_over(server: &Aimock, request_timeout: Duration) -> Run {
         registry: builtin_registry(&config).unwrap(),
         clock: clock.clone(),
     });
-    let catalog = Arc::new(diag::agent::runtime::ToolRunner::catalog(tools.as_ref()));
+    let catalog = Arc::new(diag_core::agent::runtime::ToolRunner::catalog(
+        tools.as_ref(),
+    ));
     let agents = Arc::new(ModelAgents {
         models: AgentModels::single(Arc::new(model)),
         tools,

@@ -10,18 +10,18 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use diag::agent::runtime::{
+use diag_ask::config::{Config, MaxTokensConfig};
+use diag_ask::setup::{builtin_registry, RegistryTools};
+use diag_core::agent::runtime::{
     AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
 };
-use diag::clock::{FixedClock, Timestamp};
-use diag::config::{Config, MaxTokensConfig};
-use diag::diagnosis::nodes::{real_nodes, NodeDeps};
-use diag::diagnosis::{AgentStatus, DiagnosisState};
-use diag::graph::RunConfig;
-use diag::model::openai::{OpenAiConfig, OpenAiModel};
-use diag::model::{StructuredOutput, StructuredOutputSetting};
-use diag::setup::{builtin_registry, RegistryTools};
-use diag::tools::MemoryInvocationLog;
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::RunConfig;
+use diag_core::model::{StructuredOutput, StructuredOutputSetting};
+use diag_core::tools::MemoryInvocationLog;
+use diag_diagnosis::nodes::{real_nodes, NodeDeps};
+use diag_diagnosis::{AgentStatus, DiagnosisState};
+use diag_model_openai::{OpenAiConfig, OpenAiModel};
 use serde_json::Value;
 
 use crate::support;

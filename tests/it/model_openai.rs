@@ -12,9 +12,11 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
 
-use diag::model::openai::{ConfigError, OpenAiConfig, OpenAiModel};
-use diag::model::{ChatModel, ChatRequest, ErrorClass, FinishReason, Message, ToolCall, Usage};
-use diag::tools::ToolSpec;
+use diag_core::model::{
+    ChatModel, ChatRequest, ErrorClass, FinishReason, Message, ToolCall, Usage,
+};
+use diag_core::tools::ToolSpec;
+use diag_model_openai::{ConfigError, OpenAiConfig, OpenAiModel};
 use serde_json::json;
 
 use crate::support;

@@ -29,28 +29,28 @@ use crate::support::Row;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use diag::agent::{
+use diag_core::agent::{
     AgentInvoker, AgentRequest, AgentRole, InvokeError, InvokeFuture, ScriptedInvoker,
 };
-use diag::clock::{FixedClock, Timestamp};
-use diag::diagnosis::nodes::{real_nodes, NodeDeps};
-use diag::diagnosis::retry_prepare::CONSTRAINTS;
-use diag::diagnosis::topology::{
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::{
+    DetailValue, Event, InvokeOptions, Node, NodeFuture, NodeKind, Observer, RunConfig,
+};
+use diag_core::protocol::gatekeeper::normalize;
+use diag_core::protocol::{
+    ceiling, GateStatus, GatekeeperRaw, InvocationStatus, PlannerMode, ToolInvocation, Verdict,
+};
+use diag_core::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
+use diag_diagnosis::nodes::{real_nodes, NodeDeps};
+use diag_diagnosis::retry_prepare::CONSTRAINTS;
+use diag_diagnosis::topology::{
     self, DiagnosisNode, COMPOSER as C, EXECUTOR as E, FALLBACK as F, GATEKEEPER as G,
     PLANNER as P, RETRY_PREPARE as RP, STEP_LIMIT, VERIFIED_INPUT as VI, VERIFIER as V,
 };
-use diag::diagnosis::{
+use diag_diagnosis::{
     render_answer, AgentStatus, DiagnosisNodes, DiagnosisState, ExecutorStatus, FallbackKind,
     Status,
 };
-use diag::graph::{
-    DetailValue, Event, InvokeOptions, Node, NodeFuture, NodeKind, Observer, RunConfig,
-};
-use diag::protocol::gatekeeper::normalize;
-use diag::protocol::{
-    ceiling, GateStatus, GatekeeperRaw, InvocationStatus, PlannerMode, ToolInvocation, Verdict,
-};
-use diag::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
 use serde_json::{json, Value};
 
 const QUESTION: &str = "why does checkout-service return 502 since 14:00?";
@@ -2733,13 +2733,13 @@ async fn model_written_identifiers_must_have_their_strict_formats() {
 
 #[test]
 fn low_confid_continues_only_with_an_accepted_claim() {
-    use diag::diagnosis::scripted;
+    use diag_diagnosis::scripted;
     let mut s = DiagnosisState::new(QUESTION);
     // A passed binding of a refused claim is not enough.
     let mut raw = scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 0);
-    raw.refused_claims.push(diag::protocol::RefusedClaim {
+    raw.refused_claims.push(diag_core::protocol::RefusedClaim {
         claim_id: "c1".into(),
-        code: diag::protocol::ClaimRefusal::UnboundToken,
+        code: diag_core::protocol::ClaimRefusal::UnboundToken,
         token: None,
     });
     s.round.gatekeeper_raw = Some(raw);
@@ -3070,11 +3070,11 @@ async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence(
         "output",
     );
     // The evaluation keeps the figures of the last checked answer and names its token.
-    let eval = diag::diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
+    let eval = diag_diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
     assert_eq!(eval.composer_audit.answer_tokens_unbound, 1);
     assert_eq!(
         eval.composer_audit.unbound_token_kind,
-        Some(diag::protocol::TokenKind::Number)
+        Some(diag_core::protocol::TokenKind::Number)
     );
     assert_eq!(eval.composer_audit.unbound_token.as_deref(), Some("99th"));
     assert_eq!(eval.composer_audit.unbound_token_line, Some(1));
@@ -3107,7 +3107,7 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
         "the composer input",
     );
     assert_eq!(done.state.round.dropped_items, 2);
-    let eval = diag::diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
+    let eval = diag_diagnosis::evaluation::verifier_evaluation(&done.state, &[]);
     assert_eq!(eval.dropped_items, 2);
     assert!(eval.composer_audit.answer_tokens_checked > 0);
 
@@ -3148,8 +3148,8 @@ async fn rule_verifier_free_text_with_an_unbound_token_is_dropped_and_counted() 
 
 mod invented_tokens {
     use super::*;
-    use diag::diagnosis::composer_input::{answer_context, AllowedClaim, ClaimEvidence};
-    use diag::protocol::{salient_tokens, SalientToken, TokenKind, VerifiedEvidence};
+    use diag_core::protocol::{salient_tokens, SalientToken, TokenKind, VerifiedEvidence};
+    use diag_diagnosis::composer_input::{answer_context, AllowedClaim, ClaimEvidence};
     use proptest::prelude::*;
 
     fn word() -> impl Strategy<Value = String> {
@@ -3203,7 +3203,7 @@ mod invented_tokens {
     }
 
     /// The context the Composer check uses for an answer over c1 alone, built the same way.
-    fn c1_context() -> diag::protocol::EvidenceContext {
+    fn c1_context() -> diag_core::protocol::EvidenceContext {
         let claim = AllowedClaim {
             claim_id: "c1".into(),
             text: c1()["text"].as_str().unwrap().to_string(),

@@ -44,7 +44,31 @@ fn writers(env: &TestEnv, run_id: &str, target: &Path) -> Vec<(&'static str, Vec
             s(&["ask", "--fixture", &fixture, "--report", &t]),
         ),
         ("replay --junit", s(&["replay", &fixture, "--junit", &t])),
+        (
+            "replay --report-dir",
+            s(&[
+                "replay",
+                &named_like(env, target),
+                "--report-dir",
+                &target
+                    .parent()
+                    .unwrap_or(Path::new("."))
+                    .display()
+                    .to_string(),
+            ]),
+        ),
     ]
+}
+
+/// A copy of the run file named so that `replay --report-dir` names its report as `target`
+/// (`NAME.json` gives `NAME.html`), in a folder of its own.
+fn named_like(env: &TestEnv, target: &Path) -> String {
+    let stem = target.file_stem().unwrap().to_string_lossy();
+    let dir = env.path(&format!("replay-{stem}"));
+    fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join(format!("{stem}.json"));
+    fs::copy(env.path("pass.json"), &copy).unwrap();
+    copy.display().to_string()
 }
 
 fn run(env: &TestEnv, args: &[String]) -> Out {
@@ -202,4 +226,41 @@ fn a_read_only_folder_is_one_line_and_exit_2() {
         }
     }
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `diag store copy` writes a run store, not an output file: a destination that is a FIFO, a
+/// device or a link to nothing is refused with one line and exit 2, is left what it was, and
+/// the source store is unchanged.
+#[test]
+fn store_copy_into_a_special_file_is_one_line_and_changes_nothing() {
+    let (env, _run_id) = env_with_run();
+    let db = env.db().display().to_string();
+    let fifo = env.path("pipe.db");
+    // SAFETY: the path is a valid NUL-terminated string for the call.
+    assert_eq!(unsafe { libc::mkfifo(c_path(&fifo).as_ptr(), 0o600) }, 0);
+    let dangling = env.path("dangling.db");
+    symlink(env.path("missing/x.db"), &dangling).unwrap();
+    let mut targets = vec![("a FIFO", fifo.clone()), ("a link to nothing", dangling)];
+    if is_root() {
+        targets.push(("a null device", char_device(&env.work(), "null.db", 1, 3)));
+    } else {
+        eprintln!("skipped the device case: making device nodes with mknod needs root");
+    }
+    for (what, target) in targets {
+        let before = stored_runs(&env);
+        let kind = fs::symlink_metadata(&target).unwrap().file_type();
+        let to = target.display().to_string();
+        let out = env.run(&["store", "copy", "--from", &db, "--to", &to]);
+        out.expect(2);
+        let line = out.one_error_line();
+        assert!(line.starts_with("diag: cannot "), "{what}: {line}");
+        assert!(line.contains(&to), "{what}: {line}");
+        assert_eq!(
+            fs::symlink_metadata(&target).unwrap().file_type(),
+            kind,
+            "{what} was replaced"
+        );
+        assert_eq!(stored_runs(&env), before, "{what}: the source changed");
+    }
+    assert!(!env.path("missing").exists());
 }

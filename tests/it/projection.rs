@@ -6,29 +6,29 @@
 use crate::support::builders::{binding, inv};
 use crate::support::seeded;
 
-use diag::clock::Timestamp;
-use diag::diagnosis::composer_input::{
-    allowed_claims, answer_material_from_state, composer_input_from_state, AnswerMaterial,
-    ComposerInputError,
-};
-use diag::diagnosis::fallback::pre_verification_failure;
-use diag::diagnosis::render::{MAX_ANSWER_BYTES, TRUNCATION_MARKER};
-use diag::diagnosis::retry_prepare::{
-    completed_queries, critical_gaps, prepare_retry_from_state, RetryPrepareError, CONSTRAINTS,
-};
-use diag::diagnosis::verified_input::VerifierInputError;
-use diag::diagnosis::{
-    build_composer_input, build_verified_input, build_verifier_input, composer_input_json,
-    consulted_tools, fallback_post, fallback_pre, prepare_retry, render_answer,
-    verifier_input_json, AllowedClaim, DiagnosisState, ProjectionError, Status,
-};
-use diag::graph::{Detail, Event};
-use diag::protocol::gatekeeper::normalize;
-use diag::protocol::{
+use diag_core::clock::Timestamp;
+use diag_core::graph::{Detail, Event};
+use diag_core::protocol::gatekeeper::normalize;
+use diag_core::protocol::{
     ceiling, validate_run, Claim, CriticalGap, ExecutorHypothesis, ExecutorOutput, Fact,
     GateStatus, GatekeeperRaw, InvocationStatus, NoEvidence, QueryRef, RetryContext,
     ToolInvocation, Verdict, Verification, VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput,
     VerifierResult,
+};
+use diag_diagnosis::composer_input::{
+    allowed_claims, answer_material_from_state, composer_input_from_state, AnswerMaterial,
+    ComposerInputError,
+};
+use diag_diagnosis::fallback::pre_verification_failure;
+use diag_diagnosis::render::{MAX_ANSWER_BYTES, TRUNCATION_MARKER};
+use diag_diagnosis::retry_prepare::{
+    completed_queries, critical_gaps, prepare_retry_from_state, RetryPrepareError, CONSTRAINTS,
+};
+use diag_diagnosis::verified_input::VerifierInputError;
+use diag_diagnosis::{
+    build_composer_input, build_verified_input, build_verifier_input, composer_input_json,
+    consulted_tools, fallback_post, fallback_pre, prepare_retry, render_answer,
+    verifier_input_json, AllowedClaim, DiagnosisState, ProjectionError, Status,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -1084,7 +1084,7 @@ fn fallback_post_output_is_safely_rendered_and_flattened() {
     let claims = vec![AllowedClaim {
         claim_id: "c1".into(),
         text: "line one\n# injected heading\u{1b}[31m red".into(),
-        evidence: vec![diag::diagnosis::composer_input::ClaimEvidence {
+        evidence: vec![diag_diagnosis::composer_input::ClaimEvidence {
             source_invocation_id: "inv-1".into(),
             tool_name: "search_logs".into(),
             raw_path: "/matches/0/line".into(),

@@ -31,7 +31,7 @@ fn report(env: &TestEnv, run_id: &str, format: &str) -> String {
 }
 
 fn gfm() -> pulldown_cmark::Options {
-    diag::report::markdown::gfm_options()
+    diag_report::markdown::gfm_options()
 }
 
 /// The tables of a Markdown document as rows of cell texts (header row first).
@@ -99,7 +99,7 @@ fn assert_markdown_is_inert(md: &str) {
     assert_eq!(images, 0, "an image in the Markdown report");
     for l in &links {
         assert!(
-            diag::report::safe_link(l),
+            diag_report::safe_link(l),
             "an unsafe link in the Markdown report: {l}"
         );
     }
@@ -335,7 +335,7 @@ fn grounding_figures_agree_with_trace_and_refusals_name_their_code() {
         assert!(
             html.contains(&format!(
                 "<code>unbound_token: {} ({kind})</code>",
-                diag::report::escape_html(token)
+                diag_report::escape_html(token)
             )),
             "{id}: {html}"
         );

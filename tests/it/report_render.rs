@@ -5,9 +5,9 @@
 use proptest::prelude::*;
 use pulldown_cmark::{Event, Parser, Tag};
 
-use diag::report::html::markdown_to_html;
-use diag::report::markdown::{escape_md, gfm_options, sanitize};
-use diag::report::safe_link;
+use diag_report::html::markdown_to_html;
+use diag_report::markdown::{escape_md, gfm_options, sanitize};
+use diag_report::safe_link;
 
 use crate::support::seeded;
 

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::support::bounded;
 use crate::support::cli_env::{assert_schema, repo_file, TestEnv};
 use crate::support::Aimock;
-use diag::store::{Store, SCHEMA_VERSION};
+use diag_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 
 const KEY: &str = "sk-diag-resume-key-7d21e9";
 const KEY_VAR: &str = "DIAG_RESUME_KEY";
@@ -349,7 +349,7 @@ fn resuming_a_success_a_running_or_an_unknown_run_is_refused_with_nothing_writte
     assert_eq!(succeeded["status"], "SUCCESS");
     let success = succeeded["run_id"].as_str().unwrap().to_string();
     // A RUNNING run owned by this (live) process: another process may still be writing it.
-    let store = Store::open(env.db()).unwrap();
+    let store = crate::support::open_sqlite(env.db()).unwrap();
     store
         .create_run(crate::support::records::new_run("run-running", "ses-1", 0))
         .unwrap();
@@ -405,7 +405,7 @@ fn a_store_from_before_resumed_runs_opens_with_every_run_started_afresh() {
     let db = dir.path().join("old.db");
     {
         // Version 2: the schema just before the resume columns (version 3).
-        Store::create_at_schema_version(&db, 2).unwrap();
+        SqliteStore::create_at_schema_version(&db, 2).unwrap();
         let conn = rusqlite::Connection::open(&db).unwrap();
         conn.execute_batch(
             "INSERT INTO tool_catalog (sha256, catalog) VALUES ('c0', '[]');
@@ -416,7 +416,7 @@ fn a_store_from_before_resumed_runs_opens_with_every_run_started_afresh() {
         )
         .unwrap();
     }
-    let store = Store::open(&db).unwrap();
+    let store = crate::support::open_sqlite(&db).unwrap();
     let run = store.get_run("run-old").unwrap().unwrap();
     assert_eq!(run.resumed_from, None);
     assert_eq!(run.reuse, None);

@@ -15,7 +15,7 @@ use crate::support::seeded;
 
 use std::path::{Path, PathBuf};
 
-use diag::runfile::RunFile;
+use diag_runfile::RunFile;
 use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Value};
@@ -582,7 +582,7 @@ proptest! {
 /// with today's defaults; a `limits` member in a v1 file is unknown there, so it is ignored.
 #[test]
 fn a_v1_file_loads_with_todays_limits() {
-    use diag::runfile::RunLimits;
+    use diag_runfile::RunLimits;
     let mut v1 = remove(&seed(), "/limits");
     v1["format"] = json!("diag_run_v1");
     assert!(schema_allows(&v1));
@@ -590,7 +590,7 @@ fn a_v1_file_loads_with_todays_limits() {
     assert_eq!(run.format, "diag_run_v1");
     assert_eq!(run.limits, None);
     assert_eq!(run.limits(), RunLimits::DEFAULT);
-    assert_eq!(run.limits().agent(), diag::replay::REPLAY_LIMITS);
+    assert_eq!(run.limits().agent(), diag_ask::replay::REPLAY_LIMITS);
     assert_eq!(
         (
             RunLimits::DEFAULT.max_turns,
@@ -631,7 +631,7 @@ fn a_v1_file_loads_with_todays_limits() {
 /// other byte, and loads as the same run with the default limits.
 #[test]
 fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
-    use diag::runfile::{upgrade_v1, RunLimits};
+    use diag_runfile::{upgrade_v1, RunLimits};
     let mut v1 = remove(&seed(), "/limits");
     v1["format"] = json!("diag_run_v1");
     for text in [
@@ -662,6 +662,6 @@ fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
         // Twice changes nothing.
         assert_eq!(upgrade_v1(&after, FILE).unwrap(), None);
         assert!(VALIDATOR.with(|v| v
-            .is_valid(&serde_json::from_str::<Value>(diag::runfile::strip_bom(&after)).unwrap())));
+            .is_valid(&serde_json::from_str::<Value>(diag_runfile::strip_bom(&after)).unwrap())));
     }
 }

@@ -13,14 +13,16 @@
 use crate::support::repo;
 use std::path::{Path, PathBuf};
 
-use diag::config::Config;
-use diag::eval::env::{check_problems, run_checks, untimed_lines, ScenarioEnv};
-use diag::eval::scenario::{discover, Scenario, ScenarioError};
-use diag::setup::builtin_registry;
+use diag_ask::config::Config;
+use diag_ask::setup::builtin_registry;
+use diag_eval::env::{check_problems, run_checks, untimed_lines, ScenarioEnv};
+use diag_eval::scenario::{discover, Scenario, ScenarioError};
 use serde_json::{json, Value};
 
 fn folders() -> Vec<PathBuf> {
-    let all = discover(&[repo().join("scenarios")]).expect("scenarios/ holds scenario folders");
+    let found = discover(&[repo().join("scenarios")]).expect("scenarios/ holds scenario folders");
+    assert!(found.skipped.is_empty(), "{:?}", found.skipped);
+    let all = found.dirs;
     // Every folder in scenarios/ is a scenario: none is silently left out.
     let dirs: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
         .unwrap()
@@ -36,6 +38,34 @@ fn folders() -> Vec<PathBuf> {
     // The library: the checkout demo and twelve other incidents.
     assert!(all.len() >= 13, "{} scenarios", all.len());
     all
+}
+
+#[cfg(unix)]
+#[test]
+fn a_linked_scenario_folder_is_not_followed_and_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let real = repo().join("scenarios");
+    let first = discover(&[real]).unwrap().dirs.remove(0);
+    std::os::unix::fs::symlink(&first, d.join("linked")).unwrap();
+    // Only a link: no scenario folder is found.
+    assert!(matches!(
+        discover(&[d.to_path_buf()]),
+        Err(ScenarioError::NotScenario { .. })
+    ));
+    // Beside a real one: the real one runs, the link is reported.
+    std::fs::create_dir(d.join("real")).unwrap();
+    std::fs::write(
+        d.join("real/scenario.toml"),
+        std::fs::read(first.join("scenario.toml")).unwrap(),
+    )
+    .unwrap();
+    let found = discover(&[d.to_path_buf()]).unwrap();
+    assert_eq!(found.dirs, [d.join("real")]);
+    assert_eq!(
+        found.skipped,
+        [(d.join("linked"), diag_tools::walk::Skip::SymlinkedFolder)]
+    );
 }
 
 fn validator() -> jsonschema::Validator {
@@ -77,7 +107,7 @@ fn every_scenario_loads_and_its_schema_agrees() {
 fn load_doc(origin: &Path, doc: &Value) -> Result<Scenario, ScenarioError> {
     let tmp = tempfile::tempdir().unwrap();
     let id = doc["id"].as_str().unwrap_or("x").to_string();
-    let dir = tmp.path().join(if diag::eval::scenario::valid_id(&id) {
+    let dir = tmp.path().join(if diag_eval::scenario::valid_id(&id) {
         id
     } else {
         "x".into()

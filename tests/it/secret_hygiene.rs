@@ -164,7 +164,7 @@ fn the_api_key_is_nowhere_in_the_store_exports_outputs_or_logs() {
 
     // The test holds the store open, so the WAL file outlives each `diag` process and its
     // raw bytes can be read too.
-    let store = diag::store::Store::open(&db).unwrap();
+    let store = crate::support::open_sqlite(&db).unwrap();
     let mut evidence = Evidence(Vec::new());
 
     let question = "why does checkout return 502 since 14:00?";
@@ -284,7 +284,10 @@ fn the_api_key_is_nowhere_in_the_store_exports_outputs_or_logs() {
 
     // Raw bytes of every file the store keeps: the database (free pages included), the WAL
     // and the shared-memory index.
-    store.checkpoint().unwrap();
+    diag_store_sqlite::SqliteStore::open(&db)
+        .unwrap()
+        .checkpoint()
+        .unwrap();
     for entry in std::fs::read_dir(db.parent().unwrap()).unwrap() {
         let path = entry.unwrap().path();
         evidence.add(path.display().to_string(), &std::fs::read(&path).unwrap());

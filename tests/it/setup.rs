@@ -4,11 +4,11 @@
 use crate::support::peers_dir;
 use std::sync::Arc;
 
-use diag::agent::runtime::ToolRunner;
-use diag::clock::{FixedClock, Timestamp};
-use diag::config::Config;
-use diag::protocol::InvocationStatus;
-use diag::setup::{builtin_registry, live, models, SetupError};
+use diag_ask::config::Config;
+use diag_ask::setup::{builtin_registry, live, models, SetupError};
+use diag_core::agent::runtime::ToolRunner;
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::protocol::InvocationStatus;
 use serde_json::json;
 
 fn clock() -> Arc<FixedClock> {

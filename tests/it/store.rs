@@ -37,18 +37,17 @@ use crate::support::records;
 
 use std::time::Duration;
 
-use diag::agent::runtime::{RunHooks, StepStatus};
-use diag::agent::AgentRole;
-use diag::backend::{Recorder, Store};
-use diag::diagnosis::{FallbackKind, Status};
-use diag::graph::{NodeKind, Observer, RunConfig};
-use diag::hash::request_sha256;
-use diag::protocol::Verdict;
-use diag::store::{
-    RunFilter, RunStatus, RunSummary, Store as SqliteStore, StoreError, INTERRUPTED,
-};
-use diag::tools::InvocationLog;
-use diag_core::store::{FinishError, RunStore, TraceRecorder};
+use diag_core::agent::runtime::{RunHooks, StepStatus};
+use diag_core::agent::AgentRole;
+use diag_core::graph::{NodeKind, Observer, RunConfig};
+use diag_core::hash::request_sha256;
+use diag_core::protocol::Verdict;
+use diag_core::store::{FinishError, RunReader};
+use diag_core::store::{Recorder, Store, StoreErrorKind};
+use diag_core::store::{RunFilter, RunStatus, RunSummary, INTERRUPTED};
+use diag_core::tools::InvocationLog;
+use diag_diagnosis::{FallbackKind, Status};
+use diag_store_sqlite::{SqliteError as StoreError, SqliteStore};
 use records::*;
 use serde_json::json;
 
@@ -124,7 +123,7 @@ fn assert_tool_catalogs(fresh: &Fresh, n: i64) {
 fn migrates_an_empty_store_and_reopens_idempotently() {
     for_each_fresh(|fresh| {
         let store = fresh.open();
-        if let Store::Sqlite(s) = &store {
+        if let Some(s) = fresh.sqlite_store() {
             assert!(s.path().exists(), "parent folders and file are created");
             assert!(!s.is_read_only());
         }
@@ -179,7 +178,7 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         drop(fresh.open());
         let newer = fresh.schema_version() + 7;
         fresh.set_schema_version(newer);
-        let err = fresh.try_open().err().expect("a newer schema is refused");
+        let err = fresh.try_open().expect_err("a newer schema is refused");
         assert_eq!(
             kind(&err),
             Kind::NewerSchema {
@@ -204,7 +203,7 @@ fn a_foreign_database_is_refused() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         }
         fresh.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY);");
-        let err = fresh.try_open().err().expect("refused");
+        let err = fresh.try_open().expect_err("refused");
         assert_eq!(kind(&err), Kind::ForeignDatabase, "{err}");
         assert!(err.to_string().contains("not a diag run store"), "{err}");
         assert!(!has_table(fresh, "diagnosis_run"), "nothing created");
@@ -404,7 +403,7 @@ fn request_sha256_is_over_the_canonical_request() {
                 fresh.query("SELECT request FROM model_exchange WHERE run_id = 'r' AND seq = 1")
             }
         };
-        assert_eq!(sha, diag::hash::sha256_hex(text.as_bytes()));
+        assert_eq!(sha, diag_core::hash::sha256_hex(text.as_bytes()));
         assert!(
             text.starts_with("{\"max_tokens\":1024,\"messages\":["),
             "keys sorted: {text}"
@@ -427,7 +426,7 @@ fn a_recorder_refuses_an_invocation_its_run_config_does_not_own() {
             .create_run(new_run("run-b", "shared-session", 1))
             .unwrap();
         // Run a's recorder, told by run a's config about an invocation that names run b.
-        let config = diag::graph::RunConfig::new("shared-session", "run-a");
+        let config = diag_core::graph::RunConfig::new("shared-session", "run-a");
         let refused = a.record(
             &config,
             invocation("run-b", "shared-session", 1, json!({"matches": []})),
@@ -806,15 +805,15 @@ fn gc_by_age_and_by_count_removes_everything_a_run_owns() {
         assert_eq!(fresh.counts(), [3, 12, 2, 2, 2, 2]);
         assert_tool_catalogs(fresh, 1);
 
-        let runs_deleted = match &store {
+        let runs_deleted = match fresh.sqlite_store() {
             // The file is checkpointed and gives its space back.
-            Store::Sqlite(s) => {
-                let report = s.gc(None, Some(0)).unwrap();
+            Some(s) => {
+                let report = s.collect(None, Some(0)).unwrap();
                 assert!(report.checkpoint_complete);
                 assert!(report.bytes_after <= report.bytes_before);
                 report.runs_deleted
             }
-            Store::Postgres(_) => store.gc(None, Some(0)).unwrap().runs_deleted,
+            None => store.gc(None, Some(0)).unwrap().runs_deleted,
         };
         assert_eq!(runs_deleted, 2);
         assert_eq!(fresh.counts(), [1, 0, 0, 0, 0, 0], "the RUNNING run stays");
@@ -826,7 +825,7 @@ fn gc_by_age_and_by_count_removes_everything_a_run_owns() {
         store.gc(None, Some(0)).unwrap();
         assert_eq!(fresh.counts(), [0, 0, 0, 0, 0, 0]);
         assert_tool_catalogs(fresh, 0); // an unused catalog goes too
-        if let Store::Sqlite(s) = &store {
+        if let Some(s) = fresh.sqlite_store() {
             assert_eq!(s.integrity_check().unwrap(), "ok");
         }
     });
@@ -1325,8 +1324,8 @@ fn repeated_fill_and_gc_does_not_grow_the_file() {
     let store = SqliteStore::open(&path).unwrap();
     let mut sizes = Vec::new();
     for cycle in 0..5 {
-        fill(&Store::Sqlite(store.clone()), &format!("c{cycle}"), 150, 0);
-        let report = store.gc(None, Some(0)).unwrap();
+        fill(&Store::new(store.clone()), &format!("c{cycle}"), 150, 0);
+        let report = store.collect(None, Some(0)).unwrap();
         assert_eq!(report.runs_deleted, 150);
         assert!(
             report.bytes_before > report.bytes_after,
@@ -1349,7 +1348,7 @@ fn a_write_protected_file_reads_but_refuses_writes() {
     use std::os::unix::fs::PermissionsExt;
     let (_dir, path) = temp();
     let store = SqliteStore::open(&path).unwrap();
-    record_pass_run(&Store::Sqlite(store.clone()), "r", "s", 0);
+    record_pass_run(&Store::new(store.clone()), "r", "s", 0);
     drop(store);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
 
@@ -1361,23 +1360,26 @@ fn a_write_protected_file_reads_but_refuses_writes() {
     );
     assert_eq!(store.events("r").unwrap().len(), 6);
 
-    let err = store.create_run(new_run("r2", "s", 0)).err().unwrap();
-    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    let handle = Store::new(store.clone());
+    let err = handle.create_run(new_run("r2", "s", 0)).err().unwrap();
+    assert_eq!(err.kind(), StoreErrorKind::ReadOnly, "{err}");
     let text = err.to_string();
     assert!(
         text.contains("read-only") && text.contains("diag.db"),
         "{text}"
     );
-    assert!(matches!(
-        store
+    assert_eq!(
+        handle
             .record_event("r", &event(7, "x", Status::Completed))
-            .unwrap_err(),
-        StoreError::ReadOnly { .. }
-    ));
-    assert!(matches!(
-        store.gc(None, Some(0)).unwrap_err(),
-        StoreError::ReadOnly { .. }
-    ));
+            .unwrap_err()
+            .kind(),
+        StoreErrorKind::ReadOnly
+    );
+    assert_eq!(
+        handle.gc(None, Some(0)).unwrap_err().kind(),
+        StoreErrorKind::ReadOnly
+    );
+    drop(handle);
     drop(store);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert_eq!(integrity(&path), "ok");
@@ -1411,37 +1413,57 @@ fn a_writer_waits_for_a_short_lock_and_reports_a_long_one_as_busy() {
     let (_dir, path) = temp();
     let patient = SqliteStore::open_with(
         &path,
-        diag::store::StoreOptions {
+        diag_store_sqlite::StoreOptions {
             busy_timeout: Duration::from_secs(60),
             ..Default::default()
         },
     )
+    .map(Store::new)
     .unwrap();
     // Another connection (as another process would) holds the write lock while a writer
     // tries to create a run: the writer cannot finish while the lock is held, and finishes
-    // once it is released, however busy the machine is.
+    // once it is released, however busy the machine is. The writer reads `released` (set just
+    // before the lock is given up) when its write returns: had it finished while the lock
+    // was held, it would have read `false`. Whenever the writer reaches the lock, the check
+    // holds; nothing here waits for an amount of time.
     let holder = raw(&path);
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = std::sync::Arc::new(std::sync::Barrier::new(2));
     let writer = {
-        let done = done.clone();
+        let released = released.clone();
+        let started = started.clone();
         std::thread::spawn(move || {
+            started.wait();
             let result = patient.create_run(new_run("waited", "s", 0));
-            done.store(true, std::sync::atomic::Ordering::SeqCst);
-            result.map(|_recorder| patient)
+            let after_release = released.load(std::sync::atomic::Ordering::SeqCst);
+            result.map(|_recorder| (patient, after_release))
         })
     };
-    // Give the writer a moment to reach the lock; the assertions hold whether or not it did.
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(
-        !done.load(std::sync::atomic::Ordering::SeqCst),
-        "a write cannot finish while another connection holds the lock"
+    started.wait();
+    // The write is still waiting on the lock here, or has not reached it yet: either way it
+    // is not stored.
+    let stored: i64 = raw(&path)
+        .query_row(
+            "SELECT count(*) FROM diagnosis_run WHERE run_id = 'waited'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        stored, 0,
+        "a write cannot land while another connection holds the lock"
     );
+    released.store(true, std::sync::atomic::Ordering::SeqCst);
     holder.execute_batch("COMMIT").unwrap();
-    let patient = writer
+    let (patient, after_release) = writer
         .join()
         .unwrap()
         .expect("a write queues behind a short lock");
+    assert!(
+        after_release,
+        "the write returned while another connection held the lock"
+    );
     assert!(
         patient.get_run("waited").unwrap().is_some(),
         "the queued write is stored"
@@ -1451,17 +1473,18 @@ fn a_writer_waits_for_a_short_lock_and_reports_a_long_one_as_busy() {
     // lock is held until the error is back, so the timeout expires on any machine.
     let hasty = SqliteStore::open_with(
         &path,
-        diag::store::StoreOptions {
+        diag_store_sqlite::StoreOptions {
             busy_timeout: Duration::from_millis(300),
             ..Default::default()
         },
     )
+    .map(Store::new)
     .unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let err = hasty
         .record_event("waited", &event(1, "planner", Status::Completed))
         .unwrap_err();
-    assert!(matches!(err, StoreError::Busy { .. }), "{err}");
+    assert_eq!(err.kind(), StoreErrorKind::Busy, "{err}");
     assert!(err.to_string().contains("busy timeout"), "{err}");
     holder.execute_batch("COMMIT").unwrap();
     hasty
@@ -1478,7 +1501,7 @@ fn checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal() {
     let before = db_only();
     // 40 runs of 12 commits each: past the background threshold, far below SQLite's own
     // auto-checkpoint (4096 pages), so only the background thread copies pages back.
-    fill(&Store::Sqlite(store.clone()), "c", 40, 0);
+    fill(&Store::new(store.clone()), "c", 40, 0);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while db_only() <= before && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

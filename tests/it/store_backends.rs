@@ -11,12 +11,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use diag::agent::runtime::{RunHooks, StepStatus};
-use diag::agent::AgentRole;
-use diag::backend::{OpenOptions, Store};
-use diag::graph::RunConfig;
-use diag::store::{RunFilter, RunStatus};
-use diag_core::store::{RunStore, TraceRecorder};
+use diag::stores::OpenOptions;
+use diag_core::agent::runtime::{RunHooks, StepStatus};
+use diag_core::agent::AgentRole;
+use diag_core::graph::RunConfig;
+use diag_core::store::{RunFilter, RunStatus};
+use diag_core::store::{Store, StoreError};
 use serde_json::json;
 
 use crate::support::backends::{for_each_backend, write_full, write_partial};
@@ -53,7 +53,7 @@ fn a_finished_run_reads_back_whole_and_its_trace_is_final() {
         );
         // Final: no trace row and no second finish is accepted.
         let config = RunConfig::new("backends", "run-a");
-        let rec = diag::backend::Recorder::clone(&write_partial(&store, "run-b", 0));
+        let rec = diag_core::store::Recorder::clone(&write_partial(&store, "run-b", 0));
         rec.agent_step(&config, &step(AgentRole::Planner, 9, StepStatus::Ok));
         let refused = rec
             .take_error()
@@ -264,7 +264,7 @@ fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
 #[test]
 fn a_read_only_postgres_database_reads_but_refuses_writes() {
     let url = postgres::server().fresh_db();
-    let store = Store::open(Path::new(&url), &OpenOptions::default()).unwrap();
+    let store = diag::stores::open(Path::new(&url), &OpenOptions::default()).unwrap();
     write_full(&store, "r");
     drop(store);
     let database = url.rsplit('/').next().unwrap();
@@ -273,21 +273,19 @@ fn a_read_only_postgres_database_reads_but_refuses_writes() {
         &format!("ALTER DATABASE {database} SET default_transaction_read_only = on"),
     );
 
-    let store = Store::open(Path::new(&url), &OpenOptions::default())
+    let store = diag::stores::open(Path::new(&url), &OpenOptions::default())
         .expect("a read-only store still opens for reading");
     assert_eq!(
         store.get_run("r").unwrap().unwrap().status,
         RunStatus::Success
     );
     assert_eq!(store.events("r").unwrap().len(), PASS_PATH.len());
-    let read_only = |e: diag::backend::AnyStoreError| {
+    let read_only = |e: StoreError| {
         let text = e.to_string();
         assert!(
             matches!(
-                e,
-                diag::backend::AnyStoreError::Postgres(
-                    diag_store_postgres::PgError::ReadOnly { .. }
-                )
+                e.downcast_ref::<diag_store_postgres::PgError>(),
+                Some(diag_store_postgres::PgError::ReadOnly { .. })
             ),
             "{text}"
         );
@@ -301,7 +299,7 @@ fn a_read_only_postgres_database_reads_but_refuses_writes() {
         store
             .record_event(
                 "r",
-                &crate::support::records::event(7, "x", diag::diagnosis::Status::Completed),
+                &crate::support::records::event(7, "x", diag_diagnosis::Status::Completed),
             )
             .unwrap_err(),
     );
@@ -397,14 +395,14 @@ fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
         assert_eq!(export(&pg), export(sqlite), "{id} after the resumed copy");
     }
     // A RUNNING run is not final: it is counted, not copied.
-    let live = diag::store::Store::open(Path::new(sqlite)).unwrap();
+    let live = crate::support::open_sqlite(Path::new(sqlite)).unwrap();
     let rec = live.create_run(new_run("run-still-going", "s", 0)).unwrap();
     let out = copy(sqlite, back);
     assert!(out.ends_with("1 RUNNING not copied\n"), "{out}");
     drop(rec);
     drop(live);
     assert!(
-        Store::open_existing(Path::new(back), &OpenOptions::default())
+        diag::stores::open_existing(Path::new(back), &OpenOptions::default())
             .unwrap()
             .get_run("run-still-going")
             .unwrap()
@@ -414,19 +412,38 @@ fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
 
 #[test]
 fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
-    let t0 = diag::clock::Timestamp::from_unix_ms(1_800_000_000_000);
+    let t0 = diag_core::clock::Timestamp::from_unix_ms(1_800_000_000_000);
     let at = |ms: i64| {
-        Arc::new(diag::clock::FixedClock(
-            diag::clock::Timestamp::from_unix_ms(t0.unix_ms() + ms),
+        Arc::new(diag_core::clock::FixedClock(
+            diag_core::clock::Timestamp::from_unix_ms(t0.unix_ms() + ms),
         ))
     };
     let lease = Duration::from_secs(60);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("lease.db");
     let url = postgres::server().fresh_db();
-    let open = |location: &str, clock: Arc<diag::clock::FixedClock>| -> Store {
-        if diag::backend::is_postgres(Path::new(location)) {
-            Store::Postgres(
+    // The backend itself: the lease renewal is its heartbeat's, not the port's.
+    enum Backend {
+        Sqlite(diag_store_sqlite::SqliteStore),
+        Postgres(diag_store_postgres::PgStore),
+    }
+    impl Backend {
+        fn store(&self) -> Store {
+            match self {
+                Backend::Sqlite(s) => Store::new(s.clone()),
+                Backend::Postgres(s) => Store::new(s.clone()),
+            }
+        }
+        fn renew_leases(&self) -> usize {
+            match self {
+                Backend::Sqlite(s) => s.renew_leases().unwrap(),
+                Backend::Postgres(s) => s.renew_leases().unwrap(),
+            }
+        }
+    }
+    let open = |location: &str, clock: Arc<diag_core::clock::FixedClock>| -> Backend {
+        if diag::stores::is_postgres(Path::new(location)) {
+            Backend::Postgres(
                 diag_store_postgres::PgStore::open(
                     location,
                     diag_store_postgres::PgOptions {
@@ -438,10 +455,10 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
                 .unwrap(),
             )
         } else {
-            Store::Sqlite(
-                diag::store::Store::open_with(
+            Backend::Sqlite(
+                diag_store_sqlite::SqliteStore::open_with(
                     location,
-                    diag::store::StoreOptions {
+                    diag_store_sqlite::StoreOptions {
                         clock,
                         lease,
                         ..Default::default()
@@ -453,7 +470,7 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
     };
     let leases = |location: &str| -> Vec<(String, String)> {
         let sql = "SELECT run_id, lease_expires_at FROM diagnosis_run ORDER BY run_id";
-        if diag::backend::is_postgres(Path::new(location)) {
+        if diag::stores::is_postgres(Path::new(location)) {
             postgres::server()
                 .psql(location, sql)
                 .lines()
@@ -472,7 +489,7 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
         }
     };
     for location in [file.to_str().unwrap(), url.as_str()] {
-        let store = open(location, at(0));
+        let store = open(location, at(0)).store();
         drop(store.create_run(new_run("live", "s", 0)).unwrap());
         drop(store.create_run(new_run("done", "s", 0)).unwrap());
         store
@@ -489,10 +506,7 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
         );
         drop(store);
         let later = open(location, at(40_000));
-        let renewed = match &later {
-            Store::Sqlite(s) => s.renew_leases().unwrap(),
-            Store::Postgres(s) => s.renew_leases().unwrap(),
-        };
+        let renewed = later.renew_leases();
         assert_eq!(renewed, 1, "{location}: only the RUNNING run");
         assert_eq!(
             leases(location),
@@ -512,11 +526,11 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
 #[test]
 fn a_connection_the_server_drops_is_made_anew_by_the_next_call() {
     use crate::support::records::event;
-    use diag::diagnosis::Status;
+    use diag_diagnosis::Status;
 
     let url = postgres::server().fresh_db();
     let named = url.trim_start_matches("postgres://").to_string();
-    let store = Store::open(Path::new(&url), &OpenOptions::default()).unwrap();
+    let store = diag::stores::open(Path::new(&url), &OpenOptions::default()).unwrap();
     let rec = store.create_run(new_run("r", "s", 0)).unwrap();
     store
         .record_event("r", &event(1, "planner", Status::Completed))
@@ -533,7 +547,7 @@ fn a_connection_the_server_drops_is_made_anew_by_the_next_call() {
     };
     // The first call after the drop either meets the dropped connection (and fails) or, when
     // the driver has already seen it go, runs on a new one; the second always runs on a new one.
-    let first_after = |result: Result<(), diag::backend::AnyStoreError>| -> bool {
+    let first_after = |result: Result<(), StoreError>| -> bool {
         match result {
             Ok(()) => true,
             Err(e) => {

@@ -5,10 +5,11 @@
 use crate::support::cli_env::{repo_file, TestEnv};
 use crate::support::records;
 
-use diag::agent::AgentRole;
-use diag::hash::{canonical_request, request_sha256};
-use diag::model::{ChatRequest, Message};
-use diag::store::{RunFilter, Store, StoreError, SCHEMA_VERSION};
+use diag_core::agent::AgentRole;
+use diag_core::hash::{canonical_request, request_sha256};
+use diag_core::model::{ChatRequest, Message};
+use diag_core::store::{RunFilter, Store, StoreErrorKind};
+use diag_store_sqlite::{SqliteStore, SCHEMA_VERSION};
 use records::*;
 
 fn temp() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -52,7 +53,7 @@ fn store_run(store: &Store, run_id: &str, requests: &[ChatRequest]) {
 #[test]
 fn repeated_request_parts_are_stored_once_and_rebuilt_byte_identically() {
     let (_dir, path) = temp();
-    let store = Store::open(&path).unwrap();
+    let store = crate::support::open_sqlite(&path).unwrap();
     let first: Vec<ChatRequest> = (1..=3).map(|t| growing_request(t, "run-a")).collect();
     let second: Vec<ChatRequest> = (1..=3).map(|t| growing_request(t, "run-b")).collect();
     store_run(&store, "run-a", &first);
@@ -97,7 +98,7 @@ fn repeated_request_parts_are_stored_once_and_rebuilt_byte_identically() {
 #[test]
 fn a_changed_blob_or_skeleton_fails_closed_with_a_store_error() {
     let (_dir, path) = temp();
-    let store = Store::open(&path).unwrap();
+    let store = crate::support::open_sqlite(&path).unwrap();
     store_run(&store, "run-a", &[growing_request(2, "a")]);
     store.exchanges("run-a").unwrap();
 
@@ -112,7 +113,7 @@ fn a_changed_blob_or_skeleton_fails_closed_with_a_store_error() {
         .unwrap();
     assert_eq!(changed, 1);
     let err = store.exchanges("run-a").unwrap_err();
-    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err:?}");
     assert!(
         err.to_string()
             .contains("does not match its request_sha256"),
@@ -131,10 +132,10 @@ fn a_changed_blob_or_skeleton_fails_closed_with_a_store_error() {
         [],
     )
     .unwrap();
-    assert!(matches!(
-        store.exchanges("run-a").unwrap_err(),
-        StoreError::Corrupt { .. }
-    ));
+    assert_eq!(
+        store.exchanges("run-a").unwrap_err().kind(),
+        StoreErrorKind::Corrupt
+    );
     conn.execute("UPDATE model_exchange SET request_blobs = '[[0,999]]'", [])
         .unwrap();
     let err = store.exchanges("run-a").unwrap_err();
@@ -145,16 +146,16 @@ fn a_changed_blob_or_skeleton_fails_closed_with_a_store_error() {
         [],
     )
     .unwrap();
-    assert!(matches!(
-        store.exchanges("run-a").unwrap_err(),
-        StoreError::Corrupt { .. }
-    ));
+    assert_eq!(
+        store.exchanges("run-a").unwrap_err().kind(),
+        StoreErrorKind::Corrupt
+    );
 }
 
 #[test]
 fn gc_deletes_the_blobs_no_run_refers_to_and_keeps_the_shared_ones() {
     let (_dir, path) = temp();
-    let store = Store::open(&path).unwrap();
+    let store = crate::support::open_sqlite(&path).unwrap();
     for run in ["run-1", "run-2", "run-3"] {
         store_run(&store, run, &[growing_request(2, run)]);
     }
@@ -172,16 +173,20 @@ fn gc_deletes_the_blobs_no_run_refers_to_and_keeps_the_shared_ones() {
     // An exchange refused on its own rolls its blobs back with it.
     let mut late = exchange_ok(AgentRole::Executor, 9);
     late.request = growing_request(2, "late");
-    assert!(matches!(
-        store.record_exchange("run-3", &late),
-        Err(StoreError::NotRunning { .. })
-    ));
+    assert_eq!(
+        store.record_exchange("run-3", &late).unwrap_err().kind(),
+        StoreErrorKind::WrongState
+    );
     assert_eq!(count(&path, "SELECT count(*) FROM blob"), 2 + 1);
     // A model call whose rows are refused one by one commits what it wrote: the blobs of
     // its refused exchange stay unnamed until the next gc.
     let errors = store.record_model_call(
         "run-3",
-        &step(AgentRole::Executor, 9, diag::agent::runtime::StepStatus::Ok),
+        &step(
+            AgentRole::Executor,
+            9,
+            diag_core::agent::runtime::StepStatus::Ok,
+        ),
         &late,
     );
     assert_eq!(errors.len(), 2, "{errors:?}");
@@ -192,7 +197,10 @@ fn gc_deletes_the_blobs_no_run_refers_to_and_keeps_the_shared_ones() {
     store.gc(None, Some(0)).unwrap();
     assert_eq!(count(&path, "SELECT count(*) FROM blob"), 0);
     assert_eq!(count(&path, "SELECT count(*) FROM blob_ref"), 0);
-    assert_eq!(store.integrity_check().unwrap(), "ok");
+    assert_eq!(
+        SqliteStore::open(&path).unwrap().integrity_check().unwrap(),
+        "ok"
+    );
 }
 
 /// Inserts a finished run with these request texts the way the first schema's store wrote
@@ -220,7 +228,7 @@ fn insert_v1_run(conn: &rusqlite::Connection, run_id: &str, texts: &[String]) {
                 run_id,
                 i as i64 + 1,
                 text,
-                diag::hash::sha256_hex(text.as_bytes())
+                diag_core::hash::sha256_hex(text.as_bytes())
             ],
         )
         .unwrap();
@@ -230,7 +238,7 @@ fn insert_v1_run(conn: &rusqlite::Connection, run_id: &str, texts: &[String]) {
 #[test]
 fn the_migration_converts_a_store_of_the_first_schema_keeping_every_request_byte_identical() {
     let (_dir, path) = temp();
-    Store::create_at_schema_version(&path, 1).unwrap();
+    SqliteStore::create_at_schema_version(&path, 1).unwrap();
     assert_eq!(
         count(&path, "SELECT user_version FROM pragma_user_version"),
         1
@@ -262,7 +270,7 @@ fn the_migration_converts_a_store_of_the_first_schema_keeping_every_request_byte
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     );
 
-    let store = Store::open(&path).unwrap();
+    let store = crate::support::open_sqlite(&path).unwrap();
     assert_eq!(
         count(&path, "SELECT user_version FROM pragma_user_version"),
         i64::from(SCHEMA_VERSION)
@@ -309,7 +317,7 @@ fn the_migration_converts_a_store_of_the_first_schema_keeping_every_request_byte
     );
     drop(store);
     // Opening again migrates nothing more.
-    Store::open(&path).unwrap();
+    crate::support::open_sqlite(&path).unwrap();
     assert_blob_refs_exact(&path);
 }
 
@@ -318,7 +326,7 @@ fn the_migration_converts_a_store_of_the_first_schema_keeping_every_request_byte
 /// request as the whole text it is: the store a diag of that version would have written for
 /// the same runs.
 fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
-    Store::create_at_schema_version(to, version).unwrap();
+    SqliteStore::create_at_schema_version(to, version).unwrap();
     let conn = raw(to);
     conn.execute("ATTACH DATABASE ?1 AS cur", [from.display().to_string()])
         .unwrap();
@@ -364,7 +372,7 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
         )
         .unwrap();
     }
-    let store = Store::open(from).unwrap();
+    let store = crate::support::open_sqlite(from).unwrap();
     for run in store
         .list_runs(&RunFilter::default())
         .unwrap()
@@ -373,7 +381,10 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
     {
         for s in store.exchanges(&run.run_id).unwrap() {
             let text = canonical_request(&s.exchange.request).unwrap();
-            assert_eq!(diag::hash::sha256_hex(text.as_bytes()), s.request_sha256);
+            assert_eq!(
+                diag_core::hash::sha256_hex(text.as_bytes()),
+                s.request_sha256
+            );
             conn.execute(
                 "UPDATE main.model_exchange SET request = ?3 WHERE run_id = ?1 AND seq = ?2",
                 rusqlite::params![run.run_id, s.seq, text],

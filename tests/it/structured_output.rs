@@ -6,14 +6,14 @@
 
 use std::time::Duration;
 
-use diag::model::openai::{OpenAiConfig, OpenAiModel};
-use diag::model::structured::strict_schema;
-use diag::model::{
+use diag_core::model::structured::strict_schema;
+use diag_core::model::{
     ChatModel, ChatRequest, ErrorClass, Message, OutputSchema, StructuredOutput,
     StructuredOutputSetting, ToolChoice,
 };
-use diag::protocol::schema;
-use diag::tools::ToolSpec;
+use diag_core::protocol::schema;
+use diag_core::tools::ToolSpec;
+use diag_model_openai::{OpenAiConfig, OpenAiModel};
 use serde_json::{json, Value};
 
 use crate::support;

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use diag::clock::{FixedClock, Timestamp};
-use diag::tools::mcp::{McpServer, McpServerConfig, McpStartError, PASSED_ENV};
-use diag::tools::{Tool, ToolContext, ToolError};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::tools::{Tool, ToolContext, ToolError};
+use diag_tools::mcp::{McpServer, McpServerConfig, McpStartError, PASSED_ENV};
 use serde_json::{json, Value};
 
 /// Every wait in these tests is bounded by this, so a regression hangs no CI run.

@@ -8,12 +8,11 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use diag::clock::{FixedClock, Timestamp};
-use diag::eval::env::Prometheus;
-use diag::protocol::InvocationStatus;
-use diag::tools::{
-    MetricsLimits, QueryMetrics, Tool, ToolContext, ToolError, ToolLimits, ToolRegistry,
-};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::protocol::InvocationStatus;
+use diag_core::tools::{Tool, ToolContext, ToolError, ToolLimits, ToolRegistry};
+use diag_eval::env::Prometheus;
+use diag_tools::{MetricsLimits, QueryMetrics};
 use serde_json::{json, Value};
 
 use crate::support::bounded;

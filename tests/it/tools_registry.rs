@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use diag::clock::{FixedClock, SystemClock, Timestamp};
-use diag::protocol::InvocationStatus;
-use diag::tools::{
-    CurrentTime, LogSearchLimits, RegistryError, SearchLogs, Tool, ToolContext, ToolError,
-    ToolFuture, ToolLimits, ToolOutcome, ToolRegistry, ToolSpec,
+use diag_core::clock::{FixedClock, SystemClock, Timestamp};
+use diag_core::protocol::InvocationStatus;
+use diag_core::tools::{
+    RegistryError, Tool, ToolContext, ToolError, ToolFuture, ToolLimits, ToolOutcome, ToolRegistry,
+    ToolSpec,
 };
+use diag_tools::{CurrentTime, LogSearchLimits, SearchLogs};
 use serde_json::{json, Value};
 
 /// A scripted tool: what it does is chosen by its name.

@@ -4,8 +4,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use diag::clock::{FixedClock, Timestamp};
-use diag::tools::{RunbookSearchLimits, SearchRunbooks, Tool, ToolContext, ToolError};
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::tools::{Tool, ToolContext, ToolError};
+use diag_tools::{RunbookSearchLimits, SearchRunbooks};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 

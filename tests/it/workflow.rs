@@ -5,20 +5,20 @@
 
 use std::sync::Arc;
 
-use diag::clock::{FixedClock, Timestamp};
-use diag::diagnosis::scripted::{steps, ScriptStep, ScriptedGraph, ScriptedNode, Scripts};
-use diag::diagnosis::state::{DiagnosisState, RetryCounters};
-use diag::diagnosis::topology::{
-    self, COMPOSER as C, EXECUTOR as E, FALLBACK as F, GATEKEEPER as G, PLANNER as P,
-    RETRY_PREPARE as RP, STEP_LIMIT, VERIFIED_INPUT as VI, VERIFIER as V,
-};
-use diag::diagnosis::{AgentStatus, ExecutorStatus, FallbackKind, Status};
-use diag::graph::{
+use diag_core::clock::{FixedClock, Timestamp};
+use diag_core::graph::{
     Branch, CompileError, Counter, DetailValue, Effect, EngineError, EngineFailure, Event,
     GraphBuilder, GraphState, InvokeOptions, Node, NodeFuture, NodeKind, Observer, RunConfig, Step,
     Target,
 };
-use diag::protocol::{Fact, PlannerMode, Verdict, Verification};
+use diag_core::protocol::{Fact, PlannerMode, Verdict, Verification};
+use diag_diagnosis::scripted::{steps, ScriptStep, ScriptedGraph, ScriptedNode, Scripts};
+use diag_diagnosis::state::{DiagnosisState, RetryCounters};
+use diag_diagnosis::topology::{
+    self, COMPOSER as C, EXECUTOR as E, FALLBACK as F, GATEKEEPER as G, PLANNER as P,
+    RETRY_PREPARE as RP, STEP_LIMIT, VERIFIED_INPUT as VI, VERIFIER as V,
+};
+use diag_diagnosis::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::Row;
@@ -796,7 +796,7 @@ async fn gatekeeper_failures_fall_back() {
             |r| {
                 assert_eq!(
                     r.state.round.gatekeeper_status,
-                    Some(diag::protocol::GateStatus::Reject)
+                    Some(diag_core::protocol::GateStatus::Reject)
                 )
             },
         ),

@@ -2,7 +2,7 @@
 //! data, and the ports it runs behind. The typed agent contracts and the Gatekeeper
 //! (`protocol`), the agent runtime (`agent`), and the ports the edges implement:
 //! [`model::ChatModel`], [`tools::Tool`] and the registry, the run store
-//! ([`store::RunStore`], [`store::TraceRecorder`], [`store::RunReader`] over the plain records
+//! ([`store::RunStore`] and [`store::Store`] over the plain records
 //! of [`store::records`]), [`clock::Clock`] and [`ids::IdSource`]. The diagnosis graph itself
 //! (state, nodes, topology, evaluation) is the `diag-diagnosis` crate, above this one: the run
 //! store depends on this crate only, so it cannot name the diagnosis state.

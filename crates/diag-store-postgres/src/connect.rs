@@ -29,17 +29,7 @@ use super::error::{code, one_line, PgError};
 use super::PgOptions;
 use crate::env_vars::EnvVars;
 
-/// The URL schemes of this store.
-pub const SCHEMES: &[&str] = &["postgres", "postgresql"];
-
-/// True when `location` is a URL of this store (`postgres://…` or `postgresql://…`).
-pub fn is_postgres_url(location: &str) -> bool {
-    SCHEMES.iter().any(|s| {
-        location
-            .get(..s.len() + 3)
-            .is_some_and(|p| p.eq_ignore_ascii_case(&format!("{s}://")))
-    })
-}
+pub use diag_core::store::{is_postgres_url, POSTGRES_SCHEMES as SCHEMES};
 
 /// A parsed URL and the name of the store it gives for messages.
 pub(crate) struct Target {

@@ -4,6 +4,7 @@
 //! newer schema), and a failed TLS handshake to what is wrong with the certificate (untrusted,
 //! for another host, expired) or with `PGSSLROOTCERT`.
 
+use diag_core::store::{StoreError, StoreErrorKind};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -80,6 +81,39 @@ pub enum PgError {
     Invalid(String),
     #[error("stored {what} cannot be read back: {detail}")]
     Decode { what: &'static str, detail: String },
+}
+
+impl PgError {
+    /// What kind of store failure this is, for the command line (exit code, hint).
+    pub fn kind(&self) -> StoreErrorKind {
+        match self {
+            // A URL diag cannot use never reached a server: nothing refused it.
+            PgError::Url(_) => StoreErrorKind::Other,
+            PgError::Credentials { .. }
+            | PgError::Tls { .. }
+            | PgError::TlsRequired { .. }
+            | PgError::RootCert(_) => StoreErrorKind::Refused,
+            PgError::Unreachable { .. } => StoreErrorKind::Unreachable,
+            PgError::Missing { .. } => StoreErrorKind::Missing,
+            PgError::NewerSchema { .. } => StoreErrorKind::NewerSchema,
+            PgError::ForeignDatabase { .. } => StoreErrorKind::Foreign,
+            PgError::ReadOnly { .. } => StoreErrorKind::ReadOnly,
+            PgError::Postgres { .. } => StoreErrorKind::Other,
+            PgError::UnknownRun(_) => StoreErrorKind::UnknownRun,
+            PgError::DuplicateRun(_) | PgError::Duplicate { .. } => StoreErrorKind::Duplicate,
+            PgError::NotRunning { .. } | PgError::NotEvaluable { .. } => StoreErrorKind::WrongState,
+            PgError::Invalid(_) => StoreErrorKind::Invalid,
+            PgError::Decode { .. } => StoreErrorKind::Decode,
+        }
+    }
+}
+
+/// The port's error: this store's kind of failure, with this error inside (its message is
+/// the store error's; `StoreError::downcast_ref::<PgError>` gets it back).
+impl From<PgError> for StoreError {
+    fn from(e: PgError) -> Self {
+        StoreError::new(e.kind(), e)
+    }
 }
 
 /// SQLSTATE codes diag tells apart.

@@ -31,7 +31,7 @@ fn start(shared: Weak<Shared>, lease: Duration) -> Option<Heartbeat> {
 impl PgStore {
     /// When a lease taken or renewed at `now` runs out.
     pub(crate) fn lease_expiry(&self, now: Timestamp) -> String {
-        now.saturating_add(self.shared.lease).to_string()
+        diag_core::store::lease_expiry(now, self.shared.lease).to_string()
     }
 
     pub(crate) fn start_heartbeat(&self) {

@@ -1,8 +1,11 @@
-//! `diag-store-postgres`: the run store on a PostgreSQL server, for a team whose runs are
-//! written from many machines at once (CI runners, on-call laptops, alert hooks) into one
-//! history. It implements diag-core's run store port ([`diag_core::store::RunStore`],
-//! [`diag_core::store::TraceRecorder`], [`diag_core::store::RunReader`]) with the guarantees
-//! of the SQLite store (openspec/specs/run-store/spec.md), and is chosen by a URL
+//! `diag-store-postgres`: the SQL and the connection handling of the PostgreSQL run store;
+//! the rules are in diag-core's store port ([`diag_core::store`]). The store is for a team
+//! whose runs are written from many machines at once (CI runners, on-call laptops, alert
+//! hooks) into one history. [`PgStore`] implements the port's traits
+//! ([`diag_core::store::RunReader`] in `read.rs`, [`diag_core::store::RunWriter`] in
+//! `write.rs`, [`diag_core::store::RunMaintenance`] in `gc.rs`) with the guarantees of the
+//! SQLite store (openspec/specs/run-store/spec.md), and [`PgError`] becomes the port's
+//! [`diag_core::store::StoreError`] with its kind (`error.rs`). The store is chosen by a URL
 //! (`--db postgres://…`, `DIAG_DB`, `[store] url`).
 //!
 //! # Guarantees
@@ -10,7 +13,7 @@
 //! - **As it happens.** Each model call (step and exchange together) and each tool
 //!   invocation is committed in its own transaction when it is reported; orchestration events
 //!   are held while deterministic nodes run and committed before the next agent node waits on
-//!   a model, by the one recorder both stores share (`diag_core::store::recorder`).
+//!   a model, by the one recorder every store shares (`diag_core::store::Recorder`).
 //! - **Final.** Every trace write first locks its run row (`FOR SHARE`) and checks it is
 //!   RUNNING; a finish updates the row only while it is RUNNING. A finished run's trace cannot
 //!   change, and a finish and a concurrent sweep cannot both win.
@@ -44,10 +47,7 @@ mod connect;
 mod error;
 mod gc;
 mod heartbeat;
-mod import;
-mod port;
 mod read;
-mod recorder;
 mod records {
     pub use diag_core::store::records::*;
 }
@@ -67,17 +67,11 @@ pub use diag_core::store::records::{
     StoredRun, StoredStep, INTERRUPTED,
 };
 pub use error::PgError;
-pub use gc::PgGcReport;
-pub use recorder::PgRecorder;
 pub use schema::SCHEMA_VERSION;
 
 use crate::clock::{Clock, SystemClock};
+use diag_core::store::RunWriter;
 use tokio_postgres::config::SslMode;
-
-/// What finishing a run reported besides success (the port's, with this store's error).
-pub type FinishReport = diag_core::store::FinishReport<PgError>;
-/// Why a run could not be finished (the port's, with this store's error).
-pub type FinishError = diag_core::store::FinishError<PgError>;
 
 /// How a store is opened.
 #[derive(Clone)]

@@ -15,6 +15,7 @@ use crate::clock::Timestamp;
 use crate::graph::Event;
 use crate::model::ChatRequest;
 use crate::protocol::ToolInvocation;
+use diag_core::store::{RunReader, StoreError};
 
 type Decoded<T> = Result<T, PgError>;
 
@@ -109,40 +110,6 @@ impl PgStore {
         client.note(rows).map_err(|e| self.err(op, &e))
     }
 
-    /// How many runs the store holds.
-    pub fn count_runs(&self) -> Result<u64, PgError> {
-        let rows = self.rows("count runs", "SELECT count(*) FROM diagnosis_run", &[])?;
-        rows.first()
-            .map(|r| count("run count", r.get(0)))
-            .unwrap_or(Ok(0))
-    }
-
-    /// One run, or `None` when no run has this id.
-    pub fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, PgError> {
-        let sql = format!("SELECT {RUN_COLUMNS} WHERE run_id = $1");
-        self.rows("read a run", &sql, &[&run_id])?
-            .first()
-            .map(run_row)
-            .transpose()
-    }
-
-    /// Runs matching `filter`, newest first (most recently created first).
-    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, PgError> {
-        let clause = match (filter.session_id.is_some(), filter.status.is_some()) {
-            (true, true) => "session_id = $1 AND status = $2",
-            (true, false) => "session_id = $1 AND $2::text IS NULL",
-            (false, true) => "$1::text IS NULL AND status = $2",
-            (false, false) => "$1::text IS NULL AND $2::text IS NULL",
-        };
-        let sql = format!("SELECT {RUN_COLUMNS} WHERE {clause} ORDER BY created_seq DESC LIMIT $3");
-        let limit = filter.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
-        let status = filter.status.map(|s| s.as_str());
-        self.rows("list runs", &sql, &[&filter.session_id, &status, &limit])?
-            .iter()
-            .map(run_row)
-            .collect()
-    }
-
     /// Every run id, oldest first (what `diag store copy` walks).
     pub fn run_ids(&self) -> Result<Vec<String>, PgError> {
         Ok(self
@@ -155,39 +122,85 @@ impl PgStore {
             .map(|r| r.get(0))
             .collect())
     }
+}
+
+impl RunReader for PgStore {
+    fn describe(&self) -> String {
+        format!("postgres://{}", self.target())
+    }
+
+    /// How many runs the store holds.
+    fn count_runs(&self) -> Result<u64, StoreError> {
+        let rows = self.rows("count runs", "SELECT count(*) FROM diagnosis_run", &[])?;
+        Ok(rows
+            .first()
+            .map(|r| count("run count", r.get(0)))
+            .unwrap_or(Ok(0))?)
+    }
+
+    /// One run, or `None` when no run has this id.
+    fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} WHERE run_id = $1");
+        Ok(self
+            .rows("read a run", &sql, &[&run_id])?
+            .first()
+            .map(run_row)
+            .transpose()?)
+    }
+
+    /// Runs matching `filter`, newest first (most recently created first).
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        let clause = match (filter.session_id.is_some(), filter.status.is_some()) {
+            (true, true) => "session_id = $1 AND status = $2",
+            (true, false) => "session_id = $1 AND $2::text IS NULL",
+            (false, true) => "$1::text IS NULL AND status = $2",
+            (false, false) => "$1::text IS NULL AND $2::text IS NULL",
+        };
+        let sql = format!("SELECT {RUN_COLUMNS} WHERE {clause} ORDER BY created_seq DESC LIMIT $3");
+        let limit = filter.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        let status = filter.status.map(|s| s.as_str());
+        Ok(self
+            .rows("list runs", &sql, &[&filter.session_id, &status, &limit])?
+            .iter()
+            .map(run_row)
+            .collect::<Decoded<_>>()?)
+    }
 
     /// The orchestration events of a run, by `seq`.
-    pub fn events(&self, run_id: &str) -> Result<Vec<Event<String>>, PgError> {
-        self.rows(
-            "read orchestration events",
-            "SELECT record FROM orchestration_event WHERE run_id = $1 ORDER BY seq",
-            &[&run_id],
-        )?
-        .iter()
-        .map(|r| json("event", r.get(0)))
-        .collect()
+    fn events(&self, run_id: &str) -> Result<Vec<Event<String>>, StoreError> {
+        Ok(self
+            .rows(
+                "read orchestration events",
+                "SELECT record FROM orchestration_event WHERE run_id = $1 ORDER BY seq",
+                &[&run_id],
+            )?
+            .iter()
+            .map(|r| json("event", r.get(0)))
+            .collect::<Decoded<_>>()?)
     }
 
     /// The agent steps (model calls) of a run, in call order.
-    pub fn agent_steps(&self, run_id: &str) -> Result<Vec<StoredStep>, PgError> {
-        self.rows(
-            "read agent steps",
-            "SELECT seq, record FROM agent_step WHERE run_id = $1 ORDER BY seq",
-            &[&run_id],
-        )?
-        .iter()
-        .map(|r| {
-            Ok(StoredStep {
-                seq: small("step seq", r.get(0))?,
-                step: json::<AgentStepRecord>("agent step", r.get(1))?,
+    fn agent_steps(&self, run_id: &str) -> Result<Vec<StoredStep>, StoreError> {
+        Ok(self
+            .rows(
+                "read agent steps",
+                "SELECT seq, record FROM agent_step WHERE run_id = $1 ORDER BY seq",
+                &[&run_id],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(StoredStep {
+                    seq: small("step seq", r.get(0))?,
+                    step: json::<AgentStepRecord>("agent step", r.get(1))?,
+                })
             })
-        })
-        .collect()
+            .collect::<Decoded<_>>()?)
     }
 
     /// The model exchanges of a run, in call order.
-    pub fn exchanges(&self, run_id: &str) -> Result<Vec<StoredExchange>, PgError> {
-        self.rows(
+    fn exchanges(&self, run_id: &str) -> Result<Vec<StoredExchange>, StoreError> {
+        Ok(self
+            .rows(
             "read model exchanges",
             "SELECT seq, agent, round, attempt, turn, request, request_sha256, response, error \
              FROM model_exchange WHERE run_id = $1 ORDER BY seq",
@@ -224,36 +237,38 @@ impl PgStore {
                 },
             })
         })
-        .collect()
+        .collect::<Decoded<_>>()?)
     }
 
     /// The tool invocations of a run, in recording order.
-    pub fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, PgError> {
-        self.rows(
-            "read tool invocations",
-            "SELECT record FROM tool_invocation WHERE run_id = $1 ORDER BY seq",
-            &[&run_id],
-        )?
-        .iter()
-        .map(|r| json("tool invocation", r.get(0)))
-        .collect()
+    fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, StoreError> {
+        Ok(self
+            .rows(
+                "read tool invocations",
+                "SELECT record FROM tool_invocation WHERE run_id = $1 ORDER BY seq",
+                &[&run_id],
+            )?
+            .iter()
+            .map(|r| json("tool invocation", r.get(0)))
+            .collect::<Decoded<_>>()?)
     }
 
     /// The evaluation of a run, if it has one.
-    pub fn evaluation(&self, run_id: &str) -> Result<Option<EvaluationRow>, PgError> {
-        self.rows(
-            "read an evaluation",
-            "SELECT metrics, created_at FROM evaluation WHERE run_id = $1",
-            &[&run_id],
-        )?
-        .first()
-        .map(|r| {
-            Ok(EvaluationRow {
-                run_id: run_id.to_string(),
-                metrics: json("evaluation metrics", r.get(0))?,
-                created_at: time("evaluation created_at", r.get(1))?,
+    fn evaluation(&self, run_id: &str) -> Result<Option<EvaluationRow>, StoreError> {
+        Ok(self
+            .rows(
+                "read an evaluation",
+                "SELECT metrics, created_at FROM evaluation WHERE run_id = $1",
+                &[&run_id],
+            )?
+            .first()
+            .map(|r| -> Decoded<EvaluationRow> {
+                Ok(EvaluationRow {
+                    run_id: run_id.to_string(),
+                    metrics: json("evaluation metrics", r.get(0))?,
+                    created_at: time("evaluation created_at", r.get(1))?,
+                })
             })
-        })
-        .transpose()
+            .transpose()?)
     }
 }

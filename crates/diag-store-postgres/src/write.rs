@@ -10,15 +10,16 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 use super::error::PgError;
-use super::records::{NewRun, RunStatus, RunSummary, INTERRUPTED};
+use super::records::{NewRun, RunStatus, INTERRUPTED};
 use super::tx::Tx;
-use super::{wait, FinishError, FinishReport, PgRecorder, PgStore};
+use super::{wait, PgStore};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::graph::Event;
 use crate::hash::sha256_hex;
 use crate::protocol::retry::canonical_json;
 use crate::protocol::ToolInvocation;
 use diag_core::store::codec::error_json;
+use diag_core::store::{Finish, FinishError, FinishReport, RunWriter, StoreError};
 use diag_owner::{Owner, RunOwner};
 
 fn int(v: u64) -> i64 {
@@ -40,21 +41,11 @@ pub struct EventRow {
 }
 
 impl EventRow {
-    pub(crate) fn of<O: std::fmt::Display>(event: &Event<O>) -> Result<EventRow, PgError> {
-        let event = Event {
-            seq: event.seq,
-            node: event.node.clone(),
-            attempt: event.attempt,
-            round: event.round,
-            status: event.status.to_string(),
-            started_at: event.started_at,
-            duration_ms: event.duration_ms,
-            detail: event.detail.clone(),
-        };
+    pub(crate) fn of(event: &Event<String>) -> Result<EventRow, PgError> {
         Ok(EventRow {
             seq: i64::from(event.seq),
             node: event.node.clone(),
-            record: canonical(&event)?,
+            record: canonical(event)?,
         })
     }
 }
@@ -108,69 +99,7 @@ UPDATE diagnosis_run SET
             WHERE run_id = $1)
 WHERE run_id = $1 AND status = 'RUNNING'";
 
-/// A SUCCESS needs a non-blank answer (openspec/specs/ask-service/spec.md).
-fn require_answer(run_id: &str, summary: &RunSummary) -> Result<(), PgError> {
-    if summary
-        .answer
-        .as_deref()
-        .is_none_or(|a| a.trim().is_empty())
-    {
-        return Err(PgError::Invalid(format!(
-            "run {run_id} cannot be SUCCESS without a non-blank answer"
-        )));
-    }
-    Ok(())
-}
-
 impl PgStore {
-    /// Creates a RUNNING run owned by this process, with its lease, and returns the recorder
-    /// for its trace.
-    pub fn create_run(&self, run: NewRun) -> Result<PgRecorder, PgError> {
-        if run.run_id.trim().is_empty() {
-            return Err(PgError::Invalid("a run needs a non-empty run_id".into()));
-        }
-        let tools = canonical(&run.tools)?;
-        let limits = run.limits.as_ref().map(canonical).transpose()?;
-        let me = Owner::current();
-        let now = self.now();
-        let created_at = now.to_string();
-        let lease = self.lease_expiry(now);
-        let started_at = run.started_at.to_string();
-        let pid = i64::from(me.pid);
-        let inserted = self.write("create a run", |tx| {
-            let params: [&(dyn ToSql + Sync); 12] = [
-                &run.run_id,
-                &run.session_id,
-                &run.question,
-                &started_at,
-                &tools,
-                &limits,
-                &me.host,
-                &pid,
-                &me.token,
-                &lease,
-                &created_at,
-                &run.resumed_from,
-            ];
-            match tx.execute(
-                "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
-                 tools, limits, owner_host, owner_pid, owner_token, lease_expires_at, \
-                 created_at, resumed_from) \
-                 VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                &params,
-            ) {
-                Ok(_) => Ok(()),
-                Err(e) if PgError::is_unique_violation(&e) => {
-                    Err(PgError::DuplicateRun(run.run_id.clone()))
-                }
-                Err(e) => Err(self.err("create a run", &e)),
-            }
-        });
-        inserted?;
-        self.start_heartbeat();
-        Ok(PgRecorder::for_run(self, run.run_id, run.session_id))
-    }
-
     /// Another copy of a run's refusal of a trace row (the run is unknown, or not RUNNING),
     /// so that each row of a write is refused with its own error, as if written by itself
     /// (as in the SQLite store); `None` for any other error, after which nothing more is
@@ -281,30 +210,6 @@ impl PgStore {
         self.shared.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Holds an event until the next flush or finish of its run.
-    pub(crate) fn hold_event(&self, run_id: &str, row: EventRow) {
-        self.held().entry(run_id.to_string()).or_default().push(row);
-    }
-
-    /// Commits the held events of `run_id`; returns the refused ones' errors.
-    pub(crate) fn flush_events(&self, run_id: &str) -> Vec<PgError> {
-        let rows = self.held().remove(run_id).unwrap_or_default();
-        self.record_events(run_id, &rows)
-    }
-
-    /// Inserts one orchestration event of a RUNNING run.
-    pub fn record_event<O: std::fmt::Display>(
-        &self,
-        run_id: &str,
-        event: &Event<O>,
-    ) -> Result<(), PgError> {
-        let row = EventRow::of(event)?;
-        self.record_events(run_id, std::slice::from_ref(&row))
-            .into_iter()
-            .next()
-            .map_or(Ok(()), Err)
-    }
-
     pub(crate) fn insert_step(
         &self,
         tx: &mut Tx<'_>,
@@ -353,32 +258,162 @@ impl PgStore {
         )
     }
 
+    pub(crate) fn insert_invocation(
+        &self,
+        tx: &mut Tx<'_>,
+        invocation: &ToolInvocation,
+    ) -> Result<(), PgError> {
+        let record = canonical(invocation)?;
+        let run_id = invocation.run_id.as_str();
+        {
+            self.insert(
+                tx,
+                "INSERT INTO tool_invocation (run_id, invocation_id, seq, record) \
+                 SELECT $1, $2, coalesce(max(seq), 0) + 1, $3 FROM tool_invocation \
+                 WHERE run_id = $1",
+                &[&run_id, &invocation.invocation_id, &record],
+                "tool invocation",
+                run_id,
+                || invocation.invocation_id.clone(),
+            )
+        }
+    }
+
+    fn insert_evaluation(
+        &self,
+        tx: &mut Tx<'_>,
+        run_id: &str,
+        metrics: &str,
+        created_at: &str,
+    ) -> Result<(), PgError> {
+        let status = tx
+            .query_opt(
+                "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
+                &[&run_id],
+            )
+            .map_err(|e| self.err("record an evaluation", &e))?
+            .map(|r| r.get::<_, String>(0));
+        match status {
+            None => return Err(PgError::UnknownRun(run_id.to_string())),
+            Some(s) if s != RunStatus::Success.as_str() => {
+                return Err(PgError::NotEvaluable {
+                    run_id: run_id.to_string(),
+                    status: s,
+                })
+            }
+            Some(_) => {}
+        }
+        tx.execute(
+            "INSERT INTO evaluation (run_id, metrics, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
+             created_at = excluded.created_at",
+            &[&run_id, &metrics, &created_at],
+        )
+        .map_err(|e| self.err("record an evaluation", &e))?;
+        Ok(())
+    }
+}
+
+impl RunWriter for PgStore {
+    /// Creates a RUNNING run owned by this process, with its lease, and starts the heartbeat
+    /// that renews it.
+    fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        if run.run_id.trim().is_empty() {
+            return Err(PgError::Invalid("a run needs a non-empty run_id".into()).into());
+        }
+        let tools = canonical(&run.tools)?;
+        let limits = run.limits.as_ref().map(canonical).transpose()?;
+        let me = Owner::current();
+        let now = self.now();
+        let created_at = now.to_string();
+        let lease = self.lease_expiry(now);
+        let started_at = run.started_at.to_string();
+        let pid = i64::from(me.pid);
+        let inserted = self.write("create a run", |tx| {
+            let params: [&(dyn ToSql + Sync); 12] = [
+                &run.run_id,
+                &run.session_id,
+                &run.question,
+                &started_at,
+                &tools,
+                &limits,
+                &me.host,
+                &pid,
+                &me.token,
+                &lease,
+                &created_at,
+                &run.resumed_from,
+            ];
+            match tx.execute(
+                "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
+                 tools, limits, owner_host, owner_pid, owner_token, lease_expires_at, \
+                 created_at, resumed_from) \
+                 VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                &params,
+            ) {
+                Ok(_) => Ok(()),
+                Err(e) if PgError::is_unique_violation(&e) => {
+                    Err(PgError::DuplicateRun(run.run_id.clone()))
+                }
+                Err(e) => Err(self.err("create a run", &e)),
+            }
+        });
+        inserted?;
+        self.start_heartbeat();
+        Ok(())
+    }
+
+    /// Holds an event until the next flush or finish of its run (its row is built now).
+    fn hold_event(&self, run_id: &str, event: &Event<String>) -> Result<(), StoreError> {
+        let row = EventRow::of(event)?;
+        self.held().entry(run_id.to_string()).or_default().push(row);
+        Ok(())
+    }
+
+    /// Commits the held events of `run_id`; returns the refused ones' errors.
+    fn flush_events(&self, run_id: &str) -> Vec<StoreError> {
+        let rows = self.held().remove(run_id).unwrap_or_default();
+        self.record_events(run_id, &rows)
+            .into_iter()
+            .map(StoreError::from)
+            .collect()
+    }
+
+    /// Inserts one orchestration event of a RUNNING run.
+    fn record_event(&self, run_id: &str, event: &Event<String>) -> Result<(), StoreError> {
+        let row = EventRow::of(event)?;
+        self.record_events(run_id, std::slice::from_ref(&row))
+            .into_iter()
+            .next()
+            .map_or(Ok(()), |e| Err(e.into()))
+    }
+
     /// Inserts one agent step (a model call) of a RUNNING run.
-    pub fn record_agent_step(&self, run_id: &str, step: &AgentStepRecord) -> Result<(), PgError> {
-        self.write("record an agent step", |tx| {
+    fn record_agent_step(&self, run_id: &str, step: &AgentStepRecord) -> Result<(), StoreError> {
+        Ok(self.write("record an agent step", |tx| {
             self.running(tx, run_id)?;
             self.insert_step(tx, run_id, step)
-        })
+        })?)
     }
 
     /// Inserts one model exchange of a RUNNING run.
-    pub fn record_exchange(&self, run_id: &str, exchange: &ModelExchange) -> Result<(), PgError> {
+    fn record_exchange(&self, run_id: &str, exchange: &ModelExchange) -> Result<(), StoreError> {
         let row = ExchangeRow::of(exchange)?;
-        self.write("record a model exchange", |tx| {
+        Ok(self.write("record a model exchange", |tx| {
             self.running(tx, run_id)?;
             self.insert_exchange(tx, run_id, &row)
-        })
+        })?)
     }
 
     /// One model call's step and exchange in one transaction. Each row stands alone, as if
     /// written by itself (a refused one does not undo the other; a run that is not RUNNING
     /// refuses each with its own error); returns the errors, step first.
-    pub fn record_model_call(
+    fn record_model_call(
         &self,
         run_id: &str,
         step: &AgentStepRecord,
         exchange: &ModelExchange,
-    ) -> Vec<PgError> {
+    ) -> Vec<StoreError> {
         // An exchange that cannot be serialized is refused alone; the step is still written.
         let (row, row_error) = match ExchangeRow::of(exchange) {
             Ok(row) => (Some(row), None),
@@ -402,107 +437,45 @@ impl PgStore {
             Ok((step_error, exchange_error)) => step_error
                 .into_iter()
                 .chain(row_error.or(exchange_error))
+                .map(StoreError::from)
                 .collect(),
-            Err(e) => vec![e],
+            Err(e) => vec![e.into()],
         }
     }
 
     /// Inserts one tool invocation into the RUNNING run it names.
-    pub fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), PgError> {
+    fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), StoreError> {
         let run_id = invocation.run_id.as_str();
-        self.write("record a tool invocation", |tx| {
+        Ok(self.write("record a tool invocation", |tx| {
             self.running(tx, run_id)?;
             self.insert_invocation(tx, invocation)
-        })
-    }
-
-    pub(crate) fn insert_invocation(
-        &self,
-        tx: &mut Tx<'_>,
-        invocation: &ToolInvocation,
-    ) -> Result<(), PgError> {
-        let record = canonical(invocation)?;
-        let run_id = invocation.run_id.as_str();
-        {
-            self.insert(
-                tx,
-                "INSERT INTO tool_invocation (run_id, invocation_id, seq, record) \
-                 SELECT $1, $2, coalesce(max(seq), 0) + 1, $3 FROM tool_invocation \
-                 WHERE run_id = $1",
-                &[&run_id, &invocation.invocation_id, &record],
-                "tool invocation",
-                run_id,
-                || invocation.invocation_id.clone(),
-            )
-        }
-    }
-
-    /// Finishes a RUNNING run as SUCCESS (non-blank answer required).
-    pub fn finish_success(&self, run_id: &str, summary: RunSummary) -> Result<(), PgError> {
-        require_answer(run_id, &summary)?;
-        self.finish(run_id, RunStatus::Success, None, summary)
-    }
-
-    /// Finishes a RUNNING run as FAILED with a one-line `failure`.
-    pub fn finish_failed(
-        &self,
-        run_id: &str,
-        failure: &str,
-        partial: RunSummary,
-    ) -> Result<(), PgError> {
-        self.finish(run_id, RunStatus::Failed, Some(failure), partial)
-    }
-
-    fn finish(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        failure: Option<&str>,
-        summary: RunSummary,
-    ) -> Result<(), PgError> {
-        self.finish_with(run_id, status, failure, summary, None)
-            .map(|_| ())
-            .map_err(|e| match e {
-                FinishError::Trace(e) | FinishError::Run(e) => e,
-            })
-    }
-
-    /// Finishes a RUNNING run as SUCCESS and stores its evaluation, in one transaction.
-    pub fn finish_success_evaluated(
-        &self,
-        run_id: &str,
-        summary: RunSummary,
-        metrics: &Value,
-    ) -> Result<FinishReport, FinishError> {
-        require_answer(run_id, &summary).map_err(FinishError::Run)?;
-        self.finish_with(run_id, RunStatus::Success, None, summary, Some(metrics))
+        })?)
     }
 
     /// The run's finish in one transaction with its held events and, for a SUCCESS, its
     /// evaluation (as the SQLite store: a refused trace row leaves a SUCCESS unwritten and
     /// the run RUNNING; a FAILED run keeps what the store accepts; a refused evaluation is
     /// reported beside a SUCCESS that stands).
-    fn finish_with(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        failure: Option<&str>,
-        summary: RunSummary,
-        evaluation: Option<&Value>,
-    ) -> Result<FinishReport, FinishError> {
+    fn finish_run(&self, run_id: &str, finish: Finish<'_>) -> Result<FinishReport, FinishError> {
+        let Finish {
+            status,
+            failure,
+            summary,
+            evaluation,
+        } = finish;
         let rows = self.held().get(run_id).cloned().unwrap_or_default();
         let self_evaluation = summary
             .self_evaluation
             .as_ref()
             .map(canonical)
             .transpose()
-            .map_err(FinishError::Run)?;
+            .map_err(|e| FinishError::Run(e.into()))?;
         let reuse = summary
             .reuse
             .as_ref()
             .map(canonical)
             .transpose()
-            .map_err(FinishError::Run)?;
+            .map_err(|e| FinishError::Run(e.into()))?;
         let finished_at = summary
             .finished_at
             .unwrap_or_else(|| self.now())
@@ -561,7 +534,8 @@ impl PgStore {
                         |tx| self.insert_evaluation(tx, run_id, metrics, &created_at),
                         |e| self.err("record an evaluation", e),
                     )
-                    .err(),
+                    .err()
+                    .map(StoreError::from),
                 None => None,
             };
             Ok(FinishReport { evaluation_error })
@@ -577,57 +551,23 @@ impl PgStore {
                 }
                 Ok(report)
             }
-            (Err(_), Some(trace)) => Err(FinishError::Trace(trace)),
-            (Err(e), None) => Err(FinishError::Run(e)),
+            (Err(_), Some(trace)) => Err(FinishError::Trace(trace.into())),
+            (Err(e), None) => Err(FinishError::Run(e.into())),
         }
     }
 
     /// Stores (or replaces) the evaluation of a SUCCESS run; any other run is refused.
-    pub fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), PgError> {
+    fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), StoreError> {
         let metrics = canonical_json(metrics);
         let created_at = self.now().to_string();
-        self.write("record an evaluation", |tx| {
+        Ok(self.write("record an evaluation", |tx| {
             self.insert_evaluation(tx, run_id, &metrics, &created_at)
-        })
-    }
-
-    fn insert_evaluation(
-        &self,
-        tx: &mut Tx<'_>,
-        run_id: &str,
-        metrics: &str,
-        created_at: &str,
-    ) -> Result<(), PgError> {
-        let status = tx
-            .query_opt(
-                "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
-                &[&run_id],
-            )
-            .map_err(|e| self.err("record an evaluation", &e))?
-            .map(|r| r.get::<_, String>(0));
-        match status {
-            None => return Err(PgError::UnknownRun(run_id.to_string())),
-            Some(s) if s != RunStatus::Success.as_str() => {
-                return Err(PgError::NotEvaluable {
-                    run_id: run_id.to_string(),
-                    status: s,
-                })
-            }
-            Some(_) => {}
-        }
-        tx.execute(
-            "INSERT INTO evaluation (run_id, metrics, created_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
-             created_at = excluded.created_at",
-            &[&run_id, &metrics, &created_at],
-        )
-        .map_err(|e| self.err("record an evaluation", &e))?;
-        Ok(())
+        })?)
     }
 
     /// Marks FAILED (`interrupted`) every RUNNING run whose owner is gone
     /// (`diag_owner::is_gone`), keeping its partial trace. Returns how many it marked.
-    pub fn sweep_interrupted(&self) -> Result<usize, PgError> {
+    fn sweep_interrupted(&self) -> Result<usize, StoreError> {
         let running = {
             let mut client = self.lock();
             let rows = wait(client.query(
@@ -661,7 +601,7 @@ impl PgStore {
         }
         let finished_at = now.to_string();
         let failed = RunStatus::Failed.as_str();
-        self.write("mark interrupted runs FAILED", |tx| {
+        Ok(self.write("mark interrupted runs FAILED", |tx| {
             let mut swept = 0;
             for run_id in &dead {
                 // The status guard makes a concurrent sweep or a late finish harmless.
@@ -686,6 +626,6 @@ impl PgStore {
                     as usize;
             }
             Ok(swept)
-        })
+        })?)
     }
 }

@@ -3,7 +3,7 @@
 //! A WAL checkpoint copies committed pages into the database file and costs two fsyncs.
 //! SQLite runs it inside whichever commit crosses the auto-checkpoint threshold, so every few
 //! hundred runs one event commit would stall for the length of two fsyncs. Instead, each
-//! writable [`Store`](super::Store) has a small thread with its own connection that runs a
+//! writable [`SqliteStore`](super::SqliteStore) has a small thread with its own connection that runs a
 //! `PASSIVE` checkpoint (which never blocks writers or readers) after every
 //! [`COMMITS_PER_CHECKPOINT`] commits, and once a second while commits are pending. The
 //! writer keeps SQLite's auto-checkpoint at a higher threshold as a safety net, so the WAL

@@ -8,7 +8,7 @@ use rusqlite::ffi;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
-pub enum StoreError {
+pub enum SqliteError {
     #[error("cannot create the folder {} for the run store: {source}", path.display())]
     CreateDir {
         path: PathBuf,
@@ -89,25 +89,25 @@ pub enum StoreError {
     Decode { what: &'static str, detail: String },
 }
 
-impl StoreError {
+impl SqliteError {
     /// Maps an SQLite failure during `op` on the store at `path` to the case an operator can
     /// act on; everything else keeps SQLite's own message.
     pub(crate) fn sqlite(path: &Path, op: &'static str, e: rusqlite::Error) -> Self {
         let path = path.to_path_buf();
         match e.sqlite_error_code() {
-            Some(ffi::ErrorCode::ReadOnly) => StoreError::ReadOnly { path, op },
+            Some(ffi::ErrorCode::ReadOnly) => SqliteError::ReadOnly { path, op },
             Some(ffi::ErrorCode::DatabaseBusy) | Some(ffi::ErrorCode::DatabaseLocked) => {
-                StoreError::Busy { path, op }
+                SqliteError::Busy { path, op }
             }
-            Some(ffi::ErrorCode::DiskFull) => StoreError::DiskFull { path, op },
+            Some(ffi::ErrorCode::DiskFull) => SqliteError::DiskFull { path, op },
             Some(ffi::ErrorCode::DatabaseCorrupt) | Some(ffi::ErrorCode::NotADatabase) => {
-                StoreError::Corrupt {
+                SqliteError::Corrupt {
                     path,
                     op,
                     detail: e.to_string(),
                 }
             }
-            _ => StoreError::Sqlite {
+            _ => SqliteError::Sqlite {
                 path,
                 op,
                 source: e,
@@ -123,9 +123,37 @@ impl StoreError {
     }
 
     pub(crate) fn decode(what: &'static str, detail: impl ToString) -> Self {
-        StoreError::Decode {
+        SqliteError::Decode {
             what,
             detail: detail.to_string(),
         }
+    }
+}
+
+/// The port's error: each case as the kind an operator acts on.
+impl From<SqliteError> for diag_core::store::StoreError {
+    fn from(e: SqliteError) -> Self {
+        use diag_core::store::StoreErrorKind as K;
+        let kind = match &e {
+            SqliteError::Missing { .. } => K::Missing,
+            SqliteError::NewerSchema { .. } => K::NewerSchema,
+            SqliteError::ForeignDatabase { .. } => K::Foreign,
+            SqliteError::ReadOnly { .. } | SqliteError::ReadOnlyNeedsMigration { .. } => {
+                K::ReadOnly
+            }
+            SqliteError::Busy { .. } => K::Busy,
+            SqliteError::DiskFull { .. } => K::Full,
+            SqliteError::Corrupt { .. } => K::Corrupt,
+            SqliteError::UnknownRun(_) => K::UnknownRun,
+            SqliteError::DuplicateRun(_) | SqliteError::Duplicate { .. } => K::Duplicate,
+            SqliteError::NotRunning { .. } | SqliteError::NotEvaluable { .. } => K::WrongState,
+            SqliteError::Invalid(_) => K::Invalid,
+            SqliteError::Decode { .. } => K::Decode,
+            SqliteError::CreateDir { .. }
+            | SqliteError::Open { .. }
+            | SqliteError::Migration { .. }
+            | SqliteError::Sqlite { .. } => K::Other,
+        };
+        diag_core::store::StoreError::new(kind, e)
     }
 }

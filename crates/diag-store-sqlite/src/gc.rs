@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use rusqlite::params;
 
-use super::records::GcReport;
-use super::{Store, StoreError};
+use super::records::{SqliteGcReport, StoredRun};
+use super::{SqliteError, SqliteStore};
+use diag_core::store::{GcReport, RunMaintenance, RunWriter, StoreError};
 
 /// Runs deleted per write transaction.
 const BATCH: usize = 256;
@@ -32,16 +33,17 @@ fn delete_unused_blobs(tx: &rusqlite::Connection) -> rusqlite::Result<usize> {
     .execute([])
 }
 
-impl Store {
+impl SqliteStore {
     /// Deletes finished runs stored more than `older_than` ago (by `created_at`, the store's
     /// wall time, so a replay of an old recording is as young as the replay), or that are not
     /// among the `keep` most recently created runs (either rule deletes; with neither, nothing is deleted), then
-    /// reclaims the space. Returns what it did.
-    pub fn gc(
+    /// reclaims the space. Returns what it did, with whether the final checkpoint completed
+    /// (the port's `gc` is this).
+    pub fn collect(
         &self,
         older_than: Option<Duration>,
         keep: Option<usize>,
-    ) -> Result<GcReport, StoreError> {
+    ) -> Result<SqliteGcReport, StoreError> {
         let bytes_before = self.file_bytes();
         self.sweep_interrupted()?;
         let cutoff = older_than.map(|age| {
@@ -100,7 +102,7 @@ impl Store {
         })?;
         self.reclaim()?;
         let checkpoint_complete = self.checkpoint()?;
-        Ok(GcReport {
+        Ok(SqliteGcReport {
             runs_deleted,
             bytes_before,
             bytes_after: self.file_bytes(),
@@ -110,9 +112,9 @@ impl Store {
 
     /// Returns every free page to the file system (incremental vacuum; a no-op on a file
     /// created without auto_vacuum) and refreshes the query planner's statistics.
-    fn reclaim(&self) -> Result<(), StoreError> {
+    fn reclaim(&self) -> Result<(), SqliteError> {
         if self.is_read_only() {
-            return Err(StoreError::ReadOnly {
+            return Err(SqliteError::ReadOnly {
                 path: self.path().to_path_buf(),
                 op: "reclaim free space",
             });
@@ -126,5 +128,24 @@ impl Store {
         drop(rows);
         drop(stmt);
         conn.execute_batch("PRAGMA optimize").map_err(fail)
+    }
+}
+
+impl RunMaintenance for SqliteStore {
+    fn import_run(&self, run: &StoredRun) -> Result<bool, StoreError> {
+        self.import(run)
+    }
+
+    fn gc(
+        &self,
+        older_than: Option<Duration>,
+        keep: Option<usize>,
+    ) -> Result<GcReport, StoreError> {
+        let r = self.collect(older_than, keep)?;
+        Ok(GcReport {
+            runs_deleted: r.runs_deleted,
+            bytes_before: r.bytes_before,
+            bytes_after: r.bytes_after,
+        })
     }
 }

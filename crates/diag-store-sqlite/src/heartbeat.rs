@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rusqlite::params;
 
-use super::{Shared, Store};
+use super::{Shared, SqliteStore};
 use crate::clock::Timestamp;
 use diag_owner::{Heartbeat, Owner};
 
@@ -23,7 +23,7 @@ fn start(shared: Weak<Shared>, lease: Duration) -> Option<Heartbeat> {
         let Some(shared) = shared.upgrade() else {
             return false;
         };
-        if let Err(e) = (Store { shared }).renew_leases() {
+        if let Err(e) = (SqliteStore { shared }).renew_leases() {
             tracing::warn!(error = %e, "run leases not renewed this time");
         }
         true
@@ -32,10 +32,10 @@ fn start(shared: Weak<Shared>, lease: Duration) -> Option<Heartbeat> {
     .ok()
 }
 
-impl Store {
+impl SqliteStore {
     /// When a lease taken or renewed at `now` runs out.
     pub(crate) fn lease_expiry(&self, now: Timestamp) -> String {
-        now.saturating_add(self.shared.lease).to_string()
+        diag_core::store::lease_expiry(now, self.shared.lease).to_string()
     }
 
     /// Starts the heartbeat of this handle, once.
@@ -47,7 +47,7 @@ impl Store {
 
     /// Moves the lease of every RUNNING run this process owns to `now + lease`. Returns how
     /// many runs it renewed.
-    pub fn renew_leases(&self) -> Result<usize, super::StoreError> {
+    pub fn renew_leases(&self) -> Result<usize, super::SqliteError> {
         let me = Owner::current();
         let until = self.lease_expiry(self.now());
         self.write("renew run leases", |tx| {

@@ -9,25 +9,28 @@ use rusqlite::params;
 use super::packed::Packed;
 use super::records::{RunStatus, StoredRun};
 use super::write::{EventRow, ExchangeRow, FINISH};
-use super::{Store, StoreError};
+use super::{SqliteError, SqliteStore};
 use crate::hash::sha256_hex;
 use crate::protocol::retry::canonical_json;
+use diag_core::store::{RunReader, StoreError};
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    let value = serde_json::to_value(value).map_err(|e| StoreError::Invalid(e.to_string()))?;
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, SqliteError> {
+    let value = serde_json::to_value(value).map_err(|e| SqliteError::Invalid(e.to_string()))?;
     Ok(canonical_json(&value))
 }
 
-impl Store {
+impl SqliteStore {
     /// Writes `stored`, a finished run, unless a run of its id is already here. Returns
-    /// whether it was written. A RUNNING run is refused: only a finished run is final.
-    pub fn import_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
+    /// whether it was written. A RUNNING run is refused: only a finished run is final. (The
+    /// port's `import_run`.)
+    pub(crate) fn import(&self, stored: &StoredRun) -> Result<bool, StoreError> {
         let run = &stored.run;
         if run.status == RunStatus::Running {
-            return Err(StoreError::Invalid(format!(
+            return Err(SqliteError::Invalid(format!(
                 "run {} is RUNNING; only a finished run is copied",
                 run.run_id
-            )));
+            ))
+            .into());
         }
         if self.get_run(&run.run_id)?.is_some() {
             return Ok(false);
@@ -49,7 +52,7 @@ impl Store {
             .invocations
             .iter()
             .map(|i| Ok((to_json(&i.arguments)?, Packed::of(to_json(&i.output)?))))
-            .collect::<Result<Vec<_>, StoreError>>()?;
+            .collect::<Result<Vec<_>, SqliteError>>()?;
         let self_evaluation = run
             .self_evaluation
             .as_ref()
@@ -64,7 +67,7 @@ impl Store {
             .as_ref()
             .map(|e| (canonical_json(&e.metrics), e.created_at.to_string()));
         let fail = |e| self.err("copy a run", e);
-        self.write("copy a run", |tx| {
+        Ok(self.write("copy a run", |tx| {
             tx.prepare_cached(
                 "INSERT INTO tool_catalog (sha256, catalog) VALUES (?1, ?2) \
                  ON CONFLICT (sha256) DO NOTHING",
@@ -129,6 +132,6 @@ impl Store {
                 self.insert_evaluation(tx, rid, metrics, created_at)?;
             }
             Ok(true)
-        })
+        })?)
     }
 }

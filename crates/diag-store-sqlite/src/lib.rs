@@ -1,7 +1,9 @@
 //! `diag-store-sqlite`: the run store: every diagnosis run and its whole trace in one SQLite
 //! file, written as the run happens, readable afterwards (`diag trace`, `diag runs`,
-//! `diag export`). It implements diag-core's run store port ([`diag_core::store::RunStore`],
-//! [`diag_core::store::TraceRecorder`], [`diag_core::store::RunReader`]; `port.rs`).
+//! `diag export`). It implements diag-core's run store port ([`diag_core::store::RunReader`]
+//! in `read.rs`, [`diag_core::store::RunWriter`] in `write.rs`,
+//! [`diag_core::store::RunMaintenance`] in `gc.rs`): the SQL and the connection handling; the
+//! rules that hold for every backend are the port's.
 //!
 //! **Architecture invariant:** this crate depends on `diag-core` (contracts, agent runtime
 //! records, ports), never on `diag-diagnosis`: the store persists the plain records of
@@ -25,13 +27,13 @@
 //! - **Concurrent writers.** Several processes may write one file. Every write is a
 //!   `BEGIN IMMEDIATE` transaction, so writers queue on the busy timeout (5 s by default)
 //!   instead of failing on a lock upgrade; readers never block writers.
-//! - **Failures are values.** Every write returns [`StoreError`]; nothing here panics on
-//!   I/O. The trait hooks ([`RunRecorder`]) cannot return errors, so they keep the first one
+//! - **Failures are values.** Every write returns [`SqliteError`]; nothing here panics on
+//!   I/O. The recorder's hooks (`diag_core::store::Recorder`) cannot return errors, so they keep the first one
 //!   for the caller to collect.
 //! - **No secrets.** The store writes only what the caller hands it; no record type carries
 //!   an API key or an authorization header, and the store adds no environment, config or
 //!   header data of its own.
-//! - **Bounded size.** [`Store::gc`] deletes old runs with everything they own (foreign keys
+//! - **Bounded size.** [`SqliteStore::gc`] deletes old runs with everything they own (foreign keys
 //!   `ON DELETE CASCADE`), then runs an incremental vacuum and a truncating checkpoint.
 //!
 //! # Schema (version [`SCHEMA_VERSION`], `PRAGMA user_version`)
@@ -58,9 +60,7 @@ mod gc;
 mod heartbeat;
 mod import;
 mod packed;
-mod port;
 mod read;
-mod recorder;
 mod records;
 mod schema;
 mod write;
@@ -71,21 +71,18 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-pub use error::StoreError;
-pub use recorder::RunRecorder;
-pub use records::{
-    EvaluationRow, GcReport, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary,
-    StoredExchange, StoredRun, StoredStep, INTERRUPTED,
-};
+use diag_core::store::RunWriter;
+
+pub use error::SqliteError;
+pub use records::SqliteGcReport;
 pub use schema::SCHEMA_VERSION;
-pub use write::{FinishError, FinishReport};
 
 // The core's modules under the paths this code had in the diag crate (`crate::graph::…`).
 use diag_core::{agent, clock, env_vars, graph, hash, model, protocol};
 
 use crate::clock::{Clock, SystemClock};
 
-/// The environment variable that overrides [`Store::default_path`] (the CLI's `--db` wins
+/// The environment variable that overrides [`SqliteStore::default_path`] (the CLI's `--db` wins
 /// over both).
 pub const DB_ENV: &str = crate::env_vars::EnvVars::DIAG_DB;
 
@@ -115,7 +112,7 @@ impl Default for StoreOptions {
 /// A handle on one store file. Cheap to clone; clones share one connection, so writes of one
 /// process are serialized here and only different processes contend for SQLite's lock.
 #[derive(Clone)]
-pub struct Store {
+pub struct SqliteStore {
     shared: Arc<Shared>,
 }
 
@@ -135,15 +132,7 @@ struct Shared {
     heartbeat: std::sync::OnceLock<Option<diag_owner::Heartbeat>>,
 }
 
-impl Store {
-    /// `$DIAG_DB` if set and non-empty, else [`Store::default_path`].
-    pub fn path_from_env() -> Option<PathBuf> {
-        match std::env::var_os(DB_ENV) {
-            Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
-            _ => Store::default_path(),
-        }
-    }
-
+impl SqliteStore {
     /// `$XDG_DATA_HOME/diag/diag.db`, else `$HOME/.local/share/diag/diag.db`; `None` when
     /// neither variable gives an absolute path. The XDG rule is applied on every platform so
     /// the location is the same wherever `diag` runs and is documented in one sentence.
@@ -155,8 +144,8 @@ impl Store {
     }
 
     /// Opens (creating if needed) the store at `path` with default options.
-    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
-        Store::open_with(path, StoreOptions::default())
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, SqliteError> {
+        SqliteStore::open_with(path, StoreOptions::default())
     }
 
     /// Opens the store: creates the parent folders, sets WAL mode, `synchronous = NORMAL`,
@@ -164,26 +153,33 @@ impl Store {
     /// processes FAILED (`interrupted`).
     ///
     /// A file without any write permission bit is opened read-only, even by root: reads
-    /// work, every write fails with [`StoreError::ReadOnly`].
-    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
-        Store::open_mode(path.as_ref(), options, true)
+    /// work, every write fails with [`SqliteError::ReadOnly`].
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: StoreOptions,
+    ) -> Result<SqliteStore, SqliteError> {
+        SqliteStore::open_mode(path.as_ref(), options, true)
     }
 
     /// Opens the store at `path` only if the file is already there: creates no folder and no
-    /// file, and fails with [`StoreError::Missing`] otherwise. Read-only commands (`trace`,
+    /// file, and fails with [`SqliteError::Missing`] otherwise. Read-only commands (`trace`,
     /// `runs`, `export`, `gc`) open the store this way, so a mistyped path never leaves an
-    /// empty database behind. An existing file is opened exactly as [`Store::open_with`]
+    /// empty database behind. An existing file is opened exactly as [`SqliteStore::open_with`]
     /// opens it.
     pub fn open_existing(
         path: impl AsRef<Path>,
         options: StoreOptions,
-    ) -> Result<Store, StoreError> {
-        Store::open_mode(path.as_ref(), options, false)
+    ) -> Result<SqliteStore, SqliteError> {
+        SqliteStore::open_mode(path.as_ref(), options, false)
     }
 
-    fn open_mode(path: &Path, options: StoreOptions, create: bool) -> Result<Store, StoreError> {
+    fn open_mode(
+        path: &Path,
+        options: StoreOptions,
+        create: bool,
+    ) -> Result<SqliteStore, SqliteError> {
         let path = path.to_path_buf();
-        let missing = |path: &Path| StoreError::Missing {
+        let missing = |path: &Path| SqliteError::Missing {
             path: path.to_path_buf(),
         };
         if !create && std::fs::symlink_metadata(&path).is_err() {
@@ -193,7 +189,7 @@ impl Store {
             .parent()
             .filter(|p| create && !p.as_os_str().is_empty())
         {
-            std::fs::create_dir_all(parent).map_err(|source| StoreError::CreateDir {
+            std::fs::create_dir_all(parent).map_err(|source| SqliteError::CreateDir {
                 path: parent.to_path_buf(),
                 source,
             })?;
@@ -210,7 +206,7 @@ impl Store {
         } else {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
-        let open_err = |source| StoreError::Open {
+        let open_err = |source| SqliteError::Open {
             path: path.clone(),
             source,
         };
@@ -241,7 +237,7 @@ impl Store {
         } else {
             checkpoint::Checkpointer::start(&path)
         };
-        let store = Store {
+        let store = SqliteStore {
             shared: Arc::new(Shared {
                 checkpointer,
                 conn: Mutex::new(conn),
@@ -275,12 +271,12 @@ impl Store {
     /// `version` migrations), as a diag of that version would have. For tests of the
     /// migrations that build a store of an older schema; the application never calls it.
     #[doc(hidden)]
-    pub fn create_at_schema_version(path: &Path, version: u32) -> Result<(), StoreError> {
+    pub fn create_at_schema_version(path: &Path, version: u32) -> Result<(), SqliteError> {
         let upto = usize::try_from(version)
             .ok()
             .filter(|v| *v <= schema::MIGRATIONS.len())
-            .ok_or_else(|| StoreError::Invalid(format!("no schema version {version}")))?;
-        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
+            .ok_or_else(|| SqliteError::Invalid(format!("no schema version {version}")))?;
+        let mut conn = Connection::open(path).map_err(|source| SqliteError::Open {
             path: path.to_path_buf(),
             source,
         })?;
@@ -294,7 +290,7 @@ impl Store {
         &self.shared.path
     }
 
-    /// True when the file was opened read-only (writes fail with [`StoreError::ReadOnly`]).
+    /// True when the file was opened read-only (writes fail with [`SqliteError::ReadOnly`]).
     pub fn is_read_only(&self) -> bool {
         self.shared.read_only
     }
@@ -309,7 +305,7 @@ impl Store {
 
     /// Copies the WAL into the database and truncates it. Returns false when a reader kept
     /// the checkpoint from completing.
-    pub fn checkpoint(&self) -> Result<bool, StoreError> {
+    pub fn checkpoint(&self) -> Result<bool, SqliteError> {
         let conn = self.lock();
         // A checkpoint already running (the background one, or another process's) makes
         // SQLite answer busy at once, without its busy handler; it finishes in milliseconds,
@@ -334,7 +330,7 @@ impl Store {
     }
 
     /// `PRAGMA integrity_check`: `"ok"` for a healthy file, otherwise SQLite's findings.
-    pub fn integrity_check(&self) -> Result<String, StoreError> {
+    pub fn integrity_check(&self) -> Result<String, SqliteError> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare("PRAGMA integrity_check")
@@ -355,8 +351,8 @@ impl Store {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn err(&self, op: &'static str, e: rusqlite::Error) -> StoreError {
-        StoreError::sqlite(&self.shared.path, op, e)
+    fn err(&self, op: &'static str, e: rusqlite::Error) -> SqliteError {
+        SqliteError::sqlite(&self.shared.path, op, e)
     }
 
     fn now(&self) -> crate::clock::Timestamp {
@@ -368,10 +364,10 @@ impl Store {
     fn write<T>(
         &self,
         op: &'static str,
-        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+        f: impl FnOnce(&Connection) -> Result<T, SqliteError>,
+    ) -> Result<T, SqliteError> {
         if self.shared.read_only {
-            return Err(StoreError::ReadOnly {
+            return Err(SqliteError::ReadOnly {
                 path: self.shared.path.clone(),
                 op,
             });
@@ -436,8 +432,8 @@ pub(crate) const PAGE_SIZE: i64 = 8192;
 
 /// Connection settings. `foreign_keys` is per connection and off by default in SQLite, so
 /// it is set on every open; WAL mode is persistent but setting it again is free.
-fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), StoreError> {
-    let fail = |op, e| StoreError::sqlite(path, op, e);
+fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), SqliteError> {
+    let fail = |op, e| SqliteError::sqlite(path, op, e);
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| fail("enable foreign keys", e))?;
     if read_only {
@@ -473,7 +469,7 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Stor
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(|e| fail("enable WAL mode", e))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Invalid(format!(
+        return Err(SqliteError::Invalid(format!(
             "{} cannot use WAL mode (journal mode stays {mode})",
             path.display()
         )));
@@ -520,8 +516,8 @@ mod tests {
     fn open_existing_creates_nothing_and_opens_what_is_there() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("no").join("such").join("diag.db");
-        match Store::open_existing(&path, StoreOptions::default()) {
-            Err(e @ StoreError::Missing { .. }) => {
+        match SqliteStore::open_existing(&path, StoreOptions::default()) {
+            Err(e @ SqliteError::Missing { .. }) => {
                 assert_eq!(e.to_string(), format!("no run store at {}", path.display()))
             }
             Err(other) => panic!("unexpected error {other}"),
@@ -531,13 +527,14 @@ mod tests {
         // A missing file in an existing folder: still nothing created.
         let path = dir.path().join("diag.db");
         assert!(matches!(
-            Store::open_existing(&path, StoreOptions::default()),
-            Err(StoreError::Missing { .. })
+            SqliteStore::open_existing(&path, StoreOptions::default()),
+            Err(SqliteError::Missing { .. })
         ));
         assert!(!path.exists());
         // Once a store is there, it opens and reads like any other.
-        drop(Store::open(&path).unwrap());
-        let store = Store::open_existing(&path, StoreOptions::default()).unwrap();
+        drop(SqliteStore::open(&path).unwrap());
+        let store = SqliteStore::open_existing(&path, StoreOptions::default()).unwrap();
+        use diag_core::store::{RunFilter, RunReader};
         assert!(store.list_runs(&RunFilter::default()).unwrap().is_empty());
     }
 }

@@ -11,28 +11,30 @@ use serde_json::Value;
 use super::records::{
     EvaluationRow, Reuse, RunFilter, RunRow, RunStatus, StoredExchange, StoredStep,
 };
-use super::{Store, StoreError};
+use super::{SqliteError, SqliteStore};
 use crate::agent::prompts::PromptAudit;
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::clock::Timestamp;
 use crate::graph::{Detail, Event};
 use crate::model::{ChatResponse, ModelError};
 use crate::protocol::{InvocationStatus, ToolInvocation};
+use diag_core::store::{RunReader, StoreError};
 
 /// A column that failed to decode, kept apart from SQLite errors until the row is done.
-type Decoded<T> = Result<T, StoreError>;
+type Decoded<T> = Result<T, SqliteError>;
 
 fn json<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
-    serde_json::from_str(text).map_err(|e| StoreError::decode(what, e))
+    serde_json::from_str(text).map_err(|e| SqliteError::decode(what, e))
 }
 
 /// Parses a stored enum from its string form through its serde representation.
 fn enum_str<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
-    serde_json::from_value(Value::String(text.to_string())).map_err(|e| StoreError::decode(what, e))
+    serde_json::from_value(Value::String(text.to_string()))
+        .map_err(|e| SqliteError::decode(what, e))
 }
 
 fn time(what: &'static str, text: &str) -> Decoded<Timestamp> {
-    Timestamp::parse_rfc3339(text).map_err(|e| StoreError::decode(what, e))
+    Timestamp::parse_rfc3339(text).map_err(|e| SqliteError::decode(what, e))
 }
 
 const RUN_COLUMNS: &str = "r.run_id, r.session_id, r.question, r.status, r.failure, r.answer, \
@@ -111,19 +113,19 @@ fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
 impl RawRun {
     fn decode(self) -> Decoded<RunRow> {
         let answer = crate::packed::unpack(self.answer, self.answer_zstd)
-            .map_err(|e| StoreError::decode("run answer", e))?;
+            .map_err(|e| SqliteError::decode("run answer", e))?;
         // The self-evaluation was compressed against the answer (`packed.rs`).
         let self_evaluation = crate::packed::unpack_with(
             self.self_evaluation,
             self.self_evaluation_zstd,
             answer.as_deref().unwrap_or_default().as_bytes(),
         )
-        .map_err(|e| StoreError::decode("self evaluation", e))?;
+        .map_err(|e| SqliteError::decode("self evaluation", e))?;
         Ok(RunRow {
             status: self
                 .status
                 .parse::<RunStatus>()
-                .map_err(|e| StoreError::decode("run status", e))?,
+                .map_err(|e| SqliteError::decode("run status", e))?,
             started_at: time("run started_at", &self.started_at)?,
             finished_at: self
                 .finished_at
@@ -182,7 +184,7 @@ impl RawRun {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Runs `sql` with `params` and decodes each row with `row` then `decode`.
     fn query<R, T>(
         &self,
@@ -201,19 +203,27 @@ impl Store {
                 .map_err(|e| self.err(op, e))?;
             rows
         };
-        raw.into_iter().map(decode).collect()
+        raw.into_iter()
+            .map(|r| decode(r).map_err(StoreError::from))
+            .collect()
+    }
+}
+
+impl RunReader for SqliteStore {
+    fn describe(&self) -> String {
+        self.path().display().to_string()
     }
 
     /// How many runs the store holds.
-    pub fn count_runs(&self) -> Result<u64, StoreError> {
+    fn count_runs(&self) -> Result<u64, StoreError> {
         let conn = self.lock();
         conn.prepare_cached("SELECT count(*) FROM diagnosis_run")
             .and_then(|mut s| s.query_row([], |r| r.get(0)))
-            .map_err(|e| self.err("count runs", e))
+            .map_err(|e| self.err("count runs", e).into())
     }
 
     /// One run, or `None` when no run has this id.
-    pub fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+    fn get_run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         let raw = {
             let conn = self.lock();
             let sql = format!("SELECT {RUN_COLUMNS} WHERE r.run_id = ?1");
@@ -221,12 +231,12 @@ impl Store {
                 .and_then(|mut s| s.query_row([run_id], raw_run).optional())
                 .map_err(|e| self.err("read a run", e))?
         };
-        raw.map(RawRun::decode).transpose()
+        Ok(raw.map(RawRun::decode).transpose()?)
     }
 
     /// Runs matching `filter`, newest first: most recently created first, so a replayed run
     /// (whose start time is the recorded one) is listed where its operator looks for it.
-    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
         // One statement per combination of filters, so that the planner sees a plain
         // `session_id = ?` or `status = ?` and walks its index (`diagnosis_run_session`,
         // `diagnosis_run_status`) newest first; `(?2 IS NULL OR status = ?2)` would scan the
@@ -253,7 +263,7 @@ impl Store {
 
     /// The orchestration events of a run, by `seq`. The status is the string the graph
     /// recorded (e.g. `COMPLETED`).
-    pub fn events(&self, run_id: &str) -> Result<Vec<Event<String>>, StoreError> {
+    fn events(&self, run_id: &str) -> Result<Vec<Event<String>>, StoreError> {
         self.query(
             "read orchestration events",
             "SELECT seq, node, attempt, round, status, started_at, duration_ms, detail \
@@ -287,7 +297,7 @@ impl Store {
     }
 
     /// The agent steps (model calls) of a run, in call order.
-    pub fn agent_steps(&self, run_id: &str) -> Result<Vec<StoredStep>, StoreError> {
+    fn agent_steps(&self, run_id: &str) -> Result<Vec<StoredStep>, StoreError> {
         type Raw = (
             u32,
             [String; 4],
@@ -352,7 +362,7 @@ impl Store {
     /// The model exchanges of a run, in call order. Each request text is rebuilt from its
     /// skeleton and blobs (`blobs.rs`) and checked against its stored sha256: a request that
     /// does not match is reported as a corrupt store, never handed on.
-    pub fn exchanges(&self, run_id: &str) -> Result<Vec<StoredExchange>, StoreError> {
+    fn exchanges(&self, run_id: &str) -> Result<Vec<StoredExchange>, StoreError> {
         const OP: &str = "read model exchanges";
         struct Raw {
             seq: u32,
@@ -414,7 +424,7 @@ impl Store {
             }
             (raw, bodies)
         };
-        let corrupt = |seq: u32, detail: String| StoreError::Corrupt {
+        let corrupt = |seq: u32, detail: String| SqliteError::Corrupt {
             path: self.path().to_path_buf(),
             op: OP,
             detail: format!("the request of model exchange {seq} of run {run_id}: {detail}"),
@@ -432,7 +442,7 @@ impl Store {
                 }
                 let response =
                     crate::packed::unpack_with(raw.response, raw.response_zstd, text.as_bytes())
-                        .map_err(|detail| StoreError::Corrupt {
+                        .map_err(|detail| SqliteError::Corrupt {
                             path: self.path().to_path_buf(),
                             op: OP,
                             detail: format!(
@@ -444,7 +454,7 @@ impl Store {
                     (Some(r), None) => Ok(json::<ChatResponse>("model response", &r)?),
                     (None, Some(e)) => Err(model_error(&e)?),
                     _ => {
-                        return Err(StoreError::decode(
+                        return Err(SqliteError::decode(
                             "model exchange",
                             "neither or both of response and error are set",
                         ))
@@ -464,11 +474,12 @@ impl Store {
                     },
                 })
             })
+            .map(|r| r.map_err(StoreError::from))
             .collect()
     }
 
     /// The tool invocations of `run_id` only, in recording order.
-    pub fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, StoreError> {
+    fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, StoreError> {
         type Raw = (
             String,
             String,
@@ -517,7 +528,7 @@ impl Store {
                 out_zstd,
             )| {
                 let out = crate::packed::unpack(Some(out), out_zstd)
-                    .map_err(|e| StoreError::decode("tool output", e))?
+                    .map_err(|e| SqliteError::decode("tool output", e))?
                     .unwrap_or_default();
                 Ok(ToolInvocation {
                     run_id,
@@ -536,7 +547,7 @@ impl Store {
     }
 
     /// The evaluation of a run, if it has one.
-    pub fn evaluation(&self, run_id: &str) -> Result<Option<EvaluationRow>, StoreError> {
+    fn evaluation(&self, run_id: &str) -> Result<Option<EvaluationRow>, StoreError> {
         let rows = self.query(
             "read an evaluation",
             "SELECT run_id, metrics, created_at FROM evaluation WHERE run_id = ?1",
@@ -562,5 +573,5 @@ impl Store {
 
 fn model_error(text: &str) -> Decoded<ModelError> {
     let v: Value = json("model error", text)?;
-    diag_core::store::codec::model_error(&v).map_err(|e| StoreError::decode("model error", e))
+    diag_core::store::codec::model_error(&v).map_err(|e| SqliteError::decode("model error", e))
 }

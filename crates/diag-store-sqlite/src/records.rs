@@ -6,9 +6,9 @@ use serde::Serialize;
 
 pub use diag_core::store::records::*;
 
-/// What `gc` did.
+/// What `gc` did, with what only this store knows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct GcReport {
+pub struct SqliteGcReport {
     pub runs_deleted: u64,
     /// Database plus WAL file size before and after.
     pub bytes_before: u64,

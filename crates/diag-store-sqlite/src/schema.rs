@@ -11,7 +11,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::StoreError;
+use super::SqliteError;
 
 /// Version 1: every table, `STRICT` so SQLite itself rejects a value of the wrong type.
 ///
@@ -256,8 +256,8 @@ pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
 /// Refuses a file that holds tables but no diag schema version before anything is written
 /// to it: opening someone else's SQLite database must not switch it to WAL mode (or touch it
 /// at all). The migration checks again under the write lock.
-pub(crate) fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), StoreError> {
-    let fail = |e| StoreError::sqlite(path, "read the schema version", e);
+pub(crate) fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
+    let fail = |e| SqliteError::sqlite(path, "read the schema version", e);
     // One statement, so one snapshot: another process creating the store commits its tables
     // and its version together, and two separate reads could see one without the other.
     let (version, tables): (i64, i64) = conn
@@ -269,7 +269,7 @@ pub(crate) fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), Store
         )
         .map_err(fail)?;
     if version == 0 && tables > 0 {
-        return Err(StoreError::ForeignDatabase {
+        return Err(SqliteError::ForeignDatabase {
             path: path.to_path_buf(),
         });
     }
@@ -277,7 +277,7 @@ pub(crate) fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), Store
 }
 
 /// Brings the file to [`SCHEMA_VERSION`], or refuses a newer or foreign file.
-pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), SqliteError> {
     migrate_to(conn, path, MIGRATIONS)
 }
 
@@ -287,11 +287,11 @@ pub(crate) fn migrate_to(
     conn: &mut Connection,
     path: &Path,
     migrations: &[Migration],
-) -> Result<(), StoreError> {
-    let open_err = |e| StoreError::sqlite(path, "read the schema version", e);
+) -> Result<(), SqliteError> {
+    let open_err = |e| SqliteError::sqlite(path, "read the schema version", e);
     let found = user_version(conn).map_err(open_err)?;
     if found > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema {
+        return Err(SqliteError::NewerSchema {
             path: path.to_path_buf(),
             found,
             supported: SCHEMA_VERSION,
@@ -302,14 +302,14 @@ pub(crate) fn migrate_to(
     }
     for (index, migration) in migrations.iter().enumerate().skip(found as usize) {
         let target = index as u32 + 1;
-        let fail = |e| StoreError::Migration {
+        let fail = |e| SqliteError::Migration {
             path: path.to_path_buf(),
             version: target,
             source: e,
         };
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| StoreError::sqlite(path, "start the schema migration", e))?;
+            .map_err(|e| SqliteError::sqlite(path, "start the schema migration", e))?;
         // Another process may have migrated while this one waited for the write lock.
         let current = user_version(&tx).map_err(fail)?;
         if current >= target {
@@ -324,7 +324,7 @@ pub(crate) fn migrate_to(
                 )
                 .map_err(fail)?;
             if tables > 0 {
-                return Err(StoreError::ForeignDatabase {
+                return Err(SqliteError::ForeignDatabase {
                     path: path.to_path_buf(),
                 });
             }
@@ -341,18 +341,18 @@ pub(crate) fn migrate_to(
 }
 
 /// For a file this process cannot write: reads work only at exactly the current version.
-pub(crate) fn check_read_only(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+pub(crate) fn check_read_only(conn: &Connection, path: &Path) -> Result<(), SqliteError> {
     let found =
-        user_version(conn).map_err(|e| StoreError::sqlite(path, "read the schema version", e))?;
+        user_version(conn).map_err(|e| SqliteError::sqlite(path, "read the schema version", e))?;
     if found > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema {
+        return Err(SqliteError::NewerSchema {
             path: path.to_path_buf(),
             found,
             supported: SCHEMA_VERSION,
         });
     }
     if found < SCHEMA_VERSION {
-        return Err(StoreError::ReadOnlyNeedsMigration {
+        return Err(SqliteError::ReadOnlyNeedsMigration {
             path: path.to_path_buf(),
             found,
             supported: SCHEMA_VERSION,
@@ -365,8 +365,9 @@ pub(crate) fn check_read_only(conn: &Connection, path: &Path) -> Result<(), Stor
 mod tests {
     use super::*;
     use crate::records::NewRun;
-    use crate::Store;
+    use crate::SqliteStore;
     use diag_core::clock::Timestamp;
+    use diag_core::store::Store;
     use serde_json::json;
 
     fn new_run(run_id: &str, limits: Option<serde_json::Value>) -> NewRun {
@@ -384,7 +385,7 @@ mod tests {
     #[test]
     fn a_run_keeps_the_limits_it_was_created_with() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("runs.db")).unwrap();
+        let store = Store::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
         let limits = json!({"max_turns": 1, "max_tool_calls": 20, "tool_timeout_secs": 5});
         store
             .create_run(new_run("run-limits", Some(limits.clone())))
@@ -414,7 +415,7 @@ mod tests {
             )
             .unwrap();
         }
-        let store = Store::open(&path).unwrap();
+        let store = Store::new(SqliteStore::open(&path).unwrap());
         let old = store.get_run("run-old").unwrap().unwrap();
         assert_eq!(old.limits, None);
         assert_eq!(old.question, "q?");

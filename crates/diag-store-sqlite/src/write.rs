@@ -4,26 +4,27 @@
 //!
 //! Trace rows are accepted only while their run is RUNNING: the insert itself checks the
 //! run's status, so a finished run's trace is final and a row for an unknown run is refused
-//! with [`StoreError::UnknownRun`].
+//! with [`SqliteError::UnknownRun`].
 
 use rusqlite::{ffi, params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::packed::Packed;
-use super::records::{NewRun, RunStatus, RunSummary, INTERRUPTED};
-use super::{RunRecorder, Store, StoreError};
+use super::records::{NewRun, RunStatus, INTERRUPTED};
+use super::{SqliteError, SqliteStore};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::graph::Event;
 use crate::hash::sha256_hex;
 use crate::model::ChatRequest;
 use crate::protocol::retry::canonical_json;
 use crate::protocol::ToolInvocation;
+use diag_core::store::{Finish, FinishError, FinishReport, RunWriter, StoreError};
 use diag_owner::{Owner, RunOwner};
 
 /// The canonical form of a model request ([`crate::hash::canonical_request`]), stored beside
 /// its hash.
-fn canonical_request(request: &ChatRequest) -> Result<String, StoreError> {
-    crate::hash::canonical_request(request).map_err(|e| StoreError::Invalid(e.to_string()))
+fn canonical_request(request: &ChatRequest) -> Result<String, SqliteError> {
+    crate::hash::canonical_request(request).map_err(|e| SqliteError::Invalid(e.to_string()))
 }
 
 /// SQLite integers are signed 64-bit; a count or duration past that (only a saturated
@@ -32,8 +33,8 @@ fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    let value = serde_json::to_value(value).map_err(|e| StoreError::Invalid(e.to_string()))?;
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, SqliteError> {
+    let value = serde_json::to_value(value).map_err(|e| SqliteError::Invalid(e.to_string()))?;
     Ok(canonical_json(&value))
 }
 
@@ -41,24 +42,24 @@ pub(crate) use diag_core::store::codec::error_json;
 
 /// The error for a trace write or finish that changed no row: the run is unknown, or it is
 /// no longer RUNNING.
-fn not_running(tx: &Connection, store: &Store, run_id: &str) -> StoreError {
+fn not_running(tx: &Connection, store: &SqliteStore, run_id: &str) -> SqliteError {
     let status: Result<Option<String>, _> = tx
         .prepare_cached("SELECT status FROM diagnosis_run WHERE run_id = ?1")
         .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional());
     match status {
-        Ok(Some(status)) => StoreError::NotRunning {
+        Ok(Some(status)) => SqliteError::NotRunning {
             run_id: run_id.to_string(),
             status,
         },
-        Ok(None) => StoreError::UnknownRun(run_id.to_string()),
+        Ok(None) => SqliteError::UnknownRun(run_id.to_string()),
         Err(e) => store.err("look up a run", e),
     }
 }
 
 /// Checks inside the caller's transaction that the run exists and is RUNNING.
-fn require_running(tx: &Connection, store: &Store, run_id: &str) -> Result<(), StoreError> {
+fn require_running(tx: &Connection, store: &SqliteStore, run_id: &str) -> Result<(), SqliteError> {
     match not_running(tx, store, run_id) {
-        StoreError::NotRunning { status, .. } if status == RunStatus::Running.as_str() => Ok(()),
+        SqliteError::NotRunning { status, .. } if status == RunStatus::Running.as_str() => Ok(()),
         refused => Err(refused),
     }
 }
@@ -82,21 +83,6 @@ UPDATE diagnosis_run SET
             WHERE run_id = ?1)
 WHERE run_id = ?1 AND status = 'RUNNING'";
 
-/// A SUCCESS needs a non-blank answer: a blank answer is a failed run (openspec/specs/ask-service/spec.md), so the store
-/// refuses to call it a success.
-fn require_answer(run_id: &str, summary: &RunSummary) -> Result<(), StoreError> {
-    if summary
-        .answer
-        .as_deref()
-        .is_none_or(|a| a.trim().is_empty())
-    {
-        return Err(StoreError::Invalid(format!(
-            "run {run_id} cannot be SUCCESS without a non-blank answer"
-        )));
-    }
-    Ok(())
-}
-
 /// The guard of every trace insert: its run (`?1`) exists and is RUNNING.
 macro_rules! while_running {
     () => {
@@ -119,7 +105,7 @@ pub struct EventRow {
 }
 
 impl EventRow {
-    pub(crate) fn of<O: std::fmt::Display>(event: &Event<O>) -> Result<EventRow, StoreError> {
+    pub(crate) fn of<O: std::fmt::Display>(event: &Event<O>) -> Result<EventRow, SqliteError> {
         Ok(EventRow {
             seq: event.seq,
             node: event.node.clone(),
@@ -133,13 +119,6 @@ impl EventRow {
     }
 }
 
-/// What finishing a run reported besides success (the port's, with this store's error).
-pub type FinishReport = diag_core::store::FinishReport<StoreError>;
-
-/// Why a run could not be finished with the rows it still had to write (the port's, with this
-/// store's error).
-pub type FinishError = diag_core::store::FinishError<StoreError>;
-
 /// A model exchange serialized for its row, before any transaction opens.
 pub(crate) struct ExchangeRow {
     /// The canonical request cut into its skeleton and blobs (`blobs.rs`).
@@ -151,7 +130,7 @@ pub(crate) struct ExchangeRow {
 }
 
 impl ExchangeRow {
-    pub(crate) fn of(exchange: &ModelExchange) -> Result<ExchangeRow, StoreError> {
+    pub(crate) fn of(exchange: &ModelExchange) -> Result<ExchangeRow, SqliteError> {
         let request = canonical_request(&exchange.request)?;
         let request_sha = sha256_hex(request.as_bytes());
         let (response, error) = match &exchange.outcome {
@@ -171,11 +150,285 @@ impl ExchangeRow {
     }
 }
 
-impl Store {
-    /// Creates a RUNNING run owned by this process and returns the recorder for its trace.
-    pub fn create_run(&self, run: NewRun) -> Result<RunRecorder, StoreError> {
+impl SqliteStore {
+    /// Inserts several orchestration events of a RUNNING run in one transaction. Each row
+    /// stands alone, as if written by itself: a refused row is reported and the others are
+    /// still stored. Returns the errors, in row order.
+    pub(crate) fn record_events(&self, run_id: &str, rows: &[EventRow]) -> Vec<SqliteError> {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        match self.write("record orchestration events", |tx| {
+            Ok(self.insert_events(tx, run_id, rows))
+        }) {
+            Ok(errors) => errors,
+            Err(e) => vec![e],
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<EventRow>>> {
+        self.shared.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Inserts `rows` one statement each inside the caller's transaction. A statement that
+    /// fails undoes only itself; should SQLite roll the whole transaction back instead (a
+    /// full disk, an I/O error), nothing more is attempted and that is the error returned.
+    pub(crate) fn insert_events(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        rows: &[EventRow],
+    ) -> Vec<SqliteError> {
+        let mut errors = Vec::new();
+        for row in rows {
+            if let Err(e) = self.insert_event(tx, run_id, row) {
+                errors.push(e);
+                if tx.is_autocommit() {
+                    break;
+                }
+            }
+        }
+        errors
+    }
+
+    fn insert_event(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        row: &EventRow,
+    ) -> Result<(), SqliteError> {
+        let sql = concat!(
+            "INSERT INTO orchestration_event (run_id, seq, node, attempt, round, status, \
+             started_at, duration_ms, detail) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9",
+            while_running!()
+        );
+        let changed = tx.prepare_cached(sql).and_then(|mut s| {
+            s.execute(params![
+                run_id,
+                row.seq,
+                row.node,
+                row.attempt,
+                row.round,
+                row.status,
+                row.started_at,
+                row.duration_ms,
+                row.detail,
+            ])
+        });
+        self.inserted(tx, run_id, changed, "event", || row.seq.to_string())
+    }
+
+    pub(crate) fn insert_step(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        step: &AgentStepRecord,
+    ) -> Result<(), SqliteError> {
+        {
+            let sql = concat!(
+                "INSERT INTO agent_step (run_id, seq, agent, round, attempt, turn, status, model, \
+                 prompt_tokens, completion_tokens, finish_reason, duration_ms, prompt_id, \
+                 prompt_version, prompt_sha256, prompt_size) \
+                 SELECT ?1, (SELECT coalesce(max(seq), 0) + 1 FROM agent_step WHERE run_id = ?1), \
+                 ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15",
+                while_running!()
+            );
+            let changed = tx.prepare_cached(sql).and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    step.agent.as_str(),
+                    step.round,
+                    step.attempt,
+                    step.turn,
+                    step.status.as_str(),
+                    step.model,
+                    int(step.prompt_tokens),
+                    int(step.completion_tokens),
+                    step.finish_reason.map(|f| f.as_str()),
+                    int(step.duration_ms),
+                    step.prompt.prompt_id,
+                    step.prompt.version,
+                    step.prompt.sha256,
+                    int(step.prompt.size as u64),
+                ])
+            });
+            self.inserted(tx, run_id, changed, "agent step", String::new)
+        }
+    }
+
+    pub(crate) fn insert_exchange(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        exchange: &ModelExchange,
+        row: &ExchangeRow,
+    ) -> Result<(), SqliteError> {
+        let ExchangeRow {
+            request,
+            request_sha,
+            response,
+            error,
+        } = row;
+        {
+            // Blobs go in first, so that the exchange's insert trigger counts its references;
+            // should the exchange be refused, they stay unreferenced until the next gc.
+            let blobs = crate::blobs::store_parts(tx, request)
+                .map_err(|e| self.err("record the run's trace", e))?;
+            let sql = concat!(
+                "INSERT INTO model_exchange (run_id, seq, agent, round, attempt, turn, request, \
+                 request_sha256, response, error, request_blobs, response_zstd) \
+                 SELECT ?1, (SELECT coalesce(max(seq), 0) + 1 FROM model_exchange \
+                 WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11",
+                while_running!()
+            );
+            let changed = tx.prepare_cached(sql).and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    exchange.agent.as_str(),
+                    exchange.round,
+                    exchange.attempt,
+                    exchange.turn,
+                    request.skeleton,
+                    request_sha,
+                    response.as_ref().map(Packed::text),
+                    error,
+                    blobs,
+                    response.as_ref().and_then(Packed::zstd),
+                ])
+            });
+            self.inserted(tx, run_id, changed, "model exchange", String::new)
+        }
+    }
+
+    pub(crate) fn insert_invocation(
+        &self,
+        tx: &Connection,
+        invocation: &ToolInvocation,
+        arguments: &str,
+        output: &Packed,
+    ) -> Result<(), SqliteError> {
+        let run_id = invocation.run_id.as_str();
+        {
+            let sql = concat!(
+                "INSERT INTO tool_invocation (run_id, invocation_id, seq, session_id, agent, \
+                 round, tool_name, arguments, output, status, duration_ms, output_zstd) \
+                 SELECT ?1, ?2, (SELECT coalesce(max(seq), 0) + 1 FROM tool_invocation \
+                 WHERE run_id = ?1), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11",
+                while_running!()
+            );
+            let changed = tx.prepare_cached(sql).and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    invocation.invocation_id,
+                    invocation.session_id,
+                    invocation.agent,
+                    invocation.round,
+                    invocation.tool_name,
+                    arguments,
+                    output.text(),
+                    invocation.status.as_str(),
+                    int(invocation.duration_ms),
+                    output.zstd(),
+                ])
+            });
+            self.inserted(tx, run_id, changed, "tool invocation", || {
+                invocation.invocation_id.clone()
+            })
+        }
+    }
+
+    /// Checks the outcome of a guarded trace insert.
+    fn inserted(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        changed: rusqlite::Result<usize>,
+        what: &'static str,
+        key: impl FnOnce() -> String,
+    ) -> Result<(), SqliteError> {
+        match changed {
+            Ok(0) => Err(not_running(tx, self, run_id)),
+            Ok(_) => Ok(()),
+            Err(e) if SqliteError::is_constraint(&e, ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
+                Err(SqliteError::Duplicate {
+                    what,
+                    run_id: run_id.to_string(),
+                    key: key(),
+                })
+            }
+            Err(e) => Err(self.err("record the run's trace", e)),
+        }
+    }
+
+    /// [`Self::insert_evaluation`] under a savepoint, so that its failure undoes only itself.
+    /// `Err` only when the surrounding transaction itself is lost.
+    fn insert_evaluation_savepoint(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        metrics: &str,
+        created_at: &str,
+    ) -> Result<Option<SqliteError>, SqliteError> {
+        let run = |sql: &str| {
+            tx.prepare_cached(sql)
+                .and_then(|mut s| s.execute([]))
+                .map(|_| ())
+                .map_err(|e| self.err("record an evaluation", e))
+        };
+        run("SAVEPOINT evaluation")?;
+        match self.insert_evaluation(tx, run_id, metrics, created_at) {
+            Ok(()) => {
+                run("RELEASE evaluation")?;
+                Ok(None)
+            }
+            Err(e) => {
+                if tx.is_autocommit() {
+                    return Err(e);
+                }
+                run("ROLLBACK TO evaluation")?;
+                run("RELEASE evaluation")?;
+                Ok(Some(e))
+            }
+        }
+    }
+
+    pub(crate) fn insert_evaluation(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+        metrics: &str,
+        created_at: &str,
+    ) -> Result<(), SqliteError> {
+        let changed = tx
+            .prepare_cached(
+                "INSERT INTO evaluation (run_id, metrics, created_at) \
+                 SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM diagnosis_run \
+                 WHERE run_id = ?1 AND status = 'SUCCESS') \
+                 ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
+                 created_at = excluded.created_at",
+            )
+            .and_then(|mut s| s.execute(params![run_id, metrics, created_at]));
+        match changed {
+            Ok(0) => Err(match not_running(tx, self, run_id) {
+                SqliteError::NotRunning { run_id, status } => {
+                    SqliteError::NotEvaluable { run_id, status }
+                }
+                SqliteError::UnknownRun(_) => SqliteError::UnknownRun(run_id.to_string()),
+                other => other,
+            }),
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.err("record an evaluation", e)),
+        }
+    }
+}
+
+/// The port's writes, each written here once; the rules on what may be finished how are
+/// diag-core's (`diag_core::store::Store`).
+impl RunWriter for SqliteStore {
+    fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
         if run.run_id.trim().is_empty() {
-            return Err(StoreError::Invalid("a run needs a non-empty run_id".into()));
+            return Err(SqliteError::Invalid("a run needs a non-empty run_id".into()).into());
         }
         let catalog = to_json(&run.tools)?;
         let catalog_sha = sha256_hex(catalog.as_bytes());
@@ -216,174 +469,55 @@ impl Store {
                 });
             match inserted {
                 Ok(_) => Ok(()),
-                Err(e) if StoreError::is_constraint(&e, ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
-                    Err(StoreError::DuplicateRun(run.run_id.clone()))
+                Err(e) if SqliteError::is_constraint(&e, ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
+                    Err(SqliteError::DuplicateRun(run.run_id.clone()))
                 }
                 Err(e) => Err(self.err("create a run", e)),
             }
         })?;
         self.start_heartbeat();
-        Ok(RunRecorder::for_run(self, run.run_id, run.session_id))
+        Ok(())
     }
 
-    /// Inserts one orchestration event of a RUNNING run.
-    pub fn record_event<O: std::fmt::Display>(
-        &self,
-        run_id: &str,
-        event: &Event<O>,
-    ) -> Result<(), StoreError> {
+    fn record_event(&self, run_id: &str, event: &Event<String>) -> Result<(), StoreError> {
         let row = EventRow::of(event)?;
-        self.write("record an orchestration event", |tx| {
+        Ok(self.write("record an orchestration event", |tx| {
             self.insert_event(tx, run_id, &row)
-        })
+        })?)
     }
 
-    /// Inserts several orchestration events of a RUNNING run in one transaction. Each row
-    /// stands alone, as if written by itself: a refused row is reported and the others are
-    /// still stored. Returns the errors, in row order.
-    pub(crate) fn record_events(&self, run_id: &str, rows: &[EventRow]) -> Vec<StoreError> {
-        if rows.is_empty() {
-            return Vec::new();
-        }
-        match self.write("record orchestration events", |tx| {
-            Ok(self.insert_events(tx, run_id, rows))
-        }) {
-            Ok(errors) => errors,
-            Err(e) => vec![e],
-        }
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<EventRow>>> {
-        self.shared.held.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Holds an event of `run_id` until the next [`Self::flush_events`] or finish of the run.
-    pub(crate) fn hold_event(&self, run_id: &str, row: EventRow) {
+    fn hold_event(&self, run_id: &str, event: &Event<String>) -> Result<(), StoreError> {
+        let row = EventRow::of(event)?;
         self.held().entry(run_id.to_string()).or_default().push(row);
+        Ok(())
     }
 
-    /// Commits the held events of `run_id` in one transaction; returns the refused ones'
-    /// errors. Cheap when nothing is held.
-    pub(crate) fn flush_events(&self, run_id: &str) -> Vec<StoreError> {
+    fn flush_events(&self, run_id: &str) -> Vec<StoreError> {
         let rows = self.held().remove(run_id).unwrap_or_default();
         self.record_events(run_id, &rows)
+            .into_iter()
+            .map(StoreError::from)
+            .collect()
     }
 
-    /// Inserts `rows` one statement each inside the caller's transaction. A statement that
-    /// fails undoes only itself; should SQLite roll the whole transaction back instead (a
-    /// full disk, an I/O error), nothing more is attempted and that is the error returned.
-    pub(crate) fn insert_events(
-        &self,
-        tx: &Connection,
-        run_id: &str,
-        rows: &[EventRow],
-    ) -> Vec<StoreError> {
-        let mut errors = Vec::new();
-        for row in rows {
-            if let Err(e) = self.insert_event(tx, run_id, row) {
-                errors.push(e);
-                if tx.is_autocommit() {
-                    break;
-                }
-            }
-        }
-        errors
-    }
-
-    fn insert_event(
-        &self,
-        tx: &Connection,
-        run_id: &str,
-        row: &EventRow,
-    ) -> Result<(), StoreError> {
-        let sql = concat!(
-            "INSERT INTO orchestration_event (run_id, seq, node, attempt, round, status, \
-             started_at, duration_ms, detail) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9",
-            while_running!()
-        );
-        let changed = tx.prepare_cached(sql).and_then(|mut s| {
-            s.execute(params![
-                run_id,
-                row.seq,
-                row.node,
-                row.attempt,
-                row.round,
-                row.status,
-                row.started_at,
-                row.duration_ms,
-                row.detail,
-            ])
-        });
-        self.inserted(tx, run_id, changed, "event", || row.seq.to_string())
-    }
-
-    /// Inserts one agent step (a model call) of a RUNNING run; its `seq` is the next in the
-    /// run.
-    pub fn record_agent_step(
-        &self,
-        run_id: &str,
-        step: &AgentStepRecord,
-    ) -> Result<(), StoreError> {
-        self.write("record an agent step", |tx| {
+    fn record_agent_step(&self, run_id: &str, step: &AgentStepRecord) -> Result<(), StoreError> {
+        Ok(self.write("record an agent step", |tx| {
             self.insert_step(tx, run_id, step)
-        })
-    }
-
-    pub(crate) fn insert_step(
-        &self,
-        tx: &Connection,
-        run_id: &str,
-        step: &AgentStepRecord,
-    ) -> Result<(), StoreError> {
-        {
-            let sql = concat!(
-                "INSERT INTO agent_step (run_id, seq, agent, round, attempt, turn, status, model, \
-                 prompt_tokens, completion_tokens, finish_reason, duration_ms, prompt_id, \
-                 prompt_version, prompt_sha256, prompt_size) \
-                 SELECT ?1, (SELECT coalesce(max(seq), 0) + 1 FROM agent_step WHERE run_id = ?1), \
-                 ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15",
-                while_running!()
-            );
-            let changed = tx.prepare_cached(sql).and_then(|mut s| {
-                s.execute(params![
-                    run_id,
-                    step.agent.as_str(),
-                    step.round,
-                    step.attempt,
-                    step.turn,
-                    step.status.as_str(),
-                    step.model,
-                    int(step.prompt_tokens),
-                    int(step.completion_tokens),
-                    step.finish_reason.map(|f| f.as_str()),
-                    int(step.duration_ms),
-                    step.prompt.prompt_id,
-                    step.prompt.version,
-                    step.prompt.sha256,
-                    int(step.prompt.size as u64),
-                ])
-            });
-            self.inserted(tx, run_id, changed, "agent step", String::new)
-        }
+        })?)
     }
 
     /// Inserts one model exchange of a RUNNING run: the canonical request JSON and its
     /// sha256, and the normalized response or the error.
-    pub fn record_exchange(
-        &self,
-        run_id: &str,
-        exchange: &ModelExchange,
-    ) -> Result<(), StoreError> {
+    fn record_exchange(&self, run_id: &str, exchange: &ModelExchange) -> Result<(), StoreError> {
         let row = ExchangeRow::of(exchange)?;
-        self.write("record a model exchange", |tx| {
+        Ok(self.write("record a model exchange", |tx| {
             self.insert_exchange(tx, run_id, exchange, &row)
-        })
+        })?)
     }
 
     /// Inserts one model call's step and exchange in one transaction. Each row stands alone,
     /// as if written by itself (a refused one does not undo the other); returns the errors.
-    pub fn record_model_call(
+    fn record_model_call(
         &self,
         run_id: &str,
         step: &AgentStepRecord,
@@ -410,174 +544,28 @@ impl Store {
             Ok(errors)
         });
         match written {
-            Ok(errors) => errors,
-            Err(e) => vec![e],
-        }
-    }
-
-    pub(crate) fn insert_exchange(
-        &self,
-        tx: &Connection,
-        run_id: &str,
-        exchange: &ModelExchange,
-        row: &ExchangeRow,
-    ) -> Result<(), StoreError> {
-        let ExchangeRow {
-            request,
-            request_sha,
-            response,
-            error,
-        } = row;
-        {
-            // Blobs go in first, so that the exchange's insert trigger counts its references;
-            // should the exchange be refused, they stay unreferenced until the next gc.
-            let blobs = crate::blobs::store_parts(tx, request)
-                .map_err(|e| self.err("record the run's trace", e))?;
-            let sql = concat!(
-                "INSERT INTO model_exchange (run_id, seq, agent, round, attempt, turn, request, \
-                 request_sha256, response, error, request_blobs, response_zstd) \
-                 SELECT ?1, (SELECT coalesce(max(seq), 0) + 1 FROM model_exchange \
-                 WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11",
-                while_running!()
-            );
-            let changed = tx.prepare_cached(sql).and_then(|mut s| {
-                s.execute(params![
-                    run_id,
-                    exchange.agent.as_str(),
-                    exchange.round,
-                    exchange.attempt,
-                    exchange.turn,
-                    request.skeleton,
-                    request_sha,
-                    response.as_ref().map(Packed::text),
-                    error,
-                    blobs,
-                    response.as_ref().and_then(Packed::zstd),
-                ])
-            });
-            self.inserted(tx, run_id, changed, "model exchange", String::new)
+            Ok(errors) => errors.into_iter().map(StoreError::from).collect(),
+            Err(e) => vec![e.into()],
         }
     }
 
     /// Inserts one tool invocation into the run it names, which must be RUNNING; its `seq`
     /// keeps recording order.
-    pub fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), StoreError> {
+    fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), StoreError> {
         let arguments = to_json(&invocation.arguments)?;
         let output = Packed::of(to_json(&invocation.output)?);
-        self.write("record a tool invocation", |tx| {
+        Ok(self.write("record a tool invocation", |tx| {
             self.insert_invocation(tx, invocation, &arguments, &output)
-        })
+        })?)
     }
 
-    pub(crate) fn insert_invocation(
-        &self,
-        tx: &Connection,
-        invocation: &ToolInvocation,
-        arguments: &str,
-        output: &Packed,
-    ) -> Result<(), StoreError> {
-        let run_id = invocation.run_id.as_str();
-        {
-            let sql = concat!(
-                "INSERT INTO tool_invocation (run_id, invocation_id, seq, session_id, agent, \
-                 round, tool_name, arguments, output, status, duration_ms, output_zstd) \
-                 SELECT ?1, ?2, (SELECT coalesce(max(seq), 0) + 1 FROM tool_invocation \
-                 WHERE run_id = ?1), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11",
-                while_running!()
-            );
-            let changed = tx.prepare_cached(sql).and_then(|mut s| {
-                s.execute(params![
-                    run_id,
-                    invocation.invocation_id,
-                    invocation.session_id,
-                    invocation.agent,
-                    invocation.round,
-                    invocation.tool_name,
-                    arguments,
-                    output.text(),
-                    invocation.status.as_str(),
-                    int(invocation.duration_ms),
-                    output.zstd(),
-                ])
-            });
-            self.inserted(tx, run_id, changed, "tool invocation", || {
-                invocation.invocation_id.clone()
-            })
-        }
-    }
-
-    /// Checks the outcome of a guarded trace insert.
-    fn inserted(
-        &self,
-        tx: &Connection,
-        run_id: &str,
-        changed: rusqlite::Result<usize>,
-        what: &'static str,
-        key: impl FnOnce() -> String,
-    ) -> Result<(), StoreError> {
-        match changed {
-            Ok(0) => Err(not_running(tx, self, run_id)),
-            Ok(_) => Ok(()),
-            Err(e) if StoreError::is_constraint(&e, ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
-                Err(StoreError::Duplicate {
-                    what,
-                    run_id: run_id.to_string(),
-                    key: key(),
-                })
-            }
-            Err(e) => Err(self.err("record the run's trace", e)),
-        }
-    }
-
-    /// Finishes a RUNNING run as SUCCESS. The answer must be non-blank: a blank answer is a
-    /// failed run (openspec/specs/ask-service/spec.md), so the store refuses to call it a success.
-    pub fn finish_success(&self, run_id: &str, summary: RunSummary) -> Result<(), StoreError> {
-        require_answer(run_id, &summary)?;
-        self.finish(run_id, RunStatus::Success, None, summary)
-    }
-
-    /// Finishes a RUNNING run as FAILED with a one-line `failure` and whatever partial
-    /// summary the caller still has.
-    pub fn finish_failed(
-        &self,
-        run_id: &str,
-        failure: &str,
-        partial: RunSummary,
-    ) -> Result<(), StoreError> {
-        self.finish(run_id, RunStatus::Failed, Some(failure), partial)
-    }
-
-    fn finish(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        failure: Option<&str>,
-        summary: RunSummary,
-    ) -> Result<(), StoreError> {
-        self.finish_with(run_id, status, failure, summary, None)
-            .map(|_| ())
-            .map_err(|e| match e {
-                FinishError::Trace(e) | FinishError::Run(e) => e,
-            })
-    }
-
-    /// Finishes a RUNNING run in one transaction together with the events its recorder
-    /// still held and, for a SUCCESS, its evaluation.
-    ///
-    /// A SUCCESS is all or nothing for the trace: a refused row leaves the run RUNNING and
-    /// returns [`FinishError::Trace`], since a run whose trace is incomplete is not a clean
-    /// success (openspec/specs/ask-service/spec.md). A FAILED run stores the rows the store accepts (the run already says
-    /// it failed; a refused row is not invented). The evaluation runs under a savepoint: a
-    /// refused evaluation is reported beside a SUCCESS that stands. A run that is unknown or
-    /// no longer RUNNING is [`FinishError::Run`].
-    fn finish_with(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        failure: Option<&str>,
-        summary: RunSummary,
-        evaluation: Option<&Value>,
-    ) -> Result<FinishReport, FinishError> {
+    fn finish_run(&self, run_id: &str, finish: Finish<'_>) -> Result<FinishReport, FinishError> {
+        let Finish {
+            status,
+            failure,
+            summary,
+            evaluation,
+        } = finish;
         // The held rows stay held until the finish commits: a refused SUCCESS leaves them for
         // the FAILED finish that follows.
         let rows = self.held().get(run_id).cloned().unwrap_or_default();
@@ -586,7 +574,7 @@ impl Store {
             .as_ref()
             .map(to_json)
             .transpose()
-            .map_err(FinishError::Run)?
+            .map_err(|e| FinishError::Run(e.into()))?
             .map(|e| {
                 let answer = summary.answer.as_deref().unwrap_or_default();
                 Packed::with_dictionary(e, answer.as_bytes())
@@ -604,12 +592,12 @@ impl Store {
             if tx.is_autocommit() {
                 // SQLite rolled the whole transaction back: nothing was written.
                 return Err(event_errors.into_iter().next().unwrap_or_else(|| {
-                    StoreError::Invalid("the transaction was rolled back".into())
+                    SqliteError::Invalid("the transaction was rolled back".into())
                 }));
             }
             if status == RunStatus::Success && !event_errors.is_empty() {
                 trace_error = Some(event_errors.remove(0));
-                return Err(StoreError::Invalid("a trace row was refused".into()));
+                return Err(SqliteError::Invalid("a trace row was refused".into()));
             }
             let changed = tx.prepare_cached(FINISH).and_then(|mut s| {
                 s.execute(params![
@@ -641,10 +629,10 @@ impl Store {
                 }
                 None => None,
             };
-            Ok(FinishReport { evaluation_error })
+            Ok(evaluation_error)
         });
         match (outcome, trace_error) {
-            (Ok(report), _) => {
+            (Ok(evaluation_error), _) => {
                 let mut held = self.held();
                 if let Some(now) = held.get_mut(run_id) {
                     now.drain(..rows.len().min(now.len()));
@@ -652,102 +640,29 @@ impl Store {
                         held.remove(run_id);
                     }
                 }
-                Ok(report)
+                Ok(FinishReport {
+                    evaluation_error: evaluation_error.map(StoreError::from),
+                })
             }
-            (Err(_), Some(trace)) => Err(FinishError::Trace(trace)),
-            (Err(e), None) => Err(FinishError::Run(e)),
+            (Err(_), Some(trace)) => Err(FinishError::Trace(trace.into())),
+            (Err(e), None) => Err(FinishError::Run(e.into())),
         }
-    }
-
-    /// Finishes a RUNNING run as SUCCESS and stores its evaluation, in one transaction (the
-    /// ask service's last write). A refused trace row or run update leaves the run RUNNING
-    /// and says which ([`FinishError`]); a refused evaluation is reported in the
-    /// [`FinishReport`] beside a SUCCESS that stands.
-    pub fn finish_success_evaluated(
-        &self,
-        run_id: &str,
-        summary: RunSummary,
-        metrics: &Value,
-    ) -> Result<FinishReport, FinishError> {
-        require_answer(run_id, &summary).map_err(FinishError::Run)?;
-        self.finish_with(run_id, RunStatus::Success, None, summary, Some(metrics))
     }
 
     /// Stores (or replaces) the evaluation of a SUCCESS run; a run that is RUNNING or
     /// FAILED is not evaluated (openspec/specs/ask-service/spec.md).
-    pub fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), StoreError> {
+    fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), StoreError> {
         let metrics = canonical_json(metrics);
         let created_at = self.now().to_string();
-        self.write("record an evaluation", |tx| {
+        Ok(self.write("record an evaluation", |tx| {
             self.insert_evaluation(tx, run_id, &metrics, &created_at)
-        })
-    }
-
-    /// [`Self::insert_evaluation`] under a savepoint, so that its failure undoes only itself.
-    /// `Err` only when the surrounding transaction itself is lost.
-    fn insert_evaluation_savepoint(
-        &self,
-        tx: &Connection,
-        run_id: &str,
-        metrics: &str,
-        created_at: &str,
-    ) -> Result<Option<StoreError>, StoreError> {
-        let run = |sql: &str| {
-            tx.prepare_cached(sql)
-                .and_then(|mut s| s.execute([]))
-                .map(|_| ())
-                .map_err(|e| self.err("record an evaluation", e))
-        };
-        run("SAVEPOINT evaluation")?;
-        match self.insert_evaluation(tx, run_id, metrics, created_at) {
-            Ok(()) => {
-                run("RELEASE evaluation")?;
-                Ok(None)
-            }
-            Err(e) => {
-                if tx.is_autocommit() {
-                    return Err(e);
-                }
-                run("ROLLBACK TO evaluation")?;
-                run("RELEASE evaluation")?;
-                Ok(Some(e))
-            }
-        }
-    }
-
-    pub(crate) fn insert_evaluation(
-        &self,
-        tx: &Connection,
-        run_id: &str,
-        metrics: &str,
-        created_at: &str,
-    ) -> Result<(), StoreError> {
-        let changed = tx
-            .prepare_cached(
-                "INSERT INTO evaluation (run_id, metrics, created_at) \
-                 SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM diagnosis_run \
-                 WHERE run_id = ?1 AND status = 'SUCCESS') \
-                 ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
-                 created_at = excluded.created_at",
-            )
-            .and_then(|mut s| s.execute(params![run_id, metrics, created_at]));
-        match changed {
-            Ok(0) => Err(match not_running(tx, self, run_id) {
-                StoreError::NotRunning { run_id, status } => {
-                    StoreError::NotEvaluable { run_id, status }
-                }
-                StoreError::UnknownRun(_) => StoreError::UnknownRun(run_id.to_string()),
-                other => other,
-            }),
-            Ok(_) => Ok(()),
-            Err(e) => Err(self.err("record an evaluation", e)),
-        }
+        })?)
     }
 
     /// Marks FAILED (`interrupted`) every RUNNING run whose owner is gone (`diag_owner::is_gone`:
     /// a dead process on this host, or an expired lease of an owner elsewhere), keeping its
     /// partial trace. Returns how many runs it marked.
-    pub fn sweep_interrupted(&self) -> Result<usize, StoreError> {
+    fn sweep_interrupted(&self) -> Result<usize, StoreError> {
         type Running = (String, Option<String>, i64, Option<String>, Option<String>);
         let running: Vec<Running> = {
             let conn = self.lock();
@@ -789,7 +704,7 @@ impl Store {
             return Ok(0);
         }
         let finished_at = self.now().to_string();
-        self.write("mark interrupted runs FAILED", |tx| {
+        Ok(self.write("mark interrupted runs FAILED", |tx| {
             let mut swept = 0;
             let mut stmt = tx
                 .prepare_cached(FINISH)
@@ -819,6 +734,6 @@ impl Store {
                     .map_err(|e| self.err("mark interrupted runs FAILED", e))?;
             }
             Ok(swept)
-        })
+        })?)
     }
 }

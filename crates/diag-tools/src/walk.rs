@@ -1,5 +1,6 @@
 //! The one directory walk every place that lists folders uses (`search_logs`,
-//! `search_runbooks`, `diag replay`, the run-file upgrade): `walkdir`, with the link policy
+//! `search_runbooks`, `diag replay`, `diag eval`'s scenario folders, the run-file upgrade):
+//! `walkdir`, with the link policy
 //! written once (openspec/specs/tools/spec.md, "Tools read only what the operator
 //! configured").
 //!
@@ -108,6 +109,54 @@ pub fn files_under(root: &Path, max_depth: usize) -> Walked {
     out
 }
 
+/// What a listing of the folders directly inside a folder found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Folders {
+    /// Folders (never links to folders), in name order.
+    pub folders: Vec<PathBuf>,
+    /// Entries not listed, each with its reason; files are not listed and not noted.
+    pub skipped: Vec<(PathBuf, Skip)>,
+}
+
+/// The folders directly inside `root`, with the same link policy as [`files_under`]: a link
+/// to a folder is noted as skipped, not listed.
+pub fn folders_in(root: &Path) -> Result<Folders, std::io::Error> {
+    let mut out = Folders::default();
+    let it = WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .min_depth(1)
+        .max_depth(1)
+        .into_iter();
+    for entry in it {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                // The root itself unreadable is the caller's error; an entry is a note.
+                if e.depth() == 0 {
+                    return Err(e
+                        .into_io_error()
+                        .unwrap_or_else(|| std::io::Error::other("unreadable folder")));
+                }
+                let path = e.path().unwrap_or(root).to_path_buf();
+                let reason = match e.io_error() {
+                    Some(io) => unreadable(io),
+                    None => Skip::Unreadable(e.to_string()),
+                };
+                out.skipped.push((path, reason));
+                continue;
+            }
+        };
+        let ft = entry.file_type();
+        if ft.is_dir() {
+            out.folders.push(entry.into_path());
+        } else if ft.is_symlink() && std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+            out.skipped.push((entry.into_path(), Skip::SymlinkedFolder));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -170,5 +219,19 @@ mod tests {
         assert_eq!(w.skipped, [(d.join("1/2"), Skip::TooDeep(2))]);
         let f = files_under(&d.join("1/top.log"), 2);
         assert_eq!(f.files, [d.join("1/top.log")]);
+    }
+
+    #[test]
+    fn folders_in_lists_folders_in_name_order_and_notes_linked_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir_all(d.join("b/inner")).unwrap();
+        fs::create_dir_all(d.join("a")).unwrap();
+        fs::write(d.join("file.toml"), "x").unwrap();
+        symlink(d.join("a"), d.join("c-link")).unwrap();
+        let f = folders_in(d).unwrap();
+        assert_eq!(f.folders, [d.join("a"), d.join("b")]);
+        assert_eq!(f.skipped, [(d.join("c-link"), Skip::SymlinkedFolder)]);
+        assert!(folders_in(&d.join("missing")).is_err());
     }
 }

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use diag::clock::Timestamp;
-use diag::tools::search_logs::{LogQuery, LogSearchLimits, SearchLogs};
+use diag_core::clock::Timestamp;
+use diag_tools::search_logs::{LogQuery, LogSearchLimits, SearchLogs};
 use serde_json::{json, Value};
 
 const GIB: u64 = 1 << 30;

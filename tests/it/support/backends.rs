@@ -14,13 +14,13 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use diag::agent::runtime::{RunHooks, StepStatus};
-use diag::agent::AgentRole;
-use diag::backend::{AnyStoreError, OpenOptions, Recorder, Store};
-use diag::graph::{Event, NodeKind, Observer, RunConfig};
-use diag::store::StoreError;
-use diag_core::store::{RunStore, TraceRecorder};
+use diag::stores::OpenOptions;
+use diag_core::agent::runtime::{RunHooks, StepStatus};
+use diag_core::agent::AgentRole;
+use diag_core::graph::{Event, NodeKind, Observer, RunConfig};
+use diag_core::store::{Recorder, Store, StoreError, StoreErrorKind};
 use diag_store_postgres::PgError;
+use diag_store_sqlite::SqliteError;
 use serde_json::json;
 
 use super::postgres;
@@ -110,7 +110,7 @@ impl Fresh {
     /// The schema version this diag writes on this backend.
     pub fn schema_version(&self) -> u32 {
         if self.is_sqlite() {
-            diag::store::SCHEMA_VERSION
+            diag_store_sqlite::SCHEMA_VERSION
         } else {
             diag_store_postgres::SCHEMA_VERSION
         }
@@ -137,8 +137,15 @@ impl Fresh {
         }
     }
 
-    pub fn try_open(&self) -> Result<Store, AnyStoreError> {
-        Store::open(&self.location, &OpenOptions::default())
+    /// The SQLite backend itself, opened anew (`None` on PostgreSQL): for what only it has
+    /// (its file, its checkpoint, its integrity check).
+    pub fn sqlite_store(&self) -> Option<diag_store_sqlite::SqliteStore> {
+        self.is_sqlite()
+            .then(|| diag_store_sqlite::SqliteStore::open(&self.location).unwrap())
+    }
+
+    pub fn try_open(&self) -> Result<Store, StoreError> {
+        diag::stores::open(&self.location, &OpenOptions::default())
     }
 
     #[track_caller]
@@ -151,10 +158,10 @@ impl Fresh {
     /// ([`super::records::T0`]).
     #[track_caller]
     pub fn open_at(&self, now_offset_ms: i64) -> Store {
-        Store::open_with_clock(
+        diag::stores::open_with_clock(
             &self.location,
             &OpenOptions::default(),
-            Arc::new(diag::clock::FixedClock(ts(now_offset_ms))),
+            Arc::new(diag_core::clock::FixedClock(ts(now_offset_ms))),
         )
         .unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
     }
@@ -263,31 +270,34 @@ pub enum Kind {
     Other(String),
 }
 
-pub fn kind(e: &AnyStoreError) -> Kind {
-    match e {
-        AnyStoreError::Sqlite(e) => match e {
-            StoreError::UnknownRun(id) => Kind::UnknownRun(id.clone()),
-            StoreError::DuplicateRun(id) => Kind::DuplicateRun(id.clone()),
-            StoreError::Duplicate { what, .. } => Kind::Duplicate(what),
-            StoreError::NotRunning { status, .. } => Kind::NotRunning(status.clone()),
-            StoreError::NotEvaluable { status, .. } => Kind::NotEvaluable(status.clone()),
-            StoreError::Invalid(_) => Kind::Invalid,
-            StoreError::NewerSchema {
+pub fn kind(e: &StoreError) -> Kind {
+    if e.kind() == StoreErrorKind::Invalid {
+        return Kind::Invalid;
+    }
+    if let Some(e) = e.downcast_ref::<SqliteError>() {
+        return match e {
+            SqliteError::UnknownRun(id) => Kind::UnknownRun(id.clone()),
+            SqliteError::DuplicateRun(id) => Kind::DuplicateRun(id.clone()),
+            SqliteError::Duplicate { what, .. } => Kind::Duplicate(what),
+            SqliteError::NotRunning { status, .. } => Kind::NotRunning(status.clone()),
+            SqliteError::NotEvaluable { status, .. } => Kind::NotEvaluable(status.clone()),
+            SqliteError::NewerSchema {
                 found, supported, ..
             } => Kind::NewerSchema {
                 found: *found,
                 supported: *supported,
             },
-            StoreError::ForeignDatabase { .. } => Kind::ForeignDatabase,
+            SqliteError::ForeignDatabase { .. } => Kind::ForeignDatabase,
             other => Kind::Other(other.to_string()),
-        },
-        AnyStoreError::Postgres(e) => match e {
+        };
+    }
+    if let Some(e) = e.downcast_ref::<PgError>() {
+        return match e {
             PgError::UnknownRun(id) => Kind::UnknownRun(id.clone()),
             PgError::DuplicateRun(id) => Kind::DuplicateRun(id.clone()),
             PgError::Duplicate { what, .. } => Kind::Duplicate(what),
             PgError::NotRunning { status, .. } => Kind::NotRunning(status.clone()),
             PgError::NotEvaluable { status, .. } => Kind::NotEvaluable(status.clone()),
-            PgError::Invalid(_) => Kind::Invalid,
             PgError::NewerSchema {
                 found, supported, ..
             } => Kind::NewerSchema {
@@ -296,8 +306,9 @@ pub fn kind(e: &AnyStoreError) -> Kind {
             },
             PgError::ForeignDatabase { .. } => Kind::ForeignDatabase,
             other => Kind::Other(other.to_string()),
-        },
+        };
     }
+    Kind::Other(e.to_string())
 }
 
 /// The engine's observer over a run's recorder, as the ask service wires it: a node start

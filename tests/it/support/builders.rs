@@ -1,7 +1,7 @@
 //! Builders of the protocol's records shared by the component tests (one definition each):
 //! a recorded tool invocation and a claim's binding.
 
-use diag::protocol::{Binding, InvocationStatus, ToolInvocation};
+use diag_core::protocol::{Binding, InvocationStatus, ToolInvocation};
 use serde_json::Value;
 
 /// A successful round-1 Executor invocation of `tool` in session `sess-1`.

@@ -410,3 +410,18 @@ fn http_get_ok(port: u16, path: &str) -> bool {
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
 }
+
+/// The SQLite run store at `path` (created if needed), as the port's handle.
+pub fn open_sqlite(
+    path: impl AsRef<Path>,
+) -> Result<diag_core::store::Store, diag_store_sqlite::SqliteError> {
+    diag_store_sqlite::SqliteStore::open(path).map(diag_core::store::Store::new)
+}
+
+/// [`open_sqlite`] with options (a busy timeout, a clock, a lease).
+pub fn open_sqlite_with(
+    path: impl AsRef<Path>,
+    options: diag_store_sqlite::StoreOptions,
+) -> Result<diag_core::store::Store, diag_store_sqlite::SqliteError> {
+    diag_store_sqlite::SqliteStore::open_with(path, options).map(diag_core::store::Store::new)
+}

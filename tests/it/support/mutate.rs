@@ -2,7 +2,7 @@
 //! character (delete, insert a JSON-significant snippet, replace, truncate, duplicate), and
 //! edits of a JSON value node by node (remove, replace, null, edit its text, duplicate, swap).
 
-use diag::protocol::json_pointer;
+use diag_core::protocol::json_pointer;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use serde_json::Value;

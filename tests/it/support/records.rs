@@ -3,16 +3,18 @@
 
 use std::path::Path;
 
-use diag::agent::prompts;
-use diag::agent::runtime::{AgentStepRecord, ModelExchange, StepStatus};
-use diag::agent::AgentRole;
-use diag::clock::Timestamp;
-use diag::diagnosis::Status;
-use diag::graph::{Detail, Event, RunConfig};
-use diag::model::{ChatRequest, ChatResponse, FinishReason, Message, ModelError, ToolCall, Usage};
-use diag::protocol::{InvocationStatus, ToolInvocation};
-use diag::store::{NewRun, RunSummary};
-use diag::tools::{InvocationLog, ToolSpec};
+use diag_core::agent::prompts;
+use diag_core::agent::runtime::{AgentStepRecord, ModelExchange, StepStatus};
+use diag_core::agent::AgentRole;
+use diag_core::clock::Timestamp;
+use diag_core::graph::{Detail, Event, RunConfig};
+use diag_core::model::{
+    ChatRequest, ChatResponse, FinishReason, Message, ModelError, ToolCall, Usage,
+};
+use diag_core::protocol::{InvocationStatus, ToolInvocation};
+use diag_core::store::{NewRun, RunSummary};
+use diag_core::tools::{InvocationLog, ToolSpec};
+use diag_diagnosis::Status;
 use serde_json::json;
 
 pub const T0: i64 = 1_764_510_000_000; // 2025-11-30T13:40:00Z
@@ -172,7 +174,7 @@ pub fn summary(answer: &str) -> RunSummary {
         finished_at: Some(ts(5_000)),
         duration_ms: Some(5_000),
         degraded: false,
-        effective_verdict: Some(diag::protocol::Verdict::Pass),
+        effective_verdict: Some(diag_core::protocol::Verdict::Pass),
         fallback_kind: None,
         self_evaluation: Some(json!({"verifier_evaluation": {"verdict": "PASS", "round": 1}})),
         reuse: None,

@@ -1,8 +1,8 @@
-//! [`Recorder`]: the store as the running graph sees it, one for both backends. One recorder
+//! [`Recorder`]: the store as the running graph sees it, one for every backend. One recorder
 //! per run, handed to the engine as its `Observer`, to the agent runtime as its [`RunHooks`]
-//! and to the tools as their [`InvocationLog`]; it is the run store port's [`TraceRecorder`].
-//! A backend gives it its trace writes ([`TraceWriter`]), so the rule of when a trace is
-//! committed is written once and holds alike on SQLite and PostgreSQL.
+//! and to the tools as their [`InvocationLog`]. A backend gives it its trace writes
+//! ([`super::RunWriter`]), so the rule of when a trace is committed is written once and holds
+//! alike on SQLite and PostgreSQL.
 //!
 //! Model calls (the agent step and the exchange, in one transaction) and tool invocations are
 //! written the moment they arrive. Orchestration events are held until the run may next wait
@@ -24,64 +24,27 @@ use std::fmt::Display;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::TraceRecorder;
+use super::{as_text, Store, StoreError};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange, RunHooks};
 use crate::graph::{Event, NodeKind, Observer, RunConfig};
 use crate::protocol::ToolInvocation;
 use crate::tools::InvocationLog;
 
-/// A backend's trace writes, as the shared [`Recorder`] makes them. Each is the store's
-/// method of the same name, with the store's guarantees (a row lands only in a RUNNING run).
-pub trait TraceWriter: Clone + Send + Sync + 'static {
-    /// The backend's error.
-    type Error: std::error::Error + Send + Sync + 'static;
-    /// An orchestration event made ready for its row when it is reported.
-    type EventRow;
-
-    /// Builds the row of `event` (a detail that cannot be serialized is an error now).
-    fn event_row<O: Display>(event: &Event<O>) -> Result<Self::EventRow, Self::Error>;
-    /// Holds an event of `run_id` until its next commit point.
-    fn hold_event(&self, run_id: &str, row: Self::EventRow);
-    /// Commits the held events of `run_id` in one transaction; the refused ones' errors.
-    fn flush_events(&self, run_id: &str) -> Vec<Self::Error>;
-    fn record_agent_step(&self, run_id: &str, step: &AgentStepRecord) -> Result<(), Self::Error>;
-    fn record_exchange(&self, run_id: &str, exchange: &ModelExchange) -> Result<(), Self::Error>;
-    /// A model call's step and exchange in one transaction, each row standing alone; the
-    /// errors, step first.
-    fn record_model_call(
-        &self,
-        run_id: &str,
-        step: &AgentStepRecord,
-        exchange: &ModelExchange,
-    ) -> Vec<Self::Error>;
-    fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), Self::Error>;
-    fn invocations(&self, run_id: &str) -> Result<Vec<ToolInvocation>, Self::Error>;
-    /// The backend's error for a record refused before it reaches the store.
-    fn invalid(message: String) -> Self::Error;
+/// Records the trace of one run. Cheap to clone (clones share one recorder); `Send + Sync`.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Inner>,
 }
 
-/// Records the trace of one run. Cheap to clone (an `Arc` inside); `Send + Sync`.
-pub struct Recorder<S: TraceWriter> {
-    inner: Arc<Inner<S>>,
-}
-
-impl<S: TraceWriter> Clone for Recorder<S> {
-    fn clone(&self) -> Self {
-        Recorder {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-struct Inner<S: TraceWriter> {
-    store: S,
+struct Inner {
+    store: Store,
     run_id: String,
     session_id: String,
-    first_error: Mutex<Option<S::Error>>,
+    first_error: Mutex<Option<StoreError>>,
     failed_writes: AtomicU64,
 }
 
-impl<S: TraceWriter> Drop for Inner<S> {
+impl Drop for Inner {
     /// The last clone going away commits what it still holds (best effort: there is no one
     /// left to report an error to, and a run that is finished refuses the rows anyway).
     fn drop(&mut self) {
@@ -89,9 +52,13 @@ impl<S: TraceWriter> Drop for Inner<S> {
     }
 }
 
-impl<S: TraceWriter> Recorder<S> {
-    /// A recorder for a run created earlier (by the store's `create_run` in this process).
-    pub fn for_run(store: &S, run_id: impl Into<String>, session_id: impl Into<String>) -> Self {
+impl Recorder {
+    /// A recorder for a run created earlier (by [`Store::create_run`] in this process).
+    pub fn for_run(
+        store: &Store,
+        run_id: impl Into<String>,
+        session_id: impl Into<String>,
+    ) -> Self {
         Recorder {
             inner: Arc::new(Inner {
                 store: store.clone(),
@@ -103,20 +70,22 @@ impl<S: TraceWriter> Recorder<S> {
         }
     }
 
+    /// The run this recorder writes to.
     pub fn run_id(&self) -> &str {
         &self.inner.run_id
     }
 
+    /// The session of the run this recorder writes to.
     pub fn session_id(&self) -> &str {
         &self.inner.session_id
     }
 
-    pub fn store(&self) -> &S {
+    pub fn store(&self) -> &Store {
         &self.inner.store
     }
 
-    /// The first write error seen through a trait hook since the last call, if any.
-    pub fn take_error(&self) -> Option<S::Error> {
+    /// The first write error seen through a hook since the last call, if any.
+    pub fn take_error(&self) -> Option<StoreError> {
         self.inner
             .first_error
             .lock()
@@ -124,7 +93,7 @@ impl<S: TraceWriter> Recorder<S> {
             .take()
     }
 
-    /// How many trait-hook writes failed in total (the first is kept by `take_error`).
+    /// How many hook writes failed in total (the first is kept by `take_error`).
     pub fn failed_writes(&self) -> u64 {
         self.inner.failed_writes.load(Ordering::Relaxed)
     }
@@ -137,7 +106,25 @@ impl<S: TraceWriter> Recorder<S> {
         }
     }
 
-    fn keep(&self, result: Result<(), S::Error>) {
+    /// A node is about to run (the engine's `Observer::node_started`). Before an agent node,
+    /// which waits on a model, everything held so far is committed.
+    pub fn observe_node(&self, kind: NodeKind) {
+        if kind == NodeKind::Agent {
+            self.flush();
+        }
+    }
+
+    /// An orchestration event (the engine's `Observer::event`): held until the next commit
+    /// point (see the module documentation).
+    pub fn observe_event<O: Display>(&self, event: &Event<O>) {
+        let result = self
+            .inner
+            .store
+            .hold_event(&self.inner.run_id, &as_text(event));
+        self.keep(result);
+    }
+
+    fn keep(&self, result: Result<(), StoreError>) {
         if let Err(e) = result {
             self.inner.failed_writes.fetch_add(1, Ordering::Relaxed);
             let mut slot = self
@@ -152,52 +139,19 @@ impl<S: TraceWriter> Recorder<S> {
     }
 }
 
-impl<S: TraceWriter, O: Display> Observer<O> for Recorder<S> {
-    /// An agent node is about to wait on a model: everything so far is committed first.
+impl<O: Display> Observer<O> for Recorder {
     fn node_started(&mut self, _node: &str, kind: NodeKind, _attempt: u32, _round: u32) {
-        TraceRecorder::observe_node(self, kind);
+        self.observe_node(kind);
     }
 
     fn event(&mut self, event: &Event<O>) {
-        TraceRecorder::observe_event(self, event);
-    }
-}
-
-/// The run store port's recorder.
-impl<S: TraceWriter> TraceRecorder for Recorder<S> {
-    type Error = S::Error;
-
-    fn run_id(&self) -> &str {
-        Recorder::run_id(self)
-    }
-
-    /// An agent node is about to wait on a model: everything so far is committed first.
-    fn observe_node(&self, kind: NodeKind) {
-        if kind == NodeKind::Agent {
-            Recorder::flush(self);
-        }
-    }
-
-    /// Held until the next commit point (see the module documentation).
-    fn observe_event<O: Display>(&self, event: &Event<O>) {
-        match S::event_row(event) {
-            Ok(row) => self.inner.store.hold_event(&self.inner.run_id, row),
-            Err(e) => self.keep(Err(e)),
-        }
-    }
-
-    fn flush(&self) {
-        Recorder::flush(self);
-    }
-
-    fn take_error(&self) -> Option<S::Error> {
-        Recorder::take_error(self)
+        self.observe_event(event);
     }
 }
 
 /// Steps and exchanges go to the run named by the config every hook receives
 /// (openspec/specs/ask-service/spec.md: the config is how run ownership travels).
-impl<S: TraceWriter> RunHooks for Recorder<S> {
+impl RunHooks for Recorder {
     fn agent_step(&self, config: &RunConfig, step: &AgentStepRecord) {
         self.flush();
         let result = self.inner.store.record_agent_step(config.run_id(), step);
@@ -223,14 +177,14 @@ impl<S: TraceWriter> RunHooks for Recorder<S> {
     }
 }
 
-impl<S: TraceWriter> InvocationLog for Recorder<S> {
+impl InvocationLog for Recorder {
     /// Stores the invocation in the run the config names; one that claims another run or
     /// session is refused (kept as an error, so the run cannot end a clean SUCCESS).
     fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String> {
         let result = if invocation.run_id != config.run_id()
             || invocation.session_id != config.session_id()
         {
-            Err(S::invalid(format!(
+            Err(StoreError::invalid(format!(
                 "tool invocation {} of run {} (session {}) was reported by run {} (session {})",
                 invocation.invocation_id,
                 invocation.run_id,

@@ -879,7 +879,10 @@ enum ZoneWord {
 /// The zone abbreviations a log line may write after its time (openspec/specs/tools/spec.md,
 /// "Zones written in a line"): UTC and GMT, the North American and European abbreviations
 /// with one meaning, and a few others; `IST`, `CST`, `CDT`, `AST` and `GST` have several.
-/// Any other word is the line's text, as before.
+/// A word shaped like a standard or daylight-time abbreviation that is not in the table
+/// (`BRST`, `IRDT`: 3–5 capitals ending in `ST` or `DT`, not a common word such as `POST`
+/// or `LIST`) is an unknown zone, placed only by a configured `time_zone` as an ambiguous one
+/// is. Any other word is the line's text, as before.
 fn zone_abbreviation(word: &[u8]) -> Option<ZoneWord> {
     const H: i32 = 3600;
     let offset = match word {
@@ -908,9 +911,26 @@ fn zone_abbreviation(word: &[u8]) -> Option<ZoneWord> {
         b"AKST" => -9 * H,
         b"HST" => -10 * H,
         b"IST" | b"CST" | b"CDT" | b"AST" | b"GST" => return Some(ZoneWord::Ambiguous),
+        _ if unknown_zone_shape(word) => return Some(ZoneWord::Ambiguous),
         _ => return None,
     };
     Some(ZoneWord::Offset(offset))
+}
+
+/// 3–5 capitals ending in `ST` or `DT` (a standard or daylight time's abbreviation), and not
+/// one of the common words of that shape a log line may start with after its time.
+fn unknown_zone_shape(word: &[u8]) -> bool {
+    const WORDS: &[&[u8]] = &[
+        b"POST", b"LIST", b"REST", b"TEST", b"LAST", b"HOST", b"COST", b"BEST", b"MOST", b"JUST",
+        b"PAST", b"FAST", b"MUST", b"LOST", b"EAST", b"WEST", b"FIRST", b"WORST", b"GHOST",
+        b"BOOST", b"TRUST", b"BURST", b"EXIST", b"FEAST", b"TOAST", b"ROAST", b"BOAST", b"MIST",
+        b"DUST", b"RUST", b"GUST", b"NEST", b"PEST", b"VEST", b"ZEST", b"HIST", b"DIST", b"INST",
+        b"CAST", b"VAST", b"OAST", b"HOIST", b"JOIST", b"MOIST", b"WRIST", b"TWIST", b"GIST",
+        b"FIST", b"CYST", b"ADST", b"DDST",
+    ];
+    (3..=5).contains(&word.len())
+        && (word.ends_with(b"ST") || word.ends_with(b"DT"))
+        && !WORDS.contains(&word)
 }
 
 fn civil(
@@ -1228,6 +1248,18 @@ mod tests {
         // An abbreviation with several meanings, and no zone configured: untimed.
         assert_eq!(read(&r, "2026-07-01 09:00:00 IST x"), None);
         assert_eq!(read(&r, "2026-07-01 09:00:00 CST x"), None);
+        // An abbreviation diag does not know (Brasília summer time): untimed, never UTC.
+        assert_eq!(read(&r, "2026-01-10 09:00:00 BRST x"), None);
+        assert_eq!(read(&r, "2026-07-01 09:00:00 IRDT x"), None);
+        // Common words of that shape stay the line's text.
+        assert_eq!(
+            read(&r, "2026-07-01 09:00:00 POST /api/orders 502").as_deref(),
+            Some("2026-07-01T09:00:00.000Z")
+        );
+        assert_eq!(
+            read(&r, "2026-07-01 09:00:00 FIRST attempt").as_deref(),
+            Some("2026-07-01T09:00:00.000Z")
+        );
         // With the source's zone configured, it is read in that zone.
         let kolkata = TimeReader::new(
             FileFormat::Fixed {

@@ -1,0 +1,107 @@
+//! A report of a stored run, as every command that writes one writes it (`report`, `ask
+//! --report`, `replay --report-dir`, `eval --report`, `diag mcp`'s `report` tool): the format
+//! argument, the format a file name asks for, and the file written.
+
+use std::path::Path;
+
+use diag_core::store::Store;
+use diag_diagnosis::topology;
+use diag_report::{Format, RunData};
+
+use super::{CommandError, Exit};
+
+/// A report format as the command line takes it (`--format html|md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// One self-contained HTML file.
+    Html,
+    /// GitHub-flavoured Markdown.
+    Md,
+}
+
+impl From<ReportFormat> for Format {
+    fn from(f: ReportFormat) -> Format {
+        match f {
+            ReportFormat::Html => Format::Html,
+            ReportFormat::Md => Format::Md,
+        }
+    }
+}
+
+/// The format for an output path: the one asked for, else the path's extension.
+pub fn format_for(
+    asked: Option<ReportFormat>,
+    path: Option<&Path>,
+    flag: &str,
+) -> Result<Format, CommandError> {
+    if let Some(f) = asked {
+        return Ok(f.into());
+    }
+    match path {
+        Some(p) => Format::from_path(p).ok_or_else(|| {
+            CommandError::usage(format!(
+                "{}: cannot tell the report format from the name: use a .html or .md file, or \
+                 --format html|md",
+                p.display()
+            ))
+        }),
+        None => Err(CommandError::usage(format!(
+            "a report on stdout needs --format html or --format md (or {flag} FILE.html|FILE.md)"
+        ))),
+    }
+}
+
+/// Refuses an output path that can never be written (a folder, or a file in a missing
+/// folder), before any work is done.
+pub fn check_output_path(path: &Path, what: &str) -> Result<(), CommandError> {
+    if path.is_dir() {
+        return Err(CommandError::usage(format!(
+            "{}: cannot write the {what}: it is a folder",
+            path.display()
+        )));
+    }
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(CommandError::usage(format!(
+            "{}: cannot write the {what}: the folder {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Everything the report of `run_id` shows, read from the store.
+pub fn load(store: &Store, run_id: &str) -> Result<RunData, CommandError> {
+    diag_report::from_store(store, run_id)
+        .map_err(CommandError::from)?
+        .ok_or_else(|| CommandError::unknown_run(run_id))
+}
+
+/// The report of a stored run as text.
+pub fn render(store: &Store, run_id: &str, format: Format) -> Result<String, CommandError> {
+    let data = load(store, run_id)?;
+    let shape = topology::shape()
+        .map_err(|e| CommandError::new(Exit::Internal, format!("topology does not compile: {e}")))?
+        .shape();
+    Ok(diag_report::render(format, &data, &shape))
+}
+
+/// Writes the report of a stored run to `path` ([`crate::output_file::write_output`]: a
+/// regular file replaced atomically, a device or FIFO written in place, a link written
+/// through).
+pub fn write_file(
+    store: &Store,
+    run_id: &str,
+    format: Format,
+    path: &Path,
+) -> Result<(), CommandError> {
+    let text = render(store, run_id, format)?;
+    let cannot = |e: std::io::Error| {
+        CommandError::usage(format!("{}: cannot write the report: {e}", path.display()))
+    };
+    crate::output_file::write_output(path, text.as_bytes()).map_err(cannot)
+}
