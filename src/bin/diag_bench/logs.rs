@@ -487,7 +487,10 @@ fn one_file(dir: &Path, c: &Corpus) -> Result<PathBuf, String> {
         let chunk = &buf[..n];
         if written + n as u64 >= ONE_FILE_BYTES {
             let from = usize::try_from(ONE_FILE_BYTES.saturating_sub(written)).unwrap_or(n);
-            let cut = memchr::memchr(b'\n', &chunk[from.min(n)..]).map(|i| from + i + 1);
+            let cut = chunk[from.min(n)..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map(|i| from + i + 1);
             if let Some(cut) = cut {
                 out.write_all(&chunk[..cut]).map_err(|e| e.to_string())?;
                 break;
