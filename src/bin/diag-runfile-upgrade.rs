@@ -6,6 +6,9 @@
 //! the second time. Exit 0 when every run file found is v2 afterwards, 2 when one could not be
 //! upgraded (named on stderr).
 
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::{io_error, CommandError, Exit, GlobalArgs};
 use crate::stores::OpenOptions;
 use diag_ask::config::Config;
-use diag_core::store::{Store, StoreError};
+use diag_core::store::{Store, StoreError, StoreErrorKind};
 use diag_store_sqlite::{SqliteStore, DB_ENV};
 
 /// Where the database path came from.
@@ -57,9 +57,7 @@ pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation
             .or_else(|| c.store.path.clone()),
         // Commands that only read the store look at `[store]` alone (Config::store_path_of).
         None => match Config::locate(g.config.as_deref()) {
-            Some(file) => {
-                Config::store_path_of(&file).map_err(|e| CommandError::usage(e.to_string()))?
-            }
+            Some(file) => Config::store_path_of(&file)?,
             None => None,
         },
     };
@@ -108,9 +106,7 @@ pub fn open_options(g: &GlobalArgs, config: Option<&Config>) -> Result<OpenOptio
     let store = match config {
         Some(c) => c.store.clone(),
         None => match Config::locate(g.config.as_deref()) {
-            Some(file) => {
-                Config::store_of(&file).map_err(|e| CommandError::usage(e.to_string()))?
-            }
+            Some(file) => Config::store_of(&file)?,
             None => Default::default(),
         },
     };
@@ -139,11 +135,47 @@ pub fn require_existing_store(g: &GlobalArgs) -> Result<Store, CommandError> {
     crate::stores::open_existing(&at.path, &open_options(g, None)?).map_err(CommandError::from)
 }
 
-/// Store errors, of either backend, are about the user's store (unwritable, full, foreign,
-/// too new, unreachable, refused credentials): input errors.
+/// Store errors, of either backend, are about the user's store: input errors (exit 2), each
+/// kind with what the user can do about it (openspec/specs/command-line/spec.md, "Store
+/// errors").
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
-        CommandError::usage(e.to_string())
+        let hint = store_hint(e.kind());
+        let error = CommandError::usage_from(e);
+        match hint {
+            Some(h) => error.hint(h),
+            None => error,
+        }
+    }
+}
+
+/// What the user can do about a store error of this kind; `None` where the message says it
+/// all (a record refused, a run in the wrong state) or where nothing general helps.
+pub fn store_hint(kind: StoreErrorKind) -> Option<&'static str> {
+    match kind {
+        StoreErrorKind::Missing => {
+            Some("diag ask creates the store; check --db, DIAG_DB or [store] path")
+        }
+        StoreErrorKind::ReadOnly => {
+            Some("make the store and its folder writable, or give another with --db")
+        }
+        StoreErrorKind::Busy => Some("another diag holds the store's write lock: try again"),
+        StoreErrorKind::Full => Some("free space on that disk, or delete old runs with diag gc"),
+        StoreErrorKind::Corrupt => Some(
+            "copy the runs that still read with diag store copy, or start a new store with --db",
+        ),
+        StoreErrorKind::Unreachable => {
+            Some("check that the server is running and the URL's host and port")
+        }
+        StoreErrorKind::NewerSchema
+        | StoreErrorKind::Foreign
+        | StoreErrorKind::Refused
+        | StoreErrorKind::UnknownRun
+        | StoreErrorKind::Duplicate
+        | StoreErrorKind::WrongState
+        | StoreErrorKind::Invalid
+        | StoreErrorKind::Decode
+        | StoreErrorKind::Other => None,
     }
 }
 

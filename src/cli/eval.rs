@@ -17,9 +17,10 @@ use super::{CommandError, Exit, GlobalArgs};
 use diag_ask::config::Config;
 use diag_ask::replay::run_file_of;
 use diag_ask::setup;
+use diag_ask::setup::RandomIds;
 use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
 use diag_core::clock::Clock;
-use diag_core::ids::RandomIds;
+use diag_core::model::EndpointMemory;
 use diag_core::store::Store;
 use diag_eval::env::{ScenarioClock, ScenarioEnv};
 use diag_eval::scenario::{discover, Scenario};
@@ -106,13 +107,13 @@ struct Plan {
 }
 
 fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
-    let found = discover(&args.scenarios).map_err(|e| CommandError::usage(e.to_string()))?;
+    let found = discover(&args.scenarios)?;
     for (path, why) in &found.skipped {
         eprintln!("diag: warning: {}: {why}", path.display());
     }
     let mut scenarios: Vec<Scenario> = Vec::new();
     for d in found.dirs {
-        let s = Scenario::load(&d).map_err(|e| CommandError::usage(e.to_string()))?;
+        let s = Scenario::load(&d)?;
         if let Some(other) = scenarios.iter().find(|o| o.id() == s.id()) {
             return Err(CommandError::usage(format!(
                 "{}: scenario id `{}` is given twice (also {})",
@@ -249,6 +250,9 @@ async fn run_all(
         })
         .collect();
     let mut interrupted = false;
+    // What each endpoint taught (the structured-output form it takes) holds for the whole
+    // eval, as it does for one `diag ask` process.
+    let endpoints = EndpointMemory::default();
     'scenarios: for scenario in &plan.scenarios {
         let env = match ScenarioEnv::start(scenario, Some(cancel)).await {
             Ok(env) => env,
@@ -275,6 +279,7 @@ async fn run_all(
                         config_path: &plan.config_path,
                         model_label: &models[m].model,
                         repeat,
+                        endpoints: &endpoints,
                     },
                     args,
                     store,
@@ -337,6 +342,7 @@ struct RunSpec<'a> {
     config_path: &'a Path,
     model_label: &'a str,
     repeat: u32,
+    endpoints: &'a EndpointMemory,
 }
 
 /// One run through the ask service, then its score; `true` when it was interrupted.
@@ -349,7 +355,7 @@ async fn run_one(
 ) -> Result<(EvalRun, RunFigures, bool), CommandError> {
     let _ = spec.env;
     let clock: Arc<dyn Clock> = Arc::new(ScenarioClock::new(spec.scenario.now));
-    let live = setup::live(spec.config, clock.clone())
+    let live = setup::live_with(spec.config, clock.clone(), spec.endpoints)
         .await
         .map_err(|e| CommandError::usage(format!("config {}: {e}", spec.config_path.display())))?;
     let deps = AskDeps {

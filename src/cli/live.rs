@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use diag_ask::config::Config;
 use diag_ask::setup;
+use diag_ask::setup::RandomIds;
 use diag_ask::{production_nodes, AskDeps, AskOutcome};
 use diag_core::clock::Clock;
-use diag_core::ids::RandomIds;
 use diag_core::protocol::Verdict;
 use diag_core::store::Store;
 use diag_report::terminal as render;
@@ -24,7 +24,7 @@ pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
         .map_err(|e| CommandError::usage(format!("{name}: cannot read: {e}")))?;
     let text = String::from_utf8(text)
         .map_err(|_| CommandError::usage(format!("{name}: not a run file (not UTF-8 text)")))?;
-    RunFile::parse(&text, &name).map_err(|e| CommandError::usage(e.to_string()))
+    Ok(RunFile::parse(&text, &name)?)
 }
 
 /// The configuration a live run uses (`--config`, `DIAG_CONFIG`, the user's config folder).
@@ -34,7 +34,7 @@ pub fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
             .hint(super::CONFIG_HINT)
             .hint("or replay a recorded run with --fixture FILE"));
     };
-    let config = Config::load(&path).map_err(|e| CommandError::usage(e.to_string()))?;
+    let config = Config::load(&path)?;
     Ok((config, path))
 }
 

@@ -14,7 +14,6 @@ mod live;
 mod mcp;
 mod progress;
 mod replay;
-mod replay_ci;
 mod report;
 mod report_file;
 mod runs;
@@ -112,6 +111,8 @@ pub struct CommandError {
     pub kind: ErrorKind,
     pub message: String,
     pub hints: Vec<String>,
+    /// The error this one reports, kept for `DIAG_LOG` and for callers that look inside.
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
 /// How to give diag a configuration: the hint of every command that needs one and has none.
@@ -134,11 +135,19 @@ impl CommandError {
             kind: ErrorKind::Other,
             message: message.into(),
             hints: Vec::new(),
+            source: None,
         }
     }
 
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(Exit::Usage, message)
+    }
+
+    /// A usage, configuration or input error whose message is `source`'s, kept inside.
+    pub fn usage_from(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let mut e = Self::usage(source.to_string());
+        e.source = Some(Box::new(source));
+        e
     }
 
     /// A run id the store does not have (shown bounded: the id came from the user).
@@ -161,6 +170,43 @@ impl CommandError {
     /// Ends the command with an exit code but nothing more to say (the output said it).
     pub fn silent(exit: Exit) -> Self {
         Self::new(exit, "")
+    }
+}
+
+impl std::error::Error for CommandError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// A configuration file that cannot be read or is invalid: the user's input.
+impl From<diag_ask::config::ConfigError> for CommandError {
+    fn from(e: diag_ask::config::ConfigError) -> Self {
+        CommandError::usage_from(e)
+    }
+}
+
+/// A run file that cannot be read: the user's input.
+impl From<diag_runfile::RunFileError> for CommandError {
+    fn from(e: diag_runfile::RunFileError) -> Self {
+        CommandError::usage_from(e)
+    }
+}
+
+/// A scenario folder that cannot be used: the user's input.
+impl From<diag_eval::scenario::ScenarioError> for CommandError {
+    fn from(e: diag_eval::scenario::ScenarioError) -> Self {
+        CommandError::usage_from(e)
+    }
+}
+
+/// Writing the command's output failed: a closed pipe ends the command quietly (`diag runs |
+/// head`), anything else is diag's failure.
+impl From<std::io::Error> for CommandError {
+    fn from(e: std::io::Error) -> Self {
+        io_error(e)
     }
 }
 
@@ -243,11 +289,13 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
 
 /// A broken pipe (`diag graph | head`) is not an error; anything else on stdout is.
 pub(crate) fn io_error(e: std::io::Error) -> CommandError {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
+    let mut error = if e.kind() == std::io::ErrorKind::BrokenPipe {
         CommandError::new(Exit::Success, "")
     } else {
         CommandError::new(Exit::Internal, format!("cannot write output: {e}"))
-    }
+    };
+    error.source = Some(Box::new(e));
+    error
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //!
 //! At CI scale: `--jobs N` replays N files at once (each in a task of its own; results are
 //! reported in file order whatever order they finish in), `--shard K/N` keeps the files of one
-//! of N stable shards (see [`super::replay_ci`]), and `--junit FILE` writes JUnit XML.
+//! of N stable shards (see `diag_runfile::ci`), and `--junit FILE` writes JUnit XML.
 
 use diag_tools::walk::Skip;
 use std::io::Write;
@@ -17,13 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::common::{interrupt_handler, open_store, runtime_with_workers, write_json, write_text};
 use super::live::load_run_file;
-use super::replay_ci::{self, Case, CaseOutcome, Shard, SuiteInfo};
 use super::{CommandError, Exit, GlobalArgs};
 use diag_ask::replay::{compare, replay_until, Mismatch};
-use diag_core::ids::RandomIds;
+use diag_ask::setup::RandomIds;
 use diag_core::store::Store;
 use diag_core::text::one_line;
 use diag_report::Format;
+use diag_runfile::ci::{self as replay_ci, Case, CaseOutcome, Shard, SuiteInfo};
 use diag_runfile::{strip_bom, RunFile};
 
 /// The schema name of `diag replay --json` output.

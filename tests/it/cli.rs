@@ -29,6 +29,9 @@ fn snapshot(env: &TestEnv, name: &str, out: &Out) {
     settings.bind(|| insta::assert_snapshot!(name, out.snapshot_text()));
 }
 
+/// The hint of a store that is not there (openspec/specs/command-line/spec.md, "Store errors").
+const NO_STORE_HINT: &str = " (diag ask creates the store; check --db, DIAG_DB or [store] path)";
+
 fn write_json(path: &Path, value: &Value) {
     std::fs::write(path, serde_json::to_string_pretty(value).unwrap() + "\n").unwrap();
 }
@@ -41,7 +44,10 @@ fn stored_runs(env: &TestEnv) -> Vec<Value> {
         out.expect(2);
         assert_eq!(
             out.one_error_line(),
-            format!("diag: no run store at {}", env.db().display())
+            format!(
+                "diag: no run store at {}{NO_STORE_HINT}",
+                env.db().display()
+            )
         );
         assert!(!env.db().exists());
         return Vec::new();
@@ -1982,7 +1988,7 @@ fn read_only_commands_never_create_a_store() {
         out.expect(2);
         assert_eq!(
             out.one_error_line(),
-            format!("diag: no run store at {path}")
+            format!("diag: no run store at {path}{NO_STORE_HINT}")
         );
         assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
         // Through DIAG_DB, the same.
@@ -1992,7 +1998,7 @@ fn read_only_commands_never_create_a_store() {
         out.expect(2);
         assert_eq!(
             out.one_error_line(),
-            format!("diag: no run store at {path}")
+            format!("diag: no run store at {path}{NO_STORE_HINT}")
         );
     }
     assert!(!env.root().join("nonexistent").exists());
@@ -2018,7 +2024,7 @@ fn read_only_commands_never_create_a_store() {
         out.expect(2);
         assert_eq!(
             out.one_error_line(),
-            format!("diag: no run store at {}", default.display())
+            format!("diag: no run store at {}{NO_STORE_HINT}", default.display())
         );
     }
     assert!(!env.root().join("data/diag").exists());
@@ -2027,7 +2033,10 @@ fn read_only_commands_never_create_a_store() {
     std::fs::write(env.path("diag.toml"), "[store]\npath = \"gone/x.db\"\n").unwrap();
     let out = env.run_with(&["--config", "diag.toml", "runs"], unset);
     out.expect(2);
-    assert_eq!(out.one_error_line(), "diag: no run store at gone/x.db");
+    assert_eq!(
+        out.one_error_line(),
+        format!("diag: no run store at gone/x.db{NO_STORE_HINT}")
+    );
     assert!(!env.path("gone").exists());
 }
 

@@ -36,7 +36,6 @@ const LAYERS: &[Layer] = &[
         workspace: &["diag-graph"],
         third_party: Some(&[
             "futures",
-            "getrandom",
             "pulldown-cmark",
             "serde",
             "serde_json",
@@ -67,6 +66,7 @@ const LAYERS: &[Layer] = &[
         name: "diag-runfile",
         workspace: &["diag-core", "diag-diagnosis"],
         third_party: Some(&[
+            "quick-xml",
             "regex",
             "serde",
             "serde_json",
@@ -90,6 +90,20 @@ const LAYERS: &[Layer] = &[
     Layer {
         name: "diag-eval",
         workspace: &["diag-ask", "diag-core", "diag-diagnosis", "diag-tools"],
+        third_party: None,
+        tokio_features: None,
+    },
+    Layer {
+        name: "diag-bench",
+        workspace: &[
+            "diag",
+            "diag-ask",
+            "diag-core",
+            "diag-diagnosis",
+            "diag-report",
+            "diag-store-sqlite",
+            "diag-tools",
+        ],
         third_party: None,
         tokio_features: None,
     },

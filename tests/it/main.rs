@@ -32,6 +32,7 @@ mod gatekeeper;
 mod graph_cli;
 mod grounding_corpus;
 mod grounding_properties;
+mod invariants;
 mod layering;
 mod live_graph;
 mod live_model;

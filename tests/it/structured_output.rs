@@ -1,14 +1,14 @@
 //! Structured output against a real OpenAI-compatible server (aimock): the contract's schema
 //! goes out as `response_format` (checked in aimock's journal of what it received), the
-//! `auto` setting steps down, once per process and endpoint, through the forms a server
-//! refuses, an explicit setting does not, and a context-length error is its own class that
-//! teaches the model's context size.
+//! `auto` setting steps down, once per endpoint for the models sharing an endpoint memory,
+//! through the forms a server refuses, an explicit setting does not, and a context-length
+//! error is its own class that teaches the model's context size.
 
 use std::time::Duration;
 
 use diag_core::model::structured::strict_schema;
 use diag_core::model::{
-    ChatModel, ChatRequest, ErrorClass, Message, OutputSchema, StructuredOutput,
+    ChatModel, ChatRequest, EndpointMemory, ErrorClass, Message, OutputSchema, StructuredOutput,
     StructuredOutputSetting, ToolChoice,
 };
 use diag_core::protocol::schema;
@@ -25,6 +25,15 @@ fn model(server: &Aimock, setting: StructuredOutputSetting) -> OpenAiModel {
     c.request_timeout = Duration::from_secs(5);
     c.max_transport_retries = 2;
     OpenAiModel::new(c).unwrap()
+}
+
+/// A model that shares `memory` with the others made with it, as the models of one setup do.
+fn model_sharing(
+    server: &Aimock,
+    setting: StructuredOutputSetting,
+    memory: &EndpointMemory,
+) -> OpenAiModel {
+    model(server, setting).with_endpoint_memory(memory.clone())
 }
 
 fn composer_contract() -> OutputSchema {
@@ -102,9 +111,10 @@ async fn auto_sends_the_contract_as_strict_json_schema_and_tool_choice_beside_to
 }
 
 #[tokio::test]
-async fn auto_steps_down_once_per_process_when_the_server_refuses_json_schema() {
+async fn auto_steps_down_once_per_endpoint_memory_when_the_server_refuses_json_schema() {
     let server = Aimock::start_with("structured.json", None);
-    let answer = model(&server, StructuredOutputSetting::Auto)
+    let memory = EndpointMemory::default();
+    let answer = model_sharing(&server, StructuredOutputSetting::Auto, &memory)
         .complete(&ask("refuses json_schema once"))
         .await
         .unwrap();
@@ -120,8 +130,13 @@ async fn auto_steps_down_once_per_process_when_the_server_refuses_json_schema() 
         json!({"type": "json_object", "schema": composer_contract().schema})
     );
 
-    // Learned for the process: another model on the same endpoint starts where it stopped.
-    let again = model(&server, StructuredOutputSetting::Auto)
+    // Learned in the memory: another model on the same endpoint sharing it starts where it
+    // stopped; a model with a memory of its own starts over.
+    assert_eq!(
+        model(&server, StructuredOutputSetting::Auto).structured_form(),
+        StructuredOutput::JsonSchema
+    );
+    let again = model_sharing(&server, StructuredOutputSetting::Auto, &memory)
         .complete(&ask("refuses json_schema once"))
         .await
         .unwrap();
@@ -134,7 +149,7 @@ async fn auto_steps_down_once_per_process_when_the_server_refuses_json_schema() 
     assert_eq!(format_of(&sent[2])["type"], "json_object");
 
     // An explicit setting is not moved by what `auto` learned.
-    let explicit = model(&server, StructuredOutputSetting::JsonSchema)
+    let explicit = model_sharing(&server, StructuredOutputSetting::JsonSchema, &memory)
         .complete(&ask("refuses json_schema once"))
         .await
         .unwrap();
@@ -198,7 +213,8 @@ async fn off_sends_no_response_format() {
 #[tokio::test]
 async fn a_context_length_error_is_its_own_class_and_teaches_the_context_size() {
     let server = Aimock::start_with("structured.json", None);
-    let m = model(&server, StructuredOutputSetting::Auto);
+    let memory = EndpointMemory::default();
+    let m = model_sharing(&server, StructuredOutputSetting::Auto, &memory);
     assert_eq!(m.context_tokens(), None);
     let err = m.complete(&ask("context too long")).await.unwrap_err();
     assert_eq!(err.class, ErrorClass::ContextOverflow);
@@ -210,13 +226,20 @@ async fn a_context_length_error_is_its_own_class_and_teaches_the_context_size() 
         .starts_with("HTTP 400 Bad Request: This model's maximum context length is 2048 tokens."));
     assert_eq!(server.chat_requests(1).await.len(), 1, "never retried");
     assert_eq!(m.context_tokens(), Some(2048));
-    // Learned for the process and the endpoint.
+    // Learned for the endpoint, by the models sharing the memory.
+    assert_eq!(
+        model_sharing(&server, StructuredOutputSetting::Auto, &memory).context_tokens(),
+        Some(2048)
+    );
     assert_eq!(
         model(&server, StructuredOutputSetting::Auto).context_tokens(),
-        Some(2048)
+        None
     );
     // A configured size wins over what was learned.
     let mut c = OpenAiConfig::new(server.base_url(), "diag-structured-model");
     c.context_tokens = Some(4096);
-    assert_eq!(OpenAiModel::new(c).unwrap().context_tokens(), Some(4096));
+    let configured = OpenAiModel::new(c)
+        .unwrap()
+        .with_endpoint_memory(memory.clone());
+    assert_eq!(configured.context_tokens(), Some(4096));
 }

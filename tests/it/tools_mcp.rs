@@ -90,9 +90,10 @@ async fn wait_gone(pid: u32) -> bool {
     false
 }
 
-fn kill_9(pid: u32) {
+/// SIGKILL to the process group `pid` leads (an MCP server is started as a group leader).
+fn kill_group_9(pid: u32) {
     let status = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
+        .args(["-9", "--", &format!("-{pid}")])
         .status()
         .unwrap();
     assert!(status.success());
@@ -272,7 +273,20 @@ async fn filesystem_reads_a_file_and_lists_a_directory() {
 
 #[tokio::test]
 async fn a_server_killed_mid_call_is_unavailable_quickly() {
+    // The server runs behind `tee`, which copies everything diag sends it into `sent` after
+    // passing it on: the call is in flight once its request is in that file. The test waits
+    // for that, not for an amount of time, then kills the whole process group (the shell,
+    // `tee` and the server), as diag itself stops a server started through a wrapper.
+    let dir = TempDir::new("killed");
+    let sent = dir.path.join("sent.jsonl");
     let mut config = everything_config();
+    config.command = "/bin/sh".into();
+    config.args = vec![
+        "-c".into(),
+        r#"tee "$0" | exec "$1" stdio"#.into(),
+        sent.display().to_string(),
+        peer_bin("mcp-server-everything").display().to_string(),
+    ];
     // Far longer than the kill takes: only the server's death may end the call.
     config.call_timeout = Duration::from_secs(120);
     let server = McpServer::start(config).await.unwrap();
@@ -284,8 +298,18 @@ async fn a_server_killed_mid_call_is_unavailable_quickly() {
     let arguments = json!({"duration": 60, "steps": 2});
     let pending = slow.call(&arguments, &cx);
     let killer = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        kill_9(pid);
+        let deadline = Instant::now() + BOUND;
+        while !std::fs::read_to_string(&sent)
+            .unwrap_or_default()
+            .contains("\"tools/call\"")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the call's request did not reach the server within {BOUND:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        kill_group_9(pid);
         Instant::now()
     };
     let (result, killed_at) = tokio::time::timeout(BOUND, async { tokio::join!(pending, killer) })

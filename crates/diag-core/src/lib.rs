@@ -10,7 +10,9 @@
 //! **Architecture invariant:** no HTTP, SQL, file or process crate is a dependency of this crate
 //! (see its Cargo.toml): the OpenAI-compatible adapter is `diag-model-openai`, the built-in tools
 //! and the MCP client are `diag-tools`, the run store is `diag-store-sqlite`. A module here that
-//! imports one of them does not compile.
+//! imports one of them does not compile. Nor does this crate hold process-wide mutable state:
+//! what model endpoints taught is a [`model::EndpointMemory`] value its owner hands to the
+//! models, and the system id source (with the process's last id) is `diag-ask`'s.
 
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]

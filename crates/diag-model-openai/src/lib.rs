@@ -14,12 +14,18 @@
 //! - **A bounded transport retry** below the graph's own technical retry: up to
 //!   `max_transport_retries` extra attempts for transient errors only (see [`retry_wait`]).
 //! - **Lenient parsing** of what real servers send (see [`parse_chat_completion`]).
+//! - **What an endpoint taught** (the structured-output form it takes, its context size) is
+//!   kept in an [`EndpointMemory`]: the model's own, or one shared with the other models of a
+//!   run set up together ([`OpenAiModel::with_endpoint_memory`]).
 //!
 //! Base URL rule (see [`chat_completions_url`]): the user gives the base that ends before
 //! `/chat/completions`, as OpenAI clients do (`https://api.openai.com/v1`,
 //! `http://127.0.0.1:11434/v1`). A trailing slash is ignored; a URL with no path at all gets
 //! `/v1`, where every known server listens; a URL already ending in `/chat/completions` is used
 //! as given, for the rare gateway that serves it elsewhere.
+
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::cmp::{max, min};
 use std::ffi::OsString;
@@ -31,7 +37,7 @@ use reqwest::{StatusCode, Url};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
-use diag_core::model::structured::{self, StructuredOutputSetting};
+use diag_core::model::structured::{self, EndpointMemory, StructuredOutputSetting};
 use diag_core::model::{
     ChatFuture, ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Message,
     ModelError, Role, StructuredOutput, ToolCall, Usage,
@@ -156,8 +162,10 @@ pub struct OpenAiModel {
     context_tokens: Option<u32>,
     /// The variable the key comes from, named in authentication errors (never its value).
     api_key_env: Option<String>,
-    /// The key of what this process learned about the endpoint: its URL and model name.
+    /// The key of what the endpoint taught, in `memory`: its URL and model name.
     learned_key: String,
+    /// What the endpoints taught, shared with the models set up with this one.
+    memory: EndpointMemory,
     /// Set from the `Retry-After` of an error handed to the caller: no request goes to the
     /// server before this instant (the node's technical retry, or another agent sharing the
     /// endpoint, waits for it instead of hitting the same 429).
@@ -183,7 +191,8 @@ impl fmt::Debug for OpenAiModel {
 }
 
 impl OpenAiModel {
-    /// Builds the adapter, reading the API key from the process environment.
+    /// Builds the adapter, reading the API key from the process environment. It starts with
+    /// an [`EndpointMemory`] of its own; see [`OpenAiModel::with_endpoint_memory`].
     pub fn new(config: OpenAiConfig) -> Result<Self, ConfigError> {
         Self::new_with_env(config, |name| std::env::var_os(name))
     }
@@ -243,8 +252,17 @@ impl OpenAiModel {
             structured_output: config.structured_output,
             context_tokens: config.context_tokens,
             api_key_env: config.api_key_env,
+            memory: EndpointMemory::default(),
             not_before: std::sync::Mutex::new(None),
         })
+    }
+
+    /// The adapter reading and recording what its endpoint taught in `memory` (a clone of the
+    /// one the other models of the run hold), instead of in a memory of its own: a model on
+    /// an endpoint another model already stepped down on starts where that one stopped.
+    pub fn with_endpoint_memory(mut self, memory: EndpointMemory) -> Self {
+        self.memory = memory;
+        self
     }
 
     /// The full URL requests go to.
@@ -253,9 +271,9 @@ impl OpenAiModel {
     }
 
     /// The structured-output form the next request with an output contract uses: the
-    /// setting's first form, or what this process learned from the endpoint's refusals.
+    /// setting's first form, or what the endpoint's refusals taught (its [`EndpointMemory`]).
     pub fn structured_form(&self) -> StructuredOutput {
-        let learned = structured::learned(&self.learned_key).form;
+        let learned = self.memory.learned(&self.learned_key).form;
         match self.structured_output {
             StructuredOutputSetting::Auto => learned.unwrap_or(StructuredOutput::JsonSchema),
             StructuredOutputSetting::JsonSchema => StructuredOutput::JsonSchema,
@@ -328,8 +346,8 @@ impl OpenAiModel {
     }
 
     /// One call: sent in the structured-output form the endpoint takes, and sent again at
-    /// once in the next form when the server refuses that one (`auto`, learned for the rest of
-    /// the process). What was used is recorded on the answer or the error.
+    /// once in the next form when the server refuses that one (`auto`, learned in the
+    /// [`EndpointMemory`] from then on). What was used is recorded on the answer or the error.
     async fn complete_negotiated(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         loop {
             let form = Self::form_for(request, self.structured_form());
@@ -355,7 +373,8 @@ impl OpenAiModel {
                             next = next.as_str(),
                             "the endpoint refused response_format; using the next form from now on"
                         );
-                        structured::learn(&self.learned_key, |l| l.form = Some(next));
+                        self.memory
+                            .learn(&self.learned_key, |l| l.form = Some(next));
                         continue;
                     }
                     None => err.message.push_str(&format!(
@@ -368,7 +387,8 @@ impl OpenAiModel {
             }
             if err.class == ErrorClass::ContextOverflow && self.context_tokens.is_none() {
                 if let Some(n) = err.context_tokens {
-                    structured::learn(&self.learned_key, |l| l.context_tokens = Some(n));
+                    self.memory
+                        .learn(&self.learned_key, |l| l.context_tokens = Some(n));
                 }
             }
             if err.is_authentication() {
@@ -601,7 +621,7 @@ impl ChatModel for OpenAiModel {
 
     fn context_tokens(&self) -> Option<u32> {
         self.context_tokens
-            .or_else(|| structured::learned(&self.learned_key).context_tokens)
+            .or_else(|| self.memory.learned(&self.learned_key).context_tokens)
     }
 }
 

@@ -362,7 +362,6 @@ fn output_contracts_go_on_the_wire_in_the_configured_form() {
     let mut request = ChatRequest::new(vec![Message::user("hi")]);
     request.response_format = Some(schema.clone());
     let wire = |setting: StructuredOutputSetting, request: &ChatRequest| {
-        // A base URL of its own per case: what an endpoint taught is kept per process.
         let mut config = OpenAiConfig::new(format!("http://127.0.0.1:9/{}", setting.as_str()), "m");
         config.structured_output = setting;
         OpenAiModel::new(config).unwrap().wire_request(request)

@@ -6,6 +6,7 @@
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod ci;
 pub mod resume;
 pub mod tape;
 

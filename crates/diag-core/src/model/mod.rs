@@ -14,7 +14,7 @@ use crate::tools::ToolSpec;
 
 pub mod structured;
 
-pub use structured::StructuredOutputSetting;
+pub use structured::{EndpointMemory, StructuredOutputSetting};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

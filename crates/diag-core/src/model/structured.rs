@@ -1,8 +1,13 @@
 //! What an OpenAI-compatible server is asked for and what diag learns from its refusals:
 //! `response_format` in the forms servers take, the strict form of a contract schema, the
 //! recognition of a refused `response_format` and of a context-length error, and the
-//! process-wide table of what each endpoint taught (the `auto` structured-output rung and the
+//! [`EndpointMemory`] of what each endpoint taught (the `auto` structured-output rung and the
 //! context size).
+//!
+//! The memory is a value, not process state: whoever sets up the models (`diag-ask`'s
+//! `setup`, once per `diag ask`, `diag mcp` or `diag eval` process) makes one and hands it to
+//! every model adapter, so the models sharing an endpoint share what it taught; a test makes
+//! its own.
 //!
 //! The forms, in the order `auto` tries them:
 //! 1. `json_schema`: `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`
@@ -13,7 +18,7 @@
 //! 4. nothing.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -24,8 +29,8 @@ use super::{OutputSchema, StructuredOutput};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StructuredOutputSetting {
-    /// Start with `json_schema` and step down, once per process and endpoint, each time the
-    /// server refuses the form it was sent.
+    /// Start with `json_schema` and step down, once per endpoint (for every model sharing the
+    /// [`EndpointMemory`]), each time the server refuses the form it was sent.
     #[default]
     Auto,
     /// Always `json_schema` (strict where the schema allows it).
@@ -285,7 +290,7 @@ fn number_after(text: &str, markers: &[&str]) -> Option<u64> {
     })
 }
 
-/// What one endpoint taught this process.
+/// What one endpoint taught.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Learned {
     /// The structured-output form to use from now on (after refusals).
@@ -294,29 +299,57 @@ pub struct Learned {
     pub context_tokens: Option<u32>,
 }
 
-fn table() -> &'static Mutex<HashMap<String, Learned>> {
-    static TABLE: OnceLock<Mutex<HashMap<String, Learned>>> = OnceLock::new();
-    TABLE.get_or_init(|| Mutex::new(HashMap::new()))
+/// What each endpoint (its URL and model name) taught, shared by the models that hold a clone:
+/// cloning is cheap and every clone reads and writes the same table. A new one (`default`)
+/// knows nothing.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointMemory {
+    table: Arc<Mutex<HashMap<String, Learned>>>,
 }
 
-/// What this process learned about `endpoint` (its URL and model name).
-pub fn learned(endpoint: &str) -> Learned {
-    table()
-        .lock()
-        .map(|t| t.get(endpoint).copied().unwrap_or_default())
-        .unwrap_or_default()
-}
+impl EndpointMemory {
+    /// What `endpoint` taught so far.
+    pub fn learned(&self, endpoint: &str) -> Learned {
+        self.table
+            .lock()
+            .map(|t| t.get(endpoint).copied().unwrap_or_default())
+            .unwrap_or_default()
+    }
 
-/// Records what `endpoint` taught.
-pub fn learn(endpoint: &str, update: impl FnOnce(&mut Learned)) {
-    if let Ok(mut t) = table().lock() {
-        update(t.entry(endpoint.to_string()).or_default());
+    /// Records what `endpoint` taught.
+    pub fn learn(&self, endpoint: &str, update: impl FnOnce(&mut Learned)) {
+        if let Ok(mut t) = self.table.lock() {
+            update(t.entry(endpoint.to_string()).or_default());
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_memory_is_shared_by_its_clones_only() {
+        let memory = EndpointMemory::default();
+        let clone = memory.clone();
+        assert_eq!(memory.learned("http://h/v1 m"), Learned::default());
+        clone.learn("http://h/v1 m", |l| {
+            l.form = Some(StructuredOutput::JsonObject);
+        });
+        memory.learn("http://h/v1 m", |l| l.context_tokens = Some(2048));
+        let both = Learned {
+            form: Some(StructuredOutput::JsonObject),
+            context_tokens: Some(2048),
+        };
+        assert_eq!(memory.learned("http://h/v1 m"), both);
+        assert_eq!(clone.learned("http://h/v1 m"), both);
+        assert_eq!(memory.learned("http://h/v1 other"), Learned::default());
+        assert_eq!(
+            EndpointMemory::default().learned("http://h/v1 m"),
+            Learned::default(),
+            "another memory knows nothing of it"
+        );
+    }
 
     #[test]
     fn auto_steps_down_one_form_at_a_time_and_explicit_settings_do_not() {

@@ -16,7 +16,7 @@
 //! the final state and an evaluation. The figures then include
 //! the store, and `db_bytes_per_run` is the database plus WAL size (after a truncating
 //! checkpoint) divided by the runs the file holds. The store is any run store location: a
-//! SQLite path, or a `postgres://` URL (the run store port of `diag::backend`, as `diag --db`
+//! SQLite path, or a `postgres://` URL (the run store a location names, `diag::stores`, as `diag --db`
 //! opens it; `db_bytes_per_run` is then left out).
 //!
 //! `diag-bench graph --store LOC --writers W --runs N` measures concurrent writers: W processes
@@ -27,7 +27,7 @@
 //!
 //! `diag-bench logs [--dir DIR] [--size-mib N] [--runs N] [--one-file] [--write
 //! docs/BENCHMARKS.md]` times `search_logs` against ripgrep on a generated log, and on one
-//! 400 MB file alone (see `diag_bench/logs.rs`).
+//! 400 MB file alone (see `logs.rs`).
 
 // No `unwrap`/`expect` outside tests: a failure is a value (Cargo.toml's [lints] says why this is
 // an attribute and not a table entry).
@@ -40,9 +40,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use diag::stores::OpenOptions;
+use diag_ask::setup::RandomIds;
 use diag_core::clock::{Clock, FixedClock, SystemClock, Timestamp};
 use diag_core::graph::{Event, InvokeOptions, NodeKind, NoopObserver, Observer, RunConfig};
-use diag_core::ids::{IdSource, RandomIds};
+use diag_core::ids::IdSource;
 use diag_core::protocol::{Verdict, Verification};
 use diag_core::store::NewRun;
 use diag_core::store::Recorder;
@@ -52,7 +53,6 @@ use diag_diagnosis::topology::{self, DiagnosisNodes};
 use diag_diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus, STEP_LIMIT};
 use diag_store_sqlite::SqliteStore;
 
-#[path = "diag_bench/logs.rs"]
 mod logs;
 
 #[derive(Parser)]
