@@ -247,16 +247,13 @@ fn bench_graph(
         "us_per_node": us_per_node,
         "peak_rss_kb": peak_rss_kb(),
     });
-    if let Some(store) = &store {
-        figures["backend"] = backend_name(store).into();
+    if let Some(location) = store_location {
+        figures["backend"] = backend_name(location).into();
     }
-    if let Some(store) = store
-        .as_ref()
-        .filter(|s| backend_name(s) == "sqlite")
-        .map(|s| SqliteStore::open_existing(Path::new(&s.describe()), Default::default()))
-        .transpose()
-        .map_err(|e| e.to_string())?
-    {
+    if let Some(location) = store_location.filter(|l| !diag::stores::is_postgres(l)) {
+        // The file itself (the port has no checkpoint or file size): a second handle on it.
+        let store =
+            SqliteStore::open_existing(location, Default::default()).map_err(|e| e.to_string())?;
         // The whole file over every run it holds (earlier benchmarks on the same file
         // included), so the schema's fixed pages weigh less the more runs there are.
         store.checkpoint().map_err(|e| e.to_string())?;
@@ -279,8 +276,8 @@ fn open_store(location: &Path) -> Result<Store, String> {
     diag::stores::open(location, &OpenOptions::default()).map_err(|e| e.to_string())
 }
 
-fn backend_name(store: &Store) -> &'static str {
-    if store.describe().starts_with("postgres://") {
+fn backend_name(location: &Path) -> &'static str {
+    if diag::stores::is_postgres(location) {
         "postgres"
     } else {
         "sqlite"
@@ -353,7 +350,7 @@ fn bench_writers(
     let (backend, before) = {
         let store = open_store(location)?;
         let n = store.count_runs().map_err(|e| e.to_string())?;
-        (backend_name(&store), n)
+        (backend_name(location), n)
     };
     let exe = std::env::current_exe().map_err(|e| format!("cannot find diag-bench: {e}"))?;
     let parent = std::process::id();

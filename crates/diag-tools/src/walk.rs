@@ -59,6 +59,16 @@ fn unreadable(e: &std::io::Error) -> Skip {
     })
 }
 
+/// An entry the walk could not read, as a skipped entry with its reason.
+fn walk_error(e: &walkdir::Error, root: &Path) -> (PathBuf, Skip) {
+    let path = e.path().unwrap_or(root).to_path_buf();
+    let reason = match e.io_error() {
+        Some(io) => unreadable(io),
+        None => Skip::Unreadable(e.to_string()),
+    };
+    (path, reason)
+}
+
 /// The files under `root` (a folder; a root that is a file is itself), at most `max_depth`
 /// folders below it.
 pub fn files_under(root: &Path, max_depth: usize) -> Walked {
@@ -71,12 +81,7 @@ pub fn files_under(root: &Path, max_depth: usize) -> Walked {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                let path = e.path().unwrap_or(root).to_path_buf();
-                let reason = match e.io_error() {
-                    Some(io) => unreadable(io),
-                    None => Skip::Unreadable(e.to_string()),
-                };
-                out.skipped.push((path, reason));
+                out.skipped.push(walk_error(&e, root));
                 continue;
             }
         };
@@ -138,12 +143,7 @@ pub fn folders_in(root: &Path) -> Result<Folders, std::io::Error> {
                         .into_io_error()
                         .unwrap_or_else(|| std::io::Error::other("unreadable folder")));
                 }
-                let path = e.path().unwrap_or(root).to_path_buf();
-                let reason = match e.io_error() {
-                    Some(io) => unreadable(io),
-                    None => Skip::Unreadable(e.to_string()),
-                };
-                out.skipped.push((path, reason));
+                out.skipped.push(walk_error(&e, root));
                 continue;
             }
         };

@@ -926,7 +926,7 @@ fn unknown_zone_shape(word: &[u8]) -> bool {
         b"BOOST", b"TRUST", b"BURST", b"EXIST", b"FEAST", b"TOAST", b"ROAST", b"BOAST", b"MIST",
         b"DUST", b"RUST", b"GUST", b"NEST", b"PEST", b"VEST", b"ZEST", b"HIST", b"DIST", b"INST",
         b"CAST", b"VAST", b"OAST", b"HOIST", b"JOIST", b"MOIST", b"WRIST", b"TWIST", b"GIST",
-        b"FIST", b"CYST", b"ADST", b"DDST",
+        b"FIST", b"CYST",
     ];
     (3..=5).contains(&word.len())
         && (word.ends_with(b"ST") || word.ends_with(b"DT"))
