@@ -21,12 +21,12 @@ use diag_ask::setup;
 use diag_ask::setup::RandomIds;
 use diag_ask::{ask, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
 use diag_core::clock::{Clock, SystemClock};
+use diag_core::limits::Limits;
 use diag_core::protocol::Verdict;
 use diag_core::store::RunStatus;
 use diag_core::store::Store;
 use diag_report::terminal as render;
 use diag_runfile::resume::{resumed_models, ResumedTools, Reusing};
-use diag_runfile::RunLimits;
 use diag_runfile::{Divergence, RunFile};
 
 /// The schema name of `diag ask --json` output.
@@ -204,7 +204,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     let show_progress = !(g.quiet || g.no_progress || args.json);
     let limits = match &source {
         Source::Fixture(run) => run.limits(),
-        Source::Live(config, _) => config.limits.run_limits(),
+        Source::Live(config, _) => config.limits,
     };
     let reusing = resuming
         .as_ref()
@@ -327,7 +327,7 @@ struct Finished<'a> {
     store: &'a Store,
     replaying: Replaying,
     /// The limits the run ran under (the configuration's, or the fixture's).
-    limits: RunLimits,
+    limits: Limits,
     question: &'a str,
     outcome: &'a AskOutcome,
 }

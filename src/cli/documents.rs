@@ -3,6 +3,7 @@
 //! the `runs --json` list, and a stored run as a run file.
 
 use diag_core::agent::runtime::AgentStepRecord;
+use diag_core::limits::Limits;
 use diag_core::protocol::{GatekeeperRaw, VerifiedClaim};
 use diag_core::store::Store;
 use diag_core::store::StoredExchange;
@@ -10,8 +11,7 @@ use diag_core::store::{RunRow, RunStatus};
 use diag_diagnosis::evaluation::GroundingFigures;
 use diag_report::terminal as render;
 use diag_runfile::{
-    Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, RunLimits,
-    ToolRecord, FORMAT,
+    Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, ToolRecord, FORMAT,
 };
 use serde_json::json;
 
@@ -338,7 +338,7 @@ pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
         limits: run
             .limits
             .clone()
-            .map(serde_json::from_value::<RunLimits>)
+            .map(serde_json::from_value::<Limits>)
             .transpose()
             .map_err(|e| {
                 CommandError::usage(format!(

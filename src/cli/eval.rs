@@ -363,7 +363,7 @@ async fn run_one(
         models: live.models.clone(),
         tools: live.tools.clone(),
         limits: live.limits,
-        run_limits: Some(live.run_limits),
+        record_limits: true,
         clock,
         ids: Arc::new(RandomIds),
         store: store.clone(),
@@ -427,7 +427,7 @@ async fn run_one(
             &outcome,
             &question,
             row.started_at,
-            spec.config.limits.run_limits(),
+            spec.config.limits,
             deps.tools.catalog(),
         );
         crate::output_file::write_output(&path, file.to_json().as_bytes()).map_err(|e| {

@@ -59,7 +59,7 @@ pub fn live_deps(env: &setup::LiveEnvironment, clock: Arc<dyn Clock>, store: &St
         models: env.models.clone(),
         tools: env.tools.clone(),
         limits: env.limits,
-        run_limits: Some(env.run_limits),
+        record_limits: true,
         clock,
         ids: Arc::new(RandomIds),
         store: store.clone(),

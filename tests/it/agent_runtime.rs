@@ -5,15 +5,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use diag_ask::config::MaxTokensConfig;
 use diag_core::agent::fit::estimate;
 use diag_core::agent::runtime::{
-    AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, StepStatus,
-    ToolResult, ToolResultFuture, ToolRunner,
+    AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, StepStatus, ToolResult,
+    ToolResultFuture, ToolRunner,
 };
 use diag_core::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
 use diag_core::clock::{FixedClock, Timestamp};
 use diag_core::graph::RunConfig;
+use diag_core::limits::Limits;
+use diag_core::limits::MaxTokensConfig;
 use diag_core::model::scripted::ScriptedModel;
 use diag_core::model::{
     ChatResponse, ErrorClass, FinishReason, Fit, ModelError, OutputSchema, Role, ToolChoice, Usage,
@@ -90,7 +91,7 @@ struct Rig {
     agents: ModelAgents,
 }
 
-fn rig(limits: AgentLimits, barrier: Option<usize>) -> Rig {
+fn rig(limits: Limits, barrier: Option<usize>) -> Rig {
     let model = Arc::new(ScriptedModel::new());
     let log = Arc::new(MemoryInvocationLog::new());
     let hooks = Arc::new(Recorder::default());
@@ -130,7 +131,7 @@ fn config() -> RunConfig {
 
 #[tokio::test]
 async fn single_turn_agent_sends_prompt_and_input_without_tools() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model.text("{\"schema\":\"planner_plan_v1\"}");
     let reply = r
         .agents
@@ -202,7 +203,7 @@ impl diag_core::model::ChatModel for LogWatchingModel {
 
 #[tokio::test]
 async fn every_tool_result_is_in_the_log_when_the_model_is_shown_it() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model
         .tool_calls(&[
             ("call_a", "search_logs", json!({"query": "502"})),
@@ -256,7 +257,7 @@ impl InvocationLog for RefusingLog {
 
 #[tokio::test]
 async fn a_tool_result_that_cannot_be_recorded_is_never_shown_to_the_model() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model
         .tool_calls(&[("call_a", "search_logs", json!({"query": "502"}))])
         .text("{\"schema\":\"executor_evidence_v2\"}");
@@ -284,10 +285,10 @@ async fn a_tool_result_that_cannot_be_recorded_is_never_shown_to_the_model() {
 #[tokio::test]
 async fn a_round_two_call_repeating_a_completed_query_is_blocked_without_spending_the_budget() {
     let r = rig(
-        AgentLimits {
+        Limits {
             max_turns: 4,
             max_tool_calls: 1,
-            max_tokens: Default::default(),
+            ..Limits::DEFAULT
         },
         None,
     );
@@ -326,7 +327,7 @@ async fn a_round_two_call_repeating_a_completed_query_is_blocked_without_spendin
 
 #[tokio::test]
 async fn executor_records_tool_results_with_run_local_ids_before_the_model_sees_them() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model
         .tool_calls(&[
             ("call_a", "search_logs", json!({"query": "502"})),
@@ -397,7 +398,7 @@ async fn executor_records_tool_results_with_run_local_ids_before_the_model_sees_
 
 #[tokio::test]
 async fn invocation_ids_continue_across_rounds_of_one_run_and_restart_in_another_run() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model
         .tool_calls(&[("a", "search_logs", json!({"q": 1}))])
         .text("{}")
@@ -434,7 +435,7 @@ async fn invocation_ids_continue_across_rounds_of_one_run_and_restart_in_another
 #[tokio::test]
 async fn tool_calls_of_one_turn_run_concurrently() {
     // Three calls meet at a barrier of three: sequential execution would never get past it.
-    let r = rig(AgentLimits::default(), Some(3));
+    let r = rig(Limits::default(), Some(3));
     r.model
         .tool_calls(&[
             ("a", "search_logs", json!({"q": 1})),
@@ -452,10 +453,10 @@ async fn tool_calls_of_one_turn_run_concurrently() {
 #[tokio::test]
 async fn calls_past_the_budget_are_recorded_blocked_and_unknown_tools_blocked() {
     let r = rig(
-        AgentLimits {
+        Limits {
             max_turns: 4,
             max_tool_calls: 2,
-            max_tokens: Default::default(),
+            ..Limits::DEFAULT
         },
         None,
     );
@@ -491,10 +492,10 @@ async fn an_executor_whose_calls_all_ran_but_never_answered_hit_its_turn_limit()
     // SPEC §4: only an Executor that ends blocked is TOOL_BLOCKED. Every call here runs, so
     // running out of turns is a plain failure, reported as such.
     let r = rig(
-        AgentLimits {
+        Limits {
             max_turns: 3,
             max_tool_calls: 10,
-            max_tokens: Default::default(),
+            ..Limits::DEFAULT
         },
         None,
     );
@@ -523,10 +524,10 @@ async fn an_executor_whose_calls_all_ran_but_never_answered_hit_its_turn_limit()
 #[tokio::test]
 async fn an_executor_that_never_stops_calling_tools_ends_tool_blocked() {
     let r = rig(
-        AgentLimits {
+        Limits {
             max_turns: 3,
             max_tool_calls: 1,
-            max_tokens: Default::default(),
+            ..Limits::DEFAULT
         },
         None,
     );
@@ -596,7 +597,7 @@ async fn model_failures_are_classified_and_recorded() {
         ),
     ];
     for (error, kind, step_status) in cases {
-        let r = rig(AgentLimits::default(), None);
+        let r = rig(Limits::default(), None);
         r.model.push(Err(error.clone()));
         let err = r
             .agents
@@ -612,7 +613,7 @@ async fn model_failures_are_classified_and_recorded() {
 
 #[tokio::test]
 async fn a_reply_cut_at_the_token_limit_is_transient() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model.push(Ok(ChatResponse {
         content: Some("{\"schema\": \"composer_ans".into()),
         tool_calls: vec![],
@@ -646,7 +647,7 @@ async fn each_agent_uses_its_own_model_when_configured() {
         log: Arc::new(MemoryInvocationLog::new()),
         hooks: Arc::new(Recorder::default()),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
-        limits: AgentLimits::default(),
+        limits: Limits::default(),
     };
     assert_eq!(
         agents
@@ -667,17 +668,17 @@ async fn each_agent_uses_its_own_model_when_configured() {
     assert_eq!((default.requests().len(), strong.requests().len()), (1, 1));
 }
 
-fn limits(max_turns: u32, max_tool_calls: u32) -> AgentLimits {
-    AgentLimits {
+fn limits(max_turns: u32, max_tool_calls: u32) -> Limits {
+    Limits {
         max_turns,
         max_tool_calls,
-        ..AgentLimits::default()
+        ..Limits::default()
     }
 }
 
 #[tokio::test]
 async fn agents_ask_for_their_contract_with_tool_choice_and_their_max_tokens() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model.text("{}").text("{}");
     let schema = OutputSchema {
         name: "planner_plan_v1".into(),
@@ -801,7 +802,7 @@ async fn three_repeats_in_a_row_stop_the_executor_as_repeating() {
 
 #[tokio::test]
 async fn tool_outputs_are_shortened_to_fit_the_context_and_recorded_in_full() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model
         .with_context_tokens(4000)
         .tool_calls(&[("a", "search_logs", json!({"lines": 300}))])
@@ -843,7 +844,7 @@ async fn tool_outputs_are_shortened_to_fit_the_context_and_recorded_in_full() {
 
 #[tokio::test]
 async fn a_request_that_cannot_fit_is_not_sent_and_fails_as_context_overflow() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model.with_context_tokens(300).text("never asked for");
     let err = r
         .agents
@@ -890,7 +891,7 @@ fn overflow(limit: u32, prompt: u64) -> ModelError {
 
 #[tokio::test]
 async fn a_context_length_error_is_fitted_to_and_sent_once_more() {
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model
         .tool_calls(&[("a", "search_logs", json!({"lines": 300}))])
         .push(Err(overflow(5000, 12_000)))
@@ -931,7 +932,7 @@ async fn a_context_length_error_is_fitted_to_and_sent_once_more() {
     );
 
     // A Planner's request has nothing to shorten: the server's error stands, sent once.
-    let r = rig(AgentLimits::default(), None);
+    let r = rig(Limits::default(), None);
     r.model
         .push(Err(overflow(600, 1500)))
         .text("never asked for");
@@ -967,7 +968,7 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
         log: recorder.clone(),
         hooks: recorder.clone(),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
-        limits: AgentLimits::default(),
+        limits: Limits::default(),
     };
     let mut executor = request(AgentRole::Executor);
     executor.output_schema = Some(OutputSchema {
@@ -993,7 +994,7 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
         log: Arc::new(MemoryInvocationLog::new()),
         hooks: Arc::new(Recorder::default()),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
-        limits: AgentLimits::default(),
+        limits: Limits::default(),
     };
     let reply = replay.invoke(&executor, &config()).await.unwrap();
     assert_eq!(reply.content, "answer");

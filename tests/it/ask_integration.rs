@@ -16,15 +16,14 @@ use std::time::Duration;
 use diag_ask::{
     ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest, NodeFactory,
 };
-use diag_core::agent::runtime::{
-    AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner,
-};
+use diag_core::agent::runtime::{AgentModels, ToolResult, ToolResultFuture, ToolRunner};
 use diag_core::agent::AgentRole;
 use diag_core::clock::{FixedClock, Timestamp};
 use diag_core::graph::{
     Event, Node, NodeFuture, NodeKind, NoopObserver, Observer, RunConfig, Step,
 };
 use diag_core::ids::SequentialIds;
+use diag_core::limits::Limits;
 use diag_core::model::scripted::ScriptedModel;
 use diag_core::model::{ChatResponse, FinishReason, ToolCall, Usage};
 use diag_core::protocol::{InvocationStatus, PlannerMode, Verdict};
@@ -346,8 +345,8 @@ fn rig_with(busy_timeout: Duration) -> Rig {
         tools: Arc::new(FixedTools {
             mode: ToolMode::Fixed,
         }),
-        limits: AgentLimits::default(),
-        run_limits: None,
+        limits: Limits::default(),
+        record_limits: false,
         clock: Arc::new(FixedClock(T0)),
         ids: Arc::new(SequentialIds::default()),
         store: store.clone(),

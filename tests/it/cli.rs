@@ -1185,7 +1185,7 @@ fn bad_configurations_are_refused_in_one_line_naming_file_and_key() {
         ),
         (
             "calls.toml",
-            "config calls.toml: key `limits.max_tool_calls`: must be at least 1",
+            "config calls.toml: key `limits.max_tool_calls`: must be at least 1 (line 5)",
         ),
         (
             "two.toml",

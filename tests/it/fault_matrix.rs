@@ -31,11 +31,12 @@ use std::time::Duration;
 use diag_ask::config::Config;
 use diag_ask::setup::{builtin_registry, RegistryTools};
 use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskOutcome, AskRequest};
-use diag_core::agent::runtime::{AgentLimits, AgentModels, StepStatus};
+use diag_core::agent::runtime::{AgentModels, StepStatus};
 use diag_core::agent::AgentRole;
 use diag_core::clock::SystemClock;
 use diag_core::graph::NoopObserver;
 use diag_core::ids::SequentialIds;
+use diag_core::limits::Limits;
 use diag_core::model::{ChatModel, Role};
 use diag_core::protocol::{InvocationStatus, Verdict};
 use diag_core::store::{RunFilter, RunStatus, Store};
@@ -447,8 +448,8 @@ impl Env {
                 registry,
                 clock: clock.clone(),
             }),
-            limits: AgentLimits::default(),
-            run_limits: None,
+            limits: Limits::default(),
+            record_limits: false,
             clock,
             ids: self.ids.clone(),
             store: self.store.clone(),

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use diag_ask::config::Config;
 use diag_ask::setup::{builtin_registry, RegistryTools};
-use diag_core::agent::runtime::{AgentLimits, AgentModels, ModelAgents, NoHooks};
+use diag_core::agent::runtime::{AgentModels, ModelAgents, NoHooks};
 use diag_core::clock::{FixedClock, Timestamp};
 use diag_core::graph::{InvokeOptions, NoopObserver, RunConfig};
+use diag_core::limits::Limits;
 use diag_core::protocol::{InvocationStatus, Verdict};
 use diag_core::tools::{InvocationLog, MemoryInvocationLog};
 use diag_diagnosis::nodes::{real_nodes, NodeDeps};
@@ -66,7 +67,7 @@ async fn run_over(server: &Aimock, request_timeout: Duration) -> Run {
         log: log.clone(),
         hooks: Arc::new(NoHooks),
         clock: clock.clone(),
-        limits: AgentLimits::default(),
+        limits: Limits::default(),
     });
     let graph = topology::compile(real_nodes(NodeDeps {
         invoker: agents,

@@ -10,13 +10,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use diag_ask::config::{Config, MaxTokensConfig};
+use diag_ask::config::Config;
 use diag_ask::setup::{builtin_registry, RegistryTools};
 use diag_core::agent::runtime::{
-    AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
+    AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
 };
 use diag_core::clock::{FixedClock, Timestamp};
 use diag_core::graph::RunConfig;
+use diag_core::limits::Limits;
+use diag_core::limits::MaxTokensConfig;
 use diag_core::model::{StructuredOutput, StructuredOutputSetting};
 use diag_core::tools::MemoryInvocationLog;
 use diag_diagnosis::nodes::{real_nodes, NodeDeps};
@@ -92,9 +94,9 @@ async fn plan(
         log: log.clone(),
         hooks: exchanges.clone(),
         clock,
-        limits: AgentLimits {
+        limits: Limits {
             max_tokens: MAX_TOKENS,
-            ..AgentLimits::default()
+            ..Limits::default()
         },
     });
     let nodes = real_nodes(NodeDeps {

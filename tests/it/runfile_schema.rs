@@ -372,6 +372,14 @@ fn every_other_rule_of_the_schema_is_enforced_by_the_loader() {
         ("/limits/tool_timeout_secs", json!(1.5)),
         ("/limits/max_output_bytes", json!(0)),
         ("/limits/max_output_bytes", Value::Null),
+        // The configuration's minimum: room for a refusal's message and one match.
+        ("/limits/max_output_bytes", json!(1023)),
+        // A limit this build does not know would replay under other bounds than recorded.
+        ("/limits", json!({"max_turns": 8, "max_steps": 3})),
+        (
+            "/limits/max_tokens",
+            json!({"planner": 1024, "writer": 512}),
+        ),
     ];
     for (at, value) in cases {
         let doc = set(&base, at, value.clone());
@@ -443,6 +451,7 @@ fn edge_values_the_schema_allows_load() {
         ("/limits/max_tokens", json!({})),
         ("/limits/max_tokens/planner", json!(64)),
         ("/limits/max_output_bytes", json!(u64::MAX)),
+        ("/limits/max_output_bytes", json!(1024)),
     ] {
         let doc = set(&base, at, value.clone());
         assert!(schema_allows(&doc), "{at} = {value}");
@@ -582,7 +591,7 @@ proptest! {
 /// with today's defaults; a `limits` member in a v1 file is unknown there, so it is ignored.
 #[test]
 fn a_v1_file_loads_with_todays_limits() {
-    use diag_runfile::RunLimits;
+    use diag_core::limits::Limits as RunLimits;
     let mut v1 = remove(&seed(), "/limits");
     v1["format"] = json!("diag_run_v1");
     assert!(schema_allows(&v1));
@@ -590,7 +599,6 @@ fn a_v1_file_loads_with_todays_limits() {
     assert_eq!(run.format, "diag_run_v1");
     assert_eq!(run.limits, None);
     assert_eq!(run.limits(), RunLimits::DEFAULT);
-    assert_eq!(run.limits().agent(), diag_ask::replay::REPLAY_LIMITS);
     assert_eq!(
         (
             RunLimits::DEFAULT.max_turns,
@@ -624,14 +632,15 @@ fn a_v1_file_loads_with_todays_limits() {
     // The seed's own limits load as recorded.
     let v2 = RunFile::parse(&seed().to_string(), FILE).unwrap();
     assert_eq!(v2.limits().max_tool_calls, 20);
-    assert_eq!(v2.limits().agent().max_tokens.executor, 4096);
+    assert_eq!(v2.limits().max_tokens.executor, 4096);
 }
 
 /// The upgrade of the fixture library: a v1 file becomes v2 by a text edit that keeps every
 /// other byte, and loads as the same run with the default limits.
 #[test]
 fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
-    use diag_runfile::{upgrade_v1, RunLimits};
+    use diag_core::limits::Limits as RunLimits;
+    use diag_runfile::upgrade_v1;
     let mut v1 = remove(&seed(), "/limits");
     v1["format"] = json!("diag_run_v1");
     for text in [

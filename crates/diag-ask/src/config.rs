@@ -30,7 +30,7 @@ pub struct Config {
     #[serde(default)]
     pub mcp: Vec<McpConfig>,
     #[serde(default)]
-    pub limits: LimitsConfig,
+    pub limits: Limits,
     #[serde(default)]
     pub store: StoreConfig,
 }
@@ -193,65 +193,14 @@ pub struct McpConfig {
 }
 
 fn default_mcp_startup() -> u64 {
-    20
+    diag_tools::mcp::McpServerConfig::DEFAULT_STARTUP_TIMEOUT.as_secs()
 }
 fn default_tool_timeout() -> u64 {
-    30
+    Limits::DEFAULT.tool_timeout_secs
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsConfig {
-    #[serde(default = "default_max_turns")]
-    pub max_turns: u32,
-    #[serde(default = "default_max_tool_calls")]
-    pub max_tool_calls: u32,
-    #[serde(default = "default_tool_timeout")]
-    pub tool_timeout_secs: u64,
-    #[serde(default = "default_max_output_bytes")]
-    pub max_output_bytes: usize,
-    /// Completion tokens each agent asks for.
-    #[serde(default)]
-    pub max_tokens: MaxTokensConfig,
-}
-
-/// `[limits.max_tokens]`: defined beside the agents that use it.
-pub use diag_core::agent::MaxTokensConfig;
-
-fn default_max_turns() -> u32 {
-    8
-}
-fn default_max_tool_calls() -> u32 {
-    12
-}
-fn default_max_output_bytes() -> usize {
-    64 * 1024
-}
-
-impl Default for LimitsConfig {
-    fn default() -> Self {
-        LimitsConfig {
-            max_turns: default_max_turns(),
-            max_tool_calls: default_max_tool_calls(),
-            tool_timeout_secs: default_tool_timeout(),
-            max_output_bytes: default_max_output_bytes(),
-            max_tokens: MaxTokensConfig::default(),
-        }
-    }
-}
-
-impl LimitsConfig {
-    /// The limits a run records (in its run file and its store row).
-    pub fn run_limits(&self) -> diag_runfile::RunLimits {
-        diag_runfile::RunLimits {
-            max_turns: self.max_turns,
-            max_tool_calls: self.max_tool_calls,
-            max_tokens: self.max_tokens,
-            tool_timeout_secs: self.tool_timeout_secs,
-            max_output_bytes: u64::try_from(self.max_output_bytes).unwrap_or(u64::MAX),
-        }
-    }
-}
+/// `[limits]`: the one limits type, whose reader refuses a value below its minimum by key.
+pub use diag_core::limits::{Limits, MaxTokensConfig};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -477,41 +426,6 @@ impl Config {
             if s.command.trim().is_empty() {
                 return Err(invalid(format!("mcp[{i}].command"), "must not be empty"));
             }
-        }
-        let l = &self.limits;
-        if l.max_turns == 0 {
-            return Err(invalid("limits.max_turns".into(), "must be at least 1"));
-        }
-        if l.max_tool_calls == 0 {
-            return Err(invalid(
-                "limits.max_tool_calls".into(),
-                "must be at least 1",
-            ));
-        }
-        if l.tool_timeout_secs == 0 {
-            return Err(invalid(
-                "limits.tool_timeout_secs".into(),
-                "must be at least 1",
-            ));
-        }
-        for role in [
-            AgentRole::Planner,
-            AgentRole::Executor,
-            AgentRole::Verifier,
-            AgentRole::Composer,
-        ] {
-            if l.max_tokens.for_role(role) < 64 {
-                return Err(invalid(
-                    format!("limits.max_tokens.{}", role.as_str()),
-                    "must be at least 64",
-                ));
-            }
-        }
-        if l.max_output_bytes < 1024 {
-            return Err(invalid(
-                "limits.max_output_bytes".into(),
-                "must be at least 1024",
-            ));
         }
         Ok(())
     }
@@ -1034,13 +948,26 @@ max_tool_calls = 4
                 format!("{model}timeout_secs = 0\n"),
                 "config f.toml: key `models.a.timeout_secs`: must be at least 1",
             ),
+            // The limits are refused where they are read, so the line is named too.
             (
                 "[limits]\nmax_tool_calls = 0\n".to_string(),
-                "config f.toml: key `limits.max_tool_calls`: must be at least 1",
+                "config f.toml: key `limits.max_tool_calls`: must be at least 1 (line 2)",
             ),
             (
                 "[limits]\nmax_turns = 0\n".to_string(),
-                "config f.toml: key `limits.max_turns`: must be at least 1",
+                "config f.toml: key `limits.max_turns`: must be at least 1 (line 2)",
+            ),
+            (
+                "[limits]\n\ntool_timeout_secs = 0\n".to_string(),
+                "config f.toml: key `limits.tool_timeout_secs`: must be at least 1 (line 3)",
+            ),
+            (
+                "[limits]\nmax_output_bytes = 1023\n".to_string(),
+                "config f.toml: key `limits.max_output_bytes`: must be at least 1024 (line 2)",
+            ),
+            (
+                "[limits.max_tokens]\ncomposer = 63\n".to_string(),
+                "config f.toml: key `limits.max_tokens.composer`: must be at least 64 (line 2)",
             ),
         ] {
             assert_eq!(

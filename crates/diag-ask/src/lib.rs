@@ -21,11 +21,12 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use diag_core::agent::runtime::{
-    AgentLimits, AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
+    AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, ToolRunner,
 };
 use diag_core::clock::Clock;
 use diag_core::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
 use diag_core::ids::IdSource;
+use diag_core::limits::Limits;
 use diag_core::protocol::ToolInvocation;
 use diag_core::store::{
     FinishError, NewRun, Recorder as StoreRecorder, RunStatus, RunSummary, Store, StoreError,
@@ -34,7 +35,7 @@ use diag_core::tools::InvocationLog;
 use diag_diagnosis::evaluation::{evaluate, run_summary, verifier_evaluation, Evaluation};
 use diag_diagnosis::nodes::{real_nodes, NodeDeps};
 use diag_diagnosis::{topology, DiagnosisNodes, DiagnosisState, Status, STEP_LIMIT};
-use diag_runfile::{Recorder, RunLimits};
+use diag_runfile::Recorder;
 
 /// Builds the eight nodes of a run from its dependencies; [`real_nodes`] in production,
 /// scripted nodes in tests of the run lifecycle.
@@ -51,11 +52,12 @@ pub struct AskDeps {
     pub nodes: NodeFactory,
     pub models: AgentModels,
     pub tools: Arc<dyn ToolRunner>,
-    pub limits: AgentLimits,
-    /// The limits stored with the run and exported into its run file (a live run's
-    /// configured limits, a replayed file's recorded ones); `None` when the run has none to
-    /// record (a replay of a file that records none).
-    pub run_limits: Option<RunLimits>,
+    /// The limits the run runs under (a live run's configured ones, a replayed file's
+    /// recorded ones or, for a file that records none, the defaults).
+    pub limits: Limits,
+    /// Whether the run stores its limits and exports them into its run file: `false` only
+    /// for a replay of a file that records none, whose export records none either.
+    pub record_limits: bool,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
     pub store: Store,
@@ -455,9 +457,9 @@ fn start_run(
         // A struct of numbers always serialises; were it ever not to, the run keeps no
         // limits and its export replays under the defaults, which `replay` reports.
         limits: deps
-            .run_limits
-            .as_ref()
-            .and_then(|l| serde_json::to_value(l).ok()),
+            .record_limits
+            .then(|| serde_json::to_value(deps.limits).ok())
+            .flatten(),
         resumed_from,
     })?;
     let config = RunConfig::new(session_id.clone(), run_id.clone());

@@ -10,21 +10,16 @@ use tokio_util::sync::CancellationToken;
 use serde::Serialize;
 
 use crate::{ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
-use diag_core::agent::runtime::{AgentLimits, AgentModels};
+use diag_core::agent::runtime::AgentModels;
 use diag_core::agent::AgentRole;
 use diag_core::clock::FixedClock;
 use diag_core::graph::NoopObserver;
 use diag_core::ids::IdSource;
+use diag_core::limits::Limits;
 use diag_core::model::ChatModel;
 use diag_core::store::RunStatus;
 use diag_core::store::Store;
-use diag_runfile::{
-    Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, RunLimits, Tape,
-};
-
-/// The agent limits a replay of a file that records none runs with (a v1 file, a
-/// hand-written one): today's defaults, the limits every run had before they were recorded.
-pub const REPLAY_LIMITS: AgentLimits = AgentLimits::DEFAULT;
+use diag_runfile::{Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, Tape};
 
 /// The outcome of replaying one run file.
 #[derive(Debug)]
@@ -121,8 +116,8 @@ pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (Ask
         nodes: production_nodes(),
         models: AgentModels { default, overrides },
         tools: Arc::new(RecordedTools { tape: tape.clone() }),
-        limits: run.limits.map_or(REPLAY_LIMITS, |l| l.agent()),
-        run_limits: run.limits,
+        limits: run.limits(),
+        record_limits: run.limits.is_some(),
         clock: Arc::new(FixedClock(run.started_at)),
         ids,
         store: store.clone(),
@@ -274,7 +269,7 @@ pub fn run_file_of(
     outcome: &AskOutcome,
     question: &str,
     started_at: diag_core::clock::Timestamp,
-    limits: RunLimits,
+    limits: Limits,
     tools: Vec<diag_core::tools::ToolSpec>,
 ) -> RunFile {
     RunFile {

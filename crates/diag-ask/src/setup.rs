@@ -18,12 +18,11 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::config::{Config, ModelConfig};
-use diag_core::agent::runtime::{
-    AgentLimits, AgentModels, ToolResult, ToolResultFuture, ToolRunner,
-};
+use diag_core::agent::runtime::{AgentModels, ToolResult, ToolResultFuture, ToolRunner};
 use diag_core::agent::AgentRole;
 use diag_core::clock::Clock;
 use diag_core::ids::IdSource;
+use diag_core::limits::Limits;
 use diag_core::model::{ChatModel, EndpointMemory};
 use diag_core::tools::registry::{ToolLimits, ToolRegistry};
 use diag_core::tools::{ToolContext, ToolSpec};
@@ -123,9 +122,8 @@ impl ToolRunner for RegistryTools {
 pub struct LiveEnvironment {
     pub models: AgentModels,
     pub tools: Arc<RegistryTools>,
-    pub limits: AgentLimits,
-    /// The configured limits as a run records them.
-    pub run_limits: diag_runfile::RunLimits,
+    /// The configured limits.
+    pub limits: Limits,
     pub mcp_servers: Vec<McpServer>,
     /// What the model endpoints taught, shared by `models` (pass it to [`live_with`] to keep
     /// it for another setup).
@@ -207,10 +205,7 @@ fn unassigned(config: &Config) -> SetupError {
 
 /// The registry's limits from the configuration.
 pub fn tool_limits(config: &Config) -> ToolLimits {
-    ToolLimits {
-        timeout: Duration::from_secs(config.limits.tool_timeout_secs),
-        max_output_bytes: config.limits.max_output_bytes,
-    }
+    config.limits.tools()
 }
 
 /// The built-in tools the configuration names, plus `current_time`, always.
@@ -314,12 +309,7 @@ pub async fn live_with(
     Ok(LiveEnvironment {
         models,
         tools: Arc::new(RegistryTools { registry, clock }),
-        limits: AgentLimits {
-            max_turns: config.limits.max_turns,
-            max_tool_calls: config.limits.max_tool_calls,
-            max_tokens: config.limits.max_tokens,
-        },
-        run_limits: config.limits.run_limits(),
+        limits: config.limits,
         mcp_servers: servers,
         endpoints: endpoints.clone(),
     })

@@ -21,9 +21,11 @@ pub use diag_graph as graph;
 pub use diag_graph::clock;
 
 pub mod agent;
+pub mod de;
 pub mod env_vars;
 pub mod hash;
 pub mod ids;
+pub mod limits;
 pub mod model;
 pub mod protocol;
 pub mod store;

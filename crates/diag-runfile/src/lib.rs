@@ -17,9 +17,10 @@ use thiserror::Error;
 
 pub use tape::{Divergence, RecordedModel, RecordedTools, Recorder, Tape};
 
-use diag_core::agent::runtime::AgentLimits;
-use diag_core::agent::{AgentRole, MaxTokensConfig};
+use diag_core::agent::AgentRole;
 use diag_core::clock::Timestamp;
+use diag_core::de::Object;
+use diag_core::limits::Limits;
 use diag_core::model::{
     ChatResponse, ErrorClass, FinishReason, Fit, ModelError, StructuredOutput, ToolCall, Usage,
 };
@@ -31,7 +32,7 @@ use diag_diagnosis::topology::NODES;
 pub const FORMAT: &str = "diag_run_v2";
 
 /// The earlier format, still read: it has no `limits` (a `limits` member is ignored, as any
-/// unknown member), so it replays under [`RunLimits::DEFAULT`], the limits every run had
+/// unknown member), so it replays under [`Limits::DEFAULT`], the limits every run had
 /// before they were recorded.
 pub const FORMAT_V1: &str = "diag_run_v1";
 
@@ -47,13 +48,13 @@ pub struct RunFile {
     pub run_id: String,
     pub started_at: Timestamp,
     /// The limits the run ran under; absent in v1 files, in hand-written files and in files
-    /// exported from a store (which does not keep them): then [`RunLimits::DEFAULT`].
+    /// exported from a store (which does not keep them): then [`Limits::DEFAULT`].
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present"
     )]
-    pub limits: Option<RunLimits>,
+    pub limits: Option<Limits>,
     #[serde(default, deserialize_with = "objects")]
     pub tools: Vec<ToolSpec>,
     #[serde(default)]
@@ -64,134 +65,6 @@ pub struct RunFile {
         deserialize_with = "present"
     )]
     pub expected: Option<Expected>,
-}
-
-/// The limits a run ran under (`[limits]` of the configuration). A replay runs with the
-/// agent limits (`max_turns`, `max_tool_calls`, `max_tokens`), so a recording made with other
-/// limits than the defaults takes the same path; the tool limits (`tool_timeout_secs`,
-/// `max_output_bytes`) are already applied to the recorded outputs, which a replay serves as
-/// recorded. A member left out takes its default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunLimits {
-    #[serde(default = "default_max_turns", deserialize_with = "at_least_1_u32")]
-    pub max_turns: u32,
-    #[serde(
-        default = "default_max_tool_calls",
-        deserialize_with = "at_least_1_u32"
-    )]
-    pub max_tool_calls: u32,
-    #[serde(default, deserialize_with = "max_tokens")]
-    pub max_tokens: MaxTokensConfig,
-    #[serde(default = "default_tool_timeout", deserialize_with = "at_least_1_u64")]
-    pub tool_timeout_secs: u64,
-    #[serde(
-        default = "default_max_output_bytes",
-        deserialize_with = "at_least_1_u64"
-    )]
-    pub max_output_bytes: u64,
-}
-
-impl RunLimits {
-    /// Today's defaults: the limits of a run file that records none.
-    pub const DEFAULT: RunLimits = RunLimits {
-        max_turns: AgentLimits::DEFAULT.max_turns,
-        max_tool_calls: AgentLimits::DEFAULT.max_tool_calls,
-        max_tokens: MaxTokensConfig::DEFAULT,
-        tool_timeout_secs: 30,
-        max_output_bytes: 64 * 1024,
-    };
-
-    /// The agent runtime's share: what a replay runs with.
-    pub fn agent(&self) -> AgentLimits {
-        AgentLimits {
-            max_turns: self.max_turns,
-            max_tool_calls: self.max_tool_calls,
-            max_tokens: self.max_tokens,
-        }
-    }
-}
-
-impl Default for RunLimits {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-fn default_max_turns() -> u32 {
-    RunLimits::DEFAULT.max_turns
-}
-fn default_max_tool_calls() -> u32 {
-    RunLimits::DEFAULT.max_tool_calls
-}
-fn default_tool_timeout() -> u64 {
-    RunLimits::DEFAULT.tool_timeout_secs
-}
-fn default_max_output_bytes() -> u64 {
-    RunLimits::DEFAULT.max_output_bytes
-}
-
-/// A count of at least 1 (schema: `minimum: 1`), as the configuration requires.
-fn at_least_1_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let n = u32::deserialize(d)?;
-    if n == 0 {
-        return Err(D::Error::custom("invalid value: 0, expected at least 1"));
-    }
-    Ok(n)
-}
-
-fn at_least_1_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    let n = u64::deserialize(d)?;
-    if n == 0 {
-        return Err(D::Error::custom("invalid value: 0, expected at least 1"));
-    }
-    Ok(n)
-}
-
-/// Completion tokens per agent, each at least 64 as the configuration requires; an agent left
-/// out takes its default.
-fn max_tokens<'de, D: Deserializer<'de>>(d: D) -> Result<MaxTokensConfig, D::Error> {
-    let t = Object::<RecordedMaxTokens>::deserialize(d)?.0;
-    Ok(MaxTokensConfig {
-        planner: t.planner,
-        executor: t.executor,
-        verifier: t.verifier,
-        composer: t.composer,
-    })
-}
-
-#[derive(Deserialize)]
-struct RecordedMaxTokens {
-    #[serde(default = "default_planner_tokens", deserialize_with = "at_least_64")]
-    planner: u32,
-    #[serde(default = "default_executor_tokens", deserialize_with = "at_least_64")]
-    executor: u32,
-    #[serde(default = "default_verifier_tokens", deserialize_with = "at_least_64")]
-    verifier: u32,
-    #[serde(default = "default_composer_tokens", deserialize_with = "at_least_64")]
-    composer: u32,
-}
-
-fn default_planner_tokens() -> u32 {
-    MaxTokensConfig::DEFAULT.planner
-}
-fn default_executor_tokens() -> u32 {
-    MaxTokensConfig::DEFAULT.executor
-}
-fn default_verifier_tokens() -> u32 {
-    MaxTokensConfig::DEFAULT.verifier
-}
-fn default_composer_tokens() -> u32 {
-    MaxTokensConfig::DEFAULT.composer
-}
-
-fn at_least_64<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let n = u32::deserialize(d)?;
-    if n < 64 {
-        return Err(D::Error::custom(format!(
-            "invalid value: {n}, expected at least 64"
-        )));
-    }
-    Ok(n)
 }
 
 /// One recorded exchange, in the order it happened.
@@ -291,42 +164,6 @@ fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Opti
 fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     let items = Vec::<Object<T>>::deserialize(d)?;
     Ok(items.into_iter().map(|o| o.0).collect())
-}
-
-/// A struct read from a JSON object only: serde would also fill one from an array of its
-/// field values, which the schema forbids. Only the outermost call is redirected, so what
-/// the struct's fields read still goes through the caller's (path-tracking) deserializer.
-struct Object<T>(T);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        T::deserialize(MapOnly(d)).map(Object)
-    }
-}
-
-struct MapOnly<D>(D);
-
-impl<'de, D: Deserializer<'de>> Deserializer<'de> for MapOnly<D> {
-    type Error = D::Error;
-
-    fn deserialize_any<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
-        self.0.deserialize_any(v)
-    }
-
-    fn deserialize_struct<V: serde::de::Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _fields: &'static [&'static str],
-        v: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_map(v)
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-        ignored_any
-    }
 }
 
 /// A unit-variant enum read from a string only: serde would also take `{"planner": null}`.
@@ -542,7 +379,7 @@ impl RunFile {
     /// must be one its schema (`docs/schema/diag_run_v2.json`, `…/diag_run_v1.json`) allows,
     /// and a refusal names the file and the path of the value (`run.json: exchanges[0].agent:
     /// unknown variant …`), on one line. A v1 file has no limits (`limits` is `None`, a
-    /// `limits` member in it is ignored as unknown): it replays under [`RunLimits::DEFAULT`].
+    /// `limits` member in it is ignored as unknown): it replays under [`Limits::DEFAULT`].
     pub fn parse(text: &str, file: &str) -> Result<RunFile, RunFileError> {
         let text = strip_bom(text);
         let mut value: Value = serde_json::from_str(text).map_err(|e| RunFileError::Malformed {
@@ -591,8 +428,8 @@ impl RunFile {
     }
 
     /// The limits the run ran under: the recorded ones, else today's defaults.
-    pub fn limits(&self) -> RunLimits {
-        self.limits.unwrap_or(RunLimits::DEFAULT)
+    pub fn limits(&self) -> Limits {
+        self.limits.unwrap_or(Limits::DEFAULT)
     }
 
     /// The run file as pretty JSON with a trailing newline, always in the current format
@@ -620,7 +457,7 @@ impl RunFile {
 
 /// Rewrites a `diag_run_v1` file as `diag_run_v2` by a text edit that leaves every other
 /// byte as it was: the `format` value becomes `diag_run_v2`, and a one-line `limits` member
-/// with [`RunLimits::DEFAULT`] (the limits a v1 file replays under) follows it. `Ok(None)`: the
+/// with [`Limits::DEFAULT`] (the limits a v1 file replays under) follows it. `Ok(None)`: the
 /// file is already v2. The result is checked: it loads, and it is the v1 file as loaded with
 /// only `format` and `limits` set, so it replays exactly as the v1 file did.
 pub fn upgrade_v1(text: &str, file: &str) -> Result<Option<String>, RunFileError> {
@@ -651,7 +488,7 @@ pub fn upgrade_v1(text: &str, file: &str) -> Result<Option<String>, RunFileError
             "the `format` member cannot be told apart in the text; upgrade the file by hand",
         ));
     };
-    let limits = serde_json::to_string(&RunLimits::DEFAULT).map_err(|e| invalid(&e.to_string()))?;
+    let limits = serde_json::to_string(&Limits::DEFAULT).map_err(|e| invalid(&e.to_string()))?;
     let line_start = text[..found.start()].rfind('\n').map_or(0, |i| i + 1);
     let indent = &text[line_start..found.start()];
     let separator = if indent.chars().all(|c| c == ' ' || c == '\t') && line_start > 0 {
@@ -669,7 +506,7 @@ pub fn upgrade_v1(text: &str, file: &str) -> Result<Option<String>, RunFileError
     let upgraded = RunFile::parse(&after, file)?;
     let expected = RunFile {
         format: FORMAT.to_string(),
-        limits: Some(RunLimits::DEFAULT),
+        limits: Some(Limits::DEFAULT),
         ..before
     };
     if upgraded != expected {

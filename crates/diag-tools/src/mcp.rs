@@ -114,8 +114,11 @@ pub struct McpServerConfig {
 }
 
 impl McpServerConfig {
-    pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-    pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+    /// `startup_timeout_secs` of `[[mcp]]` left out.
+    pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+    /// `call_timeout_secs` of `[[mcp]]` left out: a tool call's default time limit.
+    pub const DEFAULT_CALL_TIMEOUT: Duration =
+        Duration::from_secs(diag_core::limits::Limits::DEFAULT.tool_timeout_secs);
 
     /// A configuration with no arguments, no extra environment and the default timeouts.
     pub fn new(name: impl Into<String>, command: impl Into<PathBuf>) -> Self {

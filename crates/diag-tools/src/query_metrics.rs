@@ -46,7 +46,7 @@ pub struct MetricsLimits {
 impl Default for MetricsLimits {
     fn default() -> Self {
         MetricsLimits {
-            timeout: Duration::from_secs(30),
+            timeout: diag_core::limits::Limits::DEFAULT.tools().timeout,
             max_response_bytes: 8 * 1024 * 1024,
             max_query_chars: 4096,
         }

@@ -250,7 +250,5 @@ impl AgentInvoker for ScriptedInvoker {
     }
 }
 pub mod fit;
-mod max_tokens;
 pub mod prompts;
 pub mod runtime;
-pub use max_tokens::MaxTokensConfig;

@@ -14,41 +14,15 @@ use serde_json::{json, Value};
 use super::fit::{estimate, fit, Draft};
 use super::prompts::{self, PromptAudit};
 use super::{AgentInvoker, AgentReply, AgentRequest, AgentRole, InvokeError, InvokeFuture};
-use crate::agent::MaxTokensConfig;
 use crate::clock::Clock;
 use crate::graph::RunConfig;
+use crate::limits::Limits;
 use crate::model::{
     ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Fit, Message, ModelError,
     ToolChoice, Usage,
 };
 use crate::protocol::{InvocationStatus, QueryRef, ToolInvocation};
 use crate::tools::{InvocationLog, ToolSpec};
-
-/// Bounds of one Executor invocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentLimits {
-    /// Model calls in one Executor invocation.
-    pub max_turns: u32,
-    /// Tool calls in one Executor invocation; further calls are recorded as blocked.
-    pub max_tool_calls: u32,
-    /// Completion tokens each agent asks for (`max_tokens`).
-    #[serde(default)]
-    pub max_tokens: MaxTokensConfig,
-}
-
-impl AgentLimits {
-    pub const DEFAULT: AgentLimits = AgentLimits {
-        max_turns: 8,
-        max_tool_calls: 12,
-        max_tokens: MaxTokensConfig::DEFAULT,
-    };
-}
-
-impl Default for AgentLimits {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
 
 /// The result of one tool call as the runtime records it.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,7 +158,8 @@ pub struct ModelAgents {
     pub log: Arc<dyn InvocationLog>,
     pub hooks: Arc<dyn RunHooks>,
     pub clock: Arc<dyn Clock>,
-    pub limits: AgentLimits,
+    /// The run's limits; the runtime reads `max_turns`, `max_tool_calls` and `max_tokens`.
+    pub limits: Limits,
 }
 
 struct CallSite<'a> {

@@ -47,7 +47,8 @@ const MAX_ERROR_CHARS: usize = 1000;
 /// Array keys whose trailing items may be dropped to fit the output cap, in order of priority.
 const LIST_KEYS: [&str; 3] = ["matches", "hits", "result"];
 
-/// The limits of openspec/specs/tools/spec.md.
+/// The limits of openspec/specs/tools/spec.md, as the registry applies them: the tool share
+/// of [`crate::limits::Limits`] (`Limits::tools`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolLimits {
     /// Per call.
@@ -58,10 +59,7 @@ pub struct ToolLimits {
 
 impl Default for ToolLimits {
     fn default() -> Self {
-        ToolLimits {
-            timeout: Duration::from_secs(30),
-            max_output_bytes: 64 * 1024,
-        }
+        crate::limits::Limits::DEFAULT.tools()
     }
 }
 
