@@ -10,12 +10,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
-use super::live::{
-    check_session, first_model_error, live_config, live_deps, load_run_file, shown_verdict,
-};
+use super::live::{live_config, load_run_file};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
 use diag_ask::config::Config;
+use diag_ask::live::{check_session, first_model_error, live_deps, shown_verdict};
 use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
 use diag_ask::setup;
 use diag_ask::setup::RandomIds;
@@ -107,7 +106,7 @@ fn resumable(
             )))
         }
     }
-    let run = super::documents::run_file(&store, &row.run_id)?;
+    let run = diag_runfile::export::from_store(&store, &row.run_id)?;
     Ok((store, run))
 }
 

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::{io_error, CommandError, Exit, GlobalArgs};
 use crate::stores::OpenOptions;
 use diag_ask::config::Config;
-use diag_core::store::{Store, StoreError, StoreErrorKind};
+use diag_core::store::{Store, StoreError};
 use diag_store_sqlite::{SqliteStore, DB_ENV};
 
 /// Where the database path came from.
@@ -140,7 +140,7 @@ pub fn require_existing_store(g: &GlobalArgs) -> Result<Store, CommandError> {
 /// errors").
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
-        let hint = store_hint(e.kind());
+        let hint = e.kind().hint();
         let error = CommandError::usage_from(e);
         match hint {
             Some(h) => error.hint(h),
@@ -149,33 +149,15 @@ impl From<StoreError> for CommandError {
     }
 }
 
-/// What the user can do about a store error of this kind; `None` where the message says it
-/// all (a record refused, a run in the wrong state) or where nothing general helps.
-pub fn store_hint(kind: StoreErrorKind) -> Option<&'static str> {
-    match kind {
-        StoreErrorKind::Missing => {
-            Some("diag ask creates the store; check --db, DIAG_DB or [store] path")
+/// A stored run that cannot be exported as a run file.
+impl From<diag_runfile::export::ExportError> for CommandError {
+    fn from(e: diag_runfile::export::ExportError) -> Self {
+        use diag_runfile::export::ExportError;
+        match e {
+            ExportError::Store(e) => e.into(),
+            ExportError::UnknownRun(run_id) => CommandError::unknown_run(&run_id),
+            other => CommandError::usage(other.to_string()),
         }
-        StoreErrorKind::ReadOnly => {
-            Some("make the store and its folder writable, or give another with --db")
-        }
-        StoreErrorKind::Busy => Some("another diag holds the store's write lock: try again"),
-        StoreErrorKind::Full => Some("free space on that disk, or delete old runs with diag gc"),
-        StoreErrorKind::Corrupt => Some(
-            "copy the runs that still read with diag store copy, or start a new store with --db",
-        ),
-        StoreErrorKind::Unreachable => {
-            Some("check that the server is running and the URL's host and port")
-        }
-        StoreErrorKind::NewerSchema
-        | StoreErrorKind::Foreign
-        | StoreErrorKind::Refused
-        | StoreErrorKind::UnknownRun
-        | StoreErrorKind::Duplicate
-        | StoreErrorKind::WrongState
-        | StoreErrorKind::Invalid
-        | StoreErrorKind::Decode
-        | StoreErrorKind::Other => None,
     }
 }
 

@@ -17,8 +17,7 @@ use super::{CommandError, Exit, GlobalArgs};
 use diag_ask::config::Config;
 use diag_ask::replay::run_file_of;
 use diag_ask::setup;
-use diag_ask::setup::RandomIds;
-use diag_ask::{ask, production_nodes, AskDeps, AskOptions, AskRequest};
+use diag_ask::{ask, AskOptions, AskRequest};
 use diag_core::clock::Clock;
 use diag_core::model::EndpointMemory;
 use diag_core::store::Store;
@@ -358,16 +357,7 @@ async fn run_one(
     let live = setup::live_with(spec.config, clock.clone(), spec.endpoints)
         .await
         .map_err(|e| CommandError::usage(format!("config {}: {e}", spec.config_path.display())))?;
-    let deps = AskDeps {
-        nodes: production_nodes(),
-        models: live.models.clone(),
-        tools: live.tools.clone(),
-        limits: live.limits,
-        record_limits: true,
-        clock,
-        ids: Arc::new(RandomIds),
-        store: store.clone(),
-    };
+    let deps = diag_ask::live::live_deps(&live, clock, store);
     let question = spec.scenario.file.question.clone();
     let mut progress = Progress::new(show_progress);
     let outcome = ask(

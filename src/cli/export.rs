@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::{require_existing_store, write_text};
-use super::documents::run_file;
 use super::{CommandError, GlobalArgs};
 
 /// Write the run file (diag_run_v2) of a stored run.
@@ -27,7 +26,7 @@ pub fn cmd_export(
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
     let store = require_existing_store(g)?;
-    let file = run_file(&store, &args.run_id)?;
+    let file = diag_runfile::export::from_store(&store, &args.run_id)?;
     // An interrupted run's recording stops where it was cut: a replay runs out of it there.
     // The file is still worth having (it holds every exchange that happened), so it is
     // written, and the operator is told what its replay will say.

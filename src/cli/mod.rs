@@ -4,7 +4,6 @@
 mod ask;
 mod common;
 mod completions;
-mod documents;
 mod eval;
 mod exit;
 mod export;

@@ -5,8 +5,7 @@
 use std::path::Path;
 
 use diag_core::store::Store;
-use diag_diagnosis::topology;
-use diag_report::{Format, RunData};
+use diag_report::{Format, ReportError};
 
 use super::{CommandError, Exit};
 
@@ -74,20 +73,14 @@ pub fn check_output_path(path: &Path, what: &str) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// Everything the report of `run_id` shows, read from the store.
-pub fn load(store: &Store, run_id: &str) -> Result<RunData, CommandError> {
-    diag_report::from_store(store, run_id)
-        .map_err(CommandError::from)?
-        .ok_or_else(|| CommandError::unknown_run(run_id))
-}
-
 /// The report of a stored run as text.
 pub fn render(store: &Store, run_id: &str, format: Format) -> Result<String, CommandError> {
-    let data = load(store, run_id)?;
-    let shape = topology::shape()
-        .map_err(|e| CommandError::new(Exit::Internal, format!("topology does not compile: {e}")))?
-        .shape();
-    Ok(diag_report::render(format, &data, &shape))
+    diag_report::stored_report(store, run_id, format)
+        .map_err(|e| match e {
+            ReportError::Store(e) => CommandError::from(e),
+            other => CommandError::new(Exit::Internal, other.to_string()),
+        })?
+        .ok_or_else(|| CommandError::unknown_run(run_id))
 }
 
 /// Writes the report of a stored run to `path` ([`crate::output_file::write_output`]: a

@@ -6,10 +6,10 @@ use std::io::Write;
 use clap::Args;
 
 use super::common::{open_existing_store, write_json, write_text};
-use super::documents::runs_json;
 use super::{CommandError, GlobalArgs};
 use diag_core::store::{RunFilter, RunStatus};
 use diag_core::text::one_line;
+use diag_report::documents::runs_json;
 
 /// List stored runs, newest first.
 #[derive(Debug, Args)]

@@ -6,9 +6,9 @@ use std::io::Write;
 use clap::Args;
 
 use super::common::{require_existing_store, write_json, write_text};
-use super::documents::{load, resumed_text, trace_json, Stored};
 use super::{CommandError, GlobalArgs};
 use diag_core::store::Store;
+use diag_report::documents::{load, resumed_text, trace_json, Stored};
 use diag_report::terminal as render;
 
 /// Print a stored run: header, timeline, tool calls, verdict and answer.
@@ -32,7 +32,9 @@ pub fn cmd_trace(
 
 fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), CommandError> {
     if args.json {
-        return write_json(out, &trace_json(store, &args.run_id)?);
+        let doc = trace_json(store, &args.run_id)?
+            .ok_or_else(|| CommandError::unknown_run(&args.run_id))?;
+        return write_json(out, &doc);
     }
     let Stored {
         run,
@@ -41,7 +43,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         evaluation: _,
         exchanges,
         grounding,
-    } = load(store, &args.run_id)?;
+    } = load(store, &args.run_id)?.ok_or_else(|| CommandError::unknown_run(&args.run_id))?;
     let text = [
         render::header(&render::Header {
             run_id: &run.run_id,

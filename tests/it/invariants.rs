@@ -54,6 +54,11 @@ const IO: &[(&str, &[&str], &str)] = &[
     ),
     ("diag-model-openai", &[], "HTTP through reqwest only"),
     (
+        "diag-mcp",
+        &[],
+        "stdin and stdout through rmcp's transport only",
+    ),
+    (
         "diag-bench",
         &["fs", "process"],
         "the benchmark binary: corpora and stores on disk, rg and diag as children, /proc",

@@ -59,7 +59,7 @@ const LAYERS: &[Layer] = &[
     Layer {
         name: "diag-report",
         workspace: &["diag-core", "diag-diagnosis"],
-        third_party: Some(&["pulldown-cmark", "serde", "serde_json"]),
+        third_party: Some(&["pulldown-cmark", "serde", "serde_json", "thiserror"]),
         tokio_features: Some(&[]),
     },
     Layer {
@@ -90,6 +90,12 @@ const LAYERS: &[Layer] = &[
     Layer {
         name: "diag-eval",
         workspace: &["diag-ask", "diag-core", "diag-diagnosis", "diag-tools"],
+        third_party: None,
+        tokio_features: None,
+    },
+    Layer {
+        name: "diag-mcp",
+        workspace: &["diag-ask", "diag-core", "diag-diagnosis", "diag-report"],
         third_party: None,
         tokio_features: None,
     },

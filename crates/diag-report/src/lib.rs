@@ -16,6 +16,7 @@
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod documents;
 pub mod html;
 pub mod markdown;
 pub mod svg;
@@ -111,6 +112,32 @@ pub fn render(format: Format, data: &RunData, shape: &GraphShape) -> String {
         Format::Html => html::render(data, shape),
         Format::Md => markdown::render(data),
     }
+}
+
+/// Why a stored run's report cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The diagnosis topology does not compile (a defect of this build, not of the run).
+    #[error("topology does not compile: {0}")]
+    Topology(String),
+}
+
+/// The report of stored run `run_id` in `format`, as `diag report` writes it and `diag mcp`'s
+/// `report` tool returns it; `None` for an unknown run.
+pub fn stored_report(
+    store: &Store,
+    run_id: &str,
+    format: Format,
+) -> Result<Option<String>, ReportError> {
+    let Some(data) = from_store(store, run_id)? else {
+        return Ok(None);
+    };
+    let shape = diag_diagnosis::topology::shape()
+        .map_err(|e| ReportError::Topology(e.to_string()))?
+        .shape();
+    Ok(Some(render(format, &data, &shape)))
 }
 
 /// Escapes text for HTML element content and quoted attribute values.

@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod ci;
+pub mod export;
 pub mod resume;
 pub mod tape;
 

@@ -41,6 +41,38 @@ pub enum StoreErrorKind {
     Other,
 }
 
+impl StoreErrorKind {
+    /// What the user can do about a store error of this kind; `None` where the message says
+    /// it all (a record refused, a run in the wrong state) or where nothing general helps.
+    pub fn hint(self) -> Option<&'static str> {
+        match self {
+            StoreErrorKind::Missing => {
+                Some("diag ask creates the store; check --db, DIAG_DB or [store] path")
+            }
+            StoreErrorKind::ReadOnly => {
+                Some("make the store and its folder writable, or give another with --db")
+            }
+            StoreErrorKind::Busy => Some("another diag holds the store's write lock: try again"),
+            StoreErrorKind::Full => Some("free space on that disk, or delete old runs with diag gc"),
+            StoreErrorKind::Corrupt => Some(
+                "copy the runs that still read with diag store copy, or start a new store with --db",
+            ),
+            StoreErrorKind::Unreachable => {
+                Some("check that the server is running and the URL's host and port")
+            }
+            StoreErrorKind::NewerSchema
+            | StoreErrorKind::Foreign
+            | StoreErrorKind::Refused
+            | StoreErrorKind::UnknownRun
+            | StoreErrorKind::Duplicate
+            | StoreErrorKind::WrongState
+            | StoreErrorKind::Invalid
+            | StoreErrorKind::Decode
+            | StoreErrorKind::Other => None,
+        }
+    }
+}
+
 /// A run store error: its kind and the backend's error.
 pub struct StoreError {
     kind: StoreErrorKind,

@@ -1,21 +1,15 @@
-//! What the commands read from the store and show or export, shared by the subcommands
-//! and `diag mcp`'s tools: a run as `diag trace` reads it and its `diag.trace.v1` document,
-//! the `runs --json` list, and a stored run as a run file.
+//! The documents of stored runs that `diag trace`, `diag runs` and `diag mcp`'s tools show:
+//! a run as `diag trace` reads it, its `diag.trace.v1` document, and the `diag.runs.v1` list.
 
 use diag_core::agent::runtime::AgentStepRecord;
-use diag_core::limits::Limits;
 use diag_core::protocol::{GatekeeperRaw, VerifiedClaim};
-use diag_core::store::Store;
+use diag_core::store::RunRow;
 use diag_core::store::StoredExchange;
-use diag_core::store::{RunRow, RunStatus};
+use diag_core::store::{Store, StoreError};
 use diag_diagnosis::evaluation::GroundingFigures;
-use diag_report::terminal as render;
-use diag_runfile::{
-    Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, ToolRecord, FORMAT,
-};
 use serde_json::json;
 
-use super::CommandError;
+use crate::terminal as render;
 
 /// The schema name of `diag trace --json` output.
 pub const TRACE_JSON_SCHEMA: &str = "diag.trace.v1";
@@ -33,14 +27,14 @@ pub struct Stored {
     pub grounding: Option<render::grounding::GroundingView>,
 }
 
-pub fn load(store: &Store, run_id: &str) -> Result<Stored, CommandError> {
-    let run = store
-        .get_run(run_id)
-        .map_err(CommandError::from)?
-        .ok_or_else(|| CommandError::unknown_run(run_id))?;
-    let events = store.events(&run.run_id).map_err(CommandError::from)?;
-    let invocations = store.invocations(&run.run_id).map_err(CommandError::from)?;
-    let evaluation = store.evaluation(&run.run_id).map_err(CommandError::from)?;
+/// The run `run_id` as `diag trace` shows it; `None` when no run has that id.
+pub fn load(store: &Store, run_id: &str) -> Result<Option<Stored>, StoreError> {
+    let Some(run) = store.get_run(run_id)? else {
+        return Ok(None);
+    };
+    let events = store.events(&run.run_id)?;
+    let invocations = store.invocations(&run.run_id)?;
+    let evaluation = store.evaluation(&run.run_id)?;
     // The Gatekeeper's raw result is kept in the self-evaluation (openspec/specs/verified-evidence/spec.md); a run stored
     // before it was, or without one, shows no claims.
     let self_eval = |pointer: &str| {
@@ -62,29 +56,32 @@ pub fn load(store: &Store, run_id: &str) -> Result<Stored, CommandError> {
         .unwrap_or_else(|| stored_figures(gatekeeper.as_ref(), &self_eval));
     let grounding =
         render::grounding::grounding_view(gatekeeper.as_ref(), &verified, &invocations, figures);
-    let exchanges = store.exchanges(&run.run_id).map_err(CommandError::from)?;
-    Ok(Stored {
+    let exchanges = store.exchanges(&run.run_id)?;
+    Ok(Some(Stored {
         run,
         events,
         invocations,
         evaluation,
         exchanges,
         grounding,
-    })
+    }))
 }
 
 /// The `diag trace --json` document of a stored run (schema `diag.trace.v1`); `diag mcp`'s
-/// `trace` tool returns the same document.
-pub fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Value, CommandError> {
-    let Stored {
+/// `trace` tool returns the same document. `None` when no run has that id.
+pub fn trace_json(store: &Store, run_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+    let Some(Stored {
         run,
         events,
         invocations,
         evaluation,
         exchanges,
         grounding,
-    } = load(store, run_id)?;
-    let steps = store.agent_steps(&run.run_id).map_err(CommandError::from)?;
+    }) = load(store, run_id)?
+    else {
+        return Ok(None);
+    };
+    let steps = store.agent_steps(&run.run_id)?;
     let (reused_steps, reused_tools) = reused_counts(&run);
     let steps: Vec<serde_json::Value> = steps
         .iter()
@@ -104,7 +101,7 @@ pub fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Value, Comm
             v
         })
         .collect();
-    Ok(json!({
+    Ok(Some(json!({
         "schema": TRACE_JSON_SCHEMA,
         "run": {
             "run_id": run.run_id,
@@ -133,7 +130,7 @@ pub fn trace_json(store: &Store, run_id: &str) -> Result<serde_json::Value, Comm
         "tool_invocations": invocations,
         "grounding": grounding,
         "evaluation": evaluation.map(|e| e.metrics),
-    }))
+    })))
 }
 
 /// How many of a run's first model calls and tool calls were reused from the run it
@@ -274,86 +271,4 @@ pub fn runs_json(runs: &[RunRow]) -> serde_json::Value {
         })
         .collect();
     json!({"schema": RUNS_JSON_SCHEMA, "runs": rows})
-}
-
-/// Builds the run file of a stored run. Model exchanges and tool invocations live in two
-/// tables; each Executor turn that requested k tool calls is followed by exactly k recorded
-/// invocations (blocked ones included), which restores the order they happened in.
-pub fn run_file(store: &Store, run_id: &str) -> Result<RunFile, CommandError> {
-    let run = store
-        .get_run(run_id)
-        .map_err(CommandError::from)?
-        .ok_or_else(|| CommandError::unknown_run(run_id))?;
-    if run.status == RunStatus::Running {
-        return Err(CommandError::usage(format!(
-            "run {} is still RUNNING; export it when it has finished",
-            run.run_id
-        )));
-    }
-    let exchanges = store.exchanges(run_id).map_err(CommandError::from)?;
-    let mut invocations = store
-        .invocations(run_id)
-        .map_err(CommandError::from)?
-        .into_iter();
-    let mut out = Vec::new();
-    for x in exchanges {
-        let m = x.exchange;
-        let (response, error, calls) = match &m.outcome {
-            Ok(r) => (
-                Some(RecordedResponse::from_response(r)),
-                None,
-                r.tool_calls.len(),
-            ),
-            Err(e) => (None, Some(RecordedError::from_error(e)), 0),
-        };
-        out.push(Exchange::Model(ModelRecord {
-            agent: m.agent,
-            round: m.round,
-            attempt: m.attempt,
-            turn: m.turn,
-            request_sha256: diag_core::hash::request_sha256(&m.request).ok(),
-            max_tokens: m.request.max_tokens,
-            fit: m.request.fit,
-            response,
-            error,
-        }));
-        for inv in invocations.by_ref().take(calls) {
-            out.push(Exchange::Tool(ToolRecord {
-                invocation_id: inv.invocation_id,
-                tool_name: inv.tool_name,
-                arguments: inv.arguments,
-                output: inv.output,
-                status: inv.status,
-            }));
-        }
-    }
-    Ok(RunFile {
-        format: FORMAT.to_string(),
-        question: run.question.clone(),
-        session_id: run.session_id.clone(),
-        run_id: run.run_id.clone(),
-        started_at: run.started_at,
-        // As the run was created with them; a run stored before the store kept limits, or a
-        // replay of a file that records none, exports none and replays under the defaults.
-        limits: run
-            .limits
-            .clone()
-            .map(serde_json::from_value::<Limits>)
-            .transpose()
-            .map_err(|e| {
-                CommandError::usage(format!(
-                    "run {}: the stored limits are not valid: {e}",
-                    run.run_id
-                ))
-            })?,
-        tools: run.tools.clone(),
-        exchanges: out,
-        expected: Some(Expected {
-            status: run.status.as_str().to_string(),
-            path: run.path.clone(),
-            effective_verdict: run.effective_verdict,
-            degraded: run.degraded,
-            answer: run.answer.clone(),
-        }),
-    })
 }

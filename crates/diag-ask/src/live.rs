@@ -1,0 +1,64 @@
+//! A live run's pieces that `diag ask`, `diag eval` and `diag mcp` share: the dependencies
+//! over the configured models and tools, the session id rule, the verdict an answer may show
+//! and the first failed model call of a stored run.
+
+use std::sync::Arc;
+
+use diag_core::clock::Clock;
+use diag_core::protocol::Verdict;
+use diag_core::store::Store;
+use diag_core::text::one_line;
+
+use crate::setup::{LiveEnvironment, RandomIds};
+use crate::{production_nodes, AskDeps, AskOutcome};
+
+/// A session id names runs to group them and to filter `diag runs --session`: a blank one, or
+/// one with control characters, would group nothing a user could type again. The error
+/// starts with the quoted id.
+pub fn check_session(session: &str) -> Result<(), String> {
+    if session.trim().is_empty() || session.chars().any(char::is_control) {
+        return Err(format!(
+            "{:?}: a session id must be non-blank printable text",
+            one_line(session, 80)
+        ));
+    }
+    Ok(())
+}
+
+/// The dependencies of a live run: the production nodes over the configured models and
+/// tools, with the system's ids. `diag ask`, `diag eval` and `diag mcp` build their runs with
+/// this one function.
+pub fn live_deps(env: &LiveEnvironment, clock: Arc<dyn Clock>, store: &Store) -> AskDeps {
+    AskDeps {
+        nodes: production_nodes(),
+        models: env.models.clone(),
+        tools: env.tools.clone(),
+        limits: env.limits,
+        record_limits: true,
+        clock,
+        ids: Arc::new(RandomIds),
+        store: store.clone(),
+    }
+}
+
+/// The effective verdict an answer may show: only one the Verifier completed in the final
+/// round (a Fallback before it invents none).
+pub fn shown_verdict(outcome: &AskOutcome) -> Option<Verdict> {
+    outcome.state.round.effective_verdict.filter(|_| {
+        outcome.state.round.verifier_status == Some(diag_diagnosis::AgentStatus::Completed)
+    })
+}
+
+/// The first failed model call of a run, on one line: `agent (class): message`.
+pub fn first_model_error(store: &Store, run_id: &str) -> Option<String> {
+    let exchanges = store.exchanges(run_id).ok()?;
+    exchanges.iter().find_map(|x| match &x.exchange.outcome {
+        Err(e) => Some(format!(
+            "{} ({}): {}",
+            x.exchange.agent,
+            e.class,
+            one_line(&e.message, 160)
+        )),
+        Ok(_) => None,
+    })
+}
