@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::{io_error, CommandError, Exit, GlobalArgs};
 use crate::stores::OpenOptions;
 use diag_ask::config::Config;
-use diag_core::store::{Store, StoreError};
+use diag_core::store::{Store, StoreError, StoreErrorKind};
 use diag_store_sqlite::{SqliteStore, DB_ENV};
 
 /// Where the database path came from.
@@ -141,7 +141,12 @@ pub fn require_existing_store(g: &GlobalArgs) -> Result<Store, CommandError> {
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
         let hint = e.kind().hint();
-        let error = CommandError::usage_from(e);
+        let exit = match e.kind() {
+            StoreErrorKind::Busy | StoreErrorKind::Unreachable => Exit::StoreUnavailable,
+            _ => Exit::Usage,
+        };
+        let mut error = CommandError::usage_from(e);
+        error.exit = exit;
         match hint {
             Some(h) => error.hint(h),
             None => error,

@@ -20,6 +20,10 @@ pub enum Exit {
     /// `ask --fixture`, the run left its recording (divergence). `ask --fixture` never
     /// compares with `expected`.
     ReplayMismatch = 5,
+    /// The run store stayed locked by another writer past the busy timeout, or its server
+    /// could not be reached: nothing was changed, and the same command may work when tried
+    /// again.
+    StoreUnavailable = 6,
     /// Interrupted (Ctrl-C); the run is stored FAILED with its partial trace.
     Interrupted = 130,
 }

@@ -32,7 +32,7 @@ pub use exit::Exit;
 /// Exit codes: 0 success; 1 internal error; 2 usage, configuration or input error; 3 run
 /// FAILED; 4 under --strict, success but degraded or not PASS (eval: a run not grounded); 5 replay: a run file did not
 /// reproduce its expected result, or (replay and ask --fixture) the run left its recording;
-/// 130 interrupted (the run is stored FAILED with its partial trace).
+/// 6 the run store was busy or unreachable (try again); 130 interrupted (the run is stored FAILED with its partial trace).
 #[derive(Debug, Parser)]
 #[command(name = "diag", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -52,6 +52,8 @@ pub const EXIT_CODES: &str = "Exit codes:
        (eval --strict: a run did not reach a grounded root cause)
   5    replay: a run file did not reproduce its expected result, or (replay and
        ask --fixture) the run left its recording (divergence)
+  6    the run store stayed locked by another writer or its server could not be
+       reached; nothing changed, and trying again may work
   130  interrupted (Ctrl-C); the run is stored FAILED with its partial trace
 
 Database: --db, else DIAG_DB, else [store] path of the configuration file, else the

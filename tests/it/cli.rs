@@ -870,6 +870,69 @@ fn replay_of_a_folder_recurses_in_sorted_order_and_skips_other_json() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Store errors: an exit code and a hint per kind.
+
+/// A store error's kind picks the exit code (6: trying again may work; 2: the user's store)
+/// and the hint (openspec/specs/command-line/spec.md, "Store errors"); nothing is changed.
+#[test]
+fn store_errors_exit_by_kind_with_their_hint() {
+    let env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+
+    // Corrupt: a file that is not a database is left as it was.
+    let corrupt = env.path("corrupt.db");
+    let garbage = "not a database, just text\n".repeat(300);
+    std::fs::write(&corrupt, &garbage).unwrap();
+    let out = env.run(&["--db", corrupt.to_str().unwrap(), "runs"]);
+    out.expect(2);
+    let line = out.one_error_line();
+    assert!(
+        line.starts_with("diag: ")
+            && line.contains("is corrupt")
+            && line.ends_with(
+                "(copy the runs that still read with diag store copy, or start a new store \
+                 with --db)"
+            ),
+        "{line}"
+    );
+    assert_eq!(std::fs::read_to_string(&corrupt).unwrap(), garbage);
+
+    // Busy: another writer holds the lock past the busy timeout; no run is stored.
+    create_store(&env);
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let out = env.run(&["ask", "--fixture", "pass.json"]);
+    out.expect(6);
+    let line = out.one_error_line();
+    assert!(
+        line.starts_with("diag: ")
+            && line.contains("locked by another writer")
+            && line.ends_with("(another diag holds the store's write lock: try again)"),
+        "{line}"
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+    assert_eq!(stored_runs(&env), Vec::<Value>::new());
+    // Tried again once the lock is gone, the same command works.
+    env.run(&["ask", "--fixture", "pass.json"]).expect(0);
+    assert_eq!(stored_runs(&env).len(), 1);
+
+    // Unreachable: nothing listens at the PostgreSQL URL's port.
+    let url = format!(
+        "postgres://diag@127.0.0.1:{}/diag",
+        crate::support::free_port()
+    );
+    let out = env.run(&["--db", &url, "runs"]);
+    out.expect(6);
+    let line = out.one_error_line();
+    assert!(
+        line.starts_with("diag: cannot reach the PostgreSQL run store")
+            && line.ends_with("(check that the server is running and the URL's host and port)"),
+        "{line}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Exit codes 3 and 4.
 
 #[test]
