@@ -470,7 +470,7 @@ fn every_crate_root_denies_unwrap_and_expect_outside_tests() {
 /// `(file, relative to the repository, enclosing function, reason)`.
 const SLEEPS_ALLOWED: &[(&str, &str, &str)] = &[
     (
-        "tests/it/tools_registry.rs",
+        "crates/diag-tools/tests/it/tools_registry.rs",
         "call",
         "a scripted tool's own latency, which the registry's per-call timeout is tested \
          against: the test waits for the registry's answer, not for the time",
