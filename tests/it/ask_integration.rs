@@ -337,7 +337,7 @@ fn rig_with(busy_timeout: Duration) -> Rig {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("runs.db");
     let store =
-        crate::support::open_sqlite_with(&path, store_options(busy_timeout)).expect("open store");
+        diag_testkit::open_sqlite_with(&path, store_options(busy_timeout)).expect("open store");
     let model = Arc::new(ScriptedModel::new());
     let deps = AskDeps {
         nodes: production_nodes(),

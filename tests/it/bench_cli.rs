@@ -10,7 +10,7 @@ use std::path::Path;
 use assert_cmd::Command;
 use diag::stores::OpenOptions;
 
-use crate::support::postgres;
+use diag_testkit::postgres;
 
 fn bench(scenario: &str, runs: u64) -> serde_json::Value {
     let out = Command::cargo_bin("diag-bench")
@@ -78,7 +78,7 @@ fn store_flag_persists_every_run_as_the_ask_service_does() {
         assert_eq!(v["runs"], 5);
         assert!(v["db_bytes_per_run"].as_u64().is_some_and(|b| b > 0), "{v}");
     }
-    let store = crate::support::open_sqlite(&db).unwrap();
+    let store = diag_testkit::open_sqlite(&db).unwrap();
     let runs = store.list_runs(&Default::default()).unwrap();
     assert_eq!(
         runs.len(),

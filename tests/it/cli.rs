@@ -5,14 +5,14 @@
 //! validated against its schema in `docs/schema/`. Every exit code is reached for real, and
 //! every bad input of SPEC §8 that reaches the command line ends with one stderr line.
 
-use crate::support::read_json;
+use diag_testkit::read_json;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::support::bounded;
 use crate::support::cli_env;
 use cli_env::{apply_filters, assert_schema, id_filters, repo_file, Out, TestEnv};
+use diag_testkit::bounded;
 
 const PASS: &str = "tests/fixtures/runs/pass.json";
 const LOW_CONFID: &str = "tests/fixtures/runs/low_confid.json";
@@ -79,7 +79,7 @@ fn refuse_success(env: &TestEnv) {
 
 /// Creates the (empty) run store DIAG_DB names, as the first `ask` would.
 fn create_store(env: &TestEnv) {
-    drop(crate::support::open_sqlite(env.db()).expect("create the run store"));
+    drop(diag_testkit::open_sqlite(env.db()).expect("create the run store"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -920,7 +920,7 @@ fn store_errors_exit_by_kind_with_their_hint() {
     // Unreachable: nothing listens at the PostgreSQL URL's port.
     let url = format!(
         "postgres://diag@127.0.0.1:{}/diag",
-        crate::support::free_port()
+        diag_testkit::free_port()
     );
     let out = env.run(&["--db", &url, "runs"]);
     out.expect(6);
@@ -1789,7 +1789,7 @@ fn without_diag_db_the_store_lives_in_the_xdg_data_folder() {
 fn an_unreachable_endpoint_answers_with_a_fallback_and_one_warning() {
     let env = TestEnv::new();
     // A port that was free a moment ago: nothing listens, the connection is refused.
-    let port = crate::support::free_port();
+    let port = diag_testkit::free_port();
     let logs = repo_file("fixtures/demo/logs");
     std::fs::write(
         env.path("diag.toml"),
@@ -2009,7 +2009,7 @@ fn the_store_path_of_the_config_is_used_after_db_and_diag_db() {
 #[test]
 fn a_live_ask_stores_its_run_where_the_config_says() {
     let env = TestEnv::new();
-    let port = crate::support::free_port();
+    let port = diag_testkit::free_port();
     std::fs::write(
         env.path("diag.toml"),
         format!(

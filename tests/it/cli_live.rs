@@ -4,16 +4,15 @@
 //! stored FAILED (`interrupted`) with its partial trace, and a run killed outright (SIGKILL)
 //! leaves a store that passes `integrity_check`, which the next open sweeps to FAILED.
 
-use crate::support::read_json;
+use diag_testkit::read_json;
 use std::process::{Child, Stdio};
 
 use serde_json::Value;
 
-use crate::support;
-use crate::support::bounded;
 use crate::support::cli_env;
 use cli_env::{apply_filters, assert_schema, repo_file, TestEnv};
-use support::Aimock;
+use diag_testkit::bounded;
+use diag_testkit::Aimock;
 
 const KEY: &str = "sk-diag-cli-live-key-51f0c2";
 const KEY_VAR: &str = "DIAG_CLI_LIVE_KEY";

@@ -151,7 +151,7 @@ fn replay_of_a_folder_with_a_link_cycle_replays_each_run_file_once() {
     let dir = env.path("suite");
     fs::create_dir_all(dir.join("inner")).unwrap();
     fs::copy(
-        crate::support::repo().join("fixtures/runs/pass.json"),
+        diag_testkit::repo().join("fixtures/runs/pass.json"),
         dir.join("inner/pass.json"),
     )
     .unwrap();
@@ -187,7 +187,7 @@ fn the_one_walk_lists_files_in_order_and_notes_what_it_passes_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outside_content_reaches_no_model_request_store_run_file_or_export() {
     use crate::support::cli_env::{repo_file, TestEnv};
-    use crate::support::Aimock;
+    use diag_testkit::Aimock;
 
     const KEY: &str = "sk-diag-confine-3b9e71";
     const LEAK: &str = "root:x:0:0";

@@ -23,8 +23,8 @@
 //! `ProptestConfig::with_cases(n)` overrides the variable, so it is read here explicitly, and
 //! each property asserts it really ran that many cases.
 
-use crate::support::builders::binding;
-use crate::support::seeded;
+use diag_testkit::builders::binding;
+use diag_testkit::seeded;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};

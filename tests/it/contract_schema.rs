@@ -15,7 +15,7 @@ use diag_runfile::RunFile;
 use serde_json::Value;
 
 fn run_files() -> Vec<PathBuf> {
-    let root = crate::support::repo().join("fixtures");
+    let root = diag_testkit::repo().join("fixtures");
     let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("runs"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -29,7 +29,7 @@ fn run_files() -> Vec<PathBuf> {
 #[tokio::test]
 async fn every_accepted_reply_in_the_library_is_valid_under_the_schema_sent_with_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::support::open_sqlite(dir.path().join("runs.db")).unwrap();
+    let store = diag_testkit::open_sqlite(dir.path().join("runs.db")).unwrap();
     let ids = Arc::new(SequentialIds::default());
     let mut checked = std::collections::BTreeMap::<String, usize>::new();
     for file in run_files() {

@@ -7,10 +7,9 @@
 
 use serde_json::Value;
 
-use crate::support;
 use crate::support::cli_env;
 use cli_env::{assert_schema, repo_file, TestEnv};
-use support::Aimock;
+use diag_testkit::Aimock;
 
 const KEY: &str = "sk-diag-eval-key-7d21a9";
 const KEY_VAR: &str = "DIAG_EVAL_KEY";

@@ -46,8 +46,7 @@ use diag_tools::mcp::{McpServer, McpServerConfig};
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use crate::support;
-use support::{demo, peer_bin, Aimock};
+use diag_testkit::{demo, peer_bin, Aimock};
 
 const KEY: &str = "sk-fault-matrix-key-5c2e91d04b";
 const KEY_VAR: &str = "DIAG_FAULT_MATRIX_KEY";
@@ -316,7 +315,7 @@ const MAX_OUTPUT_BYTES: usize = 16 * 1024;
 // Fixtures
 
 fn graph_fixtures() -> Vec<Value> {
-    let path = crate::support::repo().join("tests/fixtures/aimock/graph.json");
+    let path = diag_testkit::repo().join("tests/fixtures/aimock/graph.json");
     let text = std::fs::read_to_string(&path).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     v["fixtures"].as_array().unwrap().clone()
@@ -831,12 +830,12 @@ async fn every_fault_ends_in_the_specified_path_and_a_consistent_store() {
     let logs_dir = tmp.path().join("logs");
     std::fs::create_dir_all(&logs_dir).unwrap();
     write_fault_logs(&logs_dir);
-    let closed_port = crate::support::free_port();
+    let closed_port = diag_testkit::free_port();
     let black_hole = TcpListener::bind("127.0.0.1:0").unwrap();
     let good = model(&server, GOOD_MODEL, KEY, GENEROUS);
     let env = Env {
         server,
-        store: crate::support::open_sqlite(tmp.path().join("runs.db")).unwrap(),
+        store: diag_testkit::open_sqlite(tmp.path().join("runs.db")).unwrap(),
         ids: Arc::new(SequentialIds::default()),
         good,
         logs_dir,

@@ -9,7 +9,7 @@
 //! metadata (agent, round, attempt, turn; invocation id, tool, status) is what the replay
 //! really did.
 
-use crate::support::repo;
+use diag_testkit::repo;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,7 +65,7 @@ fn load(path: &Path) -> RunFile {
 /// A store in a temporary directory; the directory lives as long as the store is used.
 fn temp_store() -> (TempDir, Store) {
     let dir = TempDir::new().unwrap();
-    let store = crate::support::open_sqlite(dir.path().join("runs.db")).unwrap();
+    let store = diag_testkit::open_sqlite(dir.path().join("runs.db")).unwrap();
     (dir, store)
 }
 

@@ -5,7 +5,7 @@
 //! code and no control characters; every acceptance keeps its contract. CI runs each property
 //! with `PROPTEST_CASES=10000`.
 
-use crate::support::seeded;
+use diag_testkit::seeded;
 
 use std::collections::HashSet;
 
@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Value};
 
-use crate::support::mutate;
+use diag_testkit::mutate;
 use mutate::{arb_edit, arb_mutated, edit_text};
 
 const TOOLS: &[&str] = &["search_logs", "query_metrics"];

@@ -14,7 +14,7 @@ use diag_runfile::RunFileError;
 mod checks;
 
 fn fuzz_dir() -> PathBuf {
-    crate::support::repo().join("fuzz")
+    diag_testkit::repo().join("fuzz")
 }
 
 /// The corpus of one target: file name → bytes.

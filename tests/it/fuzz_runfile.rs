@@ -9,7 +9,7 @@
 //!   independently (and against serde_json's `Value::pointer` where the two must agree), on
 //!   every path of generated documents, on arbitrary pointers and on mutated valid ones.
 
-use crate::support::seeded;
+use diag_testkit::seeded;
 
 use std::sync::Arc;
 
@@ -22,7 +22,7 @@ use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use serde_json::{json, Value};
 
-use crate::support::mutate;
+use diag_testkit::mutate;
 use mutate::{all_pointers, arb_edit, arb_mutated, edit_text};
 
 // ---------------------------------------------------------------------------------------------
@@ -483,7 +483,7 @@ thread_local! {
     static REPLAY: ReplayEnv = {
         let dir = tempfile::tempdir().unwrap().keep();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        (rt, crate::support::open_sqlite(dir.join("fuzz.db")).unwrap(), Arc::new(SequentialIds::default()))
+        (rt, diag_testkit::open_sqlite(dir.join("fuzz.db")).unwrap(), Arc::new(SequentialIds::default()))
     };
 }
 
@@ -491,7 +491,7 @@ thread_local! {
 fn the_seed_replays_to_its_expected_result() {
     let run = RunFile::parse(&seed_text(), FILE).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::support::open_sqlite(dir.path().join("seed.db")).unwrap();
+    let store = diag_testkit::open_sqlite(dir.path().join("seed.db")).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -519,7 +519,7 @@ fn huge_token_counts_still_finish_the_run() {
     }
     let run = RunFile::parse(&doc.to_string(), FILE).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::support::open_sqlite(dir.path().join("tokens.db")).unwrap();
+    let store = diag_testkit::open_sqlite(dir.path().join("tokens.db")).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

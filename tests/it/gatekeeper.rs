@@ -3,8 +3,8 @@
 //! must not make it panic or go quadratic, and the content-grounding rules (SPEC §2.9): quote
 //! strength, all bindings or nothing, salient tokens bound to their evidence context.
 
-use crate::support::builders::{binding, inv};
-use crate::support::seeded;
+use diag_testkit::builders::{binding, inv};
+use diag_testkit::seeded;
 
 use diag_core::protocol::gatekeeper::{normalize, normalize_whitespace};
 use diag_core::protocol::{

@@ -19,8 +19,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::support::builders::inv;
-use crate::support::repo;
 use diag_ask::replay::{compare, replay, Replayed};
 use diag_core::ids::SequentialIds;
 use diag_core::protocol::gatekeeper::normalize;
@@ -35,6 +33,8 @@ use diag_diagnosis::{
 };
 use diag_report::{render, Format};
 use diag_runfile::RunFile;
+use diag_testkit::builders::inv;
+use diag_testkit::repo;
 
 const INCIDENT: &str = "fixtures/incident-checkout-502.json";
 const RUN: &str = "run-corpus";
@@ -201,7 +201,7 @@ fn with_claim_text(claim_id: &str, text: &str) -> Value {
 async fn replay_doc(doc: &Value, name: &str) -> (TempDir, Store, Replayed) {
     let run = RunFile::parse(&doc.to_string(), name).unwrap_or_else(|e| panic!("{name}: {e}"));
     let dir = TempDir::new().unwrap();
-    let store = crate::support::open_sqlite(dir.path().join("runs.db")).unwrap();
+    let store = diag_testkit::open_sqlite(dir.path().join("runs.db")).unwrap();
     let r = replay(&run, &store, Arc::new(SequentialIds::default()))
         .await
         .unwrap();

@@ -4,7 +4,7 @@
 //! styled, and a number the evidence shows only inside a date, a time or a longer number
 //! never binds. 10,000 seeded cases each in CI (`PROPTEST_CASES`).
 
-use crate::support::seeded;
+use diag_testkit::seeded;
 
 use diag_core::protocol::EvidenceContext;
 use proptest::prelude::*;

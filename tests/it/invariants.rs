@@ -4,16 +4,23 @@
 //!   `std::process`, `std::net` and tokio's `fs`, `process`, `net`): the pure crates none;
 //! - the pure crates keep no process-wide mutable state;
 //! - every crate root and binary denies `unwrap`/`expect` outside tests;
-//! - no integration test waits for an amount of time: a sleep is a poll interval inside a loop
-//!   bounded by a deadline, or is on a short allow-list with its reason.
+//! - no integration test, in any crate's `tests/` or in `diag-testkit`, waits for an amount of
+//!   time: a sleep is a poll interval inside a loop bounded by a deadline, or is on a short
+//!   allow-list with its reason.
 //!
 //! The scan is textual, over rustfmt-formatted code: comment lines are skipped, and so is
 //! every item under a `#[cfg(test)]` (or `#[cfg(all(test, …))]`) attribute, together with the
 //! files of a module declared that way (`#[cfg(test)] mod tests;`). A crate's unit tests may
-//! use what they like.
+//! use what they like, and so may the crates of test code ([`TEST_CODE`]) outside the sleep
+//! check.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+// The crates that are test code (never part of a shipped binary, `layering.rs` checks): the
+// rules for shipped code (I/O, printing, no `unwrap`) do not apply to them; the rules for
+// tests do.
+use crate::layering::TEST_CODE;
 
 /// The crates that do no I/O of their own: no file, process or network module of std or tokio.
 const PURE: &[&str] = &[
@@ -275,12 +282,15 @@ fn io_violations() -> Vec<String> {
     for entry in std::fs::read_dir(root().join("crates")).unwrap() {
         let dir = entry.unwrap().path();
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let allowed: &[&str] = if PURE.contains(&name.as_str()) {
+        let allowed: &[&str] = if TEST_CODE.contains(&name.as_str()) {
+            continue;
+        } else if PURE.contains(&name.as_str()) {
             &[]
         } else if let Some((_, allowed, _)) = IO.iter().find(|(n, _, _)| *n == name) {
             allowed
         } else {
-            let what = "no I/O rule: add it to PURE or IO in tests/it/invariants.rs".to_string();
+            let what = "no I/O rule: add it to PURE or IO in tests/it/invariants.rs (or TEST_CODE in layering.rs)"
+                .to_string();
             found.push((format!("crates/{name}"), 0, what));
             continue;
         };
@@ -331,9 +341,11 @@ const PRINTS: &[&str] = &[
 fn no_library_crate_prints() {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(root().join("crates")).unwrap() {
-        let src = entry.unwrap().path().join("src");
-        // A binary's own code (a crate without a library, `main.rs`, `bin/`) may print.
-        if !src.join("lib.rs").is_file() {
+        let dir = entry.unwrap().path();
+        let src = dir.join("src");
+        // A binary's own code (a crate without a library, `main.rs`, `bin/`) may print, and so
+        // may test code.
+        if !src.join("lib.rs").is_file() || is_test_code(&dir) {
             continue;
         }
         for (file, code) in non_test_code(&src) {
@@ -408,11 +420,20 @@ fn the_pure_crates_keep_no_process_wide_mutable_state() {
 /// The attribute every crate root and binary carries (whitespace aside).
 const NO_UNWRAP: &str = "#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]";
 
-/// The roots of every crate and binary of the workspace.
+/// Whether the crate in `dir` is one of [`TEST_CODE`].
+fn is_test_code(dir: &Path) -> bool {
+    dir.file_name()
+        .is_some_and(|n| TEST_CODE.iter().any(|t| n == *t))
+}
+
+/// The roots of every crate and binary of the workspace but the test code.
 fn crate_roots() -> Vec<PathBuf> {
     let mut srcs = vec![root().join("src")];
     for entry in std::fs::read_dir(root().join("crates")).unwrap() {
-        srcs.push(entry.unwrap().path().join("src"));
+        let dir = entry.unwrap().path();
+        if !is_test_code(&dir) {
+            srcs.push(dir.join("src"));
+        }
     }
     let mut roots = Vec::new();
     for src in srcs {
@@ -451,16 +472,16 @@ fn every_crate_root_denies_unwrap_and_expect_outside_tests() {
 }
 
 /// Sleeps that are not a poll interval in a deadline-bounded loop, each with why it may stay:
-/// `(file under tests/it, enclosing function, reason)`.
+/// `(file, relative to the repository, enclosing function, reason)`.
 const SLEEPS_ALLOWED: &[(&str, &str, &str)] = &[
     (
-        "tools_registry.rs",
+        "crates/diag-tools/tests/it/tools_registry.rs",
         "call",
         "a scripted tool's own latency, which the registry's per-call timeout is tested \
          against: the test waits for the registry's answer, not for the time",
     ),
     (
-        "store_concurrency.rs",
+        "tests/it/store_concurrency.rs",
         "child_process_role",
         "writer processes start at one agreed instant so that the migration race is likely; \
          the verdict does not depend on when they start",
@@ -539,7 +560,7 @@ fn bounded_poll(lines: &[&str], i: usize) -> Result<(), String> {
 }
 
 /// Every sleep in `text` that is neither in a deadline-bounded loop nor allowed for
-/// `file` (a name under tests/it); also marks the allow-list entries used.
+/// `file` (its path relative to the repository); also marks the allow-list entries used.
 fn unbounded_sleeps(file: &str, text: &str, used: &mut BTreeSet<(String, String)>) -> Vec<String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut found = Vec::new();
@@ -555,7 +576,7 @@ fn unbounded_sleeps(file: &str, text: &str, used: &mut BTreeSet<(String, String)
                 used.insert((file.to_string(), function));
             } else {
                 found.push(format!(
-                    "tests/it/{file}:{}: {} (in fn {function}: not a poll in a loop bounded \
+                    "{file}:{}: {} (in fn {function}: not a poll in a loop bounded \
                      by a deadline)",
                     i + 1,
                     line.trim()
@@ -566,25 +587,45 @@ fn unbounded_sleeps(file: &str, text: &str, used: &mut BTreeSet<(String, String)
     found
 }
 
+/// Every folder of test code: the root's `tests/`, each crate's `tests/`, and the sources of
+/// the [`TEST_CODE`] crates.
+fn test_code_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![root().join("tests")];
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        dirs.push(dir.join("tests"));
+        if is_test_code(&dir) {
+            dirs.push(dir.join("src"));
+        }
+    }
+    dirs.retain(|d| d.is_dir());
+    dirs.sort();
+    dirs
+}
+
 #[test]
 fn no_test_waits_for_an_amount_of_time() {
-    let dir = root().join("tests/it");
     let mut found = Vec::new();
     let mut used = BTreeSet::new();
-    for file in rust_files(&dir) {
-        let name = file.strip_prefix(&dir).unwrap().display().to_string();
-        // This file's own fixtures hold sleeps on purpose.
-        if name == "invariants.rs" {
-            continue;
+    let mut scanned = 0;
+    for dir in test_code_dirs() {
+        for file in rust_files(&dir) {
+            let name = shown(&file);
+            // This file's own fixtures hold sleeps on purpose.
+            if name == "tests/it/invariants.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            found.extend(unbounded_sleeps(&name, &text, &mut used));
+            scanned += 1;
         }
-        let text = std::fs::read_to_string(&file).unwrap();
-        found.extend(unbounded_sleeps(&name, &text, &mut used));
     }
+    assert!(scanned >= 50, "the scan found the test sources ({scanned})");
     for (file, function, _) in SLEEPS_ALLOWED {
         if !used.contains(&(file.to_string(), function.to_string())) {
             found.push(format!(
-                "SLEEPS_ALLOWED names tests/it/{file} fn {function}, which no longer sleeps: \
-                 remove the entry"
+                "SLEEPS_ALLOWED names {file} fn {function}, which no longer sleeps: remove the \
+                 entry"
             ));
         }
     }
@@ -682,7 +723,7 @@ async fn waits() {
 ";
     let mut used = BTreeSet::new();
     assert_eq!(
-        unbounded_sleeps("x.rs", tests, &mut used),
+        unbounded_sleeps("tests/it/x.rs", tests, &mut used),
         [
             "tests/it/x.rs:20: tokio::time::sleep(Duration::from_millis(500)).await; \
              (in fn waits: not a poll in a loop bounded by a deadline)",

@@ -4,9 +4,19 @@
 //! (`scripts/test` also checks `diag-graph` and `diag-core` alone, where tokio's features are
 //! only their own: in a whole-workspace build a feature another crate enables would hide a
 //! forbidden `tokio::process` in core.)
+//!
+//! Tests are held to the layering too: a crate's tests may use, beside what the crate may,
+//! any workspace crate that does not depend on it, and the test code of [`TEST_CODE`], which
+//! nothing depends on but tests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+/// The crates that are test code: a `[dev-dependencies]` entry of the packages whose
+/// integration tests use them, never a normal or build dependency, and named by no file under
+/// any `src/` but their own (a crate's unit tests using one would link a second copy of the
+/// crate). They may use what the tests use, rusqlite included.
+pub const TEST_CODE: &[&str] = &["diag-testkit"];
 
 /// One crate's rule: the workspace crates it may depend on and, for the pure crates, every
 /// third-party crate and tokio feature it may use (`None`: an adapter, any it declares).
@@ -143,6 +153,21 @@ const LAYERS: &[Layer] = &[
         third_party: None,
         tokio_features: None,
     },
+    // Below the services, the reports and the command line, so that a change to one of those
+    // rebuilds none of the test binaries that use the testkit: each crate added here is linked
+    // into (and, when it changes, rebuilds) every one of them. Helpers that need a higher
+    // crate live in that crate's `tests/it/support/`.
+    Layer {
+        name: "diag-testkit",
+        workspace: &[
+            "diag-core",
+            "diag-diagnosis",
+            "diag-store-postgres",
+            "diag-store-sqlite",
+        ],
+        third_party: None,
+        tokio_features: None,
+    },
 ];
 
 /// Third-party crates that one crate alone may use (as a normal dependency; the root's
@@ -153,10 +178,12 @@ const OWNED: &[(&str, &str)] = &[
     ("tokio-postgres", "diag-store-postgres"),
 ];
 
-/// Every way the manifest of `krate` uses a crate another one owns, one line each.
+/// Every way the manifest of `krate` uses a crate another one owns, one line each (test code
+/// is not shipped, and may).
 fn owned_violations(krate: &str, deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
     OWNED
         .iter()
+        .filter(|_| !TEST_CODE.contains(&krate))
         .filter(|(dep, owner)| *owner != krate && deps.contains_key(*dep))
         .map(|(dep, owner)| format!("{krate} must not depend on {dep}: only {owner} may"))
         .collect()
@@ -164,11 +191,17 @@ fn owned_violations(krate: &str, deps: &BTreeMap<String, Vec<String>>) -> Vec<St
 
 /// A manifest's normal dependencies: name → the features it asks for.
 fn dependencies(manifest: &str) -> BTreeMap<String, Vec<String>> {
+    dependency_table(manifest, "dependencies")
+}
+
+/// A manifest's dependencies of one kind (`dependencies`, `dev-dependencies`,
+/// `build-dependencies`), target-specific ones included: name → the features it asks for.
+fn dependency_table(manifest: &str, kind: &str) -> BTreeMap<String, Vec<String>> {
     let doc: toml::Table = toml::from_str(manifest).expect("a manifest is TOML");
     let mut deps = BTreeMap::new();
-    let mut tables = vec![doc.get("dependencies")];
+    let mut tables = vec![doc.get(kind)];
     if let Some(targets) = doc.get("target").and_then(|t| t.as_table()) {
-        tables.extend(targets.values().map(|t| t.get("dependencies")));
+        tables.extend(targets.values().map(|t| t.get(kind)));
     }
     for table in tables.into_iter().flatten() {
         for (name, spec) in table.as_table().expect("dependencies is a table") {
@@ -213,6 +246,162 @@ fn violations(layer: &Layer, deps: &BTreeMap<String, Vec<String>>) -> Vec<String
         }
     }
     out
+}
+
+/// The workspace packages (the root `diag` and each crate) and their manifests' text.
+fn manifests(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    out.insert(
+        "diag".to_string(),
+        std::fs::read_to_string(root.join("Cargo.toml")).unwrap(),
+    );
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        out.insert(
+            name,
+            std::fs::read_to_string(dir.join("Cargo.toml")).unwrap(),
+        );
+    }
+    out
+}
+
+/// Every way the packages' manifests break the rules for tests, one line each: a test-code
+/// crate as a normal or build dependency, or a dev-dependency on a workspace crate that
+/// depends, directly or not, on the package whose tests would use it (the test-code crates
+/// excepted: the tests link the package's normal library, the one they link too).
+fn test_dependency_violations(manifests: &BTreeMap<String, String>) -> Vec<String> {
+    let workspace = |deps: BTreeMap<String, Vec<String>>| -> BTreeSet<String> {
+        deps.into_keys()
+            .filter(|d| manifests.contains_key(d))
+            .collect()
+    };
+    let normal: BTreeMap<&str, BTreeSet<String>> = manifests
+        .iter()
+        .map(|(name, m)| (name.as_str(), workspace(dependencies(m))))
+        .collect();
+    // Whether `from` depends on `to` through normal dependencies.
+    let reaches = |from: &str, to: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(k) = todo.pop() {
+            if k == to {
+                return true;
+            }
+            if seen.insert(k.clone()) {
+                todo.extend(normal.get(k.as_str()).into_iter().flatten().cloned());
+            }
+        }
+        false
+    };
+    let mut out = Vec::new();
+    for (name, manifest) in manifests {
+        for kind in ["dependencies", "build-dependencies"] {
+            for dep in dependency_table(manifest, kind).keys() {
+                if TEST_CODE.contains(&dep.as_str()) {
+                    out.push(format!(
+                        "{name} must not have {dep} among its {kind}: only as a dev-dependency"
+                    ));
+                }
+            }
+        }
+        for dep in workspace(dependency_table(manifest, "dev-dependencies")) {
+            if !TEST_CODE.contains(&dep.as_str()) && reaches(&dep, name) {
+                out.push(format!(
+                    "{name}'s tests must not use {dep}, which depends on {name}"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The files under `src/` of the packages other than the test-code crates that name one of
+/// them (`diag_testkit`), `file:line` each: a crate's unit tests are built with the crate, so
+/// a test-code crate there would link a second copy of it.
+fn test_code_in_sources(root: &Path) -> Vec<String> {
+    let mut srcs = vec![root.join("src")];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if !TEST_CODE.contains(&name.as_str()) {
+            srcs.push(dir.join("src"));
+        }
+    }
+    let idents: Vec<String> = TEST_CODE.iter().map(|t| t.replace('-', "_")).collect();
+    let mut found = Vec::new();
+    while let Some(dir) = srcs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                srcs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    if idents.iter().any(|id| line.contains(id.as_str())) {
+                        let file = path.strip_prefix(root).unwrap_or(&path).display();
+                        found.push(format!("{file}:{}: {}", i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn test_code_is_a_dev_dependency_only_and_tests_use_no_crate_above_their_own() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = test_dependency_violations(&manifests(root));
+    found.extend(test_code_in_sources(root));
+    assert!(
+        found.is_empty(),
+        "tests and their helpers break the layering:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_test_rules_refuse_test_code_as_a_dependency_and_a_test_above_its_crate() {
+    let manifests: BTreeMap<String, String> = [
+        (
+            "diag-core",
+            "[dependencies]\n[dev-dependencies]\ndiag-testkit = { workspace = true }\n",
+        ),
+        (
+            "diag-tools",
+            "[dependencies]\ndiag-core = { workspace = true }\n\
+             [dev-dependencies]\ndiag-eval = { workspace = true }\n",
+        ),
+        (
+            "diag-eval",
+            "[dependencies]\ndiag-tools = { workspace = true }\n\
+             [dev-dependencies]\ndiag-core = { workspace = true }\n",
+        ),
+        (
+            "diag-testkit",
+            "[dependencies]\ndiag-core = { workspace = true }\nrusqlite = \"0.40\"\n",
+        ),
+        (
+            "diag",
+            "[target.'cfg(unix)'.dependencies]\ndiag-testkit = { workspace = true }\n\
+             [build-dependencies]\ndiag-testkit = { workspace = true }\n",
+        ),
+    ]
+    .into_iter()
+    .map(|(n, m)| (n.to_string(), m.to_string()))
+    .collect();
+    assert_eq!(
+        test_dependency_violations(&manifests),
+        [
+            "diag must not have diag-testkit among its dependencies: only as a dev-dependency",
+            "diag must not have diag-testkit among its build-dependencies: only as a \
+             dev-dependency",
+            "diag-tools's tests must not use diag-eval, which depends on diag-tools",
+        ]
+    );
+    assert!(owned_violations("diag-testkit", &dependencies(&manifests["diag-testkit"])).is_empty());
 }
 
 #[test]

@@ -21,8 +21,7 @@ use diag_diagnosis::{DiagnosisState, STEP_LIMIT};
 use diag_model_openai::{OpenAiConfig, OpenAiModel};
 use serde_json::Value;
 
-use crate::support;
-use support::{demo, Aimock};
+use diag_testkit::{demo, Aimock};
 
 const KEY: &str = "sk-diag-live-graph-key-7f3a9c";
 const KEY_VAR: &str = "DIAG_LIVE_GRAPH_KEY";

@@ -26,11 +26,10 @@ use diag_diagnosis::{AgentStatus, DiagnosisState};
 use diag_model_openai::{OpenAiConfig, OpenAiModel};
 use serde_json::Value;
 
-use crate::support;
-use crate::support::bounded;
 use crate::support::cli_env;
 use cli_env::{assert_schema, repo_file, TestEnv};
-use support::{demo, LlamaServer, SMOLLM2};
+use diag_testkit::bounded;
+use diag_testkit::{demo, LlamaServer, SMOLLM2};
 
 const QUESTION: &str = "why does checkout return 502 since 14:00?";
 

@@ -1,10 +1,13 @@
 //! The root crate's one integration-test binary (as jj's `tests/runner.rs`): every test file
 //! under `tests/it/` is a module of it, so the test code links SQLite, reqwest and rmcp once.
+//! It holds the tests of the `diag` command line, the repository-wide checks (`test_files`,
+//! `invariants`, `layering`), and the library tests not yet beside their crate; a crate's
+//! own tests live in its binary `crates/<crate>/tests/it/main.rs`.
 //!
 //! Adding a test: put it in a module here (or a new `tests/it/<name>.rs` declared below, in
-//! alphabetical order); shared builders and peer harnesses live in `support/`. A `.rs` file no
-//! `mod` reaches, or a new top-level `tests/*.rs` (a binary of its own), fails
-//! `test_files::every_test_file_is_compiled` (see `test_files.rs`).
+//! alphabetical order); helpers about the command line live in `support/`, the others in
+//! `diag_testkit`. A `.rs` file no `mod` reaches, or a new top-level `tests/*.rs` (a binary of
+//! its own), fails `test_files::every_test_file_is_compiled` (see `test_files.rs`).
 //!
 //! The tests share one process: none may set environment variables, change the working
 //! directory, install a global subscriber or panic hook, or share a fixed port or path; each
@@ -37,7 +40,6 @@ mod layering;
 mod live_graph;
 mod live_model;
 mod mcp_server;
-mod model_openai;
 mod node_contract;
 mod output_files;
 mod pg_server;
@@ -47,10 +49,8 @@ mod replay_ci;
 mod replay_fidelity;
 mod report;
 mod report_browser;
-mod report_render;
 mod resume;
 mod runfile_schema;
-mod scenarios;
 mod secret_hygiene;
 mod setup;
 mod store;
@@ -58,11 +58,5 @@ mod store_backends;
 mod store_blobs;
 mod store_concurrency;
 mod store_postgres_tls;
-mod structured_output;
 mod test_files;
-mod tools_logs;
-mod tools_mcp;
-mod tools_prometheus;
-mod tools_registry;
-mod tools_runbooks;
 mod workflow;

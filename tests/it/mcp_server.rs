@@ -22,10 +22,9 @@ use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::support;
 use crate::support::cli_env;
 use cli_env::{assert_schema, repo_file, TestEnv};
-use support::Aimock;
+use diag_testkit::Aimock;
 
 const KEY: &str = "sk-diag-mcp-server-key-7d41a9";
 const KEY_VAR: &str = "DIAG_MCP_SERVER_KEY";

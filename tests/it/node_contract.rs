@@ -23,8 +23,8 @@
 //! failed bindings, hypotheses, unreferenced tool output, another run's output) and assert
 //! they are absent.
 
-use crate::support::builders::inv;
-use crate::support::Row;
+use diag_testkit::builders::inv;
+use diag_testkit::Row;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -3226,7 +3226,7 @@ mod invented_tokens {
 
     proptest! {
         // At least 10,000 cases, whatever PROPTEST_CASES says.
-        #![proptest_config(crate::support::seeded::config_with_min_cases(0xD1A6_0C01, 10_000))]
+        #![proptest_config(diag_testkit::seeded::config_with_min_cases(0xD1A6_0C01, 10_000))]
 
         /// A grounded answer with one invented token inserted between two of its words is
         /// refused by the Composer check on both attempts, and the run's answer (the

@@ -1,4 +1,4 @@
-//! The PostgreSQL 15 server the run store's tests share (`support::postgres`): it is the
+//! The PostgreSQL 15 server the run store's tests share (`diag_testkit::postgres`): it is the
 //! Debian package's server, listens on 127.0.0.1 only, does not run as root, authenticates
 //! `diag_pw` by password and `diag` by trust, admits `diag_tls` over verified TLS only, hands
 //! out distinct empty databases, fails (never skips) without an installation, and is gone when
@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::support::bounded;
-use crate::support::postgres::{self, server, PgServer};
+use diag_testkit::bounded;
+use diag_testkit::postgres::{self, server, PgServer};
 
 /// The role a re-run of this binary plays (`exit` or `killed`); unset in a normal run.
 const ROLE: &str = "DIAG_PG_HARNESS_ROLE";

@@ -3,8 +3,8 @@
 //! rendering and both Fallback templates. Leak tests plant distinctive marker strings in
 //! material that must not pass and assert they never appear.
 
-use crate::support::builders::{binding, inv};
-use crate::support::seeded;
+use diag_testkit::builders::{binding, inv};
+use diag_testkit::seeded;
 
 use diag_core::clock::Timestamp;
 use diag_core::graph::{Detail, Event};

@@ -2,7 +2,7 @@
 //! form, every violation kind by its reason code, hostile input, and a property test that no
 //! input panics and every accepted document keeps its contract's invariants.
 
-use crate::support::mutate::all_pointers;
+use diag_testkit::mutate::all_pointers;
 
 use diag_core::protocol::parse::{json_document, MAX_OUTPUT_BYTES, SNIPPET_CHARS};
 use diag_core::protocol::{
@@ -1815,7 +1815,7 @@ mod properties {
 
     proptest! {
         // At least 512 cases, more when PROPTEST_CASES asks (10,000 in CI).
-        #![proptest_config(crate::support::seeded::config_with_min_cases(0xD1A6_0101, 512))]
+        #![proptest_config(diag_testkit::seeded::config_with_min_cases(0xD1A6_0101, 512))]
 
         #[test]
         fn arbitrary_strings_never_panic(text in ".{0,200}") {

@@ -12,7 +12,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use crate::support::cli_env::{apply_filters, id_filters, repo_file, Out, TestEnv};
-use crate::support::read_json;
+use diag_testkit::read_json;
 
 const PASS: &str = "tests/fixtures/runs/pass.json";
 

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::support::cli_env::{repo_file, TestEnv};
-use crate::support::read_json;
+use diag_testkit::read_json;
 
 /// `fixture`, changed by `edit`, written into `env` as `name`.
 fn edited(env: &TestEnv, fixture: &str, name: &str, edit: impl FnOnce(&mut Value)) {

@@ -11,10 +11,10 @@ use std::process::Stdio;
 
 use serde_json::{json, Value};
 
-use crate::support::bounded;
 use crate::support::cli_env::{assert_schema, repo_file, TestEnv};
-use crate::support::Aimock;
 use diag_store_sqlite::{SqliteStore, SCHEMA_VERSION};
+use diag_testkit::bounded;
+use diag_testkit::Aimock;
 
 const KEY: &str = "sk-diag-resume-key-7d21e9";
 const KEY_VAR: &str = "DIAG_RESUME_KEY";
@@ -201,7 +201,7 @@ async fn an_interrupted_live_run_resumes_without_sending_its_model_calls_again()
     drop(working);
     let exported = env.run(&["export", &resumed, "-o", "resumed.json"]);
     exported.expect(0).quiet_stderr();
-    let file = crate::support::read_json(&env.path("resumed.json"));
+    let file = diag_testkit::read_json(&env.path("resumed.json"));
     let kinds: Vec<&str> = file["exchanges"]
         .as_array()
         .unwrap()
@@ -331,7 +331,7 @@ fn resuming_a_success_a_running_or_an_unknown_run_is_refused_with_nothing_writte
         format!(
             "[models.default]\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"m\"\n\
              api_key_env = {KEY_VAR:?}\n",
-            crate::support::free_port()
+            diag_testkit::free_port()
         ),
     )
     .unwrap();
@@ -349,9 +349,9 @@ fn resuming_a_success_a_running_or_an_unknown_run_is_refused_with_nothing_writte
     assert_eq!(succeeded["status"], "SUCCESS");
     let success = succeeded["run_id"].as_str().unwrap().to_string();
     // A RUNNING run owned by this (live) process: another process may still be writing it.
-    let store = crate::support::open_sqlite(env.db()).unwrap();
+    let store = diag_testkit::open_sqlite(env.db()).unwrap();
     store
-        .create_run(crate::support::records::new_run("run-running", "ses-1", 0))
+        .create_run(diag_testkit::records::new_run("run-running", "ses-1", 0))
         .unwrap();
     drop(store);
     let before = dump(&env.db());
@@ -416,7 +416,7 @@ fn a_store_from_before_resumed_runs_opens_with_every_run_started_afresh() {
         )
         .unwrap();
     }
-    let store = crate::support::open_sqlite(&db).unwrap();
+    let store = diag_testkit::open_sqlite(&db).unwrap();
     let run = store.get_run("run-old").unwrap().unwrap();
     assert_eq!(run.resumed_from, None);
     assert_eq!(run.reuse, None);

@@ -10,8 +10,8 @@
 //! - a property: a valid run file mutated node by node that the schema refuses, the loader
 //!   refuses too (`PROPTEST_CASES`, 10,000 in CI).
 
-use crate::support::repo;
-use crate::support::seeded;
+use diag_testkit::repo;
+use diag_testkit::seeded;
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +20,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Value};
 
-use crate::support::mutate;
+use diag_testkit::mutate;
 use mutate::arb_mutated;
 
 const FILE: &str = "schema.json";

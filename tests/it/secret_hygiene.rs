@@ -23,10 +23,9 @@ use std::process::Output;
 use assert_cmd::Command;
 use serde_json::{json, Value};
 
-use crate::support;
-use support::cli_env::{Out, TestEnv};
-use support::postgres;
-use support::{demo, peer_bin, Aimock};
+use crate::support::cli_env::{Out, TestEnv};
+use diag_testkit::postgres;
+use diag_testkit::{demo, peer_bin, Aimock};
 
 const KEY: &str = "sk-diag-hygiene-4f8b2a9c7e1d0356";
 /// A fragment of the key long enough to be unmistakable: a partly redacted key is a leak.
@@ -36,7 +35,7 @@ const KEY_VAR: &str = "DIAG_HYGIENE_API_KEY";
 /// graph.json's good run, with the Executor's first turn also calling `everything__get-env`
 /// (so the log searches become inv-2 and inv-3), and a model that answers 400 quoting the key.
 fn fixtures() -> Value {
-    let path = crate::support::repo().join("tests/fixtures/aimock/graph.json");
+    let path = diag_testkit::repo().join("tests/fixtures/aimock/graph.json");
     let mut good: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     for f in good["fixtures"].as_array_mut().unwrap() {
         if f["match"]["hasToolResult"] == true {
@@ -164,7 +163,7 @@ fn the_api_key_is_nowhere_in_the_store_exports_outputs_or_logs() {
 
     // The test holds the store open, so the WAL file outlives each `diag` process and its
     // raw bytes can be read too.
-    let store = crate::support::open_sqlite(&db).unwrap();
+    let store = diag_testkit::open_sqlite(&db).unwrap();
     let mut evidence = Evidence(Vec::new());
 
     let question = "why does checkout return 502 since 14:00?";

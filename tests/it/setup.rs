@@ -1,7 +1,7 @@
 //! Building a run's environment from a configuration: built-in tools per configured source,
 //! MCP servers' tools offered beside them, one model per agent, and clear errors.
 
-use crate::support::peers_dir;
+use diag_testkit::peers_dir;
 use std::sync::Arc;
 
 use diag_ask::config::Config;

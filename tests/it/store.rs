@@ -2,7 +2,7 @@
 //! lifecycle of every record type, per-run scoping, when held events are committed, the
 //! interrupted-run sweep, retention and where secrets go. Every test here whose behaviour is a
 //! guarantee of the run store port runs once per backend from one definition
-//! (`support::backends`: a fresh SQLite file, then a fresh database on the suite's
+//! (`diag_testkit::backends`: a fresh SQLite file, then a fresh database on the suite's
 //! PostgreSQL 15 server), reading back through the port and, where a test looks at the stored
 //! rows themselves, with the same SQL on both (the tables of `SHARED_TABLES`); a few checks of
 //! a conformance test are of the SQLite file only (its pragmas, integrity check, tool catalog
@@ -30,10 +30,8 @@
 //! sha256, compressed texts) and its migrations from earlier schemas, which have no
 //! PostgreSQL counterpart: that backend stores a request whole and has had one schema.
 
-use crate::support::backends::{
-    for_each_backend, for_each_fresh, kind, EngineObserver, Fresh, Kind,
-};
-use crate::support::records;
+use diag_testkit::backends::{for_each_backend, for_each_fresh, kind, EngineObserver, Fresh, Kind};
+use diag_testkit::records;
 
 use std::time::Duration;
 
@@ -139,7 +137,7 @@ fn migrates_an_empty_store_and_reopens_idempotently() {
             );
         }
         let before = schema(fresh);
-        for t in crate::support::backends::SHARED_TABLES {
+        for t in diag_testkit::backends::SHARED_TABLES {
             assert!(has_table(fresh, t), "{t}");
         }
         if fresh.is_sqlite() {

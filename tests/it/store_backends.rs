@@ -1,6 +1,6 @@
 //! The run store on both backends: the SQLite file and a real PostgreSQL 15 server (started
-//! by `support::postgres`). The port-level cases here and in `store.rs` run once per backend
-//! from one definition ([`for_each_backend`], `support::backends`); the process-level ones
+//! by `diag_testkit::postgres`). The port-level cases here and in `store.rs` run once per backend
+//! from one definition ([`for_each_backend`], `diag_testkit::backends`); the process-level ones
 //! (writers at once, writers killed) are in `store_concurrency.rs`. The cases here that drive
 //! PostgreSQL through the `diag` binary: bad input (unreachable server, wrong password, a
 //! database that is not a diag store, a newer schema), a database made read-only that still
@@ -19,10 +19,10 @@ use diag_core::store::{RunFilter, RunStatus};
 use diag_core::store::{Store, StoreError};
 use serde_json::json;
 
-use crate::support::backends::{for_each_backend, write_full, write_partial};
 use crate::support::cli_env::TestEnv;
-use crate::support::postgres;
-use crate::support::records::{exchange_ok, new_run, step, summary, PASS_PATH};
+use diag_testkit::backends::{for_each_backend, write_full, write_partial};
+use diag_testkit::postgres;
+use diag_testkit::records::{exchange_ok, new_run, step, summary, PASS_PATH};
 
 #[test]
 fn a_finished_run_reads_back_whole_and_its_trace_is_final() {
@@ -170,7 +170,7 @@ fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
     let server = postgres::server();
 
     // Nothing listens on this port.
-    let port = crate::support::free_port();
+    let port = diag_testkit::free_port();
     let dead = format!("postgres://diag@127.0.0.1:{port}/runs");
     refused(
         &env,
@@ -299,7 +299,7 @@ fn a_read_only_postgres_database_reads_but_refuses_writes() {
         store
             .record_event(
                 "r",
-                &crate::support::records::event(7, "x", diag_diagnosis::Status::Completed),
+                &diag_testkit::records::event(7, "x", diag_diagnosis::Status::Completed),
             )
             .unwrap_err(),
     );
@@ -316,10 +316,7 @@ fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
         "--db",
         sqlite,
         "replay",
-        crate::support::repo()
-            .join("fixtures/runs")
-            .to_str()
-            .unwrap(),
+        diag_testkit::repo().join("fixtures/runs").to_str().unwrap(),
     ])
     .expect(0);
     let pg = postgres::server().fresh_db();
@@ -395,7 +392,7 @@ fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
         assert_eq!(export(&pg), export(sqlite), "{id} after the resumed copy");
     }
     // A RUNNING run is not final: it is counted, not copied.
-    let live = crate::support::open_sqlite(Path::new(sqlite)).unwrap();
+    let live = diag_testkit::open_sqlite(Path::new(sqlite)).unwrap();
     let rec = live.create_run(new_run("run-still-going", "s", 0)).unwrap();
     let out = copy(sqlite, back);
     assert!(out.ends_with("1 RUNNING not copied\n"), "{out}");
@@ -480,8 +477,8 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
                 })
                 .collect()
         } else {
-            crate::support::records::rows(
-                &crate::support::records::raw(Path::new(location)),
+            diag_testkit::records::rows(
+                &diag_testkit::records::raw(Path::new(location)),
                 sql,
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -525,8 +522,8 @@ fn a_live_owner_renews_the_leases_of_its_running_runs_only() {
 /// be finished and read back whole.
 #[test]
 fn a_connection_the_server_drops_is_made_anew_by_the_next_call() {
-    use crate::support::records::event;
     use diag_diagnosis::Status;
+    use diag_testkit::records::event;
 
     let url = postgres::server().fresh_db();
     let named = url.trim_start_matches("postgres://").to_string();
@@ -578,9 +575,12 @@ fn a_connection_the_server_drops_is_made_anew_by_the_next_call() {
     );
 
     drop_connection();
-    first_after(
-        store.record_invocation(&crate::support::records::invocation("r", "s", 1, json!({}))),
-    );
+    first_after(store.record_invocation(&diag_testkit::records::invocation(
+        "r",
+        "s",
+        1,
+        json!({}),
+    )));
     store
         .finish_success_evaluated("r", summary("payment-service timed out"), &json!({}))
         .expect("the finish runs on a new connection");

@@ -3,7 +3,7 @@
 //! migration of a store of the first schema.
 
 use crate::support::cli_env::{repo_file, TestEnv};
-use crate::support::records;
+use diag_testkit::records;
 
 use diag_core::agent::AgentRole;
 use diag_core::hash::{canonical_request, request_sha256};
@@ -53,7 +53,7 @@ fn store_run(store: &Store, run_id: &str, requests: &[ChatRequest]) {
 #[test]
 fn repeated_request_parts_are_stored_once_and_rebuilt_byte_identically() {
     let (_dir, path) = temp();
-    let store = crate::support::open_sqlite(&path).unwrap();
+    let store = diag_testkit::open_sqlite(&path).unwrap();
     let first: Vec<ChatRequest> = (1..=3).map(|t| growing_request(t, "run-a")).collect();
     let second: Vec<ChatRequest> = (1..=3).map(|t| growing_request(t, "run-b")).collect();
     store_run(&store, "run-a", &first);
@@ -98,7 +98,7 @@ fn repeated_request_parts_are_stored_once_and_rebuilt_byte_identically() {
 #[test]
 fn a_changed_blob_or_skeleton_fails_closed_with_a_store_error() {
     let (_dir, path) = temp();
-    let store = crate::support::open_sqlite(&path).unwrap();
+    let store = diag_testkit::open_sqlite(&path).unwrap();
     store_run(&store, "run-a", &[growing_request(2, "a")]);
     store.exchanges("run-a").unwrap();
 
@@ -155,7 +155,7 @@ fn a_changed_blob_or_skeleton_fails_closed_with_a_store_error() {
 #[test]
 fn gc_deletes_the_blobs_no_run_refers_to_and_keeps_the_shared_ones() {
     let (_dir, path) = temp();
-    let store = crate::support::open_sqlite(&path).unwrap();
+    let store = diag_testkit::open_sqlite(&path).unwrap();
     for run in ["run-1", "run-2", "run-3"] {
         store_run(&store, run, &[growing_request(2, run)]);
     }
@@ -270,7 +270,7 @@ fn the_migration_converts_a_store_of_the_first_schema_keeping_every_request_byte
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     );
 
-    let store = crate::support::open_sqlite(&path).unwrap();
+    let store = diag_testkit::open_sqlite(&path).unwrap();
     assert_eq!(
         count(&path, "SELECT user_version FROM pragma_user_version"),
         i64::from(SCHEMA_VERSION)
@@ -317,7 +317,7 @@ fn the_migration_converts_a_store_of_the_first_schema_keeping_every_request_byte
     );
     drop(store);
     // Opening again migrates nothing more.
-    crate::support::open_sqlite(&path).unwrap();
+    diag_testkit::open_sqlite(&path).unwrap();
     assert_blob_refs_exact(&path);
 }
 
@@ -372,7 +372,7 @@ fn copy_to_schema(from: &std::path::Path, to: &std::path::Path, version: u32) {
         )
         .unwrap();
     }
-    let store = crate::support::open_sqlite(from).unwrap();
+    let store = diag_testkit::open_sqlite(from).unwrap();
     for run in store
         .list_runs(&RunFilter::default())
         .unwrap()

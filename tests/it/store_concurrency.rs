@@ -11,9 +11,9 @@
 //! run lists it as ignored instead of counting it as passed) and `DIAG_STORE_TEST_ROLE` naming
 //! what to do.
 
-use crate::support::backends::{for_each_fresh, write_full, write_partial, Fresh};
-use crate::support::bounded;
-use crate::support::records::{assert_blob_refs_exact, integrity, raw};
+use diag_testkit::backends::{for_each_fresh, write_full, write_partial, Fresh};
+use diag_testkit::bounded;
+use diag_testkit::records::{assert_blob_refs_exact, integrity, raw};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -33,7 +33,7 @@ const PREFIX: &str = "DIAG_STORE_TEST_PREFIX";
 const RUNS: &str = "DIAG_STORE_TEST_RUNS";
 const START_AT_MS: &str = "DIAG_STORE_TEST_START_AT_MS";
 
-/// Per run (`support::backends::write_full`): 6 events, 2 agent steps, 2 model exchanges,
+/// Per run (`diag_testkit::backends::write_full`): 6 events, 2 agent steps, 2 model exchanges,
 /// 3 tool invocations, 1 evaluation.
 const EVENTS: i64 = 6;
 const STEPS: i64 = 2;
@@ -69,7 +69,7 @@ fn open_as_writer(location: &Path) -> Store {
             busy_timeout: Duration::from_secs(120),
             ..StoreOptions::default()
         };
-        crate::support::open_sqlite_with(location, options).unwrap_or_else(|e| panic!("open: {e}"))
+        diag_testkit::open_sqlite_with(location, options).unwrap_or_else(|e| panic!("open: {e}"))
     }
 }
 

@@ -1,5 +1,5 @@
 //! The PostgreSQL run store over TLS, through the `diag` binary, against the suite's server
-//! (`support::postgres`), which serves TLS with a certificate of a throwaway CA and admits the
+//! (`diag_testkit::postgres`), which serves TLS with a certificate of a throwaway CA and admits the
 //! role `diag_tls` over TLS only (`hostssl … trust`, `hostnossl … reject`).
 //!
 //! - With `PGSSLROOTCERT` naming that CA, the default `sslmode` (prefer) and `require` both
@@ -18,7 +18,7 @@
 //! exited, tells which connections used TLS.
 
 use crate::support::cli_env::{Out, TestEnv};
-use crate::support::postgres::{self, PgServer};
+use diag_testkit::postgres::{self, PgServer};
 
 const PASS: &str = "tests/fixtures/runs/pass.json";
 

@@ -1,28 +1,30 @@
-//! No test file is forgotten: every `.rs` file under `tests/it/` is a module some `mod`
-//! declaration reaches from `main.rs` (a file nothing reaches is never compiled, so its tests
-//! never run and nothing says so), and no new top-level `tests/*.rs` appears (each one would be
-//! a test binary of its own, relinking the whole stack) unless [`SEPARATE_BINARIES`] names it
-//! with its reason. The logic is two plain functions over a listing, tested below on made-up
-//! listings, so the check is known to fail when it should.
+//! No test file is forgotten, in any crate: every `.rs` file under the root's `tests/` and
+//! each `crates/<crate>/tests/` is a module some `mod` declaration reaches from a test binary's
+//! root (a file nothing reaches is never compiled, so its tests never run and nothing says
+//! so), and each of those folders holds at most one test binary, `tests/it/main.rs`: any other
+//! (a top-level `tests/*.rs`, another `tests/<dir>/main.rs`, a `[[test]]` target) would relink
+//! the whole stack, unless [`SEPARATE_BINARIES`] names it with its reason. The logic is plain
+//! functions over a listing, tested below on made-up listings, so the check is known to fail
+//! when it should.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
-/// Top-level test files allowed to be binaries of their own, with the reason (a file name
-/// relative to the crate's `tests/`, or `crates/<name>/tests/<file>`). Empty: every test of
-/// the workspace that is not a unit test is a module of `tests/it/main.rs`.
+/// Test binaries allowed beside a crate's `tests/it/main.rs`, with the reason (a path relative
+/// to the repository: `tests/<file>` or `crates/<name>/tests/<file>`). Empty: every
+/// integration test of the workspace is a module of its crate's `tests/it/main.rs`.
 const SEPARATE_BINARIES: &[(&str, &str)] = &[];
 
-/// The files of `listing` (paths relative to the test binary's folder, with `/`, mapped to
-/// their source text) that no `mod` declaration reaches from `main.rs`, sorted.
+/// The files of `listing` (paths relative to a crate's `tests/`, with `/`, mapped to their
+/// source text) that no `mod` declaration reaches from any of `binaries`, sorted.
 ///
 /// `mod name;` in `main.rs` or a `mod.rs` names `name.rs` or `name/mod.rs` beside it; in any
 /// other `foo.rs` it names `foo/name.rs` or `foo/name/mod.rs`; a `#[path = "..."]` attribute on
 /// the line before names its file relative to the declaring file's folder. Declarations in
 /// comments do not count.
-pub fn unreached(listing: &BTreeMap<String, String>) -> Vec<String> {
+pub fn unreached(listing: &BTreeMap<String, String>, binaries: &[String]) -> Vec<String> {
     let mut reached = BTreeSet::new();
-    let mut pending = vec!["main.rs".to_string()];
+    let mut pending = binaries.to_vec();
     while let Some(file) = pending.pop() {
         let Some(source) = listing.get(&file) else {
             continue;
@@ -56,7 +58,20 @@ pub fn unreached(listing: &BTreeMap<String, String>) -> Vec<String> {
         .collect()
 }
 
-/// The top-level test files (each a separate binary) that `allowed` does not name, sorted.
+/// The test binaries Cargo finds in `listing` (paths relative to a crate's `tests/`): each
+/// `.rs` file directly in it and each `<dir>/main.rs`, sorted.
+pub fn binaries(listing: &BTreeMap<String, String>) -> Vec<String> {
+    listing
+        .keys()
+        .filter(|f| match f.split_once('/') {
+            None => true,
+            Some((_, rest)) => rest == "main.rs",
+        })
+        .cloned()
+        .collect()
+}
+
+/// The test binaries that `allowed` does not name, sorted.
 pub fn unexpected_binaries(top_level: &[String], allowed: &[(&str, &str)]) -> Vec<String> {
     let mut out: Vec<String> = top_level
         .iter()
@@ -131,52 +146,65 @@ fn rs_files(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
     }
 }
 
-/// The `.rs` files directly in `dir`, as `prefix` + file name.
-fn top_level_rs(dir: &Path, prefix: &str) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "rs"))
-        .map(|p| format!("{prefix}{}", p.file_name().unwrap().to_string_lossy()))
-        .collect()
+/// The manifest and the `tests/` folder of every package: the root's and each under
+/// `crates/`, with the prefix (`""`, `crates/<name>/`) their paths are shown with.
+fn packages(root: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = vec![(root.to_path_buf(), String::new())];
+    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+        let krate = krate.unwrap().path();
+        let name = krate.file_name().unwrap().to_string_lossy().into_owned();
+        out.push((krate, format!("crates/{name}/")));
+    }
+    out.sort();
+    out
 }
 
 #[test]
 fn every_test_file_is_compiled() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let it = root.join("tests/it");
-    let mut listing = BTreeMap::new();
-    rs_files(&it, &it, &mut listing);
+    let mut orphans = Vec::new();
+    let mut extra_binaries = Vec::new();
+    let mut test_targets = Vec::new();
+    let mut binaries_found = Vec::new();
+    for (dir, prefix) in packages(&root) {
+        let manifest: toml::Table =
+            toml::from_str(&std::fs::read_to_string(dir.join("Cargo.toml")).unwrap()).unwrap();
+        if manifest.contains_key("test") {
+            test_targets.push(format!("{prefix}Cargo.toml"));
+        }
+        let tests = dir.join("tests");
+        if !tests.is_dir() {
+            continue;
+        }
+        let mut listing = BTreeMap::new();
+        rs_files(&tests, &tests, &mut listing);
+        let bins = binaries(&listing);
+        let shown = |f: &String| format!("{prefix}tests/{f}");
+        orphans.extend(unreached(&listing, &bins).iter().map(shown));
+        extra_binaries.extend(bins.iter().filter(|b| *b != "it/main.rs").map(shown));
+        binaries_found.extend(bins.iter().map(shown));
+    }
     assert!(
-        listing.contains_key("main.rs") && listing.contains_key("test_files.rs"),
-        "the listing of {} is not what this test expects: {:?}",
-        it.display(),
-        listing.keys().collect::<Vec<_>>()
+        binaries_found.iter().any(|b| b == "tests/it/main.rs")
+            && root.join("tests/it/test_files.rs").is_file(),
+        "the test binaries found are not what this test expects: {binaries_found:?}"
     );
-    let orphans = unreached(&listing);
     assert!(
         orphans.is_empty(),
-        "files under tests/it/ that no `mod` declaration reaches, so they are never compiled \
-         or run: {orphans:?} (declare each in main.rs or in its parent module)"
+        "test files that no `mod` declaration reaches, so they are never compiled or run: \
+         {orphans:?} (declare each in its binary's main.rs or in its parent module)"
     );
-
-    let mut top_level = top_level_rs(&root.join("tests"), "");
-    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
-        let krate = krate.unwrap().path();
-        let name = krate.file_name().unwrap().to_string_lossy().into_owned();
-        top_level.extend(top_level_rs(
-            &krate.join("tests"),
-            &format!("crates/{name}/tests/"),
-        ));
-    }
-    let extra = unexpected_binaries(&top_level, SEPARATE_BINARIES);
+    let extra = unexpected_binaries(&extra_binaries, SEPARATE_BINARIES);
     assert!(
         extra.is_empty(),
-        "top-level test files, each a test binary of its own: {extra:?}; make each a module of \
-         tests/it/main.rs, or name it in SEPARATE_BINARIES (tests/it/test_files.rs) with the \
-         reason it must run in a process of its own"
+        "test binaries beside a crate's tests/it/main.rs, each relinking the stack: {extra:?}; \
+         make each a module of its crate's tests/it/main.rs, or name it in SEPARATE_BINARIES \
+         (tests/it/test_files.rs) with the reason it must run in a process of its own"
+    );
+    assert!(
+        test_targets.is_empty(),
+        "manifests that declare `[[test]]` targets: {test_targets:?}; a crate's integration \
+         tests are the modules of its tests/it/main.rs, which Cargo finds by itself"
     );
 }
 
@@ -199,7 +227,7 @@ fn a_file_no_mod_reaches_is_named() {
         ("workflow/nested.rs", ""),
     ]);
     assert_eq!(
-        unreached(&files),
+        unreached(&files, &["main.rs".to_string()]),
         ["old.rs", "support/stale.rs", "workflow/nested.rs"]
     );
 }
@@ -218,7 +246,29 @@ fn children_of_a_plain_file_and_path_attributes_are_reached() {
         ("shared/x.rs", ""),
         ("support/deep/mod.rs", ""),
     ]);
-    assert_eq!(unreached(&files), ["support/deep/mod.rs"]);
+    assert_eq!(
+        unreached(&files, &["main.rs".to_string()]),
+        ["support/deep/mod.rs"]
+    );
+}
+
+#[test]
+fn a_tests_folder_has_a_binary_per_top_level_file_and_per_folder_main() {
+    let files = listing(&[
+        ("it/main.rs", "mod cli;\n"),
+        ("it/cli.rs", ""),
+        ("extra.rs", ""),
+        ("other/main.rs", "mod x;\n"),
+        ("other/x.rs", ""),
+        ("common/mod.rs", ""),
+        ("it/nested/main.rs", ""),
+    ]);
+    let bins = binaries(&files);
+    assert_eq!(bins, ["extra.rs", "it/main.rs", "other/main.rs"]);
+    assert_eq!(
+        unreached(&files, &bins),
+        ["common/mod.rs", "it/nested/main.rs"]
+    );
 }
 
 #[test]

@@ -21,7 +21,7 @@ use diag_diagnosis::topology::{
 use diag_diagnosis::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::Row;
+use diag_testkit::Row;
 
 const QUESTION: &str = "why does checkout-service return 502 since 14:00?";
 /// The answer the default scripted Composer writes.

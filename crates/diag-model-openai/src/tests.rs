@@ -1,7 +1,7 @@
 //! Unit tests of the OpenAI-compatible adapter that need no server: the lenient parser on
 //! hand-written bodies in the shapes real servers send, the wire format, URL rule, retry
 //! timing, `Retry-After` parsing and secret handling. The HTTP behaviour is tested against a
-//! real server in `tests/it/model_openai.rs`.
+//! real server in this crate's `tests/it/model_openai.rs`.
 
 use super::*;
 

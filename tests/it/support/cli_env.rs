@@ -5,13 +5,11 @@
 //! replace run ids, session ids, times, durations and temporary paths. Every run is bounded
 //! (`bounded::LIMIT`): a hanging `diag` fails its test, naming the command.
 
-use super::bounded;
-use super::repo;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use assert_cmd::cargo::cargo_bin;
+use diag_testkit::{bounded, repo};
 use serde_json::Value;
 
 /// A file under the repository root.

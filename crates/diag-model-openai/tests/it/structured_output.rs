@@ -16,8 +16,7 @@ use diag_core::tools::ToolSpec;
 use diag_model_openai::{OpenAiConfig, OpenAiModel};
 use serde_json::{json, Value};
 
-use crate::support;
-use support::Aimock;
+use diag_testkit::Aimock;
 
 fn model(server: &Aimock, setting: StructuredOutputSetting) -> OpenAiModel {
     let mut c = OpenAiConfig::new(server.base_url(), "diag-structured-model");

@@ -3,8 +3,7 @@
 //! (default `<repo>/.peers`). A missing server fails the test with the command to run: these
 //! tests are never skipped silently.
 
-use crate::support;
-use support::peer_bin;
+use diag_testkit::peer_bin;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //! Prometheus and promtool come from `scripts/install-peers`; without them the tests fail
 //! and say so.
 
-use crate::support::repo;
+use diag_testkit::repo;
 use std::path::{Path, PathBuf};
 
 use diag_ask::config::Config;

@@ -9,7 +9,7 @@ use diag_report::html::markdown_to_html;
 use diag_report::markdown::{escape_md, gfm_options, sanitize};
 use diag_report::safe_link;
 
-use crate::support::seeded;
+use diag_testkit::seeded;
 
 /// Pieces of Markdown and HTML that matter for safety, mixed with arbitrary text.
 fn piece() -> impl Strategy<Value = String> {

@@ -346,7 +346,7 @@ fn start_server() -> Result<PgServer, String> {
     }
     // Rewritten in place: the file keeps initdb's owner and mode.
     let hba = format!(
-        "# diag's test server (tests/it/support/postgres.rs)\n\
+        "# diag's test server (crates/diag-testkit/src/postgres.rs)\n\
          local all all trust\n\
          hostssl all {TLS_ROLE} 127.0.0.1/32 trust\n\
          hostnossl all {TLS_ROLE} 127.0.0.1/32 reject\n\

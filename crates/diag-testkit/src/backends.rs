@@ -14,13 +14,12 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use diag::stores::OpenOptions;
 use diag_core::agent::runtime::{RunHooks, StepStatus};
 use diag_core::agent::AgentRole;
 use diag_core::graph::{Event, NodeKind, Observer, RunConfig};
 use diag_core::store::{Recorder, Store, StoreError, StoreErrorKind};
-use diag_store_postgres::PgError;
-use diag_store_sqlite::SqliteError;
+use diag_store_postgres::{PgError, PgOptions, PgStore};
+use diag_store_sqlite::{SqliteError, SqliteStore, StoreOptions};
 use serde_json::json;
 
 use super::postgres;
@@ -139,13 +138,17 @@ impl Fresh {
 
     /// The SQLite backend itself, opened anew (`None` on PostgreSQL): for what only it has
     /// (its file, its checkpoint, its integrity check).
-    pub fn sqlite_store(&self) -> Option<diag_store_sqlite::SqliteStore> {
+    pub fn sqlite_store(&self) -> Option<SqliteStore> {
         self.is_sqlite()
-            .then(|| diag_store_sqlite::SqliteStore::open(&self.location).unwrap())
+            .then(|| SqliteStore::open(&self.location).unwrap())
     }
 
+    /// The store, opened with its backend's defaults, as a command opens it.
     pub fn try_open(&self) -> Result<Store, StoreError> {
-        diag::stores::open(&self.location, &OpenOptions::default())
+        Ok(match &self.url {
+            None => Store::new(SqliteStore::open(&self.location)?),
+            Some(url) => Store::new(PgStore::open(url, PgOptions::default())?),
+        })
     }
 
     #[track_caller]
@@ -158,12 +161,28 @@ impl Fresh {
     /// ([`super::records::T0`]).
     #[track_caller]
     pub fn open_at(&self, now_offset_ms: i64) -> Store {
-        diag::stores::open_with_clock(
-            &self.location,
-            &OpenOptions::default(),
-            Arc::new(diag_core::clock::FixedClock(ts(now_offset_ms))),
-        )
-        .unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
+        let clock = Arc::new(diag_core::clock::FixedClock(ts(now_offset_ms)));
+        let opened: Result<Store, StoreError> = match &self.url {
+            None => SqliteStore::open_with(
+                &self.location,
+                StoreOptions {
+                    clock,
+                    ..StoreOptions::default()
+                },
+            )
+            .map(Store::new)
+            .map_err(StoreError::from),
+            Some(url) => PgStore::open(
+                url,
+                PgOptions {
+                    clock,
+                    ..PgOptions::default()
+                },
+            )
+            .map(Store::new)
+            .map_err(StoreError::from),
+        };
+        opened.unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
     }
 
     /// Runs SQL statements on the store as an operator would (rusqlite on the file; psql as

@@ -15,10 +15,10 @@ use diag_eval::env::Prometheus;
 use diag_tools::{MetricsLimits, QueryMetrics};
 use serde_json::{json, Value};
 
-use crate::support::bounded;
+use diag_testkit::bounded;
 
 fn fixture() -> PathBuf {
-    crate::support::repo().join("tests/fixtures/prometheus/metrics.om")
+    diag_testkit::repo().join("tests/fixtures/prometheus/metrics.om")
 }
 
 fn require(program: &str) {

@@ -19,8 +19,7 @@ use diag_core::tools::ToolSpec;
 use diag_model_openai::{ConfigError, OpenAiConfig, OpenAiModel};
 use serde_json::json;
 
-use crate::support;
-use support::Aimock;
+use diag_testkit::Aimock;
 
 /// The key aimock requires and the adapter reads from [`KEY_VAR`]. It also appears in one
 /// fixture's error message, to prove that the adapter redacts it.
@@ -566,7 +565,7 @@ async fn unmatched_request_is_a_permanent_404() {
 #[tokio::test]
 async fn refused_connection_is_transient() {
     // A port that was free a moment ago: nothing listens there.
-    let port = crate::support::free_port();
+    let port = diag_testkit::free_port();
     let err = model(config(format!("http://127.0.0.1:{port}/v1"), 0))
         .complete(&ask("plain answer"))
         .await

@@ -4,8 +4,9 @@
 //! fixed seed recorded beside it, not from a fresh random one: the same commit passes or fails
 //! the same way on every machine. The case count still comes from `PROPTEST_CASES` (10,000
 //! in `scripts/test`). Failures found earlier are replayed first from
-//! `tests/<binary>.proptest-regressions`, committed files that proptest appends a line to
-//! whenever a property fails.
+//! `<module>.proptest-regressions` beside the test's source (`tests/it/` of the crate whose
+//! binary holds it), committed files that proptest appends a line to whenever a property
+//! fails.
 //!
 //! Exploration with new seeds is `scripts/fuzz`'s job: it sets `PROPTEST_RNG_SEED`, which
 //! takes precedence over the fixed seed here, and raises the case count.

@@ -1,0 +1,12 @@
+//! diag-model-openai's integration-test binary: the OpenAI-compatible adapter against aimock
+//! and hand-written HTTP peers (`model_openai`), and structured output end to end
+//! (`structured_output`). Every `.rs` file under `tests/it/` is a module of it, declared below
+//! in alphabetical order; shared helpers are `diag_testkit`'s, and a file no `mod` reaches
+//! fails the root's `test_files::every_test_file_is_compiled`.
+//!
+//! Its tests share one process: none sets an environment variable, changes the working
+//! directory, installs a global subscriber or panic hook, or uses a fixed port or path
+//! (openspec/specs/testing/spec.md).
+
+mod model_openai;
+mod structured_output;
