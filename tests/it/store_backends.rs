@@ -151,14 +151,15 @@ fn runs_are_listed_newest_first_by_session_and_status() {
 
 const PASS: &str = "tests/fixtures/runs/pass.json";
 
-/// A bad store location: one `diag:` line, exit 2, and nothing written.
-fn refused(env: &TestEnv, url: &str, extra_env: &[(&str, &str)], want: &str) {
+/// A bad store location: one `diag:` line, the exit code of its kind (6: trying again may
+/// work; 2: the user's store), and nothing written.
+fn refused(env: &TestEnv, url: &str, extra_env: &[(&str, &str)], exit: i32, want: &str) {
     let out = env.run_with(&["--db", url, "ask", "--fixture", "pass.json"], |c| {
         for (k, v) in extra_env {
             c.env(k, v);
         }
     });
-    out.expect(2);
+    out.expect(exit);
     let line = out.one_error_line();
     assert!(line.starts_with("diag: ") && line.contains(want), "{line}");
 }
@@ -176,6 +177,7 @@ fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
         &env,
         &dead,
         &[],
+        6,
         &format!("cannot reach the PostgreSQL run store at diag@127.0.0.1:{port}/runs"),
     );
 
@@ -226,6 +228,7 @@ fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
         &env,
         &foreign,
         &[],
+        2,
         "is a PostgreSQL database but not a diag run store",
     );
     let tables = server.psql(
@@ -239,7 +242,13 @@ fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
     env.run(&["--db", &newer, "ask", "--fixture", "pass.json"])
         .expect(0);
     server.psql(&newer, "UPDATE diag_schema SET version = 99");
-    refused(&env, &newer, &[], "has schema version 99, newer than the");
+    refused(
+        &env,
+        &newer,
+        &[],
+        2,
+        "has schema version 99, newer than the",
+    );
     assert_eq!(
         server
             .psql(&newer, "SELECT count(*) FROM diagnosis_run")
