@@ -655,16 +655,12 @@ impl RunWriter for SqliteStore {
         let params = FinishParams::of(plan.row.clone());
         self.shared.held.finish(run_id, |rows| {
             self.write_as("finish a run", |tx| {
-                let store = self;
-                plan.run(
-                    run_id,
-                    rows,
-                    &mut Finishing {
-                        store,
-                        tx,
-                        params: &params,
-                    },
-                )
+                let mut statements = Finishing {
+                    store: self,
+                    tx,
+                    params: &params,
+                };
+                plan.run(run_id, rows, &mut statements)
             })
         })
     }

@@ -47,45 +47,48 @@ pub fn check_importable(run: &RunRow) -> Result<(), RecordError> {
     Ok(())
 }
 
-/// Why a write that needs `run_id` RUNNING was refused, by the run's stored status (`None`:
-/// no such run).
+/// Why a write that needs `run_id` RUNNING (a trace row, a finish) was refused, by the run's
+/// stored status (`None`: no such run).
 pub fn not_running(run_id: &str, status: Option<String>) -> RecordError {
-    match status {
-        None => RecordError::UnknownRun(run_id.to_string()),
-        Some(status) => RecordError::NotRunning {
-            run_id: run_id.to_string(),
-            status,
-        },
-    }
+    refusal(run_id, status, RunStatus::Running)
 }
 
 /// A trace row or a finish lands only in a RUNNING run: `Ok` for that stored status, the
 /// refusal ([`not_running`]) for any other or for no run.
 pub fn require_running(run_id: &str, status: Option<String>) -> Result<(), RecordError> {
-    match status {
-        Some(s) if s == RunStatus::Running.as_str() => Ok(()),
-        other => Err(not_running(run_id, other)),
-    }
+    require(run_id, status, RunStatus::Running)
 }
 
 /// Why an evaluation of `run_id` was refused, by the run's stored status (`None`: no such
 /// run).
 pub fn not_evaluable(run_id: &str, status: Option<String>) -> RecordError {
-    match status {
-        None => RecordError::UnknownRun(run_id.to_string()),
-        Some(status) => RecordError::NotEvaluable {
-            run_id: run_id.to_string(),
-            status,
-        },
-    }
+    refusal(run_id, status, RunStatus::Success)
 }
 
 /// Only a SUCCESS run is evaluated: `Ok` for that stored status, the refusal
 /// ([`not_evaluable`]) for any other or for no run.
 pub fn require_evaluable(run_id: &str, status: Option<String>) -> Result<(), RecordError> {
+    require(run_id, status, RunStatus::Success)
+}
+
+/// `Ok` when the stored `status` of `run_id` is `needed`, its refusal otherwise.
+fn require(run_id: &str, status: Option<String>, needed: RunStatus) -> Result<(), RecordError> {
     match status {
-        Some(s) if s == RunStatus::Success.as_str() => Ok(()),
-        other => Err(not_evaluable(run_id, other)),
+        Some(s) if s == needed.as_str() => Ok(()),
+        other => Err(refusal(run_id, other, needed)),
+    }
+}
+
+/// The refusal of a write that needs `run_id` in state `needed` (RUNNING, or SUCCESS for an
+/// evaluation), by its stored `status`.
+fn refusal(run_id: &str, status: Option<String>, needed: RunStatus) -> RecordError {
+    let run_id = run_id.to_string();
+    match status {
+        None => RecordError::UnknownRun(run_id),
+        Some(status) if needed == RunStatus::Success => {
+            RecordError::NotEvaluable { run_id, status }
+        }
+        Some(status) => RecordError::NotRunning { run_id, status },
     }
 }
 
