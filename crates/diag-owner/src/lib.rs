@@ -373,6 +373,46 @@ mod tests {
     }
 
     #[test]
+    fn the_heartbeat_renews_through_a_store_it_never_keeps_open() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use std::time::Instant;
+
+        struct Handle {
+            leases: Leases,
+            renewals: AtomicUsize,
+        }
+        let handle = Arc::new(Handle {
+            leases: Leases::new(Duration::from_millis(30)),
+            renewals: AtomicUsize::new(0),
+        });
+        handle.leases.start_heartbeat(&handle, |h| {
+            h.renewals.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(1)
+        });
+        // Started once per handle: a second start changes nothing.
+        handle
+            .leases
+            .start_heartbeat(&handle, |_| -> Result<usize, String> {
+                panic!("a second heartbeat")
+            });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while handle.renewals.load(Ordering::SeqCst) < 2 {
+            assert!(Instant::now() < deadline, "no renewal within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let gone = Arc::downgrade(&handle);
+        drop(handle);
+        while gone.upgrade().is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the heartbeat kept the store open"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
     fn a_lease_runs_out_a_lease_after_it_is_taken() {
         let leases = Leases::new(Duration::from_secs(60));
         assert_eq!(leases.expiry(NOW), "1970-01-01T00:17:40.000Z");
