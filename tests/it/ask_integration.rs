@@ -27,7 +27,7 @@ use diag_core::limits::Limits;
 use diag_core::model::scripted::ScriptedModel;
 use diag_core::model::{ChatResponse, FinishReason, ToolCall, Usage};
 use diag_core::protocol::{InvocationStatus, PlannerMode, Verdict};
-use diag_core::store::{RunFilter, RunRow, RunStatus, Store, StoreErrorKind};
+use diag_core::store::{RecordError, RunFilter, RunRow, RunStatus, Store, StoreErrorKind};
 use diag_core::tools::ToolSpec;
 use diag_diagnosis::nodes::real_nodes;
 use diag_diagnosis::scripted::FnNode;
@@ -1677,7 +1677,7 @@ async fn reused_run_id_is_refused_and_leaves_the_first_run_intact() {
         .await
         .expect_err("the run id is taken");
     assert!(
-        matches!(err, AskError::Store(ref e) if matches!(e.downcast_ref::<SqliteError>(), Some(SqliteError::DuplicateRun(id)) if id == "run-fixed")),
+        matches!(err, AskError::Store(ref e) if matches!(e.downcast_ref::<SqliteError>(), Some(SqliteError::Record(RecordError::DuplicateRun(id))) if id == "run-fixed")),
         "{err}"
     );
     let row = run_row(&r, "run-fixed");

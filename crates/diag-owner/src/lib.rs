@@ -6,10 +6,12 @@
 //! A run row carries its owner: a **host id** ([`Owner::host`]: `DIAG_HOST_ID`, else the
 //! machine id, else the host name), the **pid**, a **start token** (Linux: boot id, pid
 //! namespace and the process's start time; see `liveness.rs`), and a **lease**: a time until
-//! which the owner vouches that it is alive. A live owner renews its leases (the stores'
-//! heartbeat, every third of [`lease_duration`]), so the lease of a killed process runs out.
+//! which the owner vouches that it is alive. A live owner renews its leases (the heartbeat of
+//! its store handle's [`Leases`], every third of [`lease_duration`]), so the lease of a killed
+//! process runs out.
 //!
-//! [`is_gone`] decides:
+//! [`is_gone`] decides (and [`gone_runs`] picks, among the RUNNING runs a store reads back,
+//! the ones a sweep marks):
 //! 1. An owner on this host whose token says it runs under this kernel and pid namespace is
 //!    checked directly: gone when that process no longer exists, alive while it does, whatever
 //!    its lease says (a stalled but live process is never swept from under itself, and a
@@ -103,8 +105,8 @@ pub fn heartbeat_interval(lease: Duration) -> Duration {
 
 /// A thread that calls `beat` every [`heartbeat_interval`] of `lease` (a store renews its
 /// RUNNING runs' leases there) until `beat` returns false or the `Heartbeat` is dropped.
-/// Each store holds its own data only weakly in `beat`, so the thread never keeps a store
-/// open: it ends when the store goes.
+/// [`Leases::start_heartbeat`] holds the store only weakly in `beat`, so the thread never
+/// keeps a store open: it ends when the store goes.
 pub struct Heartbeat {
     _stop: std::sync::mpsc::Sender<()>,
 }
@@ -131,6 +133,107 @@ impl Heartbeat {
             })?;
         Ok(Heartbeat { _stop: stop })
     }
+}
+
+/// The leases of the runs one store handle creates: how long a lease lasts, when one taken
+/// now runs out, and the heartbeat that renews them while the handle lives. Every backend
+/// keeps one per handle, so the rule is the same on each.
+pub struct Leases {
+    lease: Duration,
+    heartbeat: OnceLock<Option<Heartbeat>>,
+}
+
+impl Leases {
+    pub fn new(lease: Duration) -> Leases {
+        Leases {
+            lease,
+            heartbeat: OnceLock::new(),
+        }
+    }
+
+    /// When a lease taken or renewed at `now` runs out, as a store keeps it: RFC 3339 text of
+    /// the store's clock (`diag_core::store::lease_expiry`).
+    pub fn expiry(&self, now: Timestamp) -> String {
+        diag_core::store::lease_expiry(now, self.lease).to_string()
+    }
+
+    /// Starts the heartbeat of the handle whose shared state is `store`, once (with the
+    /// handle's first run): every [`heartbeat_interval`] it calls `renew`, which moves the
+    /// leases of the handle's RUNNING runs, on the store held only weakly, so the thread ends
+    /// with the last handle and never keeps the store open. A renewal that fails is logged
+    /// and tried again at the next beat; a thread that cannot start is logged, and the leases
+    /// then run out unrenewed.
+    pub fn start_heartbeat<S, T, E>(
+        &self,
+        store: &std::sync::Arc<S>,
+        renew: impl Fn(std::sync::Arc<S>) -> Result<T, E> + Send + 'static,
+    ) where
+        S: Send + Sync + 'static,
+        E: std::fmt::Display,
+    {
+        self.heartbeat.get_or_init(|| {
+            let store = std::sync::Arc::downgrade(store);
+            Heartbeat::start(self.lease, move || {
+                let Some(store) = store.upgrade() else {
+                    return false;
+                };
+                if let Err(e) = renew(store) {
+                    tracing::warn!(error = %e, "run leases not renewed this time");
+                }
+                true
+            })
+            .map_err(|e| tracing::warn!(error = %e, "cannot start the lease heartbeat"))
+            .ok()
+        });
+    }
+}
+
+/// The owner columns of one RUNNING run as a store reads them back, with the run's id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOwner {
+    pub run_id: String,
+    /// `None` for rows written before host ids were kept.
+    pub host: Option<String>,
+    pub pid: i64,
+    pub token: Option<String>,
+    /// RFC 3339; `None` for rows written before leases were kept.
+    pub lease_expires_at: Option<String>,
+}
+
+impl StoredOwner {
+    fn owner(&self) -> RunOwner<'_> {
+        RunOwner {
+            host: self.host.as_deref(),
+            pid: self.pid,
+            token: self.token.as_deref(),
+            // A lease that cannot be read counts as none: the pid rule decides.
+            lease_expires_at: self
+                .lease_expires_at
+                .as_deref()
+                .and_then(|t| Timestamp::parse_rfc3339(t).ok()),
+        }
+    }
+}
+
+/// The runs among `running` (RUNNING runs, as a store reads their owners) whose owner is gone
+/// at `now` by [`is_gone`], in their order: the runs a sweep marks FAILED (`interrupted`).
+pub fn gone_runs(running: Vec<StoredOwner>, now: Timestamp) -> Vec<String> {
+    gone_runs_as(running, Owner::current(), now, &|pid, token| {
+        liveness::is_alive(pid, token)
+    })
+}
+
+fn gone_runs_as(
+    running: Vec<StoredOwner>,
+    me: &Owner,
+    now: Timestamp,
+    alive: &dyn Fn(i64, Option<&str>) -> bool,
+) -> Vec<String> {
+    running
+        .into_iter()
+        .filter(|r| is_gone_as(&r.owner(), me, now, alive))
+        .map(|r| r.run_id)
+        .collect()
 }
 
 /// The owner columns of one RUNNING run.
@@ -243,6 +346,76 @@ mod tests {
         };
         assert!(is_gone_as(&legacy, &me(), NOW, &|_, _| false));
         assert!(!is_gone_as(&legacy, &me(), NOW, &|_, _| true));
+    }
+
+    #[test]
+    fn the_sweep_takes_the_runs_of_gone_owners_and_reads_an_unreadable_lease_as_none() {
+        let stored = |run_id: &str, pid: i64, lease: Option<&str>| StoredOwner {
+            run_id: run_id.into(),
+            host: Some("host-b".into()),
+            pid,
+            token: Some("boot-1:ns-1:77".into()),
+            lease_expires_at: lease.map(str::to_string),
+        };
+        let running = vec![
+            stored("expired", 1, Some("1970-01-01T00:16:39.999Z")),
+            stored("leased", 2, Some("1970-01-01T00:16:40.001Z")),
+            stored("unreadable-dead", 3, Some("soon")),
+            stored("unreadable-alive", 4, Some("soon")),
+            stored("legacy-dead", 3, None),
+        ];
+        // Pid 4 is alive; every other pid is gone.
+        let alive = |pid: i64, _: Option<&str>| pid == 4;
+        assert_eq!(
+            gone_runs_as(running, &me(), NOW, &alive),
+            ["expired", "unreadable-dead", "legacy-dead"]
+        );
+    }
+
+    #[test]
+    fn the_heartbeat_renews_through_a_store_it_never_keeps_open() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use std::time::Instant;
+
+        struct Handle {
+            leases: Leases,
+            renewals: AtomicUsize,
+        }
+        let handle = Arc::new(Handle {
+            leases: Leases::new(Duration::from_millis(30)),
+            renewals: AtomicUsize::new(0),
+        });
+        handle.leases.start_heartbeat(&handle, |h| {
+            h.renewals.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(1)
+        });
+        // Started once per handle: a second start changes nothing.
+        handle
+            .leases
+            .start_heartbeat(&handle, |_| -> Result<usize, String> {
+                panic!("a second heartbeat")
+            });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while handle.renewals.load(Ordering::SeqCst) < 2 {
+            assert!(Instant::now() < deadline, "no renewal within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let gone = Arc::downgrade(&handle);
+        drop(handle);
+        while gone.upgrade().is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the heartbeat kept the store open"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_lease_runs_out_a_lease_after_it_is_taken() {
+        let leases = Leases::new(Duration::from_secs(60));
+        assert_eq!(leases.expiry(NOW), "1970-01-01T00:17:40.000Z");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! newer schema), and a failed TLS handshake to what is wrong with the certificate (untrusted,
 //! for another host, expired) or with `PGSSLROOTCERT`.
 
-use diag_core::store::{StoreError, StoreErrorKind};
+use diag_core::store::{FinishError, RecordError, StoreError, StoreErrorKind};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -63,24 +63,9 @@ pub enum PgError {
         op: &'static str,
         detail: String,
     },
-    #[error("unknown run {0}")]
-    UnknownRun(String),
-    #[error("run {0} already exists")]
-    DuplicateRun(String),
-    #[error("{what} {key} of run {run_id} is already recorded")]
-    Duplicate {
-        what: &'static str,
-        run_id: String,
-        key: String,
-    },
-    #[error("run {run_id} is {status}, not RUNNING; it cannot be finished again")]
-    NotRunning { run_id: String, status: String },
-    #[error("run {run_id} is {status}; only a SUCCESS run is evaluated")]
-    NotEvaluable { run_id: String, status: String },
-    #[error("invalid record: {0}")]
-    Invalid(String),
-    #[error("stored {what} cannot be read back: {detail}")]
-    Decode { what: &'static str, detail: String },
+    /// A failure of the record rather than of the store, the same on every backend.
+    #[error(transparent)]
+    Record(#[from] RecordError),
 }
 
 impl PgError {
@@ -99,11 +84,7 @@ impl PgError {
             PgError::ForeignDatabase { .. } => StoreErrorKind::Foreign,
             PgError::ReadOnly { .. } => StoreErrorKind::ReadOnly,
             PgError::Postgres { .. } => StoreErrorKind::Other,
-            PgError::UnknownRun(_) => StoreErrorKind::UnknownRun,
-            PgError::DuplicateRun(_) | PgError::Duplicate { .. } => StoreErrorKind::Duplicate,
-            PgError::NotRunning { .. } | PgError::NotEvaluable { .. } => StoreErrorKind::WrongState,
-            PgError::Invalid(_) => StoreErrorKind::Invalid,
-            PgError::Decode { .. } => StoreErrorKind::Decode,
+            PgError::Record(r) => r.kind(),
         }
     }
 }
@@ -113,6 +94,13 @@ impl PgError {
 impl From<PgError> for StoreError {
     fn from(e: PgError) -> Self {
         StoreError::new(e.kind(), e)
+    }
+}
+
+/// A failure of the finishing transaction itself: the run's error.
+impl From<PgError> for FinishError {
+    fn from(e: PgError) -> Self {
+        FinishError::Run(e.into())
     }
 }
 
@@ -152,13 +140,6 @@ impl PgError {
     pub(crate) fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
         e.as_db_error()
             .is_some_and(|db| db.code().code() == code::UNIQUE_VIOLATION)
-    }
-
-    pub(crate) fn decode(what: &'static str, detail: impl ToString) -> Self {
-        PgError::Decode {
-            what,
-            detail: detail.to_string(),
-        }
     }
 }
 

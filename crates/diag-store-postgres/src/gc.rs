@@ -15,10 +15,10 @@ use std::time::Duration;
 use tokio_postgres::types::ToSql;
 
 use super::error::PgError;
-use super::records::{RunStatus, StoredRun};
-use super::write::{canonical, EventRow, ExchangeRow, FINISH};
+use super::records::StoredRun;
+use super::write::{EventRow, ExchangeRow, FinishParams};
 use super::{wait, PgStore};
-use crate::protocol::retry::canonical_json;
+use diag_core::store::backend::{self, CopiedRun, Retention};
 use diag_core::store::{GcReport, RunMaintenance, RunWriter, StoreError};
 
 const BATCH: i64 = 500;
@@ -39,37 +39,12 @@ impl RunMaintenance for PgStore {
     /// whether it was written.
     fn import_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
         let run = &stored.run;
-        if run.status == RunStatus::Running {
-            return Err(PgError::Invalid(format!(
-                "run {} is RUNNING; only a finished run is copied",
-                run.run_id
-            ))
-            .into());
-        }
-        let tools = canonical(&run.tools)?;
-        let limits = run.limits.as_ref().map(canonical).transpose()?;
-        let events = stored
-            .events
-            .iter()
-            .map(EventRow::of)
-            .collect::<Result<Vec<_>, _>>()?;
-        let exchanges = stored
-            .exchanges
-            .iter()
-            .map(|x| ExchangeRow::of(&x.exchange))
-            .collect::<Result<Vec<_>, _>>()?;
-        let self_evaluation = run.self_evaluation.as_ref().map(canonical).transpose()?;
-        let reuse = run.reuse.as_ref().map(canonical).transpose()?;
+        backend::check_importable(run).map_err(PgError::from)?;
+        let copy = CopiedRun::of(stored, EventRow::of, ExchangeRow::of)?;
+        let finish = FinishParams::of(copy.finish)?;
         let pid = i64::from(run.owner_pid);
         let started_at = run.started_at.to_string();
         let created_at = run.created_at.to_string();
-        let finished_at = run.finished_at.map(|t| t.to_string());
-        let duration = run
-            .duration_ms
-            .map(|d| i64::try_from(d).unwrap_or(i64::MAX));
-        let verdict = run.effective_verdict.map(|v| v.as_str());
-        let fallback = run.fallback_kind.map(|k| k.as_str());
-        let status = run.status.as_str();
         let copied = "copied";
         Ok(self.write("copy a run", |tx| {
             let params: [&(dyn ToSql + Sync); 11] = [
@@ -77,8 +52,8 @@ impl RunMaintenance for PgStore {
                 &run.session_id,
                 &run.question,
                 &started_at,
-                &tools,
-                &limits,
+                &copy.tools,
+                &copy.limits,
                 &copied,
                 &pid,
                 &created_at,
@@ -98,41 +73,23 @@ impl RunMaintenance for PgStore {
                 return Ok(false);
             }
             let rid = run.run_id.as_str();
-            if let Some(e) = self.insert_events(tx, rid, &events).into_iter().next() {
+            if let Some(e) = self.insert_events(tx, rid, &copy.events).into_iter().next() {
                 return Err(e);
             }
             for step in &stored.steps {
                 self.insert_step(tx, rid, &step.step)?;
             }
-            for row in &exchanges {
+            for row in &copy.exchanges {
                 self.insert_exchange(tx, rid, row)?;
             }
             for invocation in &stored.invocations {
                 self.insert_invocation(tx, invocation)?;
             }
-            tx.execute(
-                FINISH,
-                &[
-                    &rid,
-                    &status,
-                    &run.failure,
-                    &run.answer,
-                    &finished_at,
-                    &duration,
-                    &run.degraded,
-                    &verdict,
-                    &fallback,
-                    &self_evaluation,
-                    &reuse,
-                ],
-            )
-            .map_err(|e| self.err("copy a run", &e))?;
-            if let Some(e) = &stored.evaluation {
-                let metrics = canonical_json(&e.metrics);
-                let at = e.created_at.to_string();
+            self.update_finished(tx, &[rid], &finish, "copy a run")?;
+            if let Some(e) = &copy.evaluation {
                 tx.execute(
                     "INSERT INTO evaluation (run_id, metrics, created_at) VALUES ($1, $2, $3)",
-                    &[&rid, &metrics, &at],
+                    &[&rid, &e.metrics, &e.created_at],
                 )
                 .map_err(|e| self.err("copy a run", &e))?;
             }
@@ -140,7 +97,8 @@ impl RunMaintenance for PgStore {
         })?)
     }
 
-    /// Deletes finished runs created before `now - older_than` and/or beyond the newest `keep`.
+    /// Deletes the finished runs the retention rules name (`backend::Retention`: created
+    /// before `now - older_than`, or beyond the newest `keep`).
     fn gc(
         &self,
         older_than: Option<Duration>,
@@ -148,14 +106,8 @@ impl RunMaintenance for PgStore {
     ) -> Result<GcReport, StoreError> {
         let bytes_before = self.database_bytes()?;
         self.sweep_interrupted()?;
-        let cutoff = older_than.map(|age| {
-            let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-            crate::clock::Timestamp::from_unix_ms(self.now().unix_ms().saturating_sub(age))
-                .to_string()
-        });
-        let keep = keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX));
         let mut runs_deleted = 0u64;
-        if cutoff.is_some() || keep.is_some() {
+        if let Some(Retention { cutoff, keep }) = Retention::new(self.now(), older_than, keep) {
             loop {
                 let n = self.write("delete old runs", |tx| {
                     tx.execute(

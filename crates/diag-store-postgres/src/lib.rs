@@ -18,12 +18,13 @@
 //!   RUNNING; a finish updates the row only while it is RUNNING. A finished run's trace cannot
 //!   change, and a finish and a concurrent sweep cannot both win.
 //! - **One transaction to finish.** The held events, the run's final row and, for a SUCCESS,
-//!   its evaluation (a refused evaluation leaves the SUCCESS standing: `tx.rs`).
+//!   its evaluation, in the order `diag_core::store::backend::FinishPlan` runs them (a refused
+//!   evaluation leaves the SUCCESS standing: `tx.rs`).
 //! - **Interrupted runs across machines.** A run's owner (host id, pid, start token) holds a
-//!   lease, renewed by a heartbeat while the handle lives (`heartbeat.rs`); whoever opens the
-//!   store next sweeps FAILED (`interrupted`) the RUNNING runs whose owner is gone by
-//!   `diag_owner::is_gone`: a dead process on the sweeper's own host at once, any other owner
-//!   once its lease has run out.
+//!   lease, renewed by a heartbeat while the handle lives (`diag_owner::Leases`, with the
+//!   statement of `heartbeat.rs`); whoever opens the store next sweeps FAILED (`interrupted`)
+//!   the RUNNING runs whose owner is gone by `diag_owner::is_gone`: a dead process on the
+//!   sweeper's own host at once, any other owner once its lease has run out.
 //! - **Versioned migrations** (`schema.rs`), applied under an advisory lock so that many
 //!   processes opening a new database at once create it once; a database with tables of its
 //!   own, or of a newer schema version, is refused untouched.
@@ -55,11 +56,10 @@ mod schema;
 mod tx;
 mod write;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use diag_core::{agent, clock, env_vars, graph, hash, model, protocol};
+use diag_core::{agent, clock, env_vars, graph, model, protocol};
 
 pub use connect::{is_postgres_url, SCHEMES};
 pub use diag_core::store::records::{
@@ -70,6 +70,7 @@ pub use error::PgError;
 pub use schema::SCHEMA_VERSION;
 
 use crate::clock::{Clock, SystemClock};
+use diag_core::store::backend::Held;
 use diag_core::store::RunWriter;
 use tokio_postgres::config::SslMode;
 
@@ -109,10 +110,10 @@ struct Shared {
     /// `user@host:port/database`: what every error names.
     target: String,
     clock: Arc<dyn Clock>,
-    lease: Duration,
     /// Orchestration events held per run until the next commit point (`diag_core::store::recorder`).
-    held: Mutex<HashMap<String, Vec<write::EventRow>>>,
-    heartbeat: OnceLock<Option<diag_owner::Heartbeat>>,
+    held: Held<write::EventRow>,
+    /// The leases of this handle's runs, and their heartbeat, started with its first run.
+    leases: diag_owner::Leases,
     /// Drives the connection; shut down without blocking when the last handle goes, which
     /// may happen inside the application's runtime.
     runtime: Option<tokio::runtime::Runtime>,
@@ -175,9 +176,8 @@ impl PgStore {
                 target: target.name.clone(),
                 reconnect: Reconnect { target, tls },
                 clock: options.clock,
-                lease: options.lease,
-                held: Mutex::new(HashMap::new()),
-                heartbeat: OnceLock::new(),
+                held: Held::default(),
+                leases: diag_owner::Leases::new(options.lease),
                 runtime: Some(runtime),
             }),
         };
@@ -255,11 +255,13 @@ impl PgStore {
     /// first with the rows together; if a statement of that pass fails, it is rolled back
     /// and `f` runs again with each row under a savepoint of its own (`tx.rs`), so that what
     /// `f` returns reports each refused row beside the stored ones.
-    fn write_rows<T>(
+    /// The error of `f` may say more than this store's error (a finish's
+    /// [`diag_core::store::FinishError`]).
+    fn write_rows<T, E: From<PgError>>(
         &self,
         op: &'static str,
-        mut f: impl FnMut(&mut tx::Tx<'_>) -> Result<T, PgError>,
-    ) -> Result<T, PgError> {
+        mut f: impl FnMut(&mut tx::Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
         let mut conn = self.lock();
         {
             let mut tx = conn.begin(false).map_err(|e| self.err(op, &e))?;

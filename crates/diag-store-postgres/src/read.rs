@@ -1,8 +1,6 @@
 //! Reads: one run, a filtered list of runs (newest first), and a run's trace rows in their
 //! recorded order. Every trace read is scoped to one `run_id`.
 
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::error::PgError;
@@ -11,32 +9,20 @@ use super::records::{
 };
 use super::{wait, PgStore};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
-use crate::clock::Timestamp;
 use crate::graph::Event;
 use crate::model::ChatRequest;
 use crate::protocol::ToolInvocation;
-use diag_core::store::{RunReader, StoreError};
+use diag_core::store::codec::{self, enum_str, json, time};
+use diag_core::store::{RecordError, RunReader, StoreError};
 
 type Decoded<T> = Result<T, PgError>;
 
-fn json<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
-    serde_json::from_str(text).map_err(|e| PgError::decode(what, e))
-}
-
-fn enum_str<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
-    serde_json::from_value(Value::String(text.to_string())).map_err(|e| PgError::decode(what, e))
-}
-
-fn time(what: &'static str, text: &str) -> Decoded<Timestamp> {
-    Timestamp::parse_rfc3339(text).map_err(|e| PgError::decode(what, e))
-}
-
 fn count(what: &'static str, v: i64) -> Decoded<u64> {
-    u64::try_from(v).map_err(|e| PgError::decode(what, e))
+    u64::try_from(v).map_err(|e| RecordError::decode(what, e).into())
 }
 
 fn small(what: &'static str, v: i64) -> Decoded<u32> {
-    u32::try_from(v).map_err(|e| PgError::decode(what, e))
+    u32::try_from(v).map_err(|e| RecordError::decode(what, e).into())
 }
 
 const RUN_COLUMNS: &str = "run_id, session_id, question, status, failure, answer, started_at, \
@@ -53,7 +39,7 @@ fn run_row(r: &Row) -> Decoded<RunRow> {
         status: r
             .get::<_, String>(3)
             .parse::<RunStatus>()
-            .map_err(|e| PgError::decode("run status", e))?,
+            .map_err(|e| RecordError::decode("run status", e))?,
         failure: opt(4),
         answer: opt(5),
         started_at: time("run started_at", r.get(6))?,
@@ -175,7 +161,7 @@ impl RunReader for PgStore {
                 &[&run_id],
             )?
             .iter()
-            .map(|r| json("event", r.get(0)))
+            .map(|r| json("event", r.get(0)).map_err(PgError::from))
             .collect::<Decoded<_>>()?)
     }
 
@@ -208,22 +194,7 @@ impl RunReader for PgStore {
         )?
         .iter()
         .map(|r| {
-            let response: Option<String> = r.get(7);
-            let error: Option<String> = r.get(8);
-            let outcome = match (response, error) {
-                (Some(resp), None) => Ok(json("model response", &resp)?),
-                (None, Some(e)) => {
-                    let v: Value = json("model error", &e)?;
-                    Err(diag_core::store::codec::model_error(&v)
-                        .map_err(|e| PgError::decode("model error", e))?)
-                }
-                _ => {
-                    return Err(PgError::decode(
-                        "model exchange",
-                        "neither or both of response and error",
-                    ))
-                }
-            };
+            let outcome = codec::outcome(r.get(7), r.get(8))?;
             Ok(StoredExchange {
                 seq: small("exchange seq", r.get(0))?,
                 request_sha256: r.get(6),
@@ -249,7 +220,7 @@ impl RunReader for PgStore {
                 &[&run_id],
             )?
             .iter()
-            .map(|r| json("tool invocation", r.get(0)))
+            .map(|r| json("tool invocation", r.get(0)).map_err(PgError::from))
             .collect::<Decoded<_>>()?)
     }
 

@@ -10,25 +10,20 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 use super::error::PgError;
-use super::records::{NewRun, RunStatus, INTERRUPTED};
+use super::records::NewRun;
 use super::tx::Tx;
 use super::{wait, PgStore};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::graph::Event;
-use crate::hash::sha256_hex;
-use crate::protocol::retry::canonical_json;
 use crate::protocol::ToolInvocation;
-use diag_core::store::codec::error_json;
-use diag_core::store::{Finish, FinishError, FinishReport, RunWriter, StoreError};
-use diag_owner::{Owner, RunOwner};
+use diag_core::store::backend::{self, FinishPlan, FinishRow, FinishStatements};
+use diag_core::store::codec::{self, stored_int, EvaluationText, ExchangeText};
+use diag_core::store::{Finish, FinishError, FinishReport, RecordError, RunWriter, StoreError};
+use diag_owner::{Owner, StoredOwner};
 
-fn int(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-pub(crate) fn canonical<T: serde::Serialize>(value: &T) -> Result<String, PgError> {
-    let value = serde_json::to_value(value).map_err(|e| PgError::Invalid(e.to_string()))?;
-    Ok(canonical_json(&value))
+/// A value as its canonical JSON text ([`codec::canonical`]).
+pub(crate) fn canonical<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, PgError> {
+    Ok(codec::canonical(value)?)
 }
 
 /// One orchestration event as the row it becomes: built when the event is reported (a detail
@@ -54,32 +49,86 @@ impl EventRow {
 pub(crate) struct ExchangeRow {
     agent: String,
     position: [i64; 3],
-    request: String,
-    request_sha: String,
-    response: Option<String>,
-    error: Option<String>,
+    text: ExchangeText,
 }
 
 impl ExchangeRow {
     pub(crate) fn of(exchange: &ModelExchange) -> Result<ExchangeRow, PgError> {
-        let request = crate::hash::canonical_request(&exchange.request)
-            .map_err(|e| PgError::Invalid(e.to_string()))?;
-        let (response, error) = match &exchange.outcome {
-            Ok(r) => (Some(canonical(r)?), None),
-            Err(e) => (None, Some(canonical_json(&error_json(e)))),
-        };
         Ok(ExchangeRow {
+            text: codec::exchange_text(exchange)?,
             agent: exchange.agent.as_str().to_string(),
             position: [
                 i64::from(exchange.round),
                 i64::from(exchange.attempt),
                 i64::from(exchange.turn),
             ],
-            request_sha: sha256_hex(request.as_bytes()),
-            request,
-            response,
-            error,
         })
+    }
+}
+
+/// A run's final row ([`FinishRow`]) as PostgreSQL binds it: its reuse as canonical JSON.
+pub(crate) struct FinishParams {
+    row: FinishRow,
+    reuse: Option<String>,
+}
+
+impl FinishParams {
+    pub(crate) fn of(row: FinishRow) -> Result<FinishParams, PgError> {
+        Ok(FinishParams {
+            reuse: row.reuse.as_ref().map(canonical).transpose()?,
+            row,
+        })
+    }
+}
+
+/// The statements of a finish on PostgreSQL, in its one transaction (its rows apart only
+/// when one is refused, `tx.rs`); their order and what a refused one means are
+/// `backend::FinishPlan::run`'s.
+struct Finishing<'a, 't, 'c> {
+    store: &'a PgStore,
+    tx: &'t mut Tx<'c>,
+    params: &'a FinishParams,
+}
+
+impl FinishStatements for Finishing<'_, '_, '_> {
+    type Row = EventRow;
+    type Error = PgError;
+
+    /// Locks the run row for the finish (`FOR UPDATE`) and checks it is RUNNING.
+    fn require_running(&mut self, run_id: &str) -> Result<(), PgError> {
+        let found = self
+            .tx
+            .query_opt(
+                "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR UPDATE",
+                &[&run_id],
+            )
+            .map_err(|e| self.store.err("finish a run", &e))?;
+        Ok(backend::require_running(run_id, found.map(|r| r.get(0)))?)
+    }
+
+    fn insert_events(&mut self, run_id: &str, rows: &[EventRow]) -> Result<Vec<PgError>, PgError> {
+        Ok(self.store.insert_events(self.tx, run_id, rows))
+    }
+
+    fn update_run(&mut self, run_id: &str) -> Result<(), PgError> {
+        self.store
+            .update_finished(self.tx, &[run_id], self.params, "finish a run")
+            .map(|_| ())
+    }
+
+    fn insert_evaluation(
+        &mut self,
+        run_id: &str,
+        evaluation: &EvaluationText,
+    ) -> Result<Option<PgError>, PgError> {
+        let store = self.store;
+        Ok(self
+            .tx
+            .row(
+                |tx| store.insert_evaluation(tx, run_id, evaluation),
+                |e| store.err("record an evaluation", e),
+            )
+            .err())
     }
 }
 
@@ -106,31 +155,59 @@ impl PgStore {
     /// attempted.
     fn refusal_again(e: &PgError) -> Option<PgError> {
         match e {
-            PgError::NotRunning { run_id, status } => Some(PgError::NotRunning {
-                run_id: run_id.clone(),
-                status: status.clone(),
-            }),
-            PgError::UnknownRun(run_id) => Some(PgError::UnknownRun(run_id.clone())),
+            PgError::Record(r @ (RecordError::NotRunning { .. } | RecordError::UnknownRun(_))) => {
+                Some(r.clone().into())
+            }
             _ => None,
         }
     }
 
     /// Locks the run row for this transaction and checks it is RUNNING.
     fn running(&self, tx: &mut Tx<'_>, run_id: &str) -> Result<(), PgError> {
-        let row = tx
+        let status = tx
             .query_opt(
                 "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
                 &[&run_id],
             )
-            .map_err(|e| self.err("record the run's trace", &e))?;
-        match row.map(|r| r.get::<_, String>(0)) {
-            None => Err(PgError::UnknownRun(run_id.to_string())),
-            Some(s) if s == RunStatus::Running.as_str() => Ok(()),
-            Some(status) => Err(PgError::NotRunning {
-                run_id: run_id.to_string(),
-                status,
-            }),
+            .map_err(|e| self.err("record the run's trace", &e))?
+            .map(|r| r.get(0));
+        Ok(backend::require_running(run_id, status)?)
+    }
+
+    /// Runs [`FINISH`] with `params` on each of `run_ids`: how many rows it changed (a run
+    /// no longer RUNNING is left as it is).
+    pub(crate) fn update_finished(
+        &self,
+        tx: &mut Tx<'_>,
+        run_ids: &[impl AsRef<str>],
+        params: &FinishParams,
+        op: &'static str,
+    ) -> Result<usize, PgError> {
+        let FinishParams { row, reuse } = params;
+        let status = row.status.as_str();
+        let mut changed = 0;
+        for run_id in run_ids {
+            let run_id = run_id.as_ref();
+            changed += tx
+                .execute(
+                    FINISH,
+                    &[
+                        &run_id,
+                        &status,
+                        &row.failure,
+                        &row.answer,
+                        &row.finished_at,
+                        &row.duration_ms,
+                        &row.degraded,
+                        &row.effective_verdict,
+                        &row.fallback_kind,
+                        &row.self_evaluation,
+                        reuse,
+                    ],
+                )
+                .map_err(|e| self.err(op, &e))?;
         }
+        Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }
 
     /// Inserts one trace row as a row of its write ([`Tx::row`]): where the write's rows go
@@ -148,11 +225,12 @@ impl PgStore {
         tx.row(
             |tx| match tx.execute(sql, params) {
                 Ok(_) => Ok(()),
-                Err(e) if PgError::is_unique_violation(&e) => Err(PgError::Duplicate {
+                Err(e) if PgError::is_unique_violation(&e) => Err(RecordError::Duplicate {
                     what,
                     run_id: run_id.to_string(),
                     key: key(),
-                }),
+                }
+                .into()),
                 Err(e) => Err(err(&e)),
             },
             err,
@@ -184,10 +262,7 @@ impl PgStore {
     /// Inserts several orchestration events of a RUNNING run in one transaction; each row
     /// stands alone (a refused one is reported, the others are stored).
     pub(crate) fn record_events(&self, run_id: &str, rows: &[EventRow]) -> Vec<PgError> {
-        if rows.is_empty() {
-            return Vec::new();
-        }
-        match self.write_rows("record orchestration events", |tx| {
+        match self.write_rows("record orchestration events", |tx| -> Result<_, PgError> {
             self.running(tx, run_id)?;
             Ok(self.insert_events(tx, run_id, rows))
         }) {
@@ -206,10 +281,6 @@ impl PgStore {
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<EventRow>>> {
-        self.shared.held.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(crate) fn insert_step(
         &self,
         tx: &mut Tx<'_>,
@@ -217,7 +288,10 @@ impl PgStore {
         step: &AgentStepRecord,
     ) -> Result<(), PgError> {
         let record = canonical(step)?;
-        let (prompt, completion) = (int(step.prompt_tokens), int(step.completion_tokens));
+        let (prompt, completion) = (
+            stored_int(step.prompt_tokens),
+            stored_int(step.completion_tokens),
+        );
         self.insert(
             tx,
             "INSERT INTO agent_step (run_id, seq, prompt_tokens, completion_tokens, record) \
@@ -247,10 +321,10 @@ impl PgStore {
                 &row.position[0],
                 &row.position[1],
                 &row.position[2],
-                &row.request,
-                &row.request_sha,
-                &row.response,
-                &row.error,
+                &row.text.request,
+                &row.text.request_sha256,
+                &row.text.response,
+                &row.text.error,
             ],
             "model exchange",
             run_id,
@@ -283,8 +357,7 @@ impl PgStore {
         &self,
         tx: &mut Tx<'_>,
         run_id: &str,
-        metrics: &str,
-        created_at: &str,
+        evaluation: &EvaluationText,
     ) -> Result<(), PgError> {
         let status = tx
             .query_opt(
@@ -292,22 +365,13 @@ impl PgStore {
                 &[&run_id],
             )
             .map_err(|e| self.err("record an evaluation", &e))?
-            .map(|r| r.get::<_, String>(0));
-        match status {
-            None => return Err(PgError::UnknownRun(run_id.to_string())),
-            Some(s) if s != RunStatus::Success.as_str() => {
-                return Err(PgError::NotEvaluable {
-                    run_id: run_id.to_string(),
-                    status: s,
-                })
-            }
-            Some(_) => {}
-        }
+            .map(|r| r.get(0));
+        backend::require_evaluable(run_id, status)?;
         tx.execute(
             "INSERT INTO evaluation (run_id, metrics, created_at) VALUES ($1, $2, $3) \
              ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
              created_at = excluded.created_at",
-            &[&run_id, &metrics, &created_at],
+            &[&run_id, &evaluation.metrics, &evaluation.created_at],
         )
         .map_err(|e| self.err("record an evaluation", &e))?;
         Ok(())
@@ -318,15 +382,13 @@ impl RunWriter for PgStore {
     /// Creates a RUNNING run owned by this process, with its lease, and starts the heartbeat
     /// that renews it.
     fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        if run.run_id.trim().is_empty() {
-            return Err(PgError::Invalid("a run needs a non-empty run_id".into()).into());
-        }
+        backend::check_new_run(run).map_err(PgError::from)?;
         let tools = canonical(&run.tools)?;
         let limits = run.limits.as_ref().map(canonical).transpose()?;
         let me = Owner::current();
         let now = self.now();
         let created_at = now.to_string();
-        let lease = self.lease_expiry(now);
+        let lease = self.shared.leases.expiry(now);
         let started_at = run.started_at.to_string();
         let pid = i64::from(me.pid);
         let inserted = self.write("create a run", |tx| {
@@ -353,7 +415,7 @@ impl RunWriter for PgStore {
             ) {
                 Ok(_) => Ok(()),
                 Err(e) if PgError::is_unique_violation(&e) => {
-                    Err(PgError::DuplicateRun(run.run_id.clone()))
+                    Err(RecordError::DuplicateRun(run.run_id.clone()).into())
                 }
                 Err(e) => Err(self.err("create a run", &e)),
             }
@@ -365,18 +427,14 @@ impl RunWriter for PgStore {
 
     /// Holds an event until the next flush or finish of its run (its row is built now).
     fn hold_event(&self, run_id: &str, event: &Event<String>) -> Result<(), StoreError> {
-        let row = EventRow::of(event)?;
-        self.held().entry(run_id.to_string()).or_default().push(row);
-        Ok(())
+        self.shared.held.hold(run_id, EventRow::of(event))
     }
 
     /// Commits the held events of `run_id`; returns the refused ones' errors.
     fn flush_events(&self, run_id: &str) -> Vec<StoreError> {
-        let rows = self.held().remove(run_id).unwrap_or_default();
-        self.record_events(run_id, &rows)
-            .into_iter()
-            .map(StoreError::from)
-            .collect()
+        self.shared
+            .held
+            .flush(run_id, |rows| self.record_events(run_id, rows))
     }
 
     /// Inserts one orchestration event of a RUNNING run.
@@ -453,115 +511,28 @@ impl RunWriter for PgStore {
     }
 
     /// The run's finish in one transaction with its held events and, for a SUCCESS, its
-    /// evaluation (as the SQLite store: a refused trace row leaves a SUCCESS unwritten and
-    /// the run RUNNING; a FAILED run keeps what the store accepts; a refused evaluation is
-    /// reported beside a SUCCESS that stands).
+    /// evaluation (`backend::FinishPlan::run` says in what order and what a refusal means,
+    /// as for the SQLite store).
     fn finish_run(&self, run_id: &str, finish: Finish<'_>) -> Result<FinishReport, FinishError> {
-        let Finish {
-            status,
-            failure,
-            summary,
-            evaluation,
-        } = finish;
-        let rows = self.held().get(run_id).cloned().unwrap_or_default();
-        let self_evaluation = summary
-            .self_evaluation
-            .as_ref()
-            .map(canonical)
-            .transpose()
-            .map_err(|e| FinishError::Run(e.into()))?;
-        let reuse = summary
-            .reuse
-            .as_ref()
-            .map(canonical)
-            .transpose()
-            .map_err(|e| FinishError::Run(e.into()))?;
-        let finished_at = summary
-            .finished_at
-            .unwrap_or_else(|| self.now())
-            .to_string();
-        let evaluation = evaluation.map(canonical_json);
-        let created_at = self.now().to_string();
-        let duration = summary.duration_ms.map(int);
-        let verdict = summary.effective_verdict.map(|v| v.as_str());
-        let fallback = summary.fallback_kind.map(|k| k.as_str());
-        let mut trace_error = None;
-        let outcome = self.write_rows("finish a run", |tx| {
-            trace_error = None;
-            let found = tx
-                .query_opt(
-                    "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR UPDATE",
-                    &[&run_id],
-                )
-                .map_err(|e| self.err("finish a run", &e))?;
-            match found.map(|r| r.get::<_, String>(0)) {
-                None => return Err(PgError::UnknownRun(run_id.to_string())),
-                Some(s) if s != RunStatus::Running.as_str() => {
-                    return Err(PgError::NotRunning {
-                        run_id: run_id.to_string(),
-                        status: s,
-                    })
-                }
-                Some(_) => {}
-            }
-            let mut event_errors = self.insert_events(tx, run_id, &rows);
-            if status == RunStatus::Success && !event_errors.is_empty() {
-                trace_error = Some(event_errors.remove(0));
-                return Err(PgError::Invalid("a trace row was refused".into()));
-            }
-            let status_str = status.as_str();
-            tx.execute(
-                FINISH,
-                &[
-                    &run_id,
-                    &status_str,
-                    &failure,
-                    &summary.answer,
-                    &finished_at,
-                    &duration,
-                    &summary.degraded,
-                    &verdict,
-                    &fallback,
-                    &self_evaluation,
-                    &reuse,
-                ],
-            )
-            .map_err(|e| self.err("finish a run", &e))?;
-            // A refused evaluation leaves the SUCCESS standing, reported beside it.
-            let evaluation_error = match &evaluation {
-                Some(metrics) => tx
-                    .row(
-                        |tx| self.insert_evaluation(tx, run_id, metrics, &created_at),
-                        |e| self.err("record an evaluation", e),
-                    )
-                    .err()
-                    .map(StoreError::from),
-                None => None,
-            };
-            Ok(FinishReport { evaluation_error })
-        });
-        match (outcome, trace_error) {
-            (Ok(report), _) => {
-                let mut held = self.held();
-                if let Some(now) = held.get_mut(run_id) {
-                    now.drain(..rows.len().min(now.len()));
-                    if now.is_empty() {
-                        held.remove(run_id);
-                    }
-                }
-                Ok(report)
-            }
-            (Err(_), Some(trace)) => Err(FinishError::Trace(trace.into())),
-            (Err(e), None) => Err(FinishError::Run(e.into())),
-        }
+        let plan = FinishPlan::new(&finish, self.now());
+        let params = FinishParams::of(plan.row.clone())?;
+        self.shared.held.finish(run_id, |rows| {
+            self.write_rows("finish a run", |tx| {
+                let mut statements = Finishing {
+                    store: self,
+                    tx,
+                    params: &params,
+                };
+                plan.run(run_id, rows, &mut statements)
+            })
+        })
     }
 
     /// Stores (or replaces) the evaluation of a SUCCESS run; any other run is refused.
     fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), StoreError> {
-        let metrics = canonical_json(metrics);
-        let created_at = self.now().to_string();
+        let evaluation = EvaluationText::new(metrics, self.now());
         Ok(self.write("record an evaluation", |tx| {
-            self.insert_evaluation(tx, run_id, &metrics, &created_at)
+            self.insert_evaluation(tx, run_id, &evaluation)
         })?)
     }
 
@@ -579,53 +550,25 @@ impl RunWriter for PgStore {
                 .note(rows)
                 .map_err(|e| self.err("find interrupted runs", &e))?
         };
-        let now = self.now();
-        let dead: Vec<String> = running
+        let owners = running
             .iter()
-            .filter(|r| {
-                let lease: String = r.get(4);
-                diag_owner::is_gone(
-                    &RunOwner {
-                        host: Some(r.get::<_, &str>(1)),
-                        pid: r.get(2),
-                        token: r.get(3),
-                        lease_expires_at: crate::clock::Timestamp::parse_rfc3339(&lease).ok(),
-                    },
-                    now,
-                )
+            .map(|r| StoredOwner {
+                run_id: r.get(0),
+                host: Some(r.get(1)),
+                pid: r.get(2),
+                token: r.get(3),
+                lease_expires_at: Some(r.get(4)),
             })
-            .map(|r| r.get(0))
             .collect();
+        let now = self.now();
+        let dead = diag_owner::gone_runs(owners, now);
         if dead.is_empty() {
             return Ok(0);
         }
-        let finished_at = now.to_string();
-        let failed = RunStatus::Failed.as_str();
+        let params = FinishParams::of(FinishRow::interrupted(now))?;
+        // The status guard makes a concurrent sweep or a late finish harmless.
         Ok(self.write("mark interrupted runs FAILED", |tx| {
-            let mut swept = 0;
-            for run_id in &dead {
-                // The status guard makes a concurrent sweep or a late finish harmless.
-                swept += tx
-                    .execute(
-                        FINISH,
-                        &[
-                            run_id,
-                            &failed,
-                            &INTERRUPTED,
-                            &None::<String>,
-                            &finished_at,
-                            &None::<i64>,
-                            &false,
-                            &None::<String>,
-                            &None::<String>,
-                            &None::<String>,
-                            &None::<String>,
-                        ],
-                    )
-                    .map_err(|e| self.err("mark interrupted runs FAILED", &e))?
-                    as usize;
-            }
-            Ok(swept)
+            self.update_finished(tx, &dead, &params, "mark interrupted runs FAILED")
         })?)
     }
 }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use diag_core::store::{FinishError, RecordError, StoreError, StoreErrorKind};
 use rusqlite::ffi;
 use thiserror::Error;
 
@@ -69,24 +70,9 @@ pub enum SqliteError {
         op: &'static str,
         source: rusqlite::Error,
     },
-    #[error("unknown run {0}")]
-    UnknownRun(String),
-    #[error("run {0} already exists")]
-    DuplicateRun(String),
-    #[error("{what} {key} of run {run_id} is already recorded")]
-    Duplicate {
-        what: &'static str,
-        run_id: String,
-        key: String,
-    },
-    #[error("run {run_id} is {status}, not RUNNING; it cannot be finished again")]
-    NotRunning { run_id: String, status: String },
-    #[error("run {run_id} is {status}; only a SUCCESS run is evaluated")]
-    NotEvaluable { run_id: String, status: String },
-    #[error("invalid record: {0}")]
-    Invalid(String),
-    #[error("stored {what} cannot be read back: {detail}")]
-    Decode { what: &'static str, detail: String },
+    /// A failure of the record rather than of the store, the same on every backend.
+    #[error(transparent)]
+    Record(#[from] RecordError),
 }
 
 impl SqliteError {
@@ -121,19 +107,12 @@ impl SqliteError {
             f.code == ffi::ErrorCode::ConstraintViolation && f.extended_code == extended
         })
     }
-
-    pub(crate) fn decode(what: &'static str, detail: impl ToString) -> Self {
-        SqliteError::Decode {
-            what,
-            detail: detail.to_string(),
-        }
-    }
 }
 
 /// The port's error: each case as the kind an operator acts on.
-impl From<SqliteError> for diag_core::store::StoreError {
+impl From<SqliteError> for StoreError {
     fn from(e: SqliteError) -> Self {
-        use diag_core::store::StoreErrorKind as K;
+        use StoreErrorKind as K;
         let kind = match &e {
             SqliteError::Missing { .. } => K::Missing,
             SqliteError::NewerSchema { .. } => K::NewerSchema,
@@ -144,16 +123,19 @@ impl From<SqliteError> for diag_core::store::StoreError {
             SqliteError::Busy { .. } => K::Busy,
             SqliteError::DiskFull { .. } => K::Full,
             SqliteError::Corrupt { .. } => K::Corrupt,
-            SqliteError::UnknownRun(_) => K::UnknownRun,
-            SqliteError::DuplicateRun(_) | SqliteError::Duplicate { .. } => K::Duplicate,
-            SqliteError::NotRunning { .. } | SqliteError::NotEvaluable { .. } => K::WrongState,
-            SqliteError::Invalid(_) => K::Invalid,
-            SqliteError::Decode { .. } => K::Decode,
+            SqliteError::Record(r) => r.kind(),
             SqliteError::CreateDir { .. }
             | SqliteError::Open { .. }
             | SqliteError::Migration { .. }
             | SqliteError::Sqlite { .. } => K::Other,
         };
-        diag_core::store::StoreError::new(kind, e)
+        StoreError::new(kind, e)
+    }
+}
+
+/// A failure of the finishing transaction itself: the run's error.
+impl From<SqliteError> for FinishError {
+    fn from(e: SqliteError) -> Self {
+        FinishError::Run(e.into())
     }
 }

@@ -17,6 +17,7 @@ use rusqlite::params;
 
 use super::records::{SqliteGcReport, StoredRun};
 use super::{SqliteError, SqliteStore};
+use diag_core::store::backend::Retention;
 use diag_core::store::{GcReport, RunMaintenance, RunWriter, StoreError};
 
 /// Runs deleted per write transaction.
@@ -34,11 +35,10 @@ fn delete_unused_blobs(tx: &rusqlite::Connection) -> rusqlite::Result<usize> {
 }
 
 impl SqliteStore {
-    /// Deletes finished runs stored more than `older_than` ago (by `created_at`, the store's
-    /// wall time, so a replay of an old recording is as young as the replay), or that are not
-    /// among the `keep` most recently created runs (either rule deletes; with neither, nothing is deleted), then
-    /// reclaims the space. Returns what it did, with whether the final checkpoint completed
-    /// (the port's `gc` is this).
+    /// Deletes the finished runs the retention rules name (`backend::Retention`: stored more
+    /// than `older_than` ago, or not among the `keep` most recently created; with neither,
+    /// nothing), then reclaims the space. Returns what it did, with whether the final
+    /// checkpoint completed (the port's `gc` is this).
     pub fn collect(
         &self,
         older_than: Option<Duration>,
@@ -46,29 +46,24 @@ impl SqliteStore {
     ) -> Result<SqliteGcReport, StoreError> {
         let bytes_before = self.file_bytes();
         self.sweep_interrupted()?;
-        let cutoff = older_than.map(|age| {
-            let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-            crate::clock::Timestamp::from_unix_ms(self.now().unix_ms().saturating_sub(age))
-                .to_string()
-        });
-        let keep = keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX));
-        let doomed: Vec<String> = if cutoff.is_none() && keep.is_none() {
-            Vec::new()
-        } else {
-            let conn = self.lock();
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
+        let doomed: Vec<String> = match Retention::new(self.now(), older_than, keep) {
+            None => Vec::new(),
+            Some(Retention { cutoff, keep }) => {
+                let conn = self.lock();
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
                          (?1 IS NOT NULL AND created_at < ?1)
                          OR (?2 IS NOT NULL AND rowid NOT IN (
                              SELECT rowid FROM diagnosis_run ORDER BY rowid DESC LIMIT ?2)))",
-                )
-                .map_err(|e| self.err("select runs to delete", e))?;
-            let ids = stmt
-                .query_map(params![cutoff, keep], |r| r.get(0))
-                .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
-                .map_err(|e| self.err("select runs to delete", e))?;
-            ids
+                    )
+                    .map_err(|e| self.err("select runs to delete", e))?;
+                let ids = stmt
+                    .query_map(params![cutoff, keep], |r| r.get(0))
+                    .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
+                    .map_err(|e| self.err("select runs to delete", e))?;
+                ids
+            }
         };
         let mut runs_deleted = 0u64;
         for batch in doomed.chunks(BATCH) {

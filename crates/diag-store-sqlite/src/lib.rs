@@ -23,7 +23,7 @@
 //!   consistency). Checkpoints, the only fsyncs, run on a background thread
 //!   (`checkpoint.rs`), so no commit waits for the disk. A run left RUNNING by a process that no longer exists is marked FAILED
 //!   with failure `interrupted` the next time any process opens the store; runs of live
-//!   processes are left alone (see `owner.rs` for how liveness is decided).
+//!   processes are left alone (`diag-owner` decides liveness).
 //! - **Concurrent writers.** Several processes may write one file. Every write is a
 //!   `BEGIN IMMEDIATE` transaction, so writers queue on the busy timeout (5 s by default)
 //!   instead of failing on a lock upgrade; readers never block writers.
@@ -71,14 +71,15 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use diag_core::store::RunWriter;
+use diag_core::store::backend::Held;
+use diag_core::store::{RecordError, RunWriter};
 
 pub use error::SqliteError;
 pub use records::SqliteGcReport;
 pub use schema::SCHEMA_VERSION;
 
 // The core's modules under the paths this code had in the diag crate (`crate::graph::…`).
-use diag_core::{agent, clock, env_vars, graph, hash, model, protocol};
+use diag_core::{agent, clock, env_vars, graph, hash, protocol};
 
 use crate::clock::{Clock, SystemClock};
 
@@ -126,10 +127,9 @@ struct Shared {
     clock: Arc<dyn Clock>,
     /// Orchestration events reported through a run's recorder and not yet committed, per
     /// run (see `diag_core::store::recorder`). Every finish of a run commits its held events with it.
-    held: Mutex<std::collections::HashMap<String, Vec<write::EventRow>>>,
-    lease: Duration,
-    /// Renews the leases of this handle's RUNNING runs; started with its first run.
-    heartbeat: std::sync::OnceLock<Option<diag_owner::Heartbeat>>,
+    held: Held<write::EventRow>,
+    /// The leases of this handle's runs, and their heartbeat, started with its first run.
+    leases: diag_owner::Leases,
 }
 
 impl SqliteStore {
@@ -244,9 +244,8 @@ impl SqliteStore {
                 path,
                 read_only,
                 clock: options.clock,
-                held: Mutex::new(std::collections::HashMap::new()),
-                lease: options.lease,
-                heartbeat: std::sync::OnceLock::new(),
+                held: Held::default(),
+                leases: diag_owner::Leases::new(options.lease),
             }),
         };
         tracing::debug!(path = %store.shared.path.display(), read_only, "run store opened");
@@ -275,7 +274,7 @@ impl SqliteStore {
         let upto = usize::try_from(version)
             .ok()
             .filter(|v| *v <= schema::MIGRATIONS.len())
-            .ok_or_else(|| SqliteError::Invalid(format!("no schema version {version}")))?;
+            .ok_or_else(|| RecordError::Invalid(format!("no schema version {version}")))?;
         let mut conn = Connection::open(path).map_err(|source| SqliteError::Open {
             path: path.to_path_buf(),
             source,
@@ -366,11 +365,22 @@ impl SqliteStore {
         op: &'static str,
         f: impl FnOnce(&Connection) -> Result<T, SqliteError>,
     ) -> Result<T, SqliteError> {
+        self.write_as(op, f)
+    }
+
+    /// [`Self::write`] for a write whose error says more than this store's error (a finish's
+    /// [`diag_core::store::FinishError`]).
+    fn write_as<T, E: From<SqliteError>>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
         if self.shared.read_only {
             return Err(SqliteError::ReadOnly {
                 path: self.shared.path.clone(),
                 op,
-            });
+            }
+            .into());
         }
         let conn = self.lock();
         // BEGIN and COMMIT run as cached statements: preparing them anew for every one of a
@@ -469,10 +479,11 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Sqli
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(|e| fail("enable WAL mode", e))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(SqliteError::Invalid(format!(
+        return Err(RecordError::Invalid(format!(
             "{} cannot use WAL mode (journal mode stays {mode})",
             path.display()
-        )));
+        ))
+        .into());
     }
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|e| fail("set synchronous mode", e))?;

@@ -5,8 +5,6 @@
 use std::collections::HashMap;
 
 use rusqlite::{params, OptionalExtension, Row};
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::records::{
     EvaluationRow, Reuse, RunFilter, RunRow, RunStatus, StoredExchange, StoredStep,
@@ -14,28 +12,13 @@ use super::records::{
 use super::{SqliteError, SqliteStore};
 use crate::agent::prompts::PromptAudit;
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
-use crate::clock::Timestamp;
 use crate::graph::{Detail, Event};
-use crate::model::{ChatResponse, ModelError};
 use crate::protocol::{InvocationStatus, ToolInvocation};
-use diag_core::store::{RunReader, StoreError};
+use diag_core::store::codec::{self, enum_str, json, time};
+use diag_core::store::{RecordError, RunReader, StoreError};
 
 /// A column that failed to decode, kept apart from SQLite errors until the row is done.
 type Decoded<T> = Result<T, SqliteError>;
-
-fn json<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
-    serde_json::from_str(text).map_err(|e| SqliteError::decode(what, e))
-}
-
-/// Parses a stored enum from its string form through its serde representation.
-fn enum_str<T: DeserializeOwned>(what: &'static str, text: &str) -> Decoded<T> {
-    serde_json::from_value(Value::String(text.to_string()))
-        .map_err(|e| SqliteError::decode(what, e))
-}
-
-fn time(what: &'static str, text: &str) -> Decoded<Timestamp> {
-    Timestamp::parse_rfc3339(text).map_err(|e| SqliteError::decode(what, e))
-}
 
 const RUN_COLUMNS: &str = "r.run_id, r.session_id, r.question, r.status, r.failure, r.answer, \
      r.started_at, r.finished_at, r.duration_ms, r.prompt_tokens, r.completion_tokens, \
@@ -113,19 +96,19 @@ fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
 impl RawRun {
     fn decode(self) -> Decoded<RunRow> {
         let answer = crate::packed::unpack(self.answer, self.answer_zstd)
-            .map_err(|e| SqliteError::decode("run answer", e))?;
+            .map_err(|e| RecordError::decode("run answer", e))?;
         // The self-evaluation was compressed against the answer (`packed.rs`).
         let self_evaluation = crate::packed::unpack_with(
             self.self_evaluation,
             self.self_evaluation_zstd,
             answer.as_deref().unwrap_or_default().as_bytes(),
         )
-        .map_err(|e| SqliteError::decode("self evaluation", e))?;
+        .map_err(|e| RecordError::decode("self evaluation", e))?;
         Ok(RunRow {
             status: self
                 .status
                 .parse::<RunStatus>()
-                .map_err(|e| SqliteError::decode("run status", e))?,
+                .map_err(|e| RecordError::decode("run status", e))?,
             started_at: time("run started_at", &self.started_at)?,
             finished_at: self
                 .finished_at
@@ -450,16 +433,7 @@ impl RunReader for SqliteStore {
                                 raw.seq
                             ),
                         })?;
-                let outcome = match (response, raw.error) {
-                    (Some(r), None) => Ok(json::<ChatResponse>("model response", &r)?),
-                    (None, Some(e)) => Err(model_error(&e)?),
-                    _ => {
-                        return Err(SqliteError::decode(
-                            "model exchange",
-                            "neither or both of response and error are set",
-                        ))
-                    }
-                };
+                let outcome = codec::outcome(response, raw.error)?;
                 let [round, attempt, turn] = raw.position;
                 Ok(StoredExchange {
                     seq: raw.seq,
@@ -528,7 +502,7 @@ impl RunReader for SqliteStore {
                 out_zstd,
             )| {
                 let out = crate::packed::unpack(Some(out), out_zstd)
-                    .map_err(|e| SqliteError::decode("tool output", e))?
+                    .map_err(|e| RecordError::decode("tool output", e))?
                     .unwrap_or_default();
                 Ok(ToolInvocation {
                     run_id,
@@ -569,9 +543,4 @@ impl RunReader for SqliteStore {
         )?;
         Ok(rows.into_iter().next())
     }
-}
-
-fn model_error(text: &str) -> Decoded<ModelError> {
-    let v: Value = json("model error", text)?;
-    diag_core::store::codec::model_error(&v).map_err(|e| SqliteError::decode("model error", e))
 }

@@ -4,64 +4,26 @@
 //!
 //! Trace rows are accepted only while their run is RUNNING: the insert itself checks the
 //! run's status, so a finished run's trace is final and a row for an unknown run is refused
-//! with [`SqliteError::UnknownRun`].
+//! with [`RecordError::UnknownRun`].
 
 use rusqlite::{ffi, params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::packed::Packed;
-use super::records::{NewRun, RunStatus, INTERRUPTED};
+use super::records::NewRun;
 use super::{SqliteError, SqliteStore};
 use crate::agent::runtime::{AgentStepRecord, ModelExchange};
 use crate::graph::Event;
 use crate::hash::sha256_hex;
-use crate::model::ChatRequest;
-use crate::protocol::retry::canonical_json;
 use crate::protocol::ToolInvocation;
-use diag_core::store::{Finish, FinishError, FinishReport, RunWriter, StoreError};
-use diag_owner::{Owner, RunOwner};
+use diag_core::store::backend::{self, FinishPlan, FinishRow, FinishStatements};
+use diag_core::store::codec::{self, stored_int, EvaluationText};
+use diag_core::store::{Finish, FinishError, FinishReport, RecordError, RunWriter, StoreError};
+use diag_owner::{Owner, StoredOwner};
 
-/// The canonical form of a model request ([`crate::hash::canonical_request`]), stored beside
-/// its hash.
-fn canonical_request(request: &ChatRequest) -> Result<String, SqliteError> {
-    crate::hash::canonical_request(request).map_err(|e| SqliteError::Invalid(e.to_string()))
-}
-
-/// SQLite integers are signed 64-bit; a count or duration past that (only a saturated
-/// reading could be) is stored as the largest one instead of failing the write.
-fn int(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, SqliteError> {
-    let value = serde_json::to_value(value).map_err(|e| SqliteError::Invalid(e.to_string()))?;
-    Ok(canonical_json(&value))
-}
-
-pub(crate) use diag_core::store::codec::error_json;
-
-/// The error for a trace write or finish that changed no row: the run is unknown, or it is
-/// no longer RUNNING.
-fn not_running(tx: &Connection, store: &SqliteStore, run_id: &str) -> SqliteError {
-    let status: Result<Option<String>, _> = tx
-        .prepare_cached("SELECT status FROM diagnosis_run WHERE run_id = ?1")
-        .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional());
-    match status {
-        Ok(Some(status)) => SqliteError::NotRunning {
-            run_id: run_id.to_string(),
-            status,
-        },
-        Ok(None) => SqliteError::UnknownRun(run_id.to_string()),
-        Err(e) => store.err("look up a run", e),
-    }
-}
-
-/// Checks inside the caller's transaction that the run exists and is RUNNING.
-fn require_running(tx: &Connection, store: &SqliteStore, run_id: &str) -> Result<(), SqliteError> {
-    match not_running(tx, store, run_id) {
-        SqliteError::NotRunning { status, .. } if status == RunStatus::Running.as_str() => Ok(()),
-        refused => Err(refused),
-    }
+/// A value as its canonical JSON text ([`codec::canonical`]).
+pub(crate) fn canonical<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, SqliteError> {
+    Ok(codec::canonical(value)?)
 }
 
 // Token totals saturate: `sum()` fails with "integer overflow" on counts a misbehaving server
@@ -113,8 +75,8 @@ impl EventRow {
             round: event.round,
             status: event.status.to_string(),
             started_at: event.started_at.to_string(),
-            duration_ms: int(event.duration_ms),
-            detail: to_json(&event.detail)?,
+            duration_ms: stored_int(event.duration_ms),
+            detail: canonical(&event.detail)?,
         })
     }
 }
@@ -131,43 +93,183 @@ pub(crate) struct ExchangeRow {
 
 impl ExchangeRow {
     pub(crate) fn of(exchange: &ModelExchange) -> Result<ExchangeRow, SqliteError> {
-        let request = canonical_request(&exchange.request)?;
-        let request_sha = sha256_hex(request.as_bytes());
-        let (response, error) = match &exchange.outcome {
-            Ok(r) => (
-                Some(Packed::with_dictionary(to_json(r)?, request.as_bytes())),
-                None,
-            ),
-            Err(e) => (None, Some(canonical_json(&error_json(e)))),
-        };
-        let request = crate::blobs::split(&request);
+        let text = codec::exchange_text(exchange)?;
+        let response = text
+            .response
+            .map(|r| Packed::with_dictionary(r, text.request.as_bytes()));
         Ok(ExchangeRow {
-            request,
-            request_sha,
+            request: crate::blobs::split(&text.request),
+            request_sha: text.request_sha256,
             response,
-            error,
+            error: text.error,
         })
     }
 }
 
+/// A run's final row ([`FinishRow`]) as SQLite binds it: the answer and the self-evaluation
+/// compressed (the self-evaluation against the answer, `packed.rs`) before any transaction
+/// opens.
+pub(crate) struct FinishParams {
+    row: FinishRow,
+    answer: Option<Packed>,
+    self_evaluation: Option<Packed>,
+}
+
+impl FinishParams {
+    pub(crate) fn of(row: FinishRow) -> FinishParams {
+        let dictionary = row.answer.as_deref().unwrap_or_default().as_bytes();
+        let self_evaluation = row
+            .self_evaluation
+            .clone()
+            .map(|e| Packed::with_dictionary(e, dictionary));
+        FinishParams {
+            answer: row.answer.clone().map(Packed::of),
+            self_evaluation,
+            row,
+        }
+    }
+}
+
+/// The statements of a finish on SQLite, in its one `BEGIN IMMEDIATE` transaction; their
+/// order and what a refused one means are `backend::FinishPlan::run`'s.
+struct Finishing<'a> {
+    store: &'a SqliteStore,
+    tx: &'a Connection,
+    params: &'a FinishParams,
+}
+
+impl FinishStatements for Finishing<'_> {
+    type Row = EventRow;
+    type Error = SqliteError;
+
+    fn require_running(&mut self, run_id: &str) -> Result<(), SqliteError> {
+        let status = self.store.run_status(self.tx, run_id)?;
+        Ok(backend::require_running(run_id, status)?)
+    }
+
+    fn insert_events(
+        &mut self,
+        run_id: &str,
+        rows: &[EventRow],
+    ) -> Result<Vec<SqliteError>, SqliteError> {
+        let errors = self.store.insert_events(self.tx, run_id, rows);
+        if self.tx.is_autocommit() {
+            // SQLite rolled the whole transaction back: nothing was written.
+            return Err(errors.into_iter().next().unwrap_or_else(|| {
+                RecordError::Invalid("the transaction was rolled back".into()).into()
+            }));
+        }
+        Ok(errors)
+    }
+
+    fn update_run(&mut self, run_id: &str) -> Result<(), SqliteError> {
+        match self
+            .store
+            .update_finished(self.tx, &[run_id], self.params, "finish a run")?
+        {
+            0 => Err(self.store.not_running(self.tx, run_id)),
+            _ => Ok(()),
+        }
+    }
+
+    fn insert_evaluation(
+        &mut self,
+        run_id: &str,
+        evaluation: &EvaluationText,
+    ) -> Result<Option<SqliteError>, SqliteError> {
+        self.store
+            .insert_evaluation_savepoint(self.tx, run_id, evaluation)
+    }
+}
+
 impl SqliteStore {
+    /// The stored status of `run_id`, inside the caller's transaction (`None`: no such run).
+    fn run_status(&self, tx: &Connection, run_id: &str) -> Result<Option<String>, SqliteError> {
+        tx.prepare_cached("SELECT status FROM diagnosis_run WHERE run_id = ?1")
+            .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional())
+            .map_err(|e| self.err("look up a run", e))
+    }
+
+    /// The error for a trace write or finish that changed no row: the run is unknown, or it
+    /// is no longer RUNNING.
+    fn not_running(&self, tx: &Connection, run_id: &str) -> SqliteError {
+        match self.run_status(tx, run_id) {
+            Ok(status) => backend::not_running(run_id, status).into(),
+            Err(e) => e,
+        }
+    }
+
+    /// Runs [`FINISH`] with `params` on each of `run_ids`: how many rows it changed (a run
+    /// no longer RUNNING is left as it is).
+    pub(crate) fn update_finished(
+        &self,
+        tx: &Connection,
+        run_ids: &[impl AsRef<str>],
+        params: &FinishParams,
+        op: &'static str,
+    ) -> Result<usize, SqliteError> {
+        let FinishParams {
+            row,
+            answer,
+            self_evaluation,
+        } = params;
+        let reuse = row.reuse.as_ref();
+        let mut changed = 0;
+        for run_id in run_ids {
+            changed += tx
+                .prepare_cached(FINISH)
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run_id.as_ref(),
+                        row.status.as_str(),
+                        row.failure,
+                        answer.as_ref().map(Packed::text),
+                        row.finished_at,
+                        row.duration_ms,
+                        row.degraded,
+                        row.effective_verdict,
+                        row.fallback_kind,
+                        self_evaluation.as_ref().map(Packed::text),
+                        reuse.map(|r| r.model_calls),
+                        reuse.map(|r| r.tool_calls),
+                        reuse.and_then(|r| r.stopped.as_deref()),
+                        answer.as_ref().and_then(Packed::zstd),
+                        self_evaluation.as_ref().and_then(Packed::zstd),
+                    ])
+                })
+                .map_err(|e| self.err(op, e))?;
+        }
+        Ok(changed)
+    }
+
+    /// Stores a tool catalog once per distinct catalog, under its `sha256`, inside the caller's
+    /// transaction.
+    pub(crate) fn insert_catalog(
+        &self,
+        tx: &Connection,
+        sha256: &str,
+        catalog: &str,
+        op: &'static str,
+    ) -> Result<(), SqliteError> {
+        tx.prepare_cached(
+            "INSERT INTO tool_catalog (sha256, catalog) VALUES (?1, ?2) \
+             ON CONFLICT (sha256) DO NOTHING",
+        )
+        .and_then(|mut s| s.execute(params![sha256, catalog]))
+        .map(|_| ())
+        .map_err(|e| self.err(op, e))
+    }
+
     /// Inserts several orchestration events of a RUNNING run in one transaction. Each row
     /// stands alone, as if written by itself: a refused row is reported and the others are
     /// still stored. Returns the errors, in row order.
     pub(crate) fn record_events(&self, run_id: &str, rows: &[EventRow]) -> Vec<SqliteError> {
-        if rows.is_empty() {
-            return Vec::new();
-        }
         match self.write("record orchestration events", |tx| {
             Ok(self.insert_events(tx, run_id, rows))
         }) {
             Ok(errors) => errors,
             Err(e) => vec![e],
         }
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<EventRow>>> {
-        self.shared.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Inserts `rows` one statement each inside the caller's transaction. A statement that
@@ -243,14 +345,14 @@ impl SqliteStore {
                     step.turn,
                     step.status.as_str(),
                     step.model,
-                    int(step.prompt_tokens),
-                    int(step.completion_tokens),
+                    stored_int(step.prompt_tokens),
+                    stored_int(step.completion_tokens),
                     step.finish_reason.map(|f| f.as_str()),
-                    int(step.duration_ms),
+                    stored_int(step.duration_ms),
                     step.prompt.prompt_id,
                     step.prompt.version,
                     step.prompt.sha256,
-                    int(step.prompt.size as u64),
+                    stored_int(step.prompt.size as u64),
                 ])
             });
             self.inserted(tx, run_id, changed, "agent step", String::new)
@@ -328,7 +430,7 @@ impl SqliteStore {
                     arguments,
                     output.text(),
                     invocation.status.as_str(),
-                    int(invocation.duration_ms),
+                    stored_int(invocation.duration_ms),
                     output.zstd(),
                 ])
             });
@@ -348,14 +450,15 @@ impl SqliteStore {
         key: impl FnOnce() -> String,
     ) -> Result<(), SqliteError> {
         match changed {
-            Ok(0) => Err(not_running(tx, self, run_id)),
+            Ok(0) => Err(self.not_running(tx, run_id)),
             Ok(_) => Ok(()),
             Err(e) if SqliteError::is_constraint(&e, ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
-                Err(SqliteError::Duplicate {
+                Err(RecordError::Duplicate {
                     what,
                     run_id: run_id.to_string(),
                     key: key(),
-                })
+                }
+                .into())
             }
             Err(e) => Err(self.err("record the run's trace", e)),
         }
@@ -367,8 +470,7 @@ impl SqliteStore {
         &self,
         tx: &Connection,
         run_id: &str,
-        metrics: &str,
-        created_at: &str,
+        evaluation: &EvaluationText,
     ) -> Result<Option<SqliteError>, SqliteError> {
         let run = |sql: &str| {
             tx.prepare_cached(sql)
@@ -377,7 +479,7 @@ impl SqliteStore {
                 .map_err(|e| self.err("record an evaluation", e))
         };
         run("SAVEPOINT evaluation")?;
-        match self.insert_evaluation(tx, run_id, metrics, created_at) {
+        match self.insert_evaluation(tx, run_id, evaluation) {
             Ok(()) => {
                 run("RELEASE evaluation")?;
                 Ok(None)
@@ -397,8 +499,7 @@ impl SqliteStore {
         &self,
         tx: &Connection,
         run_id: &str,
-        metrics: &str,
-        created_at: &str,
+        evaluation: &EvaluationText,
     ) -> Result<(), SqliteError> {
         let changed = tx
             .prepare_cached(
@@ -408,14 +509,13 @@ impl SqliteStore {
                  ON CONFLICT (run_id) DO UPDATE SET metrics = excluded.metrics, \
                  created_at = excluded.created_at",
             )
-            .and_then(|mut s| s.execute(params![run_id, metrics, created_at]));
+            .and_then(|mut s| {
+                s.execute(params![run_id, evaluation.metrics, evaluation.created_at])
+            });
         match changed {
-            Ok(0) => Err(match not_running(tx, self, run_id) {
-                SqliteError::NotRunning { run_id, status } => {
-                    SqliteError::NotEvaluable { run_id, status }
-                }
-                SqliteError::UnknownRun(_) => SqliteError::UnknownRun(run_id.to_string()),
-                other => other,
+            Ok(0) => Err(match self.run_status(tx, run_id) {
+                Ok(status) => backend::not_evaluable(run_id, status).into(),
+                Err(e) => e,
             }),
             Ok(_) => Ok(()),
             Err(e) => Err(self.err("record an evaluation", e)),
@@ -424,26 +524,19 @@ impl SqliteStore {
 }
 
 /// The port's writes, each written here once; the rules on what may be finished how are
-/// diag-core's (`diag_core::store::Store`).
+/// diag-core's (`diag_core::store::Store`, `diag_core::store::backend`).
 impl RunWriter for SqliteStore {
     fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        if run.run_id.trim().is_empty() {
-            return Err(SqliteError::Invalid("a run needs a non-empty run_id".into()).into());
-        }
-        let catalog = to_json(&run.tools)?;
+        backend::check_new_run(run).map_err(SqliteError::from)?;
+        let catalog = canonical(&run.tools)?;
         let catalog_sha = sha256_hex(catalog.as_bytes());
-        let limits = run.limits.as_ref().map(to_json).transpose()?;
+        let limits = run.limits.as_ref().map(canonical).transpose()?;
         let me = Owner::current();
         let now = self.now();
         let created_at = now.to_string();
-        let lease_expires_at = self.lease_expiry(now);
+        let lease_expires_at = self.shared.leases.expiry(now);
         self.write("create a run", |tx| {
-            tx.prepare_cached(
-                "INSERT INTO tool_catalog (sha256, catalog) VALUES (?1, ?2) \
-                 ON CONFLICT (sha256) DO NOTHING",
-            )
-            .and_then(|mut s| s.execute(params![catalog_sha, catalog]))
-            .map_err(|e| self.err("create a run", e))?;
+            self.insert_catalog(tx, &catalog_sha, &catalog, "create a run")?;
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO diagnosis_run (run_id, session_id, question, status, \
@@ -470,7 +563,7 @@ impl RunWriter for SqliteStore {
             match inserted {
                 Ok(_) => Ok(()),
                 Err(e) if SqliteError::is_constraint(&e, ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
-                    Err(SqliteError::DuplicateRun(run.run_id.clone()))
+                    Err(RecordError::DuplicateRun(run.run_id.clone()).into())
                 }
                 Err(e) => Err(self.err("create a run", e)),
             }
@@ -487,17 +580,13 @@ impl RunWriter for SqliteStore {
     }
 
     fn hold_event(&self, run_id: &str, event: &Event<String>) -> Result<(), StoreError> {
-        let row = EventRow::of(event)?;
-        self.held().entry(run_id.to_string()).or_default().push(row);
-        Ok(())
+        self.shared.held.hold(run_id, EventRow::of(event))
     }
 
     fn flush_events(&self, run_id: &str) -> Vec<StoreError> {
-        let rows = self.held().remove(run_id).unwrap_or_default();
-        self.record_events(run_id, &rows)
-            .into_iter()
-            .map(StoreError::from)
-            .collect()
+        self.shared
+            .held
+            .flush(run_id, |rows| self.record_events(run_id, rows))
     }
 
     fn record_agent_step(&self, run_id: &str, step: &AgentStepRecord) -> Result<(), StoreError> {
@@ -552,110 +641,36 @@ impl RunWriter for SqliteStore {
     /// Inserts one tool invocation into the run it names, which must be RUNNING; its `seq`
     /// keeps recording order.
     fn record_invocation(&self, invocation: &ToolInvocation) -> Result<(), StoreError> {
-        let arguments = to_json(&invocation.arguments)?;
-        let output = Packed::of(to_json(&invocation.output)?);
+        let arguments = canonical(&invocation.arguments)?;
+        let output = Packed::of(canonical(&invocation.output)?);
         Ok(self.write("record a tool invocation", |tx| {
             self.insert_invocation(tx, invocation, &arguments, &output)
         })?)
     }
 
+    /// The finish in one `BEGIN IMMEDIATE` transaction with the held events and the
+    /// evaluation (`backend::FinishPlan::run` says in what order and what a refusal means).
     fn finish_run(&self, run_id: &str, finish: Finish<'_>) -> Result<FinishReport, FinishError> {
-        let Finish {
-            status,
-            failure,
-            summary,
-            evaluation,
-        } = finish;
-        // The held rows stay held until the finish commits: a refused SUCCESS leaves them for
-        // the FAILED finish that follows.
-        let rows = self.held().get(run_id).cloned().unwrap_or_default();
-        let self_evaluation = summary
-            .self_evaluation
-            .as_ref()
-            .map(to_json)
-            .transpose()
-            .map_err(|e| FinishError::Run(e.into()))?
-            .map(|e| {
-                let answer = summary.answer.as_deref().unwrap_or_default();
-                Packed::with_dictionary(e, answer.as_bytes())
-            });
-        let answer = summary.answer.clone().map(Packed::of);
-        let finished_at = summary.finished_at.unwrap_or_else(|| self.now());
-        let evaluation = evaluation.map(canonical_json);
-        let created_at = self.now().to_string();
-        let mut trace_error = None;
-        let outcome = self.write("finish a run", |tx| {
-            // A run that is unknown or no longer RUNNING is refused as the run's error, held
-            // rows or not (its held rows would each be refused for the same reason).
-            require_running(tx, self, run_id)?;
-            let mut event_errors = self.insert_events(tx, run_id, &rows);
-            if tx.is_autocommit() {
-                // SQLite rolled the whole transaction back: nothing was written.
-                return Err(event_errors.into_iter().next().unwrap_or_else(|| {
-                    SqliteError::Invalid("the transaction was rolled back".into())
-                }));
-            }
-            if status == RunStatus::Success && !event_errors.is_empty() {
-                trace_error = Some(event_errors.remove(0));
-                return Err(SqliteError::Invalid("a trace row was refused".into()));
-            }
-            let changed = tx.prepare_cached(FINISH).and_then(|mut s| {
-                s.execute(params![
-                    run_id,
-                    status.as_str(),
-                    failure,
-                    answer.as_ref().map(Packed::text),
-                    finished_at.to_string(),
-                    summary.duration_ms.map(int),
-                    summary.degraded,
-                    summary.effective_verdict.map(|v| v.as_str()),
-                    summary.fallback_kind.map(|k| k.as_str()),
-                    self_evaluation.as_ref().map(Packed::text),
-                    summary.reuse.as_ref().map(|r| r.model_calls),
-                    summary.reuse.as_ref().map(|r| r.tool_calls),
-                    summary.reuse.as_ref().and_then(|r| r.stopped.as_deref()),
-                    answer.as_ref().and_then(Packed::zstd),
-                    self_evaluation.as_ref().and_then(Packed::zstd),
-                ])
-            });
-            match changed {
-                Ok(0) => return Err(not_running(tx, self, run_id)),
-                Ok(_) => {}
-                Err(e) => return Err(self.err("finish a run", e)),
-            }
-            let evaluation_error = match &evaluation {
-                Some(metrics) => {
-                    self.insert_evaluation_savepoint(tx, run_id, metrics, &created_at)?
-                }
-                None => None,
-            };
-            Ok(evaluation_error)
-        });
-        match (outcome, trace_error) {
-            (Ok(evaluation_error), _) => {
-                let mut held = self.held();
-                if let Some(now) = held.get_mut(run_id) {
-                    now.drain(..rows.len().min(now.len()));
-                    if now.is_empty() {
-                        held.remove(run_id);
-                    }
-                }
-                Ok(FinishReport {
-                    evaluation_error: evaluation_error.map(StoreError::from),
-                })
-            }
-            (Err(_), Some(trace)) => Err(FinishError::Trace(trace.into())),
-            (Err(e), None) => Err(FinishError::Run(e.into())),
-        }
+        let plan = FinishPlan::new(&finish, self.now());
+        let params = FinishParams::of(plan.row.clone());
+        self.shared.held.finish(run_id, |rows| {
+            self.write_as("finish a run", |tx| {
+                let mut statements = Finishing {
+                    store: self,
+                    tx,
+                    params: &params,
+                };
+                plan.run(run_id, rows, &mut statements)
+            })
+        })
     }
 
     /// Stores (or replaces) the evaluation of a SUCCESS run; a run that is RUNNING or
     /// FAILED is not evaluated (openspec/specs/ask-service/spec.md).
     fn record_evaluation(&self, run_id: &str, metrics: &Value) -> Result<(), StoreError> {
-        let metrics = canonical_json(metrics);
-        let created_at = self.now().to_string();
+        let evaluation = EvaluationText::new(metrics, self.now());
         Ok(self.write("record an evaluation", |tx| {
-            self.insert_evaluation(tx, run_id, &metrics, &created_at)
+            self.insert_evaluation(tx, run_id, &evaluation)
         })?)
     }
 
@@ -663,8 +678,7 @@ impl RunWriter for SqliteStore {
     /// a dead process on this host, or an expired lease of an owner elsewhere), keeping its
     /// partial trace. Returns how many runs it marked.
     fn sweep_interrupted(&self) -> Result<usize, StoreError> {
-        type Running = (String, Option<String>, i64, Option<String>, Option<String>);
-        let running: Vec<Running> = {
+        let running: Vec<StoredOwner> = {
             let conn = self.lock();
             let mut stmt = conn
                 .prepare_cached(
@@ -675,65 +689,27 @@ impl RunWriter for SqliteStore {
                 .map_err(|e| self.err("find interrupted runs", e))?;
             let rows = stmt
                 .query_map([], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    Ok(StoredOwner {
+                        run_id: r.get(0)?,
+                        host: r.get(1)?,
+                        pid: r.get(2)?,
+                        token: r.get(3)?,
+                        lease_expires_at: r.get(4)?,
+                    })
                 })
                 .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
                 .map_err(|e| self.err("find interrupted runs", e))?;
             rows
         };
-        let now = self.now();
-        let dead: Vec<String> = running
-            .into_iter()
-            .filter(|(_, host, pid, token, lease)| {
-                diag_owner::is_gone(
-                    &RunOwner {
-                        host: host.as_deref(),
-                        pid: *pid,
-                        token: token.as_deref(),
-                        // An unreadable lease counts as none: the pid rule decides.
-                        lease_expires_at: lease
-                            .as_deref()
-                            .and_then(|t| crate::clock::Timestamp::parse_rfc3339(t).ok()),
-                    },
-                    now,
-                )
-            })
-            .map(|(run_id, ..)| run_id)
-            .collect();
+        let dead = diag_owner::gone_runs(running, self.now());
         if dead.is_empty() {
             return Ok(0);
         }
-        let finished_at = self.now().to_string();
+        let params = FinishParams::of(FinishRow::interrupted(self.now()));
+        // The status guard in FINISH makes a concurrent sweep or a late finish by the owner
+        // harmless: whoever comes second changes nothing.
         Ok(self.write("mark interrupted runs FAILED", |tx| {
-            let mut swept = 0;
-            let mut stmt = tx
-                .prepare_cached(FINISH)
-                .map_err(|e| self.err("mark interrupted runs FAILED", e))?;
-            for run_id in &dead {
-                // The status guard in FINISH makes a concurrent sweep or a late finish by
-                // the owner harmless: whoever comes second changes nothing.
-                swept += stmt
-                    .execute(params![
-                        run_id,
-                        RunStatus::Failed.as_str(),
-                        INTERRUPTED,
-                        None::<String>,
-                        finished_at,
-                        None::<u64>,
-                        false,
-                        None::<String>,
-                        None::<String>,
-                        None::<String>,
-                        // Reuse counts stay unknown: the owner died before it could say.
-                        None::<u32>,
-                        None::<u32>,
-                        None::<String>,
-                        None::<Vec<u8>>,
-                        None::<Vec<u8>>,
-                    ])
-                    .map_err(|e| self.err("mark interrupted runs FAILED", e))?;
-            }
-            Ok(swept)
+            self.update_finished(tx, &dead, &params, "mark interrupted runs FAILED")
         })?)
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use diag_core::agent::runtime::{RunHooks, StepStatus};
 use diag_core::agent::AgentRole;
 use diag_core::graph::{Event, NodeKind, Observer, RunConfig};
-use diag_core::store::{Recorder, Store, StoreError, StoreErrorKind};
+use diag_core::store::{RecordError, Recorder, Store, StoreError, StoreErrorKind};
 use diag_store_postgres::{PgError, PgOptions, PgStore};
 use diag_store_sqlite::{SqliteError, SqliteStore, StoreOptions};
 use serde_json::json;
@@ -295,11 +295,15 @@ pub fn kind(e: &StoreError) -> Kind {
     }
     if let Some(e) = e.downcast_ref::<SqliteError>() {
         return match e {
-            SqliteError::UnknownRun(id) => Kind::UnknownRun(id.clone()),
-            SqliteError::DuplicateRun(id) => Kind::DuplicateRun(id.clone()),
-            SqliteError::Duplicate { what, .. } => Kind::Duplicate(what),
-            SqliteError::NotRunning { status, .. } => Kind::NotRunning(status.clone()),
-            SqliteError::NotEvaluable { status, .. } => Kind::NotEvaluable(status.clone()),
+            SqliteError::Record(RecordError::UnknownRun(id)) => Kind::UnknownRun(id.clone()),
+            SqliteError::Record(RecordError::DuplicateRun(id)) => Kind::DuplicateRun(id.clone()),
+            SqliteError::Record(RecordError::Duplicate { what, .. }) => Kind::Duplicate(what),
+            SqliteError::Record(RecordError::NotRunning { status, .. }) => {
+                Kind::NotRunning(status.clone())
+            }
+            SqliteError::Record(RecordError::NotEvaluable { status, .. }) => {
+                Kind::NotEvaluable(status.clone())
+            }
             SqliteError::NewerSchema {
                 found, supported, ..
             } => Kind::NewerSchema {
@@ -312,11 +316,15 @@ pub fn kind(e: &StoreError) -> Kind {
     }
     if let Some(e) = e.downcast_ref::<PgError>() {
         return match e {
-            PgError::UnknownRun(id) => Kind::UnknownRun(id.clone()),
-            PgError::DuplicateRun(id) => Kind::DuplicateRun(id.clone()),
-            PgError::Duplicate { what, .. } => Kind::Duplicate(what),
-            PgError::NotRunning { status, .. } => Kind::NotRunning(status.clone()),
-            PgError::NotEvaluable { status, .. } => Kind::NotEvaluable(status.clone()),
+            PgError::Record(RecordError::UnknownRun(id)) => Kind::UnknownRun(id.clone()),
+            PgError::Record(RecordError::DuplicateRun(id)) => Kind::DuplicateRun(id.clone()),
+            PgError::Record(RecordError::Duplicate { what, .. }) => Kind::Duplicate(what),
+            PgError::Record(RecordError::NotRunning { status, .. }) => {
+                Kind::NotRunning(status.clone())
+            }
+            PgError::Record(RecordError::NotEvaluable { status, .. }) => {
+                Kind::NotEvaluable(status.clone())
+            }
             PgError::NewerSchema {
                 found, supported, ..
             } => Kind::NewerSchema {

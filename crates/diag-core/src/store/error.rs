@@ -1,6 +1,9 @@
 //! The run store's error, one type for every backend: what kind of failure it is (so the
 //! command line picks an exit code and a hint without knowing the backend) and the backend's
-//! own error, whose message is one line naming the store and what went wrong.
+//! own error, whose message is one line naming the store and what went wrong. The failures of
+//! a record rather than of a store (an unknown run, a row already recorded, a run in the wrong
+//! state, a record refused or a stored row unreadable) are [`RecordError`], written here once
+//! and carried inside each backend's error.
 
 use std::fmt;
 
@@ -92,7 +95,7 @@ impl StoreError {
 
     /// A record refused before it reached any store.
     pub fn invalid(message: impl Into<String>) -> Self {
-        StoreError::new(StoreErrorKind::Invalid, Invalid(message.into()))
+        RecordError::Invalid(message.into()).into()
     }
 
     pub fn kind(&self) -> StoreErrorKind {
@@ -129,7 +132,130 @@ impl std::error::Error for StoreError {
     }
 }
 
-/// A record refused before it reached the store.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid record: {0}")]
-pub struct Invalid(pub String);
+/// A failure of a record, the same on every backend and with the same message: each backend's
+/// error carries it whole (`#[error(transparent)]`), so a refusal reads alike on SQLite and
+/// PostgreSQL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("unknown run {0}")]
+    UnknownRun(String),
+    #[error("run {0} already exists")]
+    DuplicateRun(String),
+    #[error("{what} {key} of run {run_id} is already recorded")]
+    Duplicate {
+        what: &'static str,
+        run_id: String,
+        key: String,
+    },
+    #[error("run {run_id} is {status}, not RUNNING; it cannot be finished again")]
+    NotRunning { run_id: String, status: String },
+    #[error("run {run_id} is {status}; only a SUCCESS run is evaluated")]
+    NotEvaluable { run_id: String, status: String },
+    /// A record refused before it reached the store.
+    #[error("invalid record: {0}")]
+    Invalid(String),
+    /// A stored row that cannot be read back.
+    #[error("stored {what} cannot be read back: {detail}")]
+    Decode { what: &'static str, detail: String },
+}
+
+impl RecordError {
+    /// What kind of store failure this is.
+    pub fn kind(&self) -> StoreErrorKind {
+        match self {
+            RecordError::UnknownRun(_) => StoreErrorKind::UnknownRun,
+            RecordError::DuplicateRun(_) | RecordError::Duplicate { .. } => {
+                StoreErrorKind::Duplicate
+            }
+            RecordError::NotRunning { .. } | RecordError::NotEvaluable { .. } => {
+                StoreErrorKind::WrongState
+            }
+            RecordError::Invalid(_) => StoreErrorKind::Invalid,
+            RecordError::Decode { .. } => StoreErrorKind::Decode,
+        }
+    }
+
+    /// A stored `what` that cannot be read back, and why.
+    pub fn decode(what: &'static str, detail: impl ToString) -> Self {
+        RecordError::Decode {
+            what,
+            detail: detail.to_string(),
+        }
+    }
+}
+
+/// A record's failure met before any backend (the recorder's, the port's rules).
+impl From<RecordError> for StoreError {
+    fn from(e: RecordError) -> Self {
+        StoreError::new(e.kind(), e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_error_keeps_its_message_and_has_its_kind() {
+        let run = || "r".to_string();
+        let cases = [
+            (
+                RecordError::UnknownRun(run()),
+                StoreErrorKind::UnknownRun,
+                "unknown run r",
+            ),
+            (
+                RecordError::DuplicateRun(run()),
+                StoreErrorKind::Duplicate,
+                "run r already exists",
+            ),
+            (
+                RecordError::Duplicate {
+                    what: "event",
+                    run_id: run(),
+                    key: "3".into(),
+                },
+                StoreErrorKind::Duplicate,
+                "event 3 of run r is already recorded",
+            ),
+            (
+                RecordError::NotRunning {
+                    run_id: run(),
+                    status: "FAILED".into(),
+                },
+                StoreErrorKind::WrongState,
+                "run r is FAILED, not RUNNING; it cannot be finished again",
+            ),
+            (
+                RecordError::NotEvaluable {
+                    run_id: run(),
+                    status: "FAILED".into(),
+                },
+                StoreErrorKind::WrongState,
+                "run r is FAILED; only a SUCCESS run is evaluated",
+            ),
+            (
+                RecordError::Invalid("no".into()),
+                StoreErrorKind::Invalid,
+                "invalid record: no",
+            ),
+            (
+                RecordError::decode("run path", "not JSON"),
+                StoreErrorKind::Decode,
+                "stored run path cannot be read back: not JSON",
+            ),
+        ];
+        for (record, kind, message) in cases {
+            assert_eq!(record.kind(), kind, "{message}");
+            let store = StoreError::from(record.clone());
+            assert_eq!(
+                (store.kind(), store.to_string()),
+                (kind, message.to_string())
+            );
+            assert_eq!(store.downcast_ref::<RecordError>(), Some(&record));
+        }
+        let invalid = StoreError::invalid("no answer");
+        assert_eq!(invalid.kind(), StoreErrorKind::Invalid);
+        assert_eq!(invalid.to_string(), "invalid record: no answer");
+    }
+}

@@ -10,7 +10,12 @@
 //!   events, the run row and, for a SUCCESS, the evaluation in one transaction;
 //! - when a trace is committed ([`Recorder`]: events held until the run next waits on the
 //!   outside world; steps, exchanges and invocations at once);
-//! - when a lease runs out ([`lease_expiry`]).
+//! - when a lease runs out ([`lease_expiry`]);
+//! - what a backend does around its SQL ([`backend`]): which runs take which writes, the
+//!   events held per run, the order of a finish's statements and what a refused one means,
+//!   the final row a finish, a copy and the sweep write, which runs `gc` deletes;
+//! - how records are written as text and read back ([`codec`]), and the failures of a record
+//!   rather than of a store ([`RecordError`]), with one message on every backend.
 //!
 //! Three traits, by concern, each implemented in one place per backend:
 //! - [`RunReader`]: a stored run read back, each read scoped to one `run_id`;
@@ -19,8 +24,10 @@
 //! - [`RunMaintenance`]: runs imported from another store, old runs collected.
 //!
 //! Errors are one type, [`StoreError`]: a [`StoreErrorKind`] the command line maps to an exit
-//! code and a hint, and the backend's own one-line message.
+//! code and a hint, and the backend's own one-line message (a [`RecordError`] inside it where
+//! the record, not the store, failed).
 
+pub mod backend;
 pub mod codec;
 pub mod error;
 pub mod recorder;
@@ -38,7 +45,7 @@ use crate::clock::Timestamp;
 use crate::graph::Event;
 use crate::protocol::ToolInvocation;
 
-pub use error::{StoreError, StoreErrorKind};
+pub use error::{RecordError, StoreError, StoreErrorKind};
 pub use recorder::Recorder;
 pub use records::{
     EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
