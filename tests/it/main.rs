@@ -16,23 +16,15 @@
 
 mod support;
 
-mod agent_runtime;
-mod ask_integration;
 mod bench_cli;
 mod cli;
 mod cli_live;
 mod confinement;
-mod contract_schema;
 mod eval_cli;
-mod fault_matrix;
-mod fixture_library;
 mod fuzz_corpus;
-mod fuzz_runfile;
 mod graph_cli;
-mod grounding_corpus;
 mod invariants;
 mod layering;
-mod live_graph;
 mod live_model;
 mod mcp_server;
 mod output_files;
@@ -42,9 +34,7 @@ mod replay_fidelity;
 mod report;
 mod report_browser;
 mod resume;
-mod runfile_schema;
 mod secret_hygiene;
-mod setup;
 mod store;
 mod store_backends;
 mod store_blobs;
