@@ -170,7 +170,7 @@ const LAYERS: &[Layer] = &[
     },
 ];
 
-/// Third-party crates that one crate alone may use (as a normal dependency; the root's
+/// Third-party crates that one crate alone may use (as a normal dependency; a package's
 /// integration tests may still open the store file as an operator would, so a
 /// dev-dependency is allowed): SQL is spoken in the store adapter only.
 const OWNED: &[(&str, &str)] = &[

@@ -380,6 +380,28 @@ fn every_catalog_is_the_real_tools_specs() {
     }
 }
 
+/// A `search_logs` output over a source given by its absolute path, with each file named
+/// from the repository root, as the recordings name them (`fixtures/demo/logs/…`): what the
+/// tool returns over the source `fixtures/demo/logs` searched from there.
+fn files_from_repo_root(mut output: Value) -> Value {
+    let root = format!("{}/", repo().display());
+    for list in ["matches", "skipped"] {
+        for item in output
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let file = item["file"].as_str().unwrap();
+            let relative = file
+                .strip_prefix(&root)
+                .unwrap_or_else(|| panic!("{file} is not under {root}"));
+            item["file"] = Value::from(relative);
+        }
+    }
+    output
+}
+
 /// Log lines and runbook sections in the recorded outputs are the demo environment's own,
 /// word for word; outputs have the real tools' shapes.
 #[test]
@@ -404,12 +426,14 @@ fn recorded_tool_outputs_are_the_demo_environments() {
                 "search_logs" => {
                     // Exactly what the real tool returns over the demo logs today.
                     let tool = SearchLogs::new(
-                        vec![PathBuf::from("fixtures/demo/logs")],
+                        vec![repo().join("fixtures/demo/logs")],
                         LogSearchLimits::default(),
                     );
                     let query = LogQuery::from_arguments(&t.arguments, tool.limits()).unwrap();
                     let now = Timestamp::parse_rfc3339("2026-11-30T15:00:00Z").unwrap();
-                    let real = serde_json::to_value(tool.search(&query, now).unwrap()).unwrap();
+                    let real = files_from_repo_root(
+                        serde_json::to_value(tool.search(&query, now).unwrap()).unwrap(),
+                    );
                     assert!(
                         *o == real,
                         "{at}: the recorded output is not the real tool's over the demo \
