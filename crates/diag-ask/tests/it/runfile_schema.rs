@@ -591,19 +591,16 @@ proptest! {
 /// with today's defaults; a `limits` member in a v1 file is unknown there, so it is ignored.
 #[test]
 fn a_v1_file_loads_with_todays_limits() {
-    use diag_core::limits::Limits as RunLimits;
+    use diag_core::limits::Limits;
     let mut v1 = remove(&seed(), "/limits");
     v1["format"] = json!("diag_run_v1");
     assert!(schema_allows(&v1));
     let run = RunFile::parse(&v1.to_string(), FILE).unwrap();
     assert_eq!(run.format, "diag_run_v1");
     assert_eq!(run.limits, None);
-    assert_eq!(run.limits(), RunLimits::DEFAULT);
+    assert_eq!(run.limits(), Limits::DEFAULT);
     assert_eq!(
-        (
-            RunLimits::DEFAULT.max_turns,
-            RunLimits::DEFAULT.max_tool_calls
-        ),
+        (Limits::DEFAULT.max_turns, Limits::DEFAULT.max_tool_calls),
         (8, 12)
     );
     // A limits member in a v1 file, even one v2 would refuse, is ignored.
@@ -623,12 +620,12 @@ fn a_v1_file_loads_with_todays_limits() {
     assert_eq!(again, run);
     // A v1 value that carries limits (only code builds one) is written as v2, keeping them.
     let limited = RunFile {
-        limits: Some(RunLimits::DEFAULT),
+        limits: Some(Limits::DEFAULT),
         ..run.clone()
     };
     let written = RunFile::parse(&limited.to_json(), FILE).unwrap();
     assert_eq!(written.format, "diag_run_v2");
-    assert_eq!(written.limits, Some(RunLimits::DEFAULT));
+    assert_eq!(written.limits, Some(Limits::DEFAULT));
     // The seed's own limits load as recorded.
     let v2 = RunFile::parse(&seed().to_string(), FILE).unwrap();
     assert_eq!(v2.limits().max_tool_calls, 20);
@@ -639,7 +636,7 @@ fn a_v1_file_loads_with_todays_limits() {
 /// other byte, and loads as the same run with the default limits.
 #[test]
 fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
-    use diag_core::limits::Limits as RunLimits;
+    use diag_core::limits::Limits;
     use diag_runfile::upgrade_v1;
     let mut v1 = remove(&seed(), "/limits");
     v1["format"] = json!("diag_run_v1");
@@ -654,7 +651,7 @@ fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
             .expect("a v1 file is upgraded");
         let run = RunFile::parse(&after, FILE).unwrap();
         assert_eq!(run.format, "diag_run_v2");
-        assert_eq!(run.limits, Some(RunLimits::DEFAULT));
+        assert_eq!(run.limits, Some(Limits::DEFAULT));
         assert_eq!(run.exchanges, before.exchanges);
         assert_eq!(run.expected, before.expected);
         // Only the format value changed and one member was added.
