@@ -153,11 +153,8 @@ impl CommandError {
 
     /// A run id the store does not have (shown bounded: the id came from the user).
     pub fn unknown_run(run_id: &str) -> Self {
-        let mut e = Self::usage(format!(
-            "unknown run `{}`",
-            diag_core::text::one_line(run_id, 80)
-        ))
-        .hint("diag runs lists the stored runs");
+        let mut e = Self::usage(diag_core::store::unknown_run_message(run_id))
+            .hint(diag_core::store::UNKNOWN_RUN_HINT);
         e.kind = ErrorKind::UnknownRun;
         e
     }

@@ -268,8 +268,8 @@ fn invalid(message: String) -> McpError {
 /// An unknown run is the client's mistake, with what to do about it as data.
 fn unknown_run(run_id: &str) -> McpError {
     McpError::invalid_params(
-        format!("unknown run `{}`", one_line(run_id, 80)),
-        Some(json!({ "hints": ["diag runs lists the stored runs"] })),
+        diag_core::store::unknown_run_message(run_id),
+        Some(json!({ "hints": [diag_core::store::UNKNOWN_RUN_HINT] })),
     )
 }
 

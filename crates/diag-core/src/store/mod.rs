@@ -152,6 +152,15 @@ pub struct GcReport {
 }
 
 /// The URL schemes of a PostgreSQL run store.
+/// How a run id the store does not have is reported to a user (the id shown bounded: it came
+/// from the user), by the command line and by `diag mcp` alike.
+pub fn unknown_run_message(run_id: &str) -> String {
+    format!("unknown run `{}`", crate::text::one_line(run_id, 80))
+}
+
+/// What to do about an unknown run id.
+pub const UNKNOWN_RUN_HINT: &str = "diag runs lists the stored runs";
+
 pub const POSTGRES_SCHEMES: &[&str] = &["postgres", "postgresql"];
 
 /// True when a store location is a PostgreSQL URL (`postgres://…` or `postgresql://…`, any
