@@ -35,7 +35,6 @@ mod report;
 mod report_browser;
 mod resume;
 mod secret_hygiene;
-mod store;
 mod store_backends;
 mod store_blobs;
 mod store_concurrency;

@@ -10,7 +10,7 @@
 //!
 //! SQLite-only tests, because what they test is the file:
 //! - `a_write_protected_file_reads_but_refuses_writes`: file permissions and SQLite's
-//!   read-only open. PostgreSQL counterpart:
+//!   read-only open. PostgreSQL counterpart (the root's `tests/it/`):
 //!   `store_backends::a_read_only_postgres_database_reads_but_refuses_writes`.
 //! - `an_uncreatable_location_is_a_clear_error`: folders and non-database files. PostgreSQL
 //!   counterpart: `store_backends::bad_postgres_stores_are_refused_with_one_line_and_nothing_written`
@@ -25,8 +25,8 @@
 //!   (the PostgreSQL server reclaims space by autovacuum, not diag).
 //!
 //! The checks across processes (writers at once, a writer killed on this host or on another,
-//! swept at once or once its lease has run out) are in `store_concurrency.rs`, on both
-//! backends. `store_blobs.rs` is the SQLite file's compaction (request parts stored once by
+//! swept at once or once its lease has run out) are in the root's `tests/it/store_concurrency.rs`,
+//! on both backends. The root's `tests/it/store_blobs.rs` is the SQLite file's compaction (request parts stored once by
 //! sha256, compressed texts) and its migrations from earlier schemas, which have no
 //! PostgreSQL counterpart: that backend stores a request whole and has had one schema.
 
