@@ -17,7 +17,9 @@ use super::state::{AnswerGrounding, DiagnosisContext, DiagnosisState};
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use super::topology::DiagnosisNodes;
 use super::verified_input::{build_verified_input, verifier_input_json};
-use crate::agent::{AgentFailure, AgentInvoker, AgentRequest, AgentRole, InvokeError};
+use crate::agent::{
+    AgentFailure, AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError,
+};
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::model::OutputSchema;
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run_with_question};
@@ -90,7 +92,32 @@ fn contract(name: &str, schema: serde_json::Value) -> Option<OutputSchema> {
     Some(OutputSchema {
         name: name.to_string(),
         schema,
+        grammar: None,
     })
+}
+
+/// What the Executor's evidence turn needs: the claims an evidence retry must keep, and the
+/// question, hypotheses and step goals that rank the recorded leaves its schema offers.
+fn evidence_turn(
+    context: &DiagnosisContext,
+    plan: &Plan,
+    retry: Option<&RetryContext>,
+) -> EvidenceTurn {
+    let mut relevance = vec![context.question.clone()];
+    relevance.extend(plan.hypotheses.iter().map(|h| h.statement.clone()));
+    relevance.extend(plan.steps.iter().map(|s| s.goal.clone()));
+    EvidenceTurn {
+        kept_claim_ids: retry
+            .map(|r| {
+                r.prior_verified_output
+                    .claims
+                    .iter()
+                    .map(|c| c.claim_id.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        relevance,
+    }
 }
 
 /// What an agent attempt's result says for the Fallback: the failure, or none.
@@ -140,6 +167,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                     crate::protocol::planner::SCHEMA,
                     schema::planner(&tools, state.planner_mode, retry),
                 ),
+                evidence: None,
             };
             let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -211,6 +239,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                     crate::protocol::executor::SCHEMA,
                     schema::executor(&names),
                 ),
+                evidence: Some(evidence_turn(&state.context, plan, retry)),
             };
             let before = self.deps.log.invocations(config.run_id()).len();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -376,6 +405,7 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                     crate::protocol::verifier::SCHEMA,
                     schema::verifier(&verified_ids),
                 ),
+                evidence: None,
             };
             let result = self.deps.invoker.invoke(&request, config).await;
             state.last_failure = failure_of(AgentRole::Verifier, &result);
@@ -489,6 +519,7 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                     crate::protocol::composer::SCHEMA,
                     schema::composer(&allowed),
                 ),
+                evidence: None,
             };
             let result = self.deps.invoker.invoke(&request, config).await;
             state.last_failure = failure_of(AgentRole::Composer, &result);

@@ -623,6 +623,12 @@ impl ChatModel for OpenAiModel {
         self.context_tokens
             .or_else(|| self.memory.learned(&self.learned_key).context_tokens)
     }
+
+    /// A model that is sent output contracts gets the Executor's evidence turn; one set to
+    /// `off` answers as it always did.
+    fn evidence_turn(&self) -> bool {
+        self.structured_output != StructuredOutputSetting::Off
+    }
 }
 
 fn read_api_key(var: &str, env: &impl Fn(&str) -> Option<OsString>) -> Result<ApiKey, ConfigError> {

@@ -308,6 +308,7 @@ fn wire_request_has_the_openai_shape() {
         response_format: None,
         tool_choice: Some(diag_core::model::ToolChoice::Auto),
         fit: None,
+        evidence_turn: false,
     };
     let body = model.wire_request(&request);
     assert_eq!(
@@ -358,6 +359,7 @@ fn output_contracts_go_on_the_wire_in_the_configured_form() {
             "schema": {"type": "string", "enum": ["composer_answer_v1"]},
             "cited_claims": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
             "required": ["schema"], "additionalProperties": false}),
+        grammar: None,
     };
     let mut request = ChatRequest::new(vec![Message::user("hi")]);
     request.response_format = Some(schema.clone());

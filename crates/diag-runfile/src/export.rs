@@ -54,6 +54,7 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<RunFile, ExportError> {
             request_sha256: diag_core::hash::request_sha256(&m.request).ok(),
             max_tokens: m.request.max_tokens,
             fit: m.request.fit,
+            evidence_turn: m.request.evidence_turn,
             response,
             error,
         }));

@@ -106,6 +106,14 @@ pub struct ModelRecord {
         deserialize_with = "present"
     )]
     pub fit: Option<Fit>,
+    /// The Executor's evidence turn (its evidence document asked for with no tools offered);
+    /// absent otherwise. A replay has the turn when its recording holds one.
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "only_true"
+    )]
+    pub evidence_turn: bool,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -159,6 +167,14 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Optio
 /// An optional member that, when present, is not `null`: the schema gives it one type only.
 fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
+}
+
+/// A marker that is `true` when present: the schema has no `false` there.
+fn only_true<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match bool::deserialize(d)? {
+        true => Ok(true),
+        false => Err(D::Error::custom("must be `true` when present")),
+    }
 }
 
 /// An array of objects.

@@ -220,6 +220,10 @@ impl ChatModel for ResumedModel {
         self.live.request_limits()
     }
 
+    fn evidence_turn(&self) -> bool {
+        self.live.evidence_turn()
+    }
+
     fn not_sent(&self, request: &ChatRequest, error: ModelError) -> ModelError {
         self.reusing.not_sent(self.role, request);
         self.live.not_sent(request, error)
@@ -310,6 +314,7 @@ mod tests {
             request_sha256: diag_core::hash::request_sha256(&request(text)).ok(),
             max_tokens: None,
             fit: None,
+            evidence_turn: false,
             response: Some(RecordedResponse::from_response(&ChatResponse {
                 content: Some(answer.to_string()),
                 tool_calls: Vec::new(),

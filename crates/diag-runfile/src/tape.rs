@@ -152,6 +152,14 @@ impl Tape {
         Ok(record)
     }
 
+    /// Whether the recorded run had an evidence turn: then the replay's Executor has one
+    /// where the recorded run had it (the runtime decides where, the recording checks it).
+    fn has_evidence_turn(&self) -> bool {
+        self.exchanges
+            .iter()
+            .any(|x| matches!(x, Exchange::Model(m) if m.evidence_turn))
+    }
+
     /// The recorded limits of the next exchange, when it is a model call for `role`.
     fn next_limits(&self, role: AgentRole) -> RequestLimits {
         let Ok(st) = self.state.lock() else {
@@ -279,6 +287,10 @@ impl ChatModel for RecordedModel {
         self.tape.next_limits(self.role)
     }
 
+    fn evidence_turn(&self) -> bool {
+        self.tape.has_evidence_turn()
+    }
+
     /// The recording holds the call the runtime did not send; it is taken off the tape like
     /// any other, and its recorded error is the outcome.
     fn not_sent(&self, request: &ChatRequest, error: ModelError) -> ModelError {
@@ -399,6 +411,7 @@ impl RunHooks for Recorder {
             request_sha256: request_sha256(&x.request).ok(),
             max_tokens: x.request.max_tokens,
             fit: x.request.fit,
+            evidence_turn: x.request.evidence_turn,
             response,
             error,
         }));

@@ -108,6 +108,7 @@ pub fn request(agent: AgentRole, input: &str) -> ChatRequest {
         response_format: None,
         tool_choice: None,
         fit: None,
+        evidence_turn: false,
     }
 }
 

@@ -122,6 +122,7 @@ fn request(role: AgentRole) -> AgentRequest {
         correction: None,
         completed_queries: Vec::new(),
         output_schema: None,
+        evidence: None,
     }
 }
 
@@ -683,6 +684,7 @@ async fn agents_ask_for_their_contract_with_tool_choice_and_their_max_tokens() {
     let schema = OutputSchema {
         name: "planner_plan_v1".into(),
         schema: json!({"type": "object"}),
+        grammar: None,
     };
     let mut planner = request(AgentRole::Planner);
     planner.output_schema = Some(schema.clone());
@@ -974,6 +976,7 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
     executor.output_schema = Some(OutputSchema {
         name: "executor_evidence_v2".into(),
         schema: json!({"type": "object"}),
+        grammar: None,
     });
     live.invoke(&executor, &config()).await.unwrap();
     let exchanges = recorder.exchanges();

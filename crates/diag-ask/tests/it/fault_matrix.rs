@@ -609,7 +609,37 @@ async fn model_fault_case(
             agent
         ));
     }
-    // One model call per attempt, each recorded with how the call itself ended.
+    // One model call per attempt, each recorded with how the call itself ended; an Executor
+    // whose loop ended with an answer that is not its evidence document also makes its
+    // evidence turn (no tools offered, the run-built schema), which the faulted model
+    // answers the same way.
+    let evidence_turn =
+        agent == AgentRole::Executor && matches!(fault, ModelFault::Prose | ModelFault::Empty);
+    let calls_per_attempt = if evidence_turn { 2 } else { 1 };
+    let exchanges: Vec<_> = env
+        .store
+        .exchanges(&run_id)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|x| x.exchange.agent == agent)
+        .collect();
+    let evidence_requests: Vec<bool> = exchanges
+        .iter()
+        .map(|x| x.exchange.request.evidence_turn && x.exchange.request.tools.is_empty())
+        .collect();
+    let per_attempt: &[bool] = if evidence_turn {
+        &[false, true]
+    } else {
+        &[false]
+    };
+    let want_evidence: Vec<bool> = (0..faulted.len())
+        .flat_map(|_| per_attempt.iter().copied())
+        .collect();
+    if evidence_requests != want_evidence {
+        fail(format!(
+            "{agent} requests marked as evidence turns {evidence_requests:?}, expected {want_evidence:?}"
+        ));
+    }
     let steps: Vec<StepStatus> = env
         .store
         .agent_steps(&run_id)
@@ -618,11 +648,13 @@ async fn model_fault_case(
         .filter(|st| st.step.agent == agent)
         .map(|st| st.step.status)
         .collect();
-    if steps.len() != faulted.len() || steps.iter().any(|st| *st != fault.step_status()) {
+    if steps.len() != faulted.len() * calls_per_attempt
+        || steps.iter().any(|st| *st != fault.step_status())
+    {
         fail(format!(
             "{} model calls {steps:?}, expected {} × {:?}",
             agent,
-            faulted.len(),
+            faulted.len() * calls_per_attempt,
             fault.step_status()
         ));
     }

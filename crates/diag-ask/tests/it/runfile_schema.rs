@@ -79,7 +79,8 @@ fn seed() -> Value {
                                           "arguments": {"query": "502"}}],
                           "usage": {"prompt_tokens": 100, "completion_tokens": 20},
                           "structured_output": "json_schema"},
-             "max_tokens": 2048, "fit": {"context_tokens": 8192, "max_tokens": 2048}},
+             "max_tokens": 2048, "fit": {"context_tokens": 8192, "max_tokens": 2048},
+             "evidence_turn": true},
             {"kind": "tool", "invocation_id": "inv-1", "tool_name": "search_logs",
              "arguments": {"query": "502"}, "output": {"matches": []}, "status": "ok"},
             {"kind": "model", "agent": "verifier", "round": 1, "attempt": 1, "turn": 1,
@@ -195,6 +196,10 @@ const ENUM_SITES: &[(&str, &[&str])] = &[
     (
         "/$defs/model_exchange/properties/error/properties/structured_output",
         &["/exchanges/2/error/structured_output"],
+    ),
+    (
+        "/$defs/model_exchange/properties/evidence_turn",
+        &["/exchanges/0/evidence_turn"],
     ),
     (
         "/$defs/tool_exchange/properties/status",

@@ -58,6 +58,21 @@ pub struct AgentRequest {
     /// constrain decoding (`response_format`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<crate::model::OutputSchema>,
+    /// For the Executor: what its evidence turn needs to judge the loop's final answer and to
+    /// build the schema from the run's evidence. `None` for the other agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<EvidenceTurn>,
+}
+
+/// What the Executor's evidence turn needs from the node (openspec/specs/agent-runtime/spec.md):
+/// the contract's references to check the loop's final answer against, and the words that
+/// rank the recorded leaves its schema offers.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EvidenceTurn {
+    /// The claim ids an evidence retry must keep (the previous round's verified claims).
+    pub kept_claim_ids: Vec<String>,
+    /// The plan's hypotheses and step goals.
+    pub relevance: Vec<String>,
 }
 
 /// The agent's final text; tool calls made on the way are recorded by the tool recorder.

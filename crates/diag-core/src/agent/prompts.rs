@@ -35,6 +35,12 @@ const COMPOSER: Prompt = Prompt {
     text: include_str!("../../../../prompts/composer.v1.md"),
 };
 
+/// The user message that asks for the Executor's evidence document in its evidence turn,
+/// after the tool loop (openspec/specs/agent-runtime/spec.md). The Executor's own prompt
+/// stays the system prompt, so the turn's audit names that prompt.
+pub const EXECUTOR_EVIDENCE_TURN: &str =
+    include_str!("../../../../prompts/executor-evidence-turn.v1.md");
+
 /// The prompt of an agent.
 pub fn prompt(role: AgentRole) -> &'static Prompt {
     match role {

@@ -19,8 +19,10 @@ use crate::graph::RunConfig;
 use crate::limits::Limits;
 use crate::model::{
     ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Fit, Message, ModelError,
-    ToolChoice, Usage,
+    OutputSchema, ToolChoice, Usage,
 };
+use crate::protocol::parse::check_executor_reference_ids;
+use crate::protocol::{executor, parse_executor, schema};
 use crate::protocol::{InvocationStatus, QueryRef, ToolInvocation};
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -437,6 +439,8 @@ impl ModelAgents {
         })
     }
 
+    /// The Executor: its tool loop, then, when the loop ended without an evidence document
+    /// that meets the contract and the model takes output contracts, its evidence turn.
     async fn react(
         &self,
         request: &AgentRequest,
@@ -446,6 +450,80 @@ impl ModelAgents {
             request: self.first_request(request, self.tools.catalog()),
             tool_results: Vec::new(),
         };
+        let evidence = request
+            .evidence
+            .as_ref()
+            .filter(|_| self.models.for_role(request.role).evidence_turn());
+        let (end, last_turn) = self
+            .tool_loop(request, config, &mut draft, evidence.is_some())
+            .await?;
+        let Some(evidence) = evidence else {
+            return end.into_result(self.limits.max_tool_calls);
+        };
+        let invocations = self.log.invocations(config.run_id());
+        let ids: Vec<&str> = invocations
+            .iter()
+            .map(|i| i.invocation_id.as_str())
+            .collect();
+        if let LoopEnd::Answered(content) = &end {
+            let kept: Vec<&str> = evidence.kept_claim_ids.iter().map(String::as_str).collect();
+            let meets = parse_executor(content)
+                .and_then(|output| check_executor_reference_ids(&output, &kept, &ids))
+                .is_ok();
+            if meets {
+                return Ok(AgentReply {
+                    content: content.clone(),
+                });
+            }
+            draft
+                .request
+                .messages
+                .push(Message::assistant(Some(content.clone()), Vec::new()));
+        }
+        let leaves = schema::evidence_leaves(
+            &invocations,
+            &evidence.relevance,
+            schema::MAX_EVIDENCE_LEAVES,
+        );
+        let (guidance, grammar) = schema::executor_evidence(&leaves, &ids);
+        draft
+            .request
+            .messages
+            .push(Message::user(prompts::EXECUTOR_EVIDENCE_TURN));
+        draft.request.tools = Vec::new();
+        draft.request.tool_choice = Some(ToolChoice::None);
+        draft.request.response_format = Some(OutputSchema {
+            name: executor::SCHEMA.to_string(),
+            schema: guidance,
+            grammar: Some(grammar),
+        });
+        draft.request.evidence_turn = true;
+        tracing::debug!(
+            loop_end = end.as_str(),
+            leaves = leaves.len(),
+            "executor evidence turn"
+        );
+        let turn = last_turn + 1;
+        // One request; a second only when the server states a context size to fit to.
+        let (response, _) = self
+            .call_model(request, config, turn, turn + 1, &draft)
+            .await?;
+        Ok(AgentReply {
+            content: response.content.unwrap_or_default(),
+        })
+    }
+
+    /// The Executor's bounded tool loop: model → tool calls → recorded results → model, until
+    /// the model answers without a tool call, the turns run out, or it repeats itself; with
+    /// `budget_ends`, also once the tool-call budget is spent. Returns how it ended and the
+    /// last turn it used.
+    async fn tool_loop(
+        &self,
+        request: &AgentRequest,
+        config: &RunConfig,
+        draft: &mut Draft,
+        budget_ends: bool,
+    ) -> Result<(LoopEnd, u32), InvokeError> {
         let max_turns = self.limits.max_turns;
         let mut calls_made: u32 = 0;
         let mut last_blocked = false;
@@ -456,13 +534,14 @@ impl ModelAgents {
         let mut turn: u32 = 1;
         while turn <= max_turns {
             let (response, used) = self
-                .call_model(request, config, turn, max_turns, &draft)
+                .call_model(request, config, turn, max_turns, draft)
                 .await?;
             turn = used + 1;
             if response.tool_calls.is_empty() {
-                return Ok(AgentReply {
-                    content: response.content.unwrap_or_default(),
-                });
+                return Ok((
+                    LoopEnd::Answered(response.content.unwrap_or_default()),
+                    used,
+                ));
             }
             // Invocation ids are run-local and follow the model's order, across rounds.
             let recorded_before = self.log.invocations(config.run_id());
@@ -587,15 +666,21 @@ impl ModelAgents {
                     .push(Message::tool_result(call.id.clone(), shown.to_string()));
             }
             if repeats_in_a_row >= MAX_REPEATS_IN_A_ROW {
-                return Err(InvokeError::Repeating(format!(
-                    "the model asked {repeats_in_a_row} times in a row for tool calls it had \
-                     already made (same tool and arguments); they were not run again"
-                )));
+                return Ok((
+                    LoopEnd::Stopped(InvokeError::Repeating(format!(
+                        "the model asked {repeats_in_a_row} times in a row for tool calls it \
+                         had already made (same tool and arguments); they were not run again"
+                    ))),
+                    turn - 1,
+                ));
+            }
+            if budget_ends && calls_made >= self.limits.max_tool_calls {
+                return Ok((LoopEnd::BudgetSpent, turn - 1));
             }
         }
         // openspec/specs/tools/spec.md: an Executor that ends blocked is TOOL_BLOCKED; one whose last calls ran
         // but that never answered simply failed.
-        Err(if last_blocked {
+        let stopped = if last_blocked {
             InvokeError::ToolBlocked(format!(
                 "the last tool calls were blocked and no final answer followed ({max_turns} turns)"
             ))
@@ -603,7 +688,39 @@ impl ModelAgents {
             InvokeError::TurnLimit(format!(
                 "turn limit reached without a final answer ({max_turns} turns)"
             ))
-        })
+        };
+        Ok((LoopEnd::Stopped(stopped), turn - 1))
+    }
+}
+
+/// How the Executor's tool loop ended, when no model call failed.
+enum LoopEnd {
+    /// The model answered without a tool call.
+    Answered(String),
+    /// The tool-call budget was spent (a loop that ends there has an evidence turn).
+    BudgetSpent,
+    /// The turns ran out, or the model kept repeating calls already made.
+    Stopped(InvokeError),
+}
+
+impl LoopEnd {
+    fn as_str(&self) -> &'static str {
+        match self {
+            LoopEnd::Answered(_) => "answered",
+            LoopEnd::BudgetSpent => "tool_budget",
+            LoopEnd::Stopped(e) => e.kind(),
+        }
+    }
+
+    /// The Executor's result when no evidence turn follows.
+    fn into_result(self, budget: u32) -> Result<AgentReply, InvokeError> {
+        match self {
+            LoopEnd::Answered(content) => Ok(AgentReply { content }),
+            LoopEnd::BudgetSpent => Err(InvokeError::ToolBlocked(format!(
+                "tool call budget of {budget} spent and no final answer followed"
+            ))),
+            LoopEnd::Stopped(e) => Err(e),
+        }
     }
 }
 

@@ -111,6 +111,11 @@ pub struct ChatRequest {
     /// it records what the fit assumed, so a replay fits the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<Fit>,
+    /// The Executor's evidence turn: its evidence document asked for after the tool loop,
+    /// with no tools offered (openspec/specs/agent-runtime/spec.md). Not sent: it marks the
+    /// request in the record, so a replay knows the recorded run had the turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub evidence_turn: bool,
 }
 
 /// The inputs of fitting a request to a context window.
@@ -141,6 +146,7 @@ impl ChatRequest {
             response_format: None,
             tool_choice: None,
             fit: None,
+            evidence_turn: false,
         }
     }
 }
@@ -150,6 +156,11 @@ impl ChatRequest {
 pub struct OutputSchema {
     pub name: String,
     pub schema: serde_json::Value,
+    /// A tighter form for servers that compile the schema to a grammar (`json_object` with
+    /// `schema`), where offering a quote as its whole target string costs nothing in the
+    /// prompt; the adapter sends [`OutputSchema::schema`] in every other form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<serde_json::Value>,
 }
 
 /// `tool_choice`: `auto` when tools are offered, `none` for an agent without tools.
@@ -371,6 +382,14 @@ pub trait ChatModel: Send + Sync {
     /// here, since the recording holds this call too.
     fn not_sent(&self, _request: &ChatRequest, error: ModelError) -> ModelError {
         error
+    }
+
+    /// Whether the Executor's evidence document is asked for in a turn of its own when its
+    /// tool loop ends without one that meets the contract: a live model says so when it sends
+    /// output contracts (`structured_output` other than `off`); a replay when the recording
+    /// holds such a turn.
+    fn evidence_turn(&self) -> bool {
+        false
     }
 }
 

@@ -13,6 +13,7 @@ pub struct ScriptedModel {
     answers: Mutex<VecDeque<Result<ChatResponse, ModelError>>>,
     requests: Mutex<Vec<ChatRequest>>,
     context_tokens: Mutex<Option<u32>>,
+    evidence_turn: std::sync::atomic::AtomicBool,
 }
 
 impl ScriptedModel {
@@ -66,6 +67,13 @@ impl ScriptedModel {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
+    /// Makes the model one that takes output contracts, so the Executor gets its evidence turn.
+    pub fn with_evidence_turn(&self) -> &Self {
+        self.evidence_turn
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
     /// Gives the model a known context size, as a configured `context_tokens` does.
     pub fn with_context_tokens(&self, n: u32) -> &Self {
         if let Ok(mut c) = self.context_tokens.lock() {
@@ -78,6 +86,11 @@ impl ScriptedModel {
 impl ChatModel for ScriptedModel {
     fn name(&self) -> &str {
         "scripted"
+    }
+
+    fn evidence_turn(&self) -> bool {
+        self.evidence_turn
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn context_tokens(&self) -> Option<u32> {

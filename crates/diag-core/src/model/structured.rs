@@ -88,9 +88,10 @@ pub fn response_format(schema: &OutputSchema, form: StructuredOutput) -> Option<
                 "json_schema": {"name": schema.name, "schema": strict_form, "strict": strict},
             }))
         }
-        StructuredOutput::JsonObjectSchema => {
-            Some(json!({"type": "json_object", "schema": schema.schema}))
-        }
+        StructuredOutput::JsonObjectSchema => Some(json!({
+            "type": "json_object",
+            "schema": schema.grammar.as_ref().unwrap_or(&schema.schema),
+        })),
         StructuredOutput::JsonObject => Some(json!({"type": "json_object"})),
         StructuredOutput::Off => None,
     }

@@ -454,13 +454,23 @@ pub fn check_executor_references(
     prior: Option<&VerifiedExecutorOutput>,
     invocation_ids: &[&str],
 ) -> Result<()> {
-    if let Some(prior) = prior {
-        for kept in &prior.claims {
-            if !output.claims.iter().any(|c| c.claim_id == kept.claim_id) {
-                return Err(ContractViolation::MissingPriorClaim {
-                    claim_id: snip(&kept.claim_id),
-                });
-            }
+    let kept: Vec<&str> = prior
+        .map(|p| p.claims.iter().map(|c| c.claim_id.as_str()).collect())
+        .unwrap_or_default();
+    check_executor_reference_ids(output, &kept, invocation_ids)
+}
+
+/// [`check_executor_references`] with the prior verified claims given by id.
+pub fn check_executor_reference_ids(
+    output: &ExecutorOutput,
+    kept_claim_ids: &[&str],
+    invocation_ids: &[&str],
+) -> Result<()> {
+    for kept in kept_claim_ids {
+        if !output.claims.iter().any(|c| c.claim_id == *kept) {
+            return Err(ContractViolation::MissingPriorClaim {
+                claim_id: snip(kept),
+            });
         }
     }
     for (i, n) in output.no_evidence.iter().enumerate() {

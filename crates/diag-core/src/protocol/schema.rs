@@ -257,6 +257,226 @@ pub fn executor(tool_names: &[&str]) -> Value {
     )
 }
 
+/// Most pointers the evidence turn's schema offers ([`evidence_leaves`]): the leaves most
+/// relevant to the plan, across every successful invocation of the run.
+pub const MAX_EVIDENCE_LEAVES: usize = 24;
+/// Longest target string the grammar form of the evidence turn's schema offers as a whole
+/// quote; a longer one is offered by its pointer with a free quote.
+pub const MAX_WHOLE_QUOTE_CHARS: usize = 240;
+
+/// A value a binding can cite: a string, number or boolean leaf of a successful invocation's
+/// output, with the text the Gatekeeper matches quotes against (a figure's JSON text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidenceLeaf {
+    pub invocation_id: String,
+    pub tool_name: String,
+    /// An RFC 6901 pointer into the invocation's output.
+    pub pointer: String,
+    /// The whole target text.
+    pub text: String,
+}
+
+/// Words of `text` that say something (lowercase, letters and digits, three characters or
+/// more), for ranking leaves by what the plan looks for.
+fn words(text: &str) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The leaves of the run's successful invocations a binding can cite, at most `cap`: ranked
+/// by how many distinct words of `relevance` (the plan's hypotheses and step goals) they
+/// contain, then by invocation and document order, and returned in invocation and document
+/// order. Blank strings, pointers longer than the parser takes and invocations that did not
+/// end `ok` are left out, since the Gatekeeper would refuse a binding to them.
+pub fn evidence_leaves(
+    invocations: &[super::ToolInvocation],
+    relevance: &[String],
+    cap: usize,
+) -> Vec<EvidenceLeaf> {
+    let wanted: std::collections::BTreeSet<String> =
+        relevance.iter().flat_map(|r| words(r)).collect();
+    let mut all: Vec<(usize, EvidenceLeaf)> = Vec::new();
+    let mut seen_ids = std::collections::BTreeSet::new();
+    for inv in invocations {
+        // An id recorded twice is ambiguous to the Gatekeeper: neither record is offered.
+        if !seen_ids.insert(inv.invocation_id.as_str()) {
+            all.retain(|(_, l)| l.invocation_id != inv.invocation_id);
+            continue;
+        }
+        if inv.status != super::InvocationStatus::Ok {
+            continue;
+        }
+        let mut leaves = Vec::new();
+        collect_leaves(&inv.output, &mut String::new(), &mut leaves);
+        for (pointer, text) in leaves {
+            if text.trim().is_empty() || pointer.len() > super::parse::MAX_POINTER_BYTES {
+                continue;
+            }
+            let score = words(&text).intersection(&wanted).count();
+            all.push((
+                score,
+                EvidenceLeaf {
+                    invocation_id: inv.invocation_id.clone(),
+                    tool_name: inv.tool_name.clone(),
+                    pointer,
+                    text,
+                },
+            ));
+        }
+    }
+    let mut order: Vec<usize> = (0..all.len()).collect();
+    // Stable: equal scores keep invocation and document order.
+    order.sort_by(|a, b| all[*b].0.cmp(&all[*a].0));
+    let mut keep: Vec<usize> = order.into_iter().take(cap).collect();
+    keep.sort_unstable();
+    keep.into_iter().map(|i| all[i].1.clone()).collect()
+}
+
+/// Every string, number and boolean under `v` with its pointer, in document order.
+fn collect_leaves(v: &Value, at: &mut String, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::String(s) => out.push((at.clone(), s.clone())),
+        Value::Number(n) => out.push((at.clone(), n.to_string())),
+        Value::Bool(b) => out.push((at.clone(), b.to_string())),
+        Value::Null => {}
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&i.to_string());
+                collect_leaves(item, at, out);
+                at.truncate(len);
+            }
+        }
+        Value::Object(members) => {
+            for (name, item) in members {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&super::json_pointer::escape_token(name));
+                collect_leaves(item, at, out);
+                at.truncate(len);
+            }
+        }
+    }
+}
+
+/// The evidence turn's `executor_evidence_v2`, built from what the run recorded: each
+/// binding names one of `leaves` (its invocation, that invocation's tool and one of its
+/// pointers), and `no_evidence` names one of `invocation_ids` (every invocation of the run,
+/// as the parser takes them). Returns the form for servers that take a schema as guidance
+/// (the quote is free text) and the form for servers that compile it to a grammar (a short
+/// target is offered as its whole string, which is always found at its pointer). With no
+/// leaf to cite, the only document either form allows has no claims.
+pub fn executor_evidence(leaves: &[EvidenceLeaf], invocation_ids: &[&str]) -> (Value, Value) {
+    let binding = |id: &str, tool: &str, pointers: Vec<&str>, quote: Value| {
+        object(
+            vec![
+                ("source_invocation_id", one_of(&[id])),
+                ("tool_name", one_of(&[tool])),
+                ("raw_path", one_of(&pointers)),
+                ("quote", quote),
+            ],
+            &["source_invocation_id", "tool_name", "raw_path", "quote"],
+        )
+    };
+    // Guidance form: one alternative per invocation, its pointers enumerated.
+    let mut by_invocation: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    for leaf in leaves {
+        match by_invocation
+            .iter_mut()
+            .find(|(id, _, _)| *id == leaf.invocation_id)
+        {
+            Some((_, _, pointers)) => pointers.push(&leaf.pointer),
+            None => by_invocation.push((&leaf.invocation_id, &leaf.tool_name, vec![&leaf.pointer])),
+        }
+    }
+    let guidance: Vec<Value> = by_invocation
+        .into_iter()
+        .map(|(id, tool, pointers)| binding(id, tool, pointers, text()))
+        .collect();
+    // Grammar form: a short target is its own alternative with the whole string as the
+    // quote; a long one keeps a free quote.
+    let grammar: Vec<Value> = leaves
+        .iter()
+        .map(|leaf| {
+            let quote = if leaf.text.chars().count() <= MAX_WHOLE_QUOTE_CHARS {
+                json!({"type": "string", "enum": [leaf.text]})
+            } else {
+                text()
+            };
+            binding(
+                &leaf.invocation_id,
+                &leaf.tool_name,
+                vec![&leaf.pointer],
+                quote,
+            )
+        })
+        .collect();
+    let document = |alternatives: Vec<Value>| {
+        let claims = match alternatives.len() {
+            0 => json!({"type": "array", "items": {"type": "null"}, "maxItems": 0}),
+            n => {
+                let binding = if n == 1 {
+                    alternatives.into_iter().next().unwrap_or(Value::Null)
+                } else {
+                    json!({"anyOf": alternatives})
+                };
+                let claim = object(
+                    vec![
+                        ("claim_id", text()),
+                        ("text", text()),
+                        (
+                            "bindings",
+                            json!({"type": "array", "items": binding, "minItems": 1, "maxItems": MAX_BINDINGS}),
+                        ),
+                    ],
+                    &["claim_id", "text", "bindings"],
+                );
+                json!({"type": "array", "items": claim, "maxItems": MAX_ITEMS})
+            }
+        };
+        let no_evidence = if invocation_ids.is_empty() {
+            json!({"type": "array", "items": {"type": "null"}, "maxItems": 0})
+        } else {
+            json!({
+                "type": "array",
+                "items": object(
+                    vec![("query_ref", one_of(invocation_ids)), ("reason", text())],
+                    &["query_ref", "reason"],
+                ),
+                "maxItems": MAX_ITEMS,
+            })
+        };
+        object(
+            vec![
+                ("schema", schema_name(executor::SCHEMA)),
+                ("claims", claims),
+                (
+                    "hypotheses",
+                    json!({
+                        "type": "array",
+                        "items": object(
+                            vec![
+                                ("id", text()),
+                                ("text", text()),
+                                ("status", one_of(&["unverified", "supported", "refuted"])),
+                            ],
+                            &["id", "text", "status"],
+                        ),
+                        "maxItems": MAX_HYPOTHESES,
+                    }),
+                ),
+                ("no_evidence", no_evidence),
+                ("limitations", texts(MAX_ITEMS)),
+            ],
+            &["schema", "claims"],
+        )
+    };
+    (document(guidance), document(grammar))
+}
+
 /// `verifier_verdict_v1` over the verified claim ids the Verifier is shown.
 pub fn verifier(verified_claim_ids: &[String]) -> Value {
     let known: Vec<&str> = verified_claim_ids.iter().map(String::as_str).collect();

@@ -61,6 +61,7 @@ fn ask(text: &str) -> ChatRequest {
         response_format: None,
         tool_choice: None,
         fit: None,
+        evidence_turn: false,
     }
 }
 
@@ -186,6 +187,7 @@ async fn request_shape_and_the_key_only_in_the_authorization_header() {
         response_format: None,
         tool_choice: None,
         fit: None,
+        evidence_turn: false,
     };
     let r = model(config(server.base_url(), 2))
         .complete(&request)

@@ -39,6 +39,7 @@ fn composer_contract() -> OutputSchema {
     OutputSchema {
         name: "composer_answer_v1".into(),
         schema: schema::composer(&["c1".to_string()]),
+        grammar: None,
     }
 }
 
@@ -75,6 +76,7 @@ async fn auto_sends_the_contract_as_strict_json_schema_and_tool_choice_beside_to
     executor.response_format = Some(OutputSchema {
         name: "executor_evidence_v2".into(),
         schema: schema::executor(&["search_logs"]),
+        grammar: None,
     });
     let calls = m.complete(&executor).await.unwrap();
     assert_eq!(calls.tool_calls.len(), 1);
