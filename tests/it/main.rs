@@ -21,6 +21,7 @@ mod cli;
 mod cli_live;
 mod confinement;
 mod eval_cli;
+mod evidence_turn;
 mod fuzz_corpus;
 mod graph_cli;
 mod invariants;
