@@ -203,6 +203,9 @@ impl Refusal {
     }
 }
 
+/// Why a reply cut off by the token limit without a tool call failed (a transient failure).
+const TRUNCATED: &str = "response truncated at the token limit";
+
 /// Duplicate calls in a row after which the Executor is stopped (`repeating`).
 pub const MAX_REPEATS_IN_A_ROW: u32 = 3;
 
@@ -350,7 +353,7 @@ impl ModelAgents {
         }
         match outcome {
             Ok(r) if r.finish_reason == FinishReason::Length && r.tool_calls.is_empty() => {
-                let why = "response truncated at the token limit";
+                let why = TRUNCATED;
                 self.record_exchange(site, model.name(), chat, Ok(&r), Some(why), ms);
                 Err(ModelError::transient(why))
             }
@@ -533,9 +536,18 @@ impl ModelAgents {
         let mut made: HashMap<QueryRef, String> = HashMap::new();
         let mut turn: u32 = 1;
         while turn <= max_turns {
-            let (response, used) = self
+            let (response, used) = match self
                 .call_model(request, config, turn, max_turns, draft)
-                .await?;
+                .await
+            {
+                Ok(answered) => answered,
+                // A final answer cut off by the token limit is one that does not meet the
+                // contract: with an evidence turn to follow, the loop ends there.
+                Err(InvokeError::Transient(m)) if budget_ends && m == TRUNCATED => {
+                    return Ok((LoopEnd::Truncated(InvokeError::Transient(m)), turn));
+                }
+                Err(e) => return Err(e),
+            };
             turn = used + 1;
             if response.tool_calls.is_empty() {
                 return Ok((
@@ -701,6 +713,8 @@ enum LoopEnd {
     BudgetSpent,
     /// The turns ran out, or the model kept repeating calls already made.
     Stopped(InvokeError),
+    /// The model's answer was cut off by the token limit (with an evidence turn to follow).
+    Truncated(InvokeError),
 }
 
 impl LoopEnd {
@@ -709,6 +723,7 @@ impl LoopEnd {
             LoopEnd::Answered(_) => "answered",
             LoopEnd::BudgetSpent => "tool_budget",
             LoopEnd::Stopped(e) => e.kind(),
+            LoopEnd::Truncated(_) => "truncated",
         }
     }
 
@@ -719,7 +734,7 @@ impl LoopEnd {
             LoopEnd::BudgetSpent => Err(InvokeError::ToolBlocked(format!(
                 "tool call budget of {budget} spent and no final answer followed"
             ))),
-            LoopEnd::Stopped(e) => Err(e),
+            LoopEnd::Stopped(e) | LoopEnd::Truncated(e) => Err(e),
         }
     }
 }

@@ -367,8 +367,9 @@ fn collect_leaves(v: &Value, at: &mut String, out: &mut Vec<(String, String)>) {
 /// pointers), and `no_evidence` names one of `invocation_ids` (every invocation of the run,
 /// as the parser takes them). Returns the form for servers that take a schema as guidance
 /// (the quote is free text) and the form for servers that compile it to a grammar (a short
-/// target is offered as its whole string, which is always found at its pointer). With no
-/// leaf to cite, the only document either form allows has no claims.
+/// target is offered as its whole string, which is always found at its pointer, and at least
+/// one limitation is asked for, so no document it allows is an empty result). With no leaf to
+/// cite, the only documents either form allows have no claims.
 pub fn executor_evidence(leaves: &[EvidenceLeaf], invocation_ids: &[&str]) -> (Value, Value) {
     let binding = |id: &str, tool: &str, pointers: Vec<&str>, quote: Value| {
         object(
@@ -414,7 +415,9 @@ pub fn executor_evidence(leaves: &[EvidenceLeaf], invocation_ids: &[&str]) -> (V
             )
         })
         .collect();
-    let document = |alternatives: Vec<Value>| {
+    // `grammar`: the form a server holds the model to token by token, where one more rule
+    // costs nothing in the prompt.
+    let document = |alternatives: Vec<Value>, grammar: bool| {
         let claims = match alternatives.len() {
             0 => json!({"type": "array", "items": {"type": "null"}, "maxItems": 0}),
             n => {
@@ -469,12 +472,26 @@ pub fn executor_evidence(leaves: &[EvidenceLeaf], invocation_ids: &[&str]) -> (V
                     }),
                 ),
                 ("no_evidence", no_evidence),
-                ("limitations", texts(MAX_ITEMS)),
+                (
+                    "limitations",
+                    if grammar {
+                        json!({"type": "array", "items": text(), "minItems": 1, "maxItems": MAX_ITEMS})
+                    } else {
+                        texts(MAX_ITEMS)
+                    },
+                ),
             ],
-            &["schema", "claims"],
+            // Zero claims are legal only beside a stated gap or limitation: under a grammar
+            // the model states at least one limitation, so a document with no claim is
+            // still a no-evidence answer rather than an empty one.
+            if grammar {
+                &["schema", "claims", "limitations"]
+            } else {
+                &["schema", "claims"]
+            },
         )
     };
-    (document(guidance), document(grammar))
+    (document(guidance, false), document(grammar, true))
 }
 
 /// `verifier_verdict_v1` over the verified claim ids the Verifier is shown.

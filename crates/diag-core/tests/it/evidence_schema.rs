@@ -112,7 +112,8 @@ fn alternatives(schema: &Value) -> Vec<Value> {
 }
 
 fn document(claims: Vec<Value>) -> Value {
-    json!({"schema": "executor_evidence_v2", "claims": claims})
+    json!({"schema": "executor_evidence_v2", "claims": claims,
+           "limitations": ["only the recorded outputs were read"]})
 }
 
 fn binding_doc(leaf: &EvidenceLeaf, quote: &str) -> Value {
@@ -206,6 +207,9 @@ proptest! {
         }
         let doc = document(Vec::new());
         prop_assert!(g.is_valid(&doc) && w.is_valid(&doc));
+        // Under a grammar, no document is an empty result: a limitation is asked for.
+        let bare = json!({"schema": "executor_evidence_v2", "claims": []});
+        prop_assert!(g.is_valid(&bare) && !w.is_valid(&bare));
     }
 }
 
@@ -242,9 +246,11 @@ fn a_run_with_nothing_to_cite_allows_only_a_document_without_claims() {
             assert!(!v.is_valid(&cited), "{schema:#}");
             match ids.as_slice() {
                 [] => assert!(!v.is_valid(&json!({"schema": "executor_evidence_v2",
-                    "claims": [], "no_evidence": [{"query_ref": "inv-1", "reason": "x"}]}))),
+                    "claims": [], "no_evidence": [{"query_ref": "inv-1", "reason": "x"}],
+                    "limitations": ["every search failed"]}))),
                 _ => assert!(v.is_valid(&json!({"schema": "executor_evidence_v2",
-                    "claims": [], "no_evidence": [{"query_ref": "inv-2", "reason": "blocked"}]}))),
+                    "claims": [], "no_evidence": [{"query_ref": "inv-2", "reason": "blocked"}],
+                    "limitations": ["every search failed"]}))),
             }
         }
     }
