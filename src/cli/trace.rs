@@ -8,7 +8,7 @@ use clap::Args;
 use super::common::{require_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use diag_core::store::Store;
-use diag_report::documents::{load, resumed_text, trace_json, Stored};
+use diag_report::documents::{endpoints_text, load, resumed_text, trace_json, Stored};
 use diag_report::terminal as render;
 
 /// Print a stored run: header, timeline, tool calls, verdict and answer.
@@ -43,6 +43,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         evaluation: _,
         exchanges,
         grounding,
+        endpoints,
     } = load(store, &args.run_id)?.ok_or_else(|| CommandError::unknown_run(&args.run_id))?;
     let text = [
         render::header(&render::Header {
@@ -58,6 +59,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         }),
         render::timeline(&events),
         resumed_text(&run, &exchanges),
+        endpoints_text(&endpoints),
         render::invocations(&invocations),
         grounding
             .as_ref()

@@ -441,7 +441,7 @@ impl SqliteStore {
     }
 
     /// Checks the outcome of a guarded trace insert.
-    fn inserted(
+    pub(crate) fn inserted(
         &self,
         tx: &Connection,
         run_id: &str,
