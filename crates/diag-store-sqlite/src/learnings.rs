@@ -6,6 +6,7 @@ use rusqlite::{params, Row};
 
 use super::{SqliteError, SqliteStore};
 use diag_core::model::Endpoint;
+use diag_core::store::backend;
 use diag_core::store::codec::{stored_int, time};
 use diag_core::store::learnings::{form_of, form_text};
 use diag_core::store::{EndpointLearning, EndpointLearnings, RecordError, StoreError};
@@ -96,6 +97,8 @@ impl EndpointLearnings for SqliteStore {
         endpoints: &[EndpointLearning],
     ) -> Result<(), StoreError> {
         Ok(self.write("record the run's endpoints", |tx| {
+            // The run must be RUNNING even when there is nothing to write, as on every backend.
+            backend::require_running(run_id, self.run_status(tx, run_id)?)?;
             for l in endpoints {
                 let changed = tx
                     .prepare_cached(concat!(
