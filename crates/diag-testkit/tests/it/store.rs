@@ -1656,7 +1656,10 @@ mod endpoint_learnings {
                 .finish_failed("run-e1", "stopped", RunSummary::default())
                 .unwrap();
             let late = store.record_started_endpoints("run-e1", &[]);
-            assert!(late.is_err(), "a finished run, even with nothing to write ({name})");
+            assert!(
+                late.is_err(),
+                "a finished run, even with nothing to write ({name})"
+            );
             let err = store
                 .record_started_endpoints("run-e1", &[remote()])
                 .unwrap_err();
