@@ -1,5 +1,6 @@
-//! `diag trace RUN_ID`: prints a stored run — header, event timeline with durations, tool
-//! invocations, verdicts and answer — or the same as JSON.
+//! `diag trace RUN_ID`: prints a stored run — header, event timeline with durations, what the
+//! store remembered of its model endpoints when it started, tool invocations, verdicts and
+//! answer — or the same as JSON.
 
 use std::io::Write;
 
@@ -11,7 +12,8 @@ use diag_core::store::Store;
 use diag_report::documents::{endpoints_text, load, resumed_text, trace_json, Stored};
 use diag_report::terminal as render;
 
-/// Print a stored run: header, timeline, tool calls, verdict and answer.
+/// Print a stored run: header, timeline, what the store remembered of its model endpoints
+/// when it started, tool calls, verdict and answer.
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     /// The run to print (as shown by `diag ask` and `diag runs`)
