@@ -1524,7 +1524,7 @@ mod endpoint_learnings {
     use super::*;
     use diag_core::clock::FixedClock;
     use diag_core::model::{Endpoint, Learned, StructuredOutput};
-    use diag_core::store::{EndpointLearning, EndpointLearnings};
+    use diag_core::store::EndpointLearning;
     use std::sync::Arc;
 
     fn local() -> Endpoint {
