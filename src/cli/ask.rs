@@ -10,7 +10,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
-use super::live::{live_config, load_run_file};
+use super::live::{live_config, load_run_file, remembered_endpoints, warn_unkept};
 use super::progress::Progress;
 use super::{CommandError, Exit, GlobalArgs};
 use diag_ask::config::Config;
@@ -209,14 +209,16 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         .as_ref()
         .map(|r| Reusing::new(r.exchanges.clone(), r.tools.clone()));
     rt.block_on(async {
-        let (deps, tape, env) = match source {
+        let (deps, tape, env, learnings) = match source {
             Source::Fixture(run) => {
                 let (deps, tape) = replay_deps(&run, &store, Arc::new(RandomIds));
-                (deps, Some((tape, run)), None)
+                (deps, Some((tape, run)), None, None)
             }
             Source::Live(config, path) => {
                 let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-                let env = setup::live(&config, clock.clone())
+                // What the endpoints taught earlier processes, and kept for later ones.
+                let (memory, learnings) = remembered_endpoints(&store);
+                let env = setup::live_with(&config, clock.clone(), &memory)
                     .await
                     .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
                 let mut deps = live_deps(&env, clock, &store);
@@ -227,7 +229,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                         live: deps.tools.clone(),
                     });
                 }
-                (deps, None, Some(env))
+                (deps, None, Some(env), Some(learnings))
             }
         };
         let tally = reusing.as_ref().map(|r| {
@@ -248,6 +250,9 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         let result = run_ask(&deps, args, &question, session, resume, show_progress).await;
         if let Some(env) = env {
             env.shutdown().await;
+        }
+        if let Some(learnings) = &learnings {
+            warn_unkept(learnings);
         }
         let outcome = result?;
         if let (Some(r), Some(from)) = (&reusing, &resuming) {

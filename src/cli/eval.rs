@@ -250,8 +250,8 @@ async fn run_all(
         .collect();
     let mut interrupted = false;
     // What each endpoint taught (the structured-output form it takes) holds for the whole
-    // eval, as it does for one `diag ask` process.
-    let endpoints = EndpointMemory::default();
+    // eval, starts from what the store remembers and is kept there, as for `diag ask`.
+    let (endpoints, learnings) = super::live::remembered_endpoints(store);
     'scenarios: for scenario in &plan.scenarios {
         let env = match ScenarioEnv::start(scenario, Some(cancel)).await {
             Ok(env) => env,
@@ -308,6 +308,7 @@ async fn run_all(
         }
         env.stop().await;
     }
+    super::live::warn_unkept(&learnings);
     let not_grounded = models
         .iter()
         .flat_map(|m| &m.scenarios)

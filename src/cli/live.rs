@@ -27,3 +27,28 @@ pub fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
     let config = Config::load(&path)?;
     Ok((config, path))
 }
+
+/// The models' memory of what endpoints taught, loaded from `store` (what earlier processes
+/// learned) and kept there as it learns (stamped by the system clock), with the sink whose
+/// failures [`warn_unkept`] shows. Live runs only: a replay never reads or writes it.
+pub fn remembered_endpoints(
+    store: &diag_core::store::Store,
+) -> (
+    diag_core::model::EndpointMemory,
+    std::sync::Arc<diag_core::store::StoreSink>,
+) {
+    store.endpoint_memory(std::sync::Arc::new(diag_core::clock::SystemClock::new()))
+}
+
+/// One `diag: warning:` line on stderr per failure to read or keep what endpoints taught
+/// (the diagnosis went on without it).
+pub fn warn_unkept(sink: &diag_core::store::StoreSink) {
+    use std::io::Write as _;
+    for failure in sink.failures() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "diag: warning: {}",
+            diag_core::text::one_line(&failure, 300)
+        );
+    }
+}

@@ -9,7 +9,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{interrupt_handler, open_store, runtime};
-use super::live::live_config;
+use super::live::{live_config, remembered_endpoints, warn_unkept};
 use super::{CommandError, Exit, GlobalArgs, CONFIG_HINT};
 use diag_ask::config::Config;
 use diag_ask::live::live_deps;
@@ -41,11 +41,16 @@ pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
     let rt = runtime()?;
     let result = rt.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-        let env = match &config {
-            Ok((config, path)) => setup::live(config, clock.clone())
-                .await
-                .map_err(|e| format!("config {}: {e}", path.display())),
-            Err(e) => Err(e.clone()),
+        // What the endpoints taught earlier processes, and kept for later ones.
+        let learnings = config.as_ref().ok().map(|_| remembered_endpoints(&store));
+        let env = match (&config, &learnings) {
+            (Ok((config, path)), Some((memory, _))) => {
+                setup::live_with(config, clock.clone(), memory)
+                    .await
+                    .map_err(|e| format!("config {}: {e}", path.display()))
+            }
+            (Err(e), _) => Err(e.clone()),
+            (Ok(_), None) => Err("no model endpoint is configured".to_string()),
         };
         let deps = match &env {
             Ok(env) => Ok(Arc::new(live_deps(env, clock, &store))),
@@ -62,6 +67,9 @@ pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
         let result = serve(deps, store.clone()).await;
         if let Ok(env) = env {
             env.shutdown().await;
+        }
+        if let Some((_, sink)) = &learnings {
+            warn_unkept(sink);
         }
         result
     });

@@ -1,5 +1,6 @@
-//! `diag trace RUN_ID`: prints a stored run — header, event timeline with durations, tool
-//! invocations, verdicts and answer — or the same as JSON.
+//! `diag trace RUN_ID`: prints a stored run — header, event timeline with durations, what the
+//! store remembered of its model endpoints when it started, tool invocations, verdicts and
+//! answer — or the same as JSON.
 
 use std::io::Write;
 
@@ -8,10 +9,11 @@ use clap::Args;
 use super::common::{require_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use diag_core::store::Store;
-use diag_report::documents::{load, resumed_text, trace_json, Stored};
+use diag_report::documents::{endpoints_text, load, resumed_text, trace_json, Stored};
 use diag_report::terminal as render;
 
-/// Print a stored run: header, timeline, tool calls, verdict and answer.
+/// Print a stored run: header, timeline, what the store remembered of its model endpoints
+/// when it started, tool calls, verdict and answer.
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     /// The run to print (as shown by `diag ask` and `diag runs`)
@@ -43,6 +45,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         evaluation: _,
         exchanges,
         grounding,
+        endpoints,
     } = load(store, &args.run_id)?.ok_or_else(|| CommandError::unknown_run(&args.run_id))?;
     let text = [
         render::header(&render::Header {
@@ -58,6 +61,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         }),
         render::timeline(&events),
         resumed_text(&run, &exchanges),
+        endpoints_text(&endpoints),
         render::invocations(&invocations),
         grounding
             .as_ref()

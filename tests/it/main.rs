@@ -20,6 +20,7 @@ mod bench_cli;
 mod cli;
 mod cli_live;
 mod confinement;
+mod endpoint_memory;
 mod eval_cli;
 mod evidence_turn;
 mod fuzz_corpus;

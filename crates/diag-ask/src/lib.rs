@@ -62,6 +62,10 @@ pub struct AskDeps {
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
     pub store: Store,
+    /// The endpoints the run's models use: a live run records with itself, as it starts, what
+    /// the store remembered of them (`diag trace` shows it). Empty for a replay, which neither
+    /// reads nor writes what endpoints taught.
+    pub endpoints: Vec<diag_core::model::Endpoint>,
 }
 
 /// One question.
@@ -303,6 +307,8 @@ struct Started<'a> {
     catalog: Vec<diag_core::tools::ToolSpec>,
     /// The clock's elapsed time when the run began.
     began: std::time::Duration,
+    /// Why what the store remembered of the run's endpoints was not recorded with it.
+    endpoints_warning: Option<String>,
 }
 
 impl<'a> Started<'a> {
@@ -401,7 +407,7 @@ pub async fn ask(
 
     // The prompt audit and the evaluation's counts are read back from the trace just
     // written; a read that fails leaves them empty, and the operator is told so.
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = started.endpoints_warning.iter().cloned().collect();
     let steps = read_steps(deps, &started.run_id, &mut warnings);
     let mut summary = run_summary(&state, finished_at, duration_ms);
     summary.reuse = reuse();
@@ -463,6 +469,19 @@ fn start_run(
             .flatten(),
         resumed_from,
     })?;
+    // What the store remembered of the run's endpoints, recorded with it; a failure does not
+    // fail the run (it is logged and shown as a warning).
+    let endpoints_warning = if deps.endpoints.is_empty() {
+        None
+    } else {
+        deps.store
+            .record_started_endpoints(&run_id, &deps.endpoints)
+            .err()
+            .map(|e| {
+                tracing::warn!(run_id = %run_id, error = %e, "the run's endpoints were not recorded");
+                format!("what the store remembered of the model endpoints was not recorded with the run: {e}")
+            })
+    };
     let config = RunConfig::new(session_id.clone(), run_id.clone());
     let tape = record.then(|| Recorder::new(Arc::new(recorder.clone())));
     Ok(Started {
@@ -475,6 +494,7 @@ fn start_run(
         tape,
         catalog,
         began,
+        endpoints_warning,
     })
 }
 

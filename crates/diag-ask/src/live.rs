@@ -38,6 +38,7 @@ pub fn live_deps(env: &LiveEnvironment, clock: Arc<dyn Clock>, store: &Store) ->
         clock,
         ids: Arc::new(RandomIds),
         store: store.clone(),
+        endpoints: env.endpoints_used.clone(),
     }
 }
 

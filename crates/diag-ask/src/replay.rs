@@ -121,6 +121,7 @@ pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (Ask
         clock: Arc::new(FixedClock(run.started_at)),
         ids,
         store: store.clone(),
+        endpoints: Vec::new(),
     };
     (deps, tape)
 }

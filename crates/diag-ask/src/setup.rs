@@ -5,7 +5,8 @@
 //! The models of one setup share one [`EndpointMemory`]: what an endpoint taught one of them
 //! (`auto` stepping down from `json_schema`, a context size) holds for all of them. A process
 //! that sets up several times and should keep what it learned passes its memory to
-//! [`live_with`] or [`models_with`].
+//! [`live_with`] or [`models_with`]; the commands pass one loaded from the run store
+//! (`Store::endpoint_memory`), which keeps what is learned for the next process.
 //!
 //! The run and session ids of live runs come from [`RandomIds`], the system implementation of
 //! diag-core's [`IdSource`] port (time-ordered, unique within the process).
@@ -23,7 +24,7 @@ use diag_core::agent::AgentRole;
 use diag_core::clock::Clock;
 use diag_core::ids::IdSource;
 use diag_core::limits::Limits;
-use diag_core::model::{ChatModel, EndpointMemory};
+use diag_core::model::{ChatModel, Endpoint, EndpointMemory};
 use diag_core::tools::registry::{ToolLimits, ToolRegistry};
 use diag_core::tools::{ToolContext, ToolSpec};
 use diag_model_openai::{ConfigError as OpenAiConfigError, OpenAiConfig, OpenAiModel};
@@ -128,6 +129,8 @@ pub struct LiveEnvironment {
     /// What the model endpoints taught, shared by `models` (pass it to [`live_with`] to keep
     /// it for another setup).
     pub endpoints: EndpointMemory,
+    /// The endpoints of `models`, each once, in key order.
+    pub endpoints_used: Vec<Endpoint>,
 }
 
 impl LiveEnvironment {
@@ -189,6 +192,23 @@ pub fn models_with(config: &Config, endpoints: &EndpointMemory) -> Result<AgentM
         default,
         overrides: by_role,
     })
+}
+
+/// The endpoints (base URL and model name) the agents' models use, each once, in key order.
+pub fn endpoints_used(config: &Config) -> Vec<Endpoint> {
+    let mut used: Vec<Endpoint> = [
+        AgentRole::Planner,
+        AgentRole::Executor,
+        AgentRole::Verifier,
+        AgentRole::Composer,
+    ]
+    .into_iter()
+    .filter_map(|role| config.model_for(role))
+    .filter_map(|(_, m)| diag_model_openai::learned_key(&m.base_url, &m.model).ok())
+    .collect();
+    used.sort();
+    used.dedup();
+    used
 }
 
 /// Why an agent has no model: none is defined, or several are and it was not told which.
@@ -312,6 +332,7 @@ pub async fn live_with(
         limits: config.limits,
         mcp_servers: servers,
         endpoints: endpoints.clone(),
+        endpoints_used: endpoints_used(config),
     })
 }
 
@@ -426,10 +447,15 @@ mod tests {
         let memory = EndpointMemory::default();
         let shared = models_with(&config, &memory).unwrap();
         let own = models(&config).unwrap();
-        // The adapter keys an endpoint by its URL and model name.
-        memory.learn("http://127.0.0.1:9/v1/chat/completions m", |l| {
+        // The adapter keys an endpoint by its base URL and model name.
+        memory.learn(&Endpoint::new("http://127.0.0.1:9/v1", "m"), |l| {
             l.context_tokens = Some(1234);
         });
+        assert_eq!(
+            endpoints_used(&config),
+            vec![Endpoint::new("http://127.0.0.1:9/v1", "m")],
+            "two models on one endpoint are one endpoint"
+        );
         for role in [AgentRole::Planner, AgentRole::Executor] {
             assert_eq!(
                 shared.overrides[&role].context_tokens(),

@@ -38,6 +38,7 @@ use serde_json::{json, Map, Value};
 use thiserror::Error;
 
 use diag_core::model::structured::{self, EndpointMemory, StructuredOutputSetting};
+use diag_core::model::Endpoint;
 use diag_core::model::{
     ChatFuture, ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Message,
     ModelError, Role, StructuredOutput, ToolCall, Usage,
@@ -162,8 +163,8 @@ pub struct OpenAiModel {
     context_tokens: Option<u32>,
     /// The variable the key comes from, named in authentication errors (never its value).
     api_key_env: Option<String>,
-    /// The key of what the endpoint taught, in `memory`: its URL and model name.
-    learned_key: String,
+    /// The key of what the endpoint taught, in `memory`: its base URL and model name.
+    learned_key: Endpoint,
     /// What the endpoints taught, shared with the models set up with this one.
     memory: EndpointMemory,
     /// Set from the `Retry-After` of an error handed to the caller: no request goes to the
@@ -237,7 +238,7 @@ impl OpenAiModel {
             .build()
             .map_err(|e| ConfigError::Client(e.without_url().to_string()))?;
 
-        let learned_key = format!("{} {}", endpoint.as_str(), config.model);
+        let learned_key = endpoint_key(&endpoint, &config.model);
         Ok(OpenAiModel {
             model: config.model,
             learned_key,
@@ -263,6 +264,12 @@ impl OpenAiModel {
     pub fn with_endpoint_memory(mut self, memory: EndpointMemory) -> Self {
         self.memory = memory;
         self
+    }
+
+    /// The key of what this model's endpoint taught: its base URL (no credentials, query or
+    /// fragment) and model name.
+    pub fn learned_key(&self) -> &Endpoint {
+        &self.learned_key
     }
 
     /// The full URL requests go to.
@@ -652,6 +659,24 @@ fn read_api_key(var: &str, env: &impl Fn(&str) -> Option<OsString>) -> Result<Ap
         });
     }
     Ok(ApiKey(value.to_string()))
+}
+
+/// The key of what `model` behind `base_url` teaches ([`Endpoint`]): the base URL as requests
+/// use it (see [`chat_completions_url`]: `http://h:8080` and `http://h:8080/v1/` are one
+/// endpoint), without `/chat/completions`, credentials, query or fragment.
+pub fn learned_key(base_url: &str, model: &str) -> Result<Endpoint, ConfigError> {
+    Ok(endpoint_key(&chat_completions_url(base_url)?, model))
+}
+
+fn endpoint_key(chat: &Url, model: &str) -> Endpoint {
+    let mut base = chat.clone();
+    let path = base.path().to_string();
+    base.set_path(path.strip_suffix("/chat/completions").unwrap_or(&path));
+    base.set_query(None);
+    base.set_fragment(None);
+    let _ = base.set_username("");
+    let _ = base.set_password(None);
+    Endpoint::new(base.as_str(), model)
 }
 
 /// The `/chat/completions` URL for a configured base (the rule is in the module documentation).

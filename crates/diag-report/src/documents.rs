@@ -25,6 +25,9 @@ pub struct Stored {
     pub evaluation: Option<diag_core::store::EvaluationRow>,
     pub exchanges: Vec<StoredExchange>,
     pub grounding: Option<render::grounding::GroundingView>,
+    /// What the store remembered of the run's model endpoints when it started (empty for a
+    /// replay, and for a run stored before diag kept it).
+    pub endpoints: Vec<diag_core::store::EndpointLearning>,
 }
 
 /// The run `run_id` as `diag trace` shows it; `None` when no run has that id.
@@ -57,6 +60,7 @@ pub fn load(store: &Store, run_id: &str) -> Result<Option<Stored>, StoreError> {
     let grounding =
         render::grounding::grounding_view(gatekeeper.as_ref(), &verified, &invocations, figures);
     let exchanges = store.exchanges(&run.run_id)?;
+    let endpoints = store.run_endpoints(&run.run_id)?;
     Ok(Some(Stored {
         run,
         events,
@@ -64,6 +68,7 @@ pub fn load(store: &Store, run_id: &str) -> Result<Option<Stored>, StoreError> {
         evaluation,
         exchanges,
         grounding,
+        endpoints,
     }))
 }
 
@@ -77,6 +82,7 @@ pub fn trace_json(store: &Store, run_id: &str) -> Result<Option<serde_json::Valu
         evaluation,
         exchanges,
         grounding,
+        endpoints,
     }) = load(store, run_id)?
     else {
         return Ok(None);
@@ -130,7 +136,39 @@ pub fn trace_json(store: &Store, run_id: &str) -> Result<Option<serde_json::Valu
         "tool_invocations": invocations,
         "grounding": grounding,
         "evaluation": evaluation.map(|e| e.metrics),
+        "endpoints": endpoints,
     })))
+}
+
+/// What the store remembered of a run's model endpoints when it started, one line each:
+/// `endpoints` then `BASE_URL MODEL: structured_output FORM, context N tokens, learned AT`
+/// (or `nothing remembered`). Empty for a run that recorded none.
+pub fn endpoints_text(endpoints: &[diag_core::store::EndpointLearning]) -> String {
+    use std::fmt::Write as _;
+    if endpoints.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("endpoints (remembered at run start)\n");
+    for e in endpoints {
+        let mut said = Vec::new();
+        if let Some(form) = e.structured_output {
+            said.push(format!("structured_output {}", form.as_str()));
+        }
+        if let Some(n) = e.context_tokens {
+            said.push(format!("context {n} tokens"));
+        }
+        let said = match (said.is_empty(), e.learned_at) {
+            (true, _) | (_, None) => "nothing remembered".to_string(),
+            (false, Some(at)) => format!("{}, learned {at}", said.join(", ")),
+        };
+        let _ = writeln!(
+            out,
+            "  {} {}: {said}",
+            render::one_line(&e.endpoint.base_url, 200),
+            render::one_line(&e.endpoint.model, 120)
+        );
+    }
+    out
 }
 
 /// How many of a run's first model calls and tool calls were reused from the run it

@@ -48,6 +48,7 @@ mod connect;
 mod error;
 mod gc;
 mod heartbeat;
+mod learnings;
 mod read;
 mod records {
     pub use diag_core::store::records::*;

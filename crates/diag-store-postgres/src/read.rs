@@ -85,7 +85,7 @@ fn run_row(r: &Row) -> Decoded<RunRow> {
 }
 
 impl PgStore {
-    fn rows(
+    pub(crate) fn rows(
         &self,
         op: &'static str,
         sql: &str,

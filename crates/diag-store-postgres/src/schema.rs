@@ -101,8 +101,33 @@ CREATE TABLE evaluation (
 );
 "#;
 
+/// Version 2, what model endpoints taught (`learnings.rs`; the SQLite store's version 7):
+/// one row per endpoint (base URL without credentials, query or fragment, and model name) and,
+/// per run, what the store remembered of its models' endpoints when it started.
+const V2_ENDPOINT_LEARNINGS: &str = r#"
+CREATE TABLE endpoint_learning (
+    base_url       text NOT NULL,
+    model          text NOT NULL,
+    form           text,
+    context_tokens bigint,
+    learned_at     text NOT NULL,
+    PRIMARY KEY (base_url, model)
+);
+
+CREATE TABLE run_endpoint (
+    run_id         text NOT NULL REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    base_url       text NOT NULL,
+    model          text NOT NULL,
+    form           text,
+    context_tokens bigint,
+    learned_at     text,
+    PRIMARY KEY (run_id, base_url, model)
+);
+"#;
+
 /// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+/// Append-only: a released migration is never edited.
+const MIGRATIONS: &[&str] = &[V1, V2_ENDPOINT_LEARNINGS];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -163,7 +163,7 @@ impl PgStore {
     }
 
     /// Locks the run row for this transaction and checks it is RUNNING.
-    fn running(&self, tx: &mut Tx<'_>, run_id: &str) -> Result<(), PgError> {
+    pub(crate) fn running(&self, tx: &mut Tx<'_>, run_id: &str) -> Result<(), PgError> {
         let status = tx
             .query_opt(
                 "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",

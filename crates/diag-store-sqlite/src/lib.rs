@@ -59,6 +59,7 @@ mod error;
 mod gc;
 mod heartbeat;
 mod import;
+mod learnings;
 mod packed;
 mod read;
 mod records;

@@ -220,6 +220,32 @@ ALTER TABLE diagnosis_run ADD COLUMN owner_host TEXT;
 ALTER TABLE diagnosis_run ADD COLUMN lease_expires_at TEXT;
 "#;
 
+/// Version 7, what model endpoints taught (`learnings.rs`): one row per endpoint (base URL
+/// without credentials, query or fragment, and model name) with the structured-output form it
+/// takes, its context size and when it last taught something; and, per run, what the store
+/// remembered of its models' endpoints when it started (deleted with the run). Runs stored
+/// before have no such rows.
+const V7_ENDPOINT_LEARNINGS: &str = r#"
+CREATE TABLE endpoint_learning (
+    base_url       TEXT NOT NULL,
+    model          TEXT NOT NULL,
+    form           TEXT,
+    context_tokens INTEGER,
+    learned_at     TEXT NOT NULL,
+    PRIMARY KEY (base_url, model)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE run_endpoint (
+    run_id         TEXT NOT NULL REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    base_url       TEXT NOT NULL,
+    model          TEXT NOT NULL,
+    form           TEXT,
+    context_tokens INTEGER,
+    learned_at     TEXT,
+    PRIMARY KEY (run_id, base_url, model)
+) STRICT, WITHOUT ROWID;
+"#;
+
 /// One schema migration: its SQL, then, for a migration that moves data SQL alone cannot
 /// (it must keep bytes exact), a step in Rust, in the same transaction.
 pub(crate) struct Migration {
@@ -244,6 +270,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration::sql(V5_PACKED_TEXTS),
     Migration::sql(V6_LEASES),
+    Migration::sql(V7_ENDPOINT_LEARNINGS),
 ];
 
 /// The schema version this build writes and reads.

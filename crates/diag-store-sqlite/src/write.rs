@@ -184,7 +184,11 @@ impl FinishStatements for Finishing<'_> {
 
 impl SqliteStore {
     /// The stored status of `run_id`, inside the caller's transaction (`None`: no such run).
-    fn run_status(&self, tx: &Connection, run_id: &str) -> Result<Option<String>, SqliteError> {
+    pub(crate) fn run_status(
+        &self,
+        tx: &Connection,
+        run_id: &str,
+    ) -> Result<Option<String>, SqliteError> {
         tx.prepare_cached("SELECT status FROM diagnosis_run WHERE run_id = ?1")
             .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional())
             .map_err(|e| self.err("look up a run", e))
@@ -441,7 +445,7 @@ impl SqliteStore {
     }
 
     /// Checks the outcome of a guarded trace insert.
-    fn inserted(
+    pub(crate) fn inserted(
         &self,
         tx: &Connection,
         run_id: &str,

@@ -194,6 +194,41 @@ impl Aimock {
         response.json().await.expect("journal JSON")
     }
 
+    /// Replaces every fixture with `fixtures` (`{"fixtures": [...]}`, the file format), as a
+    /// server that changes its answers: later requests are answered by the new ones.
+    pub async fn replace_fixtures(&self, fixtures: &Value) {
+        let url = format!("{}/__aimock/fixtures", self.root());
+        let mut clear = control_client().delete(&url);
+        let mut add = control_client().post(&url).json(fixtures);
+        if let Some(key) = self.api_key {
+            clear = clear.bearer_auth(key);
+            add = add.bearer_auth(key);
+        }
+        let cleared = clear.send().await.expect("clear the fixtures");
+        assert!(cleared.status().is_success(), "clear: {}", cleared.status());
+        let added = add.send().await.expect("add the fixtures");
+        let status = added.status();
+        assert!(
+            status.is_success(),
+            "add: {status} {}",
+            added.text().await.unwrap_or_default()
+        );
+    }
+
+    /// Empties the journal (the fixtures stay).
+    pub async fn clear_journal(&self) {
+        let mut request = control_client().post(format!("{}/__aimock/reset/journal", self.root()));
+        if let Some(key) = self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.expect("clear the journal");
+        assert!(
+            response.status().is_success(),
+            "journal reset: {}",
+            response.status()
+        );
+    }
+
     /// How many chat requests aimock answered with `status`, from its `/metrics` counters.
     pub async fn chat_requests_answered(&self, status: u16) -> u64 {
         let mut request = control_client().get(format!("{}/metrics", self.root()));

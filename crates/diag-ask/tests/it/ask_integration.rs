@@ -350,6 +350,7 @@ fn rig_with(busy_timeout: Duration) -> Rig {
         clock: Arc::new(FixedClock(T0)),
         ids: Arc::new(SequentialIds::default()),
         store: store.clone(),
+        endpoints: Vec::new(),
     };
     Rig {
         _dir: dir,

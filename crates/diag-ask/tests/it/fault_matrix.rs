@@ -452,6 +452,7 @@ impl Env {
             clock,
             ids: self.ids.clone(),
             store: self.store.clone(),
+            endpoints: Vec::new(),
         }
     }
 }

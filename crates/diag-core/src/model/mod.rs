@@ -12,9 +12,11 @@ use thiserror::Error;
 
 use crate::tools::ToolSpec;
 
+pub mod endpoint;
 pub mod structured;
 
-pub use structured::{EndpointMemory, StructuredOutputSetting};
+pub use endpoint::{Endpoint, LearnedSink};
+pub use structured::{EndpointMemory, Learned, StructuredOutputSetting};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

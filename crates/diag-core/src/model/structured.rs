@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::endpoint::{Endpoint, LearnedSink};
 use super::{OutputSchema, StructuredOutput};
 
 /// The per-model `structured_output` setting.
@@ -300,27 +301,59 @@ pub struct Learned {
     pub context_tokens: Option<u32>,
 }
 
-/// What each endpoint (its URL and model name) taught, shared by the models that hold a clone:
-/// cloning is cheap and every clone reads and writes the same table. A new one (`default`)
-/// knows nothing.
-#[derive(Debug, Clone, Default)]
+/// What each endpoint (its base URL and model name, [`Endpoint`]) taught, shared by the
+/// models that hold a clone: cloning is cheap and every clone reads and writes the same table.
+/// A new one (`default`) knows nothing and tells no one; [`EndpointMemory::remembering`]
+/// starts from what was learned before and tells its [`LearnedSink`] what is learned anew.
+#[derive(Clone, Default)]
 pub struct EndpointMemory {
-    table: Arc<Mutex<HashMap<String, Learned>>>,
+    table: Arc<Mutex<HashMap<Endpoint, Learned>>>,
+    sink: Option<Arc<dyn LearnedSink>>,
+}
+
+impl std::fmt::Debug for EndpointMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointMemory")
+            .field("table", &self.table)
+            .field("sink", &self.sink.is_some())
+            .finish()
+    }
 }
 
 impl EndpointMemory {
+    /// A memory that starts from `known` (what the endpoints taught before) and tells `sink`
+    /// each change that is learned from now on.
+    pub fn remembering(
+        known: impl IntoIterator<Item = (Endpoint, Learned)>,
+        sink: Option<Arc<dyn LearnedSink>>,
+    ) -> EndpointMemory {
+        EndpointMemory {
+            table: Arc::new(Mutex::new(known.into_iter().collect())),
+            sink,
+        }
+    }
+
     /// What `endpoint` taught so far.
-    pub fn learned(&self, endpoint: &str) -> Learned {
+    pub fn learned(&self, endpoint: &Endpoint) -> Learned {
         self.table
             .lock()
             .map(|t| t.get(endpoint).copied().unwrap_or_default())
             .unwrap_or_default()
     }
 
-    /// Records what `endpoint` taught.
-    pub fn learn(&self, endpoint: &str, update: impl FnOnce(&mut Learned)) {
-        if let Ok(mut t) = self.table.lock() {
-            update(t.entry(endpoint.to_string()).or_default());
+    /// Records what `endpoint` taught; a change is told to the sink (outside the lock).
+    pub fn learn(&self, endpoint: &Endpoint, update: impl FnOnce(&mut Learned)) {
+        let changed = match self.table.lock() {
+            Ok(mut t) => {
+                let entry = t.entry(endpoint.clone()).or_default();
+                let before = *entry;
+                update(entry);
+                (*entry != before).then_some(*entry)
+            }
+            Err(_) => None,
+        };
+        if let (Some(learned), Some(sink)) = (changed, &self.sink) {
+            sink.learned(endpoint, learned);
         }
     }
 }
@@ -333,23 +366,58 @@ mod tests {
     fn an_endpoint_memory_is_shared_by_its_clones_only() {
         let memory = EndpointMemory::default();
         let clone = memory.clone();
-        assert_eq!(memory.learned("http://h/v1 m"), Learned::default());
-        clone.learn("http://h/v1 m", |l| {
+        let m = Endpoint::new("http://h/v1", "m");
+        let other = Endpoint::new("http://h/v1", "other");
+        assert_eq!(memory.learned(&m), Learned::default());
+        clone.learn(&m, |l| {
             l.form = Some(StructuredOutput::JsonObject);
         });
-        memory.learn("http://h/v1 m", |l| l.context_tokens = Some(2048));
+        memory.learn(&m, |l| l.context_tokens = Some(2048));
         let both = Learned {
             form: Some(StructuredOutput::JsonObject),
             context_tokens: Some(2048),
         };
-        assert_eq!(memory.learned("http://h/v1 m"), both);
-        assert_eq!(clone.learned("http://h/v1 m"), both);
-        assert_eq!(memory.learned("http://h/v1 other"), Learned::default());
+        assert_eq!(memory.learned(&m), both);
+        assert_eq!(clone.learned(&m), both);
+        assert_eq!(memory.learned(&other), Learned::default());
         assert_eq!(
-            EndpointMemory::default().learned("http://h/v1 m"),
+            EndpointMemory::default().learned(&m),
             Learned::default(),
             "another memory knows nothing of it"
         );
+    }
+
+    #[test]
+    fn a_remembering_memory_starts_from_what_it_knew_and_tells_its_sink_each_change() {
+        struct Told(Mutex<Vec<(Endpoint, Learned)>>);
+        impl LearnedSink for Told {
+            fn learned(&self, endpoint: &Endpoint, learned: Learned) {
+                self.0.lock().unwrap().push((endpoint.clone(), learned));
+            }
+        }
+        let told = Arc::new(Told(Mutex::new(Vec::new())));
+        let m = Endpoint::new("http://h/v1", "m");
+        let known = Learned {
+            form: Some(StructuredOutput::JsonObjectSchema),
+            context_tokens: None,
+        };
+        let memory = EndpointMemory::remembering([(m.clone(), known)], Some(told.clone()));
+        assert_eq!(
+            memory.learned(&m),
+            known,
+            "what was known is not told again"
+        );
+        assert!(told.0.lock().unwrap().is_empty());
+        memory.learn(&m, |l| l.form = Some(StructuredOutput::JsonObjectSchema));
+        assert!(told.0.lock().unwrap().is_empty(), "no change, nothing told");
+        memory
+            .clone()
+            .learn(&m, |l| l.form = Some(StructuredOutput::JsonObject));
+        let now = Learned {
+            form: Some(StructuredOutput::JsonObject),
+            context_tokens: None,
+        };
+        assert_eq!(*told.0.lock().unwrap(), vec![(m, now)]);
     }
 
     #[test]

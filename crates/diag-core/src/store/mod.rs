@@ -23,6 +23,10 @@
 //!   swept;
 //! - [`RunMaintenance`]: runs imported from another store, old runs collected.
 //!
+//! Beside the runs, a store keeps what model endpoints taught ([`EndpointLearnings`], with its
+//! rules in [`learnings`]): read when a live process sets up its models, written when a model
+//! learns, and recorded with each live run as it starts.
+//!
 //! Errors are one type, [`StoreError`]: a [`StoreErrorKind`] the command line maps to an exit
 //! code and a hint, and the backend's own one-line message (a [`RecordError`] inside it where
 //! the record, not the store, failed).
@@ -30,6 +34,7 @@
 pub mod backend;
 pub mod codec;
 pub mod error;
+pub mod learnings;
 pub mod recorder;
 pub mod records;
 
@@ -46,6 +51,7 @@ use crate::graph::Event;
 use crate::protocol::ToolInvocation;
 
 pub use error::{RecordError, StoreError, StoreErrorKind};
+pub use learnings::{EndpointLearning, EndpointLearnings, StoreSink};
 pub use recorder::Recorder;
 pub use records::{
     EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
@@ -139,9 +145,9 @@ pub trait RunMaintenance: Send + Sync {
 }
 
 /// A whole run store: what a backend implements.
-pub trait RunStore: RunReader + RunWriter + RunMaintenance {}
+pub trait RunStore: RunReader + RunWriter + RunMaintenance + EndpointLearnings {}
 
-impl<T: RunReader + RunWriter + RunMaintenance + ?Sized> RunStore for T {}
+impl<T: RunReader + RunWriter + RunMaintenance + EndpointLearnings + ?Sized> RunStore for T {}
 
 /// What `gc` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1517,3 +1517,274 @@ fn checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal() {
     );
     assert_eq!(integrity(&path), "ok");
 }
+
+// What model endpoints taught (openspec/specs/run-store/spec.md, "What endpoints taught").
+
+mod endpoint_learnings {
+    use super::*;
+    use diag_core::clock::FixedClock;
+    use diag_core::model::{Endpoint, Learned, StructuredOutput};
+    use diag_core::store::EndpointLearning;
+    use std::sync::Arc;
+
+    fn local() -> Endpoint {
+        Endpoint::new("http://user:pw@127.0.0.1:8080/v1/?api-key=s3cret#frag", "m")
+    }
+
+    fn remote() -> Endpoint {
+        Endpoint::new("https://h.example/v1", "m2")
+    }
+
+    fn learned(form: Option<StructuredOutput>, context_tokens: Option<u32>) -> Learned {
+        Learned {
+            form,
+            context_tokens,
+        }
+    }
+
+    fn row(
+        endpoint: Endpoint,
+        form: Option<StructuredOutput>,
+        context_tokens: Option<u32>,
+        at: Option<i64>,
+    ) -> EndpointLearning {
+        EndpointLearning {
+            endpoint,
+            structured_output: form,
+            context_tokens,
+            learned_at: at.map(ts),
+        }
+    }
+
+    #[test]
+    fn what_an_endpoint_taught_is_kept_by_key_merged_and_never_with_a_credential() {
+        use StructuredOutput::*;
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let store = fresh.open();
+            assert!(store.endpoint_learnings().unwrap().is_empty(), "{name}");
+            assert_eq!(local().base_url, "http://127.0.0.1:8080/v1");
+            store
+                .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+                .unwrap();
+            // A key built by hand is stripped before it is stored, too.
+            let hand_built = Endpoint {
+                base_url: "https://k:secret@h.example/v1?token=s3cret".into(),
+                model: "m2".into(),
+            };
+            store
+                .learn_endpoint(&hand_built, learned(None, Some(4096)), ts(2_000))
+                .unwrap();
+            assert_eq!(
+                store.endpoint_learnings().unwrap(),
+                vec![
+                    row(local(), Some(JsonObjectSchema), None, Some(1_000)),
+                    row(remote(), None, Some(4096), Some(2_000)),
+                ],
+                "{name}"
+            );
+            // A context size learned later keeps the form; the time is the latest learning's.
+            store
+                .learn_endpoint(&local(), learned(None, Some(2048)), ts(3_000))
+                .unwrap();
+            assert_eq!(
+                store.endpoint_learning(&local()).unwrap(),
+                Some(row(
+                    local(),
+                    Some(JsonObjectSchema),
+                    Some(2048),
+                    Some(3_000)
+                )),
+                "{name}"
+            );
+            // Learned again: the new form replaces the old one.
+            store
+                .learn_endpoint(&local(), learned(Some(Off), None), ts(4_000))
+                .unwrap();
+            assert_eq!(
+                store.endpoint_learning(&local()).unwrap(),
+                Some(row(local(), Some(Off), Some(2048), Some(4_000))),
+                "{name}"
+            );
+            assert_eq!(
+                store
+                    .endpoint_learning(&Endpoint::new("http://127.0.0.1:8080/v1", "other"))
+                    .unwrap(),
+                None,
+                "another model on the same server is another endpoint ({name})"
+            );
+            let stored = fresh
+                .query_rows("SELECT base_url FROM endpoint_learning ORDER BY base_url")
+                .join(" ");
+            assert_eq!(stored, "http://127.0.0.1:8080/v1 https://h.example/v1");
+            for secret in ["s3cret", "secret", "pw", "user", "frag"] {
+                assert!(!stored.contains(secret), "{name}: {stored}");
+            }
+            let blank = Endpoint::new("http://h/v1", " ");
+            assert!(store
+                .learn_endpoint(&blank, learned(Some(Off), None), ts(1))
+                .is_err());
+        });
+    }
+
+    #[test]
+    fn a_run_records_what_the_store_remembered_of_its_endpoints_when_it_started() {
+        use StructuredOutput::*;
+        for_each_backend(|name, store| {
+            store
+                .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+                .unwrap();
+            store.create_run(new_run("run-e1", "ses-1", 0)).unwrap();
+            store
+                .record_started_endpoints("run-e1", &[remote(), local(), local()])
+                .unwrap();
+            // What is learned during or after the run does not change what it started with.
+            store
+                .learn_endpoint(&local(), learned(Some(Off), None), ts(5_000))
+                .unwrap();
+            let started = vec![
+                row(local(), Some(JsonObjectSchema), None, Some(1_000)),
+                row(remote(), None, None, None),
+            ];
+            assert_eq!(store.run_endpoints("run-e1").unwrap(), started, "{name}");
+            assert!(store.run_endpoints("run-other").unwrap().is_empty());
+
+            // Written once, and only while the run is RUNNING.
+            let again = store.record_started_endpoints("run-e1", &[local()]);
+            assert!(again.is_err(), "{name}: {again:?}");
+            store
+                .finish_failed("run-e1", "stopped", RunSummary::default())
+                .unwrap();
+            let late = store.record_started_endpoints("run-e1", &[]);
+            assert!(
+                late.is_err(),
+                "a finished run, even with nothing to write ({name})"
+            );
+            let err = store
+                .record_started_endpoints("run-e1", &[remote()])
+                .unwrap_err();
+            assert!(err.to_string().contains("run-e1"), "{name}: {err}");
+            assert!(store
+                .record_started_endpoints("run-none", &[remote()])
+                .is_err());
+            assert_eq!(store.run_endpoints("run-e1").unwrap(), started, "{name}");
+
+            // Collected with its run; what the endpoints taught stays.
+            store.gc(None, Some(0)).unwrap();
+            assert!(store.get_run("run-e1").unwrap().is_none(), "{name}");
+            assert!(store.run_endpoints("run-e1").unwrap().is_empty(), "{name}");
+            assert_eq!(store.endpoint_learnings().unwrap().len(), 1, "{name}");
+        });
+    }
+
+    #[test]
+    fn a_memory_from_the_store_starts_from_it_and_keeps_what_it_learns_or_says_why_not() {
+        use StructuredOutput::*;
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let store = fresh.open();
+            store
+                .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+                .unwrap();
+            let (memory, sink) = store.endpoint_memory(Arc::new(FixedClock(ts(9_000))));
+            assert_eq!(
+                memory.learned(&local()),
+                learned(Some(JsonObjectSchema), None)
+            );
+            assert_eq!(memory.learned(&remote()), Learned::default());
+            memory.learn(&local(), |l| l.form = Some(JsonObject));
+            memory.learn(&remote(), |l| l.context_tokens = Some(512));
+            assert_eq!(
+                store.endpoint_learnings().unwrap(),
+                vec![
+                    row(local(), Some(JsonObject), None, Some(9_000)),
+                    row(remote(), None, Some(512), Some(9_000)),
+                ],
+                "stamped by the memory's clock ({name})"
+            );
+            assert!(sink.failures().is_empty(), "{name}: {:?}", sink.failures());
+
+            // A store that refuses the write: the model still learns, and the failure is kept
+            // for the command to show (and logged), not raised.
+            fresh.execute("DROP TABLE endpoint_learning");
+            memory.learn(&local(), |l| l.form = Some(Off));
+            assert_eq!(memory.learned(&local()).form, Some(Off));
+            let failures = sink.failures();
+            assert_eq!(failures.len(), 1, "{name}: {failures:?}");
+            assert!(
+                failures[0].contains("cannot keep what http://127.0.0.1:8080/v1 m taught"),
+                "{name}: {failures:?}"
+            );
+            // And one that cannot be read gives a memory that starts empty, saying why.
+            let (memory, sink) = store.endpoint_memory(Arc::new(FixedClock(ts(9_000))));
+            assert_eq!(memory.learned(&local()), Learned::default());
+            assert_eq!(sink.failures().len(), 1, "{name}");
+        });
+    }
+
+    #[test]
+    fn a_store_of_the_previous_schema_upgrades_in_place_and_keeps_its_runs() {
+        use StructuredOutput::*;
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            {
+                let store = fresh.open();
+                record_pass_run(&store, "run-old", "ses-1", 0);
+            }
+            // The store as the previous diag left it: no learnings tables, one version less.
+            fresh.execute("DROP TABLE run_endpoint; DROP TABLE endpoint_learning;");
+            fresh.set_schema_version(fresh.schema_version() - 1);
+
+            let store = fresh.open();
+            assert_eq!(
+                fresh.stored_schema_version(),
+                fresh.schema_version(),
+                "{name}"
+            );
+            let old = store.get_run("run-old").unwrap().unwrap();
+            assert_eq!(old.status, RunStatus::Success, "{name}");
+            assert!(store.run_endpoints("run-old").unwrap().is_empty(), "{name}");
+            store
+                .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+                .unwrap();
+            assert_eq!(
+                store.endpoint_learnings().unwrap(),
+                vec![row(local(), Some(JsonObjectSchema), None, Some(1_000))],
+                "{name}"
+            );
+        });
+    }
+
+    /// A store file written by the diag before (schema version 6, with none of these tables)
+    /// opens, upgrades in place and keeps what endpoints teach from then on.
+    #[test]
+    fn a_version_6_sqlite_file_upgrades_in_place() {
+        let (_dir, path) = temp();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        SqliteStore::create_at_schema_version(&path, 6).unwrap();
+        let store = Store::new(SqliteStore::open(&path).unwrap());
+        assert!(store.endpoint_learnings().unwrap().is_empty());
+        store
+            .learn_endpoint(
+                &local(),
+                learned(Some(StructuredOutput::JsonObject), Some(8192)),
+                ts(1),
+            )
+            .unwrap();
+        assert_eq!(
+            store.endpoint_learning(&local()).unwrap(),
+            Some(row(
+                local(),
+                Some(StructuredOutput::JsonObject),
+                Some(8192),
+                Some(1)
+            ))
+        );
+        drop(store);
+        let version: u32 = raw(&path)
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, diag_store_sqlite::SCHEMA_VERSION);
+        assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 7);
+    }
+}

@@ -1,0 +1,221 @@
+//! What model endpoints taught, kept in the run store (openspec/specs/run-store/spec.md,
+//! "What endpoints taught"): one row per [`Endpoint`] (base URL and model name) with the
+//! structured-output form it takes, its context size and when that was last learned, so that
+//! a later process against the same endpoint starts where the last one stopped; and, per run,
+//! what the store remembered of the endpoints the run's models use when it started, so that
+//! `diag trace` of an old run shows what that run used.
+//!
+//! The rules, written once for every backend:
+//! - the key is [`Endpoint::new`]'s: a base URL without userinfo, query or fragment (checked
+//!   again here before anything is written, so no backend stores a credential);
+//! - a learning merges into what is stored: a field it leaves `None` keeps the stored value
+//!   (a form only steps down and a context size is only ever stated, so two processes that
+//!   learn different things of one endpoint both keep theirs), and its time replaces the
+//!   stored time;
+//! - [`StoreSink`]: a failed write never fails a diagnosis; it is logged (`tracing`) and kept
+//!   for its owner to show ([`StoreSink::failures`]);
+//! - replays neither read nor write any of it (they build no [`EndpointMemory`] from a store
+//!   and record no endpoints).
+
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::{RecordError, Store, StoreError};
+use crate::clock::{Clock, Timestamp};
+use crate::model::{Endpoint, EndpointMemory, Learned, LearnedSink, StructuredOutput};
+
+/// What one endpoint taught, as a store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointLearning {
+    #[serde(flatten)]
+    pub endpoint: Endpoint,
+    /// The structured-output form it takes (`None`: none learned).
+    pub structured_output: Option<StructuredOutput>,
+    /// The context size it stated.
+    pub context_tokens: Option<u32>,
+    /// When it last taught something; `None` in a run's record of an endpoint the store knew
+    /// nothing of.
+    pub learned_at: Option<Timestamp>,
+}
+
+impl EndpointLearning {
+    /// What was learned, as an [`EndpointMemory`] holds it.
+    pub fn learned(&self) -> Learned {
+        Learned {
+            form: self.structured_output,
+            context_tokens: self.context_tokens,
+        }
+    }
+
+    /// Nothing known of `endpoint`.
+    pub fn unknown(endpoint: Endpoint) -> EndpointLearning {
+        EndpointLearning {
+            endpoint,
+            structured_output: None,
+            context_tokens: None,
+            learned_at: None,
+        }
+    }
+}
+
+/// The stored text of a structured-output form, and back.
+pub fn form_text(form: Option<StructuredOutput>) -> Option<&'static str> {
+    form.map(StructuredOutput::as_str)
+}
+
+pub fn form_of(text: Option<&str>) -> Result<Option<StructuredOutput>, RecordError> {
+    text.map(|t| super::codec::enum_str("structured output form", t))
+        .transpose()
+}
+
+/// What endpoints taught, in a store: every backend implements it with its SQL only.
+pub trait EndpointLearnings: Send + Sync {
+    /// Everything the store remembers, by base URL then model.
+    fn endpoint_learnings(&self) -> Result<Vec<EndpointLearning>, StoreError>;
+    /// Merges `learning` into the stored row of its endpoint (creating it): its `Some` fields
+    /// replace the stored ones, its `None` fields keep them, its time replaces the stored
+    /// time. Called by [`Store::learn_endpoint`], which checks the key and the time.
+    fn upsert_endpoint_learning(&self, learning: &EndpointLearning) -> Result<(), StoreError>;
+    /// Stores with a RUNNING run what the store remembered of its endpoints when it started
+    /// (one row per endpoint, written once).
+    fn record_run_endpoints(
+        &self,
+        run_id: &str,
+        endpoints: &[EndpointLearning],
+    ) -> Result<(), StoreError>;
+    /// What a run recorded with [`EndpointLearnings::record_run_endpoints`], by base URL then
+    /// model (empty for a run that recorded none: a replay, or a run stored before).
+    fn run_endpoints(&self, run_id: &str) -> Result<Vec<EndpointLearning>, StoreError>;
+}
+
+impl Store {
+    /// Keeps what `endpoint` taught, learned at `at`.
+    pub fn learn_endpoint(
+        &self,
+        endpoint: &Endpoint,
+        learned: Learned,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let learning = EndpointLearning {
+            endpoint: checked(endpoint)?,
+            structured_output: learned.form,
+            context_tokens: learned.context_tokens,
+            learned_at: Some(at),
+        };
+        self.upsert_endpoint_learning(&learning)
+    }
+
+    /// What the store remembers of `endpoint`, if anything.
+    pub fn endpoint_learning(
+        &self,
+        endpoint: &Endpoint,
+    ) -> Result<Option<EndpointLearning>, StoreError> {
+        let endpoint = checked(endpoint)?;
+        Ok(self
+            .endpoint_learnings()?
+            .into_iter()
+            .find(|l| l.endpoint == endpoint))
+    }
+
+    /// Records with the RUNNING run `run_id` what the store remembers of each of `used` (the
+    /// endpoints of its models) now, at its start; an endpoint it knows nothing of is
+    /// recorded as such.
+    pub fn record_started_endpoints(
+        &self,
+        run_id: &str,
+        used: &[Endpoint],
+    ) -> Result<(), StoreError> {
+        let known = self.endpoint_learnings()?;
+        let mut rows: Vec<EndpointLearning> = Vec::new();
+        for endpoint in used {
+            let endpoint = checked(endpoint)?;
+            if rows.iter().any(|r| r.endpoint == endpoint) {
+                continue;
+            }
+            rows.push(
+                known
+                    .iter()
+                    .find(|l| l.endpoint == endpoint)
+                    .cloned()
+                    .unwrap_or_else(|| EndpointLearning::unknown(endpoint)),
+            );
+        }
+        rows.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
+        self.record_run_endpoints(run_id, &rows)
+    }
+
+    /// An [`EndpointMemory`] that starts from what this store remembers and keeps in it what
+    /// is learned from now on (stamped by `clock`), with the sink that writes it. A store that
+    /// cannot be read gives a memory that starts empty (logged, and kept as the sink's first
+    /// failure): a diagnosis does not depend on it.
+    pub fn endpoint_memory(&self, clock: Arc<dyn Clock>) -> (EndpointMemory, Arc<StoreSink>) {
+        let sink = Arc::new(StoreSink {
+            store: self.clone(),
+            clock,
+            failures: Mutex::new(Vec::new()),
+        });
+        let known = match self.endpoint_learnings() {
+            Ok(rows) => rows,
+            Err(e) => {
+                sink.failed(format!(
+                    "cannot read what model endpoints taught from the run store: {e}"
+                ));
+                Vec::new()
+            }
+        };
+        let memory = EndpointMemory::remembering(
+            known.iter().map(|l| (l.endpoint.clone(), l.learned())),
+            Some(sink.clone() as Arc<dyn LearnedSink>),
+        );
+        (memory, sink)
+    }
+}
+
+/// The key as it may be stored: refused when its URL still holds what [`Endpoint::new`]
+/// strips (a hand-built key), or when it is blank.
+fn checked(endpoint: &Endpoint) -> Result<Endpoint, StoreError> {
+    let clean = Endpoint::new(&endpoint.base_url, &endpoint.model);
+    if clean.base_url.is_empty() || clean.model.is_empty() {
+        return Err(StoreError::invalid(
+            "an endpoint learning needs a base URL and a model name",
+        ));
+    }
+    Ok(clean)
+}
+
+/// Writes what an [`EndpointMemory`] learns into the run store, stamped by its clock. A write
+/// that fails is logged with `tracing` and kept in [`StoreSink::failures`]; the model call
+/// that taught it goes on.
+pub struct StoreSink {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    failures: Mutex<Vec<String>>,
+}
+
+impl StoreSink {
+    /// The failures so far, one line each.
+    pub fn failures(&self) -> Vec<String> {
+        self.failures.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+
+    fn failed(&self, message: String) {
+        tracing::warn!(error = %message, "endpoint learning not kept");
+        if let Ok(mut f) = self.failures.lock() {
+            f.push(message);
+        }
+    }
+}
+
+impl LearnedSink for StoreSink {
+    fn learned(&self, endpoint: &Endpoint, learned: Learned) {
+        if let Err(e) = self
+            .store
+            .learn_endpoint(endpoint, learned, self.clock.now())
+        {
+            self.failed(format!(
+                "cannot keep what {endpoint} taught in the run store: {e}"
+            ));
+        }
+    }
+}

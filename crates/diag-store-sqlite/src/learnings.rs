@@ -1,0 +1,136 @@
+//! What model endpoints taught (`endpoint_learning`) and what each run started with
+//! (`run_endpoint`), schema version 7; the rules are diag-core's
+//! (`diag_core::store::learnings`).
+
+use rusqlite::{params, Row};
+
+use super::{SqliteError, SqliteStore};
+use diag_core::model::Endpoint;
+use diag_core::store::backend;
+use diag_core::store::codec::{stored_int, time};
+use diag_core::store::learnings::{form_of, form_text};
+use diag_core::store::{EndpointLearning, EndpointLearnings, RecordError, StoreError};
+
+/// The raw columns of a learning, decoded once the cursor is done.
+type Raw = (String, String, Option<String>, Option<i64>, Option<String>);
+
+fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn decode((base_url, model, form, context, at): Raw) -> Result<EndpointLearning, SqliteError> {
+    Ok(EndpointLearning {
+        endpoint: Endpoint { base_url, model },
+        structured_output: form_of(form.as_deref())?,
+        context_tokens: context
+            .map(|n| u32::try_from(n).map_err(|e| RecordError::decode("context tokens", e)))
+            .transpose()?,
+        learned_at: at
+            .as_deref()
+            .map(|t| time("endpoint learned_at", t))
+            .transpose()?,
+    })
+}
+
+impl SqliteStore {
+    fn learnings_of(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<EndpointLearning>, StoreError> {
+        let rows: Vec<Raw> = {
+            let conn = self.lock();
+            let mut stmt = conn.prepare_cached(sql).map_err(|e| self.err(op, e))?;
+            let rows = stmt
+                .query_map(params, raw)
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| self.err(op, e))?;
+            rows
+        };
+        Ok(rows
+            .into_iter()
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()?)
+    }
+}
+
+impl EndpointLearnings for SqliteStore {
+    fn endpoint_learnings(&self) -> Result<Vec<EndpointLearning>, StoreError> {
+        self.learnings_of(
+            "read what endpoints taught",
+            "SELECT base_url, model, form, context_tokens, learned_at FROM endpoint_learning \
+             ORDER BY base_url, model",
+            [],
+        )
+    }
+
+    fn upsert_endpoint_learning(&self, l: &EndpointLearning) -> Result<(), StoreError> {
+        let at = l.learned_at.map(|t| t.to_string());
+        let context = l.context_tokens.map(|n| stored_int(u64::from(n)));
+        Ok(self.write("keep what an endpoint taught", |tx| {
+            tx.prepare_cached(
+                "INSERT INTO endpoint_learning (base_url, model, form, context_tokens, \
+                 learned_at) VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (base_url, model) DO UPDATE SET \
+                 form = coalesce(excluded.form, form), \
+                 context_tokens = coalesce(excluded.context_tokens, context_tokens), \
+                 learned_at = excluded.learned_at",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    l.endpoint.base_url,
+                    l.endpoint.model,
+                    form_text(l.structured_output),
+                    context,
+                    at
+                ])
+            })
+            .map(|_| ())
+            .map_err(|e| self.err("keep what an endpoint taught", e))
+        })?)
+    }
+
+    fn record_run_endpoints(
+        &self,
+        run_id: &str,
+        endpoints: &[EndpointLearning],
+    ) -> Result<(), StoreError> {
+        Ok(self.write("record the run's endpoints", |tx| {
+            // The run must be RUNNING even when there is nothing to write, as on every backend.
+            backend::require_running(run_id, self.run_status(tx, run_id)?)?;
+            for l in endpoints {
+                let changed = tx
+                    .prepare_cached(concat!(
+                        "INSERT INTO run_endpoint (run_id, base_url, model, form, \
+                         context_tokens, learned_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6",
+                        " WHERE EXISTS (SELECT 1 FROM diagnosis_run WHERE run_id = ?1 \
+                         AND status = 'RUNNING')"
+                    ))
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            run_id,
+                            l.endpoint.base_url,
+                            l.endpoint.model,
+                            form_text(l.structured_output),
+                            l.context_tokens.map(|n| stored_int(u64::from(n))),
+                            l.learned_at.map(|t| t.to_string()),
+                        ])
+                    });
+                self.inserted(tx, run_id, changed, "run endpoint", || {
+                    l.endpoint.to_string()
+                })?;
+            }
+            Ok(())
+        })?)
+    }
+
+    fn run_endpoints(&self, run_id: &str) -> Result<Vec<EndpointLearning>, StoreError> {
+        self.learnings_of(
+            "read the run's endpoints",
+            "SELECT base_url, model, form, context_tokens, learned_at FROM run_endpoint \
+             WHERE run_id = ?1 ORDER BY base_url, model",
+            [run_id],
+        )
+    }
+}
