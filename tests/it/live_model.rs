@@ -289,6 +289,40 @@ async fn the_evidence_turn_returns_a_document_that_meets_the_contract() {
     );
 }
 
+/// A conversation that holds a tool-call turn (an assistant message with tool calls and no
+/// text, then the tool's result) goes through llama.cpp's server, which refuses the `null`
+/// content OpenAI itself sends there, and whose chat template fails on a message without
+/// `content`: diag sends `""`.
+#[tokio::test]
+async fn a_conversation_with_a_tool_call_turn_is_taken_by_llama_cpp() {
+    use diag_core::model::{ChatModel, ChatRequest, Message, ToolCall, ToolChoice};
+    let server = LlamaServer::start(8192);
+    let mut openai = OpenAiConfig::new(server.base_url(), SMOLLM2);
+    openai.request_timeout = Duration::from_secs(600);
+    openai.max_transport_retries = 0;
+    let model = OpenAiModel::new(openai).unwrap();
+    let mut request = ChatRequest::new(vec![
+        Message::system("You diagnose incidents."),
+        Message::user("why does checkout return 502?"),
+        Message::assistant(
+            None,
+            vec![ToolCall {
+                id: "call_1".into(),
+                name: "search_logs".into(),
+                arguments: serde_json::json!({"query": "502"}),
+            }],
+        ),
+        Message::tool_result(
+            "call_1",
+            r#"{"matches": [{"line": "upstream returned 502"}]}"#,
+        ),
+    ]);
+    request.tool_choice = Some(ToolChoice::None);
+    request.max_tokens = Some(16);
+    let answer = model.complete(&request).await;
+    assert!(answer.is_ok(), "{answer:?}\n{}", server.log());
+}
+
 /// A configuration for `server` over the demo logs and runbooks, with small answers.
 fn live_env(server: &LlamaServer) -> TestEnv {
     let env = TestEnv::new();

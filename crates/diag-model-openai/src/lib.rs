@@ -887,13 +887,14 @@ fn wire_message(m: &Message) -> Value {
         Role::Assistant => {
             let mut out = Map::new();
             out.insert("role".into(), Value::String("assistant".into()));
-            // OpenAI's own form: `null` content beside tool calls, text otherwise.
-            let content = match (&m.content, m.tool_calls.is_empty()) {
-                (Some(c), _) => Value::String(c.clone()),
-                (None, false) => Value::Null,
-                (None, true) => Value::String(String::new()),
-            };
-            out.insert("content".into(), content);
+            // No text is `""`, beside tool calls too: llama.cpp's Python server refuses the
+            // `null` OpenAI itself sends there ("Input should be a valid string") and chat
+            // templates read `content` from every message, so it cannot be left out; OpenAI,
+            // vLLM and Ollama take `""`.
+            out.insert(
+                "content".into(),
+                Value::String(m.content.clone().unwrap_or_default()),
+            );
             if !m.tool_calls.is_empty() {
                 out.insert(
                     "tool_calls".into(),

@@ -318,7 +318,7 @@ fn wire_request_has_the_openai_shape() {
             "messages": [
                 {"role": "system", "content": "be brief"},
                 {"role": "user", "content": "why 502?"},
-                {"role": "assistant", "content": null, "tool_calls": [
+                {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "call_1", "type": "function",
                      "function": {"name": "search_logs", "arguments": "{\"query\":\"502\"}"}}]},
                 {"role": "tool", "tool_call_id": "call_1", "content": "{\"matches\":[]}"},

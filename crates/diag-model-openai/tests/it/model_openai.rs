@@ -228,7 +228,7 @@ async fn request_shape_and_the_key_only_in_the_authorization_header() {
         json!([
             {"role": "system", "content": "You diagnose incidents."},
             {"role": "user", "content": "conversation: why 502?"},
-            {"role": "assistant", "content": null, "tool_calls": [
+            {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "call_logs_1", "type": "function",
                  "function": {"name": "search_logs", "arguments": "{\"query\":\"502\"}"}}]},
             {"role": "tool", "tool_call_id": "call_logs_1",
