@@ -468,8 +468,8 @@ impl ModelAgents {
             .iter()
             .map(|i| i.invocation_id.as_str())
             .collect();
+        let kept: Vec<&str> = evidence.kept_claim_ids.iter().map(String::as_str).collect();
         if let LoopEnd::Answered(content) = &end {
-            let kept: Vec<&str> = evidence.kept_claim_ids.iter().map(String::as_str).collect();
             let meets = parse_executor(content)
                 .and_then(|output| check_executor_reference_ids(&output, &kept, &ids))
                 .is_ok();
@@ -488,7 +488,7 @@ impl ModelAgents {
             &evidence.relevance,
             schema::MAX_EVIDENCE_LEAVES,
         );
-        let (guidance, grammar) = schema::executor_evidence(&leaves, &ids);
+        let (guidance, grammar) = schema::executor_evidence(&leaves, &ids, &kept);
         draft
             .request
             .messages

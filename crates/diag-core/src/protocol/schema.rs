@@ -364,13 +364,27 @@ fn collect_leaves(v: &Value, at: &mut String, out: &mut Vec<(String, String)>) {
 
 /// The evidence turn's `executor_evidence_v2`, built from what the run recorded: each
 /// binding names one of `leaves` (its invocation, that invocation's tool and one of its
-/// pointers), and `no_evidence` names one of `invocation_ids` (every invocation of the run,
-/// as the parser takes them). Returns the form for servers that take a schema as guidance
+/// pointers), `no_evidence` names one of `invocation_ids` (every invocation of the run, as
+/// the parser takes them), and a claim's id is one of `kept_claim_ids` (the prior verified
+/// claims an evidence retry keeps) or `c1` … `c12`. Returns the form for servers that take a schema as guidance
 /// (the quote is free text) and the form for servers that compile it to a grammar (a short
 /// target is offered as its whole string, which is always found at its pointer, and at least
 /// one limitation is asked for, so no document it allows is an empty result). With no leaf to
 /// cite, the only documents either form allows have no claims.
-pub fn executor_evidence(leaves: &[EvidenceLeaf], invocation_ids: &[&str]) -> (Value, Value) {
+pub fn executor_evidence(
+    leaves: &[EvidenceLeaf],
+    invocation_ids: &[&str],
+    kept_claim_ids: &[&str],
+) -> (Value, Value) {
+    // Claim ids: the ones an evidence retry must keep, then `c1` … `c12`, all of the shape
+    // the parser takes (a small model left to write one invents shapes it refuses).
+    let numbered: Vec<String> = (1..=MAX_ITEMS).map(|n| format!("c{n}")).collect();
+    let mut claim_ids: Vec<&str> = kept_claim_ids.to_vec();
+    for id in &numbered {
+        if !claim_ids.contains(&id.as_str()) {
+            claim_ids.push(id);
+        }
+    }
     let binding = |id: &str, tool: &str, pointers: Vec<&str>, quote: Value| {
         object(
             vec![
@@ -428,7 +442,7 @@ pub fn executor_evidence(leaves: &[EvidenceLeaf], invocation_ids: &[&str]) -> (V
                 };
                 let claim = object(
                     vec![
-                        ("claim_id", text()),
+                        ("claim_id", one_of(&claim_ids)),
                         ("text", text()),
                         (
                             "bindings",

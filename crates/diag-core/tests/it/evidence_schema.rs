@@ -168,7 +168,7 @@ proptest! {
         prop_assert_eq!(raw.checked_bindings.len(), leaves.len());
 
         let ids: Vec<&str> = invocations.iter().map(|i| i.invocation_id.as_str()).collect();
-        let (guidance, grammar) = executor_evidence(&leaves, &ids);
+        let (guidance, grammar) = executor_evidence(&leaves, &ids, &[]);
         let mut offered: Vec<(String, String)> = Vec::new();
         for alt in alternatives(&guidance) {
             let p = &alt["properties"];
@@ -232,7 +232,7 @@ fn a_run_with_nothing_to_cite_allows_only_a_document_without_claims() {
     for (invocations, ids) in [(&failed[..], vec!["inv-1", "inv-2"]), (&[][..], Vec::new())] {
         let leaves = evidence_leaves(invocations, &["file".into()], MAX_EVIDENCE_LEAVES);
         assert!(leaves.is_empty());
-        let (guidance, grammar) = executor_evidence(&leaves, &ids);
+        let (guidance, grammar) = executor_evidence(&leaves, &ids, &[]);
         for schema in [guidance, grammar] {
             let v = jsonschema::validator_for(&schema).unwrap();
             assert!(
@@ -300,7 +300,7 @@ fn the_cap_holds_with_a_thousand_matches_and_keeps_the_relevant_ones() {
             .unwrap_or(usize::MAX)
     });
     assert_eq!(pointers, sorted, "offered in document order");
-    let (guidance, grammar) = executor_evidence(&leaves, &["inv-1"]);
+    let (guidance, grammar) = executor_evidence(&leaves, &["inv-1"], &[]);
     assert_eq!(alternatives(&grammar).len(), MAX_EVIDENCE_LEAVES);
     let offered = strings(&alternatives(&guidance)[0]["properties"]["raw_path"]["enum"]);
     assert_eq!(offered.len(), MAX_EVIDENCE_LEAVES);
@@ -337,4 +337,35 @@ fn an_id_recorded_twice_is_not_offered() {
     let leaves = evidence_leaves(&invocations, &[], MAX_EVIDENCE_LEAVES);
     let ids: Vec<&str> = leaves.iter().map(|l| l.invocation_id.as_str()).collect();
     assert_eq!(ids, ["inv-2"]);
+}
+
+#[test]
+fn claim_ids_are_the_kept_ones_and_numbered_ones() {
+    let invocations = [invocation(
+        "inv-1",
+        "search_logs",
+        InvocationStatus::Ok,
+        json!({"line": "upstream returned 502 from payment-service"}),
+    )];
+    let leaves = evidence_leaves(&invocations, &[], MAX_EVIDENCE_LEAVES);
+    let (guidance, grammar) = executor_evidence(&leaves, &["inv-1"], &["pool-1", "c2"]);
+    let claim = |id: &str| {
+        json!({"schema": "executor_evidence_v2", "limitations": ["x"], "claims": [
+            {"claim_id": id, "text": "the tool output shows this", "bindings": [{
+                "source_invocation_id": "inv-1", "tool_name": "search_logs", "raw_path": "/line",
+                "quote": "upstream returned 502 from payment-service"}]}]})
+    };
+    for schema in [guidance, grammar] {
+        let ids =
+            strings(&schema["properties"]["claims"]["items"]["properties"]["claim_id"]["enum"]);
+        assert_eq!(ids[..3], ["pool-1", "c2", "c1"]);
+        assert_eq!(ids.len(), 13, "{ids:?}");
+        let v = jsonschema::validator_for(&schema).unwrap();
+        for ok in ["pool-1", "c1", "c12"] {
+            assert!(v.is_valid(&claim(ok)), "{ok}");
+        }
+        for bad in ["c13", "claim one", "1c", ""] {
+            assert!(!v.is_valid(&claim(bad)), "{bad}");
+        }
+    }
 }
