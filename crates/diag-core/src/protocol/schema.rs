@@ -287,7 +287,7 @@ fn words(text: &str) -> std::collections::BTreeSet<String> {
 
 /// The leaves of the run's successful invocations a binding can cite, at most `cap`: ranked
 /// by how many distinct words of `relevance` (the plan's hypotheses and step goals) they
-/// contain, then by invocation and document order, and returned in invocation and document
+/// contain, then strings before numbers and booleans, then by invocation and document order, and returned in invocation and document
 /// order. Blank strings, pointers longer than the parser takes and invocations that did not
 /// end `ok` are left out, since the Gatekeeper would refuse a binding to them.
 pub fn evidence_leaves(
@@ -314,7 +314,12 @@ pub fn evidence_leaves(
             if text.trim().is_empty() || pointer.len() > super::parse::MAX_POINTER_BYTES {
                 continue;
             }
-            let score = words(&text).intersection(&wanted).count();
+            // Relevance first; at equal relevance, text before a figure or a flag.
+            let is_text = !matches!(
+                super::json_pointer::resolve(&inv.output, &pointer),
+                Ok(Value::Number(_) | Value::Bool(_))
+            );
+            let score = words(&text).intersection(&wanted).count() * 2 + usize::from(is_text);
             all.push((
                 score,
                 EvidenceLeaf {
@@ -413,47 +418,77 @@ pub fn executor_evidence(
         .collect();
     // Grammar form: a short target is its own alternative with the whole string as the
     // quote; a long one keeps a free quote.
-    let grammar: Vec<Value> = leaves
-        .iter()
-        .map(|leaf| {
-            let quote = if leaf.text.chars().count() <= MAX_WHOLE_QUOTE_CHARS {
-                json!({"type": "string", "enum": [leaf.text]})
+    let none = || json!({"type": "array", "items": {"type": "null"}, "maxItems": 0});
+    let guidance_claims = match guidance.len() {
+        0 => none(),
+        n => {
+            let binding = if n == 1 {
+                guidance.into_iter().next().unwrap_or(Value::Null)
             } else {
-                text()
+                json!({"anyOf": guidance})
             };
-            binding(
-                &leaf.invocation_id,
-                &leaf.tool_name,
-                vec![&leaf.pointer],
-                quote,
-            )
-        })
-        .collect();
+            let claim = object(
+                vec![
+                    ("claim_id", one_of(&claim_ids)),
+                    ("text", text()),
+                    (
+                        "bindings",
+                        json!({"type": "array", "items": binding, "minItems": 1, "maxItems": MAX_BINDINGS}),
+                    ),
+                ],
+                &["claim_id", "text", "bindings"],
+            );
+            json!({"type": "array", "items": claim, "maxItems": MAX_ITEMS})
+        }
+    };
+    // Grammar form: each claim restates one leaf, bound to it and quoting it whole, so every
+    // figure, time and name of its text is in what it binds; a long target keeps a free text
+    // and quote. One new claim per document (beside the kept ones): a small model held to a
+    // grammar repeats its last item until a list is full, and repeated ids are refused.
+    let grammar_claims = match leaves.len() {
+        0 => none(),
+        _ => {
+            let alternatives: Vec<Value> = leaves
+                .iter()
+                .map(|leaf| {
+                    let whole = leaf.text.chars().count() <= MAX_WHOLE_QUOTE_CHARS;
+                    let said = || {
+                        if whole {
+                            json!({"type": "string", "enum": [leaf.text]})
+                        } else {
+                            text()
+                        }
+                    };
+                    let bound = binding(
+                        &leaf.invocation_id,
+                        &leaf.tool_name,
+                        vec![&leaf.pointer],
+                        said(),
+                    );
+                    object(
+                        vec![
+                            ("claim_id", one_of(&claim_ids)),
+                            ("text", said()),
+                            (
+                                "bindings",
+                                json!({"type": "array", "items": bound, "minItems": 1, "maxItems": 1}),
+                            ),
+                        ],
+                        &["claim_id", "text", "bindings"],
+                    )
+                })
+                .collect();
+            let claim = if alternatives.len() == 1 {
+                alternatives.into_iter().next().unwrap_or(Value::Null)
+            } else {
+                json!({"anyOf": alternatives})
+            };
+            json!({"type": "array", "items": claim, "maxItems": kept_claim_ids.len() + 1})
+        }
+    };
     // `grammar`: the form a server holds the model to token by token, where one more rule
     // costs nothing in the prompt.
-    let document = |alternatives: Vec<Value>, grammar: bool| {
-        let claims = match alternatives.len() {
-            0 => json!({"type": "array", "items": {"type": "null"}, "maxItems": 0}),
-            n => {
-                let binding = if n == 1 {
-                    alternatives.into_iter().next().unwrap_or(Value::Null)
-                } else {
-                    json!({"anyOf": alternatives})
-                };
-                let claim = object(
-                    vec![
-                        ("claim_id", one_of(&claim_ids)),
-                        ("text", text()),
-                        (
-                            "bindings",
-                            json!({"type": "array", "items": binding, "minItems": 1, "maxItems": MAX_BINDINGS}),
-                        ),
-                    ],
-                    &["claim_id", "text", "bindings"],
-                );
-                json!({"type": "array", "items": claim, "maxItems": MAX_ITEMS})
-            }
-        };
+    let document = |claims: Value, grammar: bool| {
         let no_evidence = if invocation_ids.is_empty() {
             json!({"type": "array", "items": {"type": "null"}, "maxItems": 0})
         } else {
@@ -505,7 +540,10 @@ pub fn executor_evidence(
             },
         )
     };
-    (document(guidance, false), document(grammar, true))
+    (
+        document(guidance_claims, false),
+        document(grammar_claims, true),
+    )
 }
 
 /// `verifier_verdict_v1` over the verified claim ids the Verifier is shown.

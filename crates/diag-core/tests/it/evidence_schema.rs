@@ -101,7 +101,17 @@ fn strings(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The binding alternatives of a built schema.
+/// The claim alternatives of a built grammar-form schema (one per leaf).
+fn claim_alternatives(schema: &Value) -> Vec<Value> {
+    let claim = &schema["properties"]["claims"]["items"];
+    match claim["anyOf"].as_array() {
+        Some(a) => a.clone(),
+        None if claim.get("properties").is_some() => vec![claim.clone()],
+        None => Vec::new(),
+    }
+}
+
+/// The binding alternatives of a built guidance-form schema.
 fn alternatives(schema: &Value) -> Vec<Value> {
     let binding = &schema["properties"]["claims"]["items"]["properties"]["bindings"]["items"];
     match binding["anyOf"].as_array() {
@@ -182,15 +192,22 @@ proptest! {
             .map(|l| (l.invocation_id.clone(), l.pointer.clone()))
             .collect();
         prop_assert_eq!(&offered, &want);
-        let grammar_alts = alternatives(&grammar);
+        let grammar_alts = claim_alternatives(&grammar);
         prop_assert_eq!(grammar_alts.len(), leaves.len());
         for (alt, leaf) in grammar_alts.iter().zip(&leaves) {
-            let quote = &alt["properties"]["quote"];
+            let bound = &alt["properties"]["bindings"]["items"]["properties"];
+            prop_assert_eq!(strings(&bound["raw_path"]["enum"]), vec![leaf.pointer.clone()]);
+            let quote = &bound["quote"];
+            let said = &alt["properties"]["text"];
             if leaf.text.chars().count() <= MAX_WHOLE_QUOTE_CHARS {
                 prop_assert_eq!(strings(&quote["enum"]), vec![leaf.text.clone()]);
+                prop_assert_eq!(strings(&said["enum"]), vec![leaf.text.clone()]);
             } else {
-                prop_assert!(quote.get("enum").is_none());
+                prop_assert!(quote.get("enum").is_none() && said.get("enum").is_none());
             }
+        }
+        if !leaves.is_empty() {
+            prop_assert_eq!(&grammar["properties"]["claims"]["maxItems"], &json!(1));
         }
 
         // A document that uses what the schemas offer validates against both; one that
@@ -200,10 +217,17 @@ proptest! {
         for leaf in &leaves {
             let doc = document(vec![binding_doc(leaf, &leaf.text)]);
             prop_assert!(g.is_valid(&doc), "{}", doc);
+            // The grammar form's claim restates its leaf.
+            let mut restated = binding_doc(leaf, &leaf.text);
+            restated["text"] = json!(leaf.text);
+            let doc = document(vec![restated.clone()]);
             prop_assert!(w.is_valid(&doc), "{}", doc);
+            prop_assert!(!w.is_valid(&document(vec![restated.clone(), restated])), "one claim");
             let elsewhere = EvidenceLeaf { pointer: format!("{}/elsewhere", leaf.pointer), ..leaf.clone() };
-            let doc = document(vec![binding_doc(&elsewhere, &leaf.text)]);
-            prop_assert!(!g.is_valid(&doc) && !w.is_valid(&doc), "{}", doc);
+            let mut doc = document(vec![binding_doc(&elsewhere, &leaf.text)]);
+            prop_assert!(!g.is_valid(&doc), "{}", doc);
+            doc["claims"][0]["text"] = json!(leaf.text);
+            prop_assert!(!w.is_valid(&doc), "{}", doc);
         }
         let doc = document(Vec::new());
         prop_assert!(g.is_valid(&doc) && w.is_valid(&doc));
@@ -301,7 +325,7 @@ fn the_cap_holds_with_a_thousand_matches_and_keeps_the_relevant_ones() {
     });
     assert_eq!(pointers, sorted, "offered in document order");
     let (guidance, grammar) = executor_evidence(&leaves, &["inv-1"], &[]);
-    assert_eq!(alternatives(&grammar).len(), MAX_EVIDENCE_LEAVES);
+    assert_eq!(claim_alternatives(&grammar).len(), MAX_EVIDENCE_LEAVES);
     let offered = strings(&alternatives(&guidance)[0]["properties"]["raw_path"]["enum"]);
     assert_eq!(offered.len(), MAX_EVIDENCE_LEAVES);
     // Bounded in bytes too: the grammar form stays a few kilobytes.
@@ -351,13 +375,14 @@ fn claim_ids_are_the_kept_ones_and_numbered_ones() {
     let (guidance, grammar) = executor_evidence(&leaves, &["inv-1"], &["pool-1", "c2"]);
     let claim = |id: &str| {
         json!({"schema": "executor_evidence_v2", "limitations": ["x"], "claims": [
-            {"claim_id": id, "text": "the tool output shows this", "bindings": [{
+            {"claim_id": id, "text": "upstream returned 502 from payment-service", "bindings": [{
                 "source_invocation_id": "inv-1", "tool_name": "search_logs", "raw_path": "/line",
                 "quote": "upstream returned 502 from payment-service"}]}]})
     };
     for schema in [guidance, grammar] {
-        let ids =
-            strings(&schema["properties"]["claims"]["items"]["properties"]["claim_id"]["enum"]);
+        // One leaf: a single claim (or binding) alternative, not an `anyOf`.
+        let claim_schema = &schema["properties"]["claims"]["items"];
+        let ids = strings(&claim_schema["properties"]["claim_id"]["enum"]);
         assert_eq!(ids[..3], ["pool-1", "c2", "c1"]);
         assert_eq!(ids.len(), 13, "{ids:?}");
         let v = jsonschema::validator_for(&schema).unwrap();
