@@ -10,7 +10,7 @@ use diag_core::agent::runtime::{
     AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, StepStatus, ToolResult,
     ToolResultFuture, ToolRunner,
 };
-use diag_core::agent::{AgentInvoker, AgentRequest, AgentRole, InvokeError};
+use diag_core::agent::{AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError};
 use diag_core::clock::{FixedClock, Timestamp};
 use diag_core::graph::RunConfig;
 use diag_core::limits::Limits;
@@ -631,6 +631,134 @@ async fn a_reply_cut_at_the_token_limit_is_transient() {
     assert_eq!(
         r.hooks.steps.lock().unwrap()[0].1.status,
         StepStatus::Truncated
+    );
+}
+
+/// An Executor request that asks for the evidence turn.
+fn evidence_request() -> AgentRequest {
+    let mut executor = request(AgentRole::Executor);
+    executor.evidence = Some(EvidenceTurn {
+        kept_claim_ids: Vec::new(),
+        relevance: vec!["checkout 502".into()],
+    });
+    executor
+}
+
+const EVIDENCE_DOC: &str =
+    r#"{"schema": "executor_evidence_v2", "claims": [], "limitations": ["x"]}"#;
+
+#[tokio::test]
+async fn a_loop_answer_cut_at_the_token_limit_gets_the_evidence_turn() {
+    let r = rig(Limits::default(), None);
+    r.model.with_evidence_turn();
+    r.model
+        .tool_calls(&[("call_1", "search_logs", json!({"query": "502"}))])
+        .push(Ok(ChatResponse {
+            content: Some("The checkout errors come from".into()),
+            tool_calls: vec![],
+            finish_reason: FinishReason::Length,
+            usage: None,
+            structured_output: None,
+        }))
+        .text(EVIDENCE_DOC);
+    let reply = r
+        .agents
+        .invoke(&evidence_request(), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, EVIDENCE_DOC);
+    let requests = r.model.requests();
+    assert_eq!(requests.len(), 3);
+    let turn = &requests[2];
+    assert!(turn.evidence_turn && turn.tools.is_empty());
+    assert_eq!(turn.tool_choice, Some(ToolChoice::None));
+    let schema = turn.response_format.as_ref().unwrap();
+    assert!(schema.grammar.is_some());
+    assert!(schema.schema.to_string().contains("inv-1"));
+    let steps: Vec<(u32, StepStatus)> = r
+        .hooks
+        .steps
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, s)| (s.turn, s.status))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (1, StepStatus::Ok),
+            (2, StepStatus::Truncated),
+            (3, StepStatus::Ok)
+        ]
+    );
+
+    // Without the turn (a model set to `off`), the same cut answer fails the attempt.
+    let r = rig(Limits::default(), None);
+    r.model
+        .tool_calls(&[("call_1", "search_logs", json!({"query": "502"}))])
+        .push(Ok(ChatResponse {
+            content: Some("The checkout errors come from".into()),
+            tool_calls: vec![],
+            finish_reason: FinishReason::Length,
+            usage: None,
+            structured_output: None,
+        }));
+    let err = r
+        .agents
+        .invoke(&evidence_request(), &config())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, InvokeError::Transient(_)), "{err:?}");
+    assert_eq!(r.model.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_loop_answer_that_meets_the_contract_needs_no_evidence_turn() {
+    let r = rig(Limits::default(), None);
+    r.model.with_evidence_turn();
+    r.model
+        .tool_calls(&[("call_1", "search_logs", json!({"query": "502"}))])
+        .text(EVIDENCE_DOC);
+    let reply = r
+        .agents
+        .invoke(&evidence_request(), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, EVIDENCE_DOC);
+    assert_eq!(r.model.requests().len(), 2);
+    assert!(r.model.requests().iter().all(|q| !q.evidence_turn));
+}
+
+#[tokio::test]
+async fn a_repeating_loop_gets_the_evidence_turn() {
+    let r = rig(Limits::default(), None);
+    r.model.with_evidence_turn();
+    for _ in 0..4 {
+        r.model
+            .tool_calls(&[("call_1", "search_logs", json!({"query": "502"}))]);
+    }
+    r.model.text(EVIDENCE_DOC);
+    let reply = r
+        .agents
+        .invoke(&evidence_request(), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, EVIDENCE_DOC);
+    let requests = r.model.requests();
+    assert_eq!(requests.len(), 5, "four loop turns, then the evidence turn");
+    assert!(requests[4].evidence_turn);
+    // The three duplicates were recorded blocked, not run; the turn offers only `inv-1`.
+    let invocations = r.log.invocations("run-1");
+    assert_eq!(invocations.len(), 4);
+    assert!(invocations[1..]
+        .iter()
+        .all(|i| i.status == InvocationStatus::Blocked));
+    let schema = &requests[4].response_format.as_ref().unwrap().schema;
+    let binding = &schema["properties"]["claims"]["items"]["properties"]["bindings"]["items"];
+    assert_eq!(
+        binding["properties"]["source_invocation_id"]["enum"],
+        json!(["inv-1"]),
+        "{schema:#}"
     );
 }
 

@@ -206,6 +206,12 @@ impl Refusal {
 /// Why a reply cut off by the token limit without a tool call failed (a transient failure).
 const TRUNCATED: &str = "response truncated at the token limit";
 
+/// A reply cut off by the token limit without a tool call: recorded as `truncated`, and a
+/// transient failure of the attempt unless the Executor's evidence turn follows.
+fn is_truncated(r: &ChatResponse) -> bool {
+    r.finish_reason == FinishReason::Length && r.tool_calls.is_empty()
+}
+
 /// Duplicate calls in a row after which the Executor is stopped (`repeating`).
 pub const MAX_REPEATS_IN_A_ROW: u32 = 3;
 
@@ -312,8 +318,8 @@ impl ModelAgents {
         }
     }
 
-    /// Sends one request and records it (step and exchange). A reply cut off by the token
-    /// limit without a tool call is a truncated response, a transient failure.
+    /// Sends one request and records it (step and exchange); a truncated reply
+    /// ([`is_truncated`]) is recorded as such and returned for the caller to judge.
     async fn send(
         &self,
         site: &CallSite<'_>,
@@ -352,10 +358,9 @@ impl ModelAgents {
             ),
         }
         match outcome {
-            Ok(r) if r.finish_reason == FinishReason::Length && r.tool_calls.is_empty() => {
-                let why = TRUNCATED;
-                self.record_exchange(site, model.name(), chat, Ok(&r), Some(why), ms);
-                Err(ModelError::transient(why))
+            Ok(r) if is_truncated(&r) => {
+                self.record_exchange(site, model.name(), chat, Ok(&r), Some(TRUNCATED), ms);
+                Ok(r)
             }
             Ok(r) => {
                 self.record_exchange(site, model.name(), chat, Ok(&r), None, ms);
@@ -437,6 +442,9 @@ impl ModelAgents {
         };
         // One call; a second only when the server states a context size to fit to.
         let (response, _) = self.call_model(request, config, 1, 2, &draft).await?;
+        if is_truncated(&response) {
+            return Err(InvokeError::Transient(TRUNCATED.to_string()));
+        }
         Ok(AgentReply {
             content: response.content.unwrap_or_default(),
         })
@@ -511,6 +519,9 @@ impl ModelAgents {
         let (response, _) = self
             .call_model(request, config, turn, turn + 1, &draft)
             .await?;
+        if is_truncated(&response) {
+            return Err(InvokeError::Transient(TRUNCATED.to_string()));
+        }
         Ok(AgentReply {
             content: response.content.unwrap_or_default(),
         })
@@ -536,18 +547,19 @@ impl ModelAgents {
         let mut made: HashMap<QueryRef, String> = HashMap::new();
         let mut turn: u32 = 1;
         while turn <= max_turns {
-            let (response, used) = match self
+            let (response, used) = self
                 .call_model(request, config, turn, max_turns, draft)
-                .await
-            {
-                Ok(answered) => answered,
-                // A final answer cut off by the token limit is one that does not meet the
-                // contract: with an evidence turn to follow, the loop ends there.
-                Err(InvokeError::Transient(m)) if budget_ends && m == TRUNCATED => {
-                    return Ok((LoopEnd::Truncated(InvokeError::Transient(m)), turn));
-                }
-                Err(e) => return Err(e),
-            };
+                .await?;
+            if is_truncated(&response) {
+                // A final answer cut off by the token limit does not meet the contract: with
+                // an evidence turn to follow, the loop ends there; without one it failed.
+                let cut = InvokeError::Transient(TRUNCATED.to_string());
+                return if budget_ends {
+                    Ok((LoopEnd::Truncated(cut), used))
+                } else {
+                    Err(cut)
+                };
+            }
             turn = used + 1;
             if response.tool_calls.is_empty() {
                 return Ok((

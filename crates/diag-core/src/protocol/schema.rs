@@ -287,8 +287,8 @@ fn words(text: &str) -> std::collections::BTreeSet<String> {
 
 /// The leaves of the run's successful invocations a binding can cite, at most `cap`: ranked
 /// by how many distinct words of `relevance` (the plan's hypotheses and step goals) they
-/// contain, then strings before numbers and booleans, then by invocation and document order, and returned in invocation and document
-/// order. Blank strings, pointers longer than the parser takes and invocations that did not
+/// contain, then strings before numbers and booleans, then by invocation and document order;
+/// returned in invocation and document order. Blank strings, pointers longer than the parser takes and invocations that did not
 /// end `ok` are left out, since the Gatekeeper would refuse a binding to them.
 pub fn evidence_leaves(
     invocations: &[super::ToolInvocation],
@@ -310,15 +310,11 @@ pub fn evidence_leaves(
         }
         let mut leaves = Vec::new();
         collect_leaves(&inv.output, &mut String::new(), &mut leaves);
-        for (pointer, text) in leaves {
+        for (pointer, text, is_text) in leaves {
             if text.trim().is_empty() || pointer.len() > super::parse::MAX_POINTER_BYTES {
                 continue;
             }
             // Relevance first; at equal relevance, text before a figure or a flag.
-            let is_text = !matches!(
-                super::json_pointer::resolve(&inv.output, &pointer),
-                Ok(Value::Number(_) | Value::Bool(_))
-            );
             let score = words(&text).intersection(&wanted).count() * 2 + usize::from(is_text);
             all.push((
                 score,
@@ -339,12 +335,13 @@ pub fn evidence_leaves(
     keep.into_iter().map(|i| all[i].1.clone()).collect()
 }
 
-/// Every string, number and boolean under `v` with its pointer, in document order.
-fn collect_leaves(v: &Value, at: &mut String, out: &mut Vec<(String, String)>) {
+/// Every string, number and boolean under `v` with its pointer, its text and whether it is a
+/// string, in document order.
+fn collect_leaves(v: &Value, at: &mut String, out: &mut Vec<(String, String, bool)>) {
     match v {
-        Value::String(s) => out.push((at.clone(), s.clone())),
-        Value::Number(n) => out.push((at.clone(), n.to_string())),
-        Value::Bool(b) => out.push((at.clone(), b.to_string())),
+        Value::String(s) => out.push((at.clone(), s.clone(), true)),
+        Value::Number(n) => out.push((at.clone(), n.to_string(), false)),
+        Value::Bool(b) => out.push((at.clone(), b.to_string(), false)),
         Value::Null => {}
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
@@ -371,11 +368,11 @@ fn collect_leaves(v: &Value, at: &mut String, out: &mut Vec<(String, String)>) {
 /// binding names one of `leaves` (its invocation, that invocation's tool and one of its
 /// pointers), `no_evidence` names one of `invocation_ids` (every invocation of the run, as
 /// the parser takes them), and a claim's id is one of `kept_claim_ids` (the prior verified
-/// claims an evidence retry keeps) or `c1` … `c12`. Returns the form for servers that take a schema as guidance
-/// (the quote is free text) and the form for servers that compile it to a grammar (a short
-/// target is offered as its whole string, which is always found at its pointer, and at least
-/// one limitation is asked for, so no document it allows is an empty result). With no leaf to
-/// cite, the only documents either form allows have no claims.
+/// claims an evidence retry keeps) or `c1` … `c12`. Returns the form for servers that take a
+/// schema as guidance (free text and quotes) and the form for servers that compile it to a
+/// grammar (each claim restates one leaf, quoting it whole, and at least one limitation is
+/// asked for, so no document it allows is an empty result). With no leaf to cite, the only
+/// documents either form allows have no claims.
 pub fn executor_evidence(
     leaves: &[EvidenceLeaf],
     invocation_ids: &[&str],
@@ -416,8 +413,7 @@ pub fn executor_evidence(
         .into_iter()
         .map(|(id, tool, pointers)| binding(id, tool, pointers, text()))
         .collect();
-    // Grammar form: a short target is its own alternative with the whole string as the
-    // quote; a long one keeps a free quote.
+    // An empty list, the only one a schema with nothing to offer allows.
     let none = || json!({"type": "array", "items": {"type": "null"}, "maxItems": 0});
     let guidance_claims = match guidance.len() {
         0 => none(),
@@ -490,7 +486,7 @@ pub fn executor_evidence(
     // costs nothing in the prompt.
     let document = |claims: Value, grammar: bool| {
         let no_evidence = if invocation_ids.is_empty() {
-            json!({"type": "array", "items": {"type": "null"}, "maxItems": 0})
+            none()
         } else {
             json!({
                 "type": "array",
