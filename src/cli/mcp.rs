@@ -42,15 +42,12 @@ pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
     let result = rt.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         // What the endpoints taught earlier processes, and kept for later ones.
-        let learnings = config.as_ref().ok().map(|_| remembered_endpoints(&store));
-        let env = match (&config, &learnings) {
-            (Ok((config, path)), Some((memory, _))) => {
-                setup::live_with(config, clock.clone(), memory)
-                    .await
-                    .map_err(|e| format!("config {}: {e}", path.display()))
-            }
-            (Err(e), _) => Err(e.clone()),
-            (Ok(_), None) => Err("no model endpoint is configured".to_string()),
+        let (memory, learnings) = remembered_endpoints(&store);
+        let env = match &config {
+            Ok((config, path)) => setup::live_with(config, clock.clone(), &memory)
+                .await
+                .map_err(|e| format!("config {}: {e}", path.display())),
+            Err(e) => Err(e.clone()),
         };
         let deps = match &env {
             Ok(env) => Ok(Arc::new(live_deps(env, clock, &store))),
@@ -68,9 +65,7 @@ pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
         if let Ok(env) = env {
             env.shutdown().await;
         }
-        if let Some((_, sink)) = &learnings {
-            warn_unkept(sink);
-        }
+        warn_unkept(&learnings);
         result
     });
     // A read of stdin that is still pending must not hold the process.

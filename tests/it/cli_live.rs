@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 use serde_json::Value;
 
 use crate::support::cli_env;
-use cli_env::{apply_filters, assert_schema, repo_file, TestEnv};
+use cli_env::{apply_filters, assert_schema, TestEnv};
 use diag_testkit::bounded;
 use diag_testkit::Aimock;
 
@@ -21,22 +21,7 @@ const QUESTION: &str = "why does checkout return 502 since 14:00?";
 /// A configuration for `server` with the demo logs and runbooks; the key comes from
 /// `KEY_VAR`, which the environment sets.
 fn live_env(server: &Aimock) -> TestEnv {
-    let mut env = TestEnv::new();
-    env.set_env(KEY_VAR, KEY);
-    std::fs::write(
-        env.path("diag.toml"),
-        format!(
-            "[models.default]\nbase_url = {:?}\nmodel = \"diag-live-model\"\n\
-             api_key_env = {KEY_VAR:?}\ntimeout_secs = 30\n\
-             [tools.search_logs]\npaths = [{:?}]\n\
-             [tools.search_runbooks]\npaths = [{:?}]\n",
-            server.base_url(),
-            repo_file("fixtures/demo/logs").display().to_string(),
-            repo_file("fixtures/demo/runbooks").display().to_string(),
-        ),
-    )
-    .unwrap();
-    env
+    cli_env::live_model_env(&server.base_url(), "diag-live-model", KEY_VAR, KEY)
 }
 
 #[test]

@@ -46,22 +46,7 @@ fn refusing(form_type: &str) -> Value {
 }
 
 fn live_env(server: &Aimock) -> TestEnv {
-    let mut env = TestEnv::new();
-    env.set_env(KEY_VAR, KEY);
-    std::fs::write(
-        env.path("diag.toml"),
-        format!(
-            "[models.default]\nbase_url = {:?}\nmodel = {MODEL:?}\n\
-             api_key_env = {KEY_VAR:?}\ntimeout_secs = 30\n\
-             [tools.search_logs]\npaths = [{:?}]\n\
-             [tools.search_runbooks]\npaths = [{:?}]\n",
-            server.base_url(),
-            repo_file("fixtures/demo/logs").display().to_string(),
-            repo_file("fixtures/demo/runbooks").display().to_string(),
-        ),
-    )
-    .unwrap();
-    env
+    cli_env::live_model_env(&server.base_url(), MODEL, KEY_VAR, KEY)
 }
 
 /// One `diag ask` process; its run id.

@@ -266,12 +266,6 @@ impl OpenAiModel {
         self
     }
 
-    /// The key of what this model's endpoint taught: its base URL (no credentials, query or
-    /// fragment) and model name.
-    pub fn learned_key(&self) -> &Endpoint {
-        &self.learned_key
-    }
-
     /// The full URL requests go to.
     pub fn endpoint(&self) -> &str {
         self.endpoint.as_str()
@@ -668,14 +662,11 @@ pub fn learned_key(base_url: &str, model: &str) -> Result<Endpoint, ConfigError>
     Ok(endpoint_key(&chat_completions_url(base_url)?, model))
 }
 
+/// `Endpoint::new` strips the credentials, query and fragment.
 fn endpoint_key(chat: &Url, model: &str) -> Endpoint {
     let mut base = chat.clone();
     let path = base.path().to_string();
     base.set_path(path.strip_suffix("/chat/completions").unwrap_or(&path));
-    base.set_query(None);
-    base.set_fragment(None);
-    let _ = base.set_username("");
-    let _ = base.set_password(None);
     Endpoint::new(base.as_str(), model)
 }
 

@@ -6,29 +6,20 @@ use tokio_postgres::Row;
 
 use super::error::PgError;
 use super::PgStore;
-use diag_core::model::Endpoint;
-use diag_core::store::codec::{stored_int, time};
-use diag_core::store::learnings::{form_of, form_text};
+use diag_core::store::codec::stored_int;
+use diag_core::store::learnings::{self, form_text};
 use diag_core::store::{EndpointLearning, EndpointLearnings, RecordError, StoreError};
 
 fn decode(r: &Row) -> Result<EndpointLearning, PgError> {
     let form: Option<String> = r.get(2);
-    let context: Option<i64> = r.get(3);
     let at: Option<String> = r.get(4);
-    Ok(EndpointLearning {
-        endpoint: Endpoint {
-            base_url: r.get(0),
-            model: r.get(1),
-        },
-        structured_output: form_of(form.as_deref())?,
-        context_tokens: context
-            .map(|n| u32::try_from(n).map_err(|e| RecordError::decode("context tokens", e)))
-            .transpose()?,
-        learned_at: at
-            .as_deref()
-            .map(|t| time("endpoint learned_at", t))
-            .transpose()?,
-    })
+    Ok(learnings::decode(
+        r.get(0),
+        r.get(1),
+        form.as_deref(),
+        r.get(3),
+        at.as_deref(),
+    )?)
 }
 
 fn decode_all(rows: Vec<Row>) -> Result<Vec<EndpointLearning>, StoreError> {

@@ -5,11 +5,10 @@
 use rusqlite::{params, Row};
 
 use super::{SqliteError, SqliteStore};
-use diag_core::model::Endpoint;
 use diag_core::store::backend;
-use diag_core::store::codec::{stored_int, time};
-use diag_core::store::learnings::{form_of, form_text};
-use diag_core::store::{EndpointLearning, EndpointLearnings, RecordError, StoreError};
+use diag_core::store::codec::stored_int;
+use diag_core::store::learnings::{self, form_text};
+use diag_core::store::{EndpointLearning, EndpointLearnings, StoreError};
 
 /// The raw columns of a learning, decoded once the cursor is done.
 type Raw = (String, String, Option<String>, Option<i64>, Option<String>);
@@ -19,17 +18,13 @@ fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
 }
 
 fn decode((base_url, model, form, context, at): Raw) -> Result<EndpointLearning, SqliteError> {
-    Ok(EndpointLearning {
-        endpoint: Endpoint { base_url, model },
-        structured_output: form_of(form.as_deref())?,
-        context_tokens: context
-            .map(|n| u32::try_from(n).map_err(|e| RecordError::decode("context tokens", e)))
-            .transpose()?,
-        learned_at: at
-            .as_deref()
-            .map(|t| time("endpoint learned_at", t))
-            .transpose()?,
-    })
+    Ok(learnings::decode(
+        base_url,
+        model,
+        form.as_deref(),
+        context,
+        at.as_deref(),
+    )?)
 }
 
 impl SqliteStore {

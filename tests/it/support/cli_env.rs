@@ -227,6 +227,27 @@ impl Default for TestEnv {
     }
 }
 
+/// A test environment whose `diag.toml` points one model, `model`, at an OpenAI-compatible
+/// server's `base_url` with its key in `key_var` (set to `key`), over the demo logs and
+/// runbooks.
+pub fn live_model_env(base_url: &str, model: &str, key_var: &str, key: &str) -> TestEnv {
+    let mut env = TestEnv::new();
+    env.set_env(key_var, key);
+    std::fs::write(
+        env.path("diag.toml"),
+        format!(
+            "[models.default]\nbase_url = {base_url:?}\nmodel = {model:?}\n\
+             api_key_env = {key_var:?}\ntimeout_secs = 30\n\
+             [tools.search_logs]\npaths = [{:?}]\n\
+             [tools.search_runbooks]\npaths = [{:?}]\n",
+            repo_file("fixtures/demo/logs").display().to_string(),
+            repo_file("fixtures/demo/runbooks").display().to_string(),
+        ),
+    )
+    .unwrap();
+    env
+}
+
 /// Filters that do not depend on a test environment: ids, times and durations.
 pub fn id_filters() -> Vec<(String, String)> {
     [

@@ -59,14 +59,35 @@ impl EndpointLearning {
     }
 }
 
-/// The stored text of a structured-output form, and back.
+/// The stored text of a structured-output form.
 pub fn form_text(form: Option<StructuredOutput>) -> Option<&'static str> {
     form.map(StructuredOutput::as_str)
 }
 
-pub fn form_of(text: Option<&str>) -> Result<Option<StructuredOutput>, RecordError> {
+fn form_of(text: Option<&str>) -> Result<Option<StructuredOutput>, RecordError> {
     text.map(|t| super::codec::enum_str("structured output form", t))
         .transpose()
+}
+
+/// A learning from its stored columns (`base_url`, `model`, `form`, `context_tokens`,
+/// `learned_at`), as every backend keeps them.
+pub fn decode(
+    base_url: String,
+    model: String,
+    form: Option<&str>,
+    context_tokens: Option<i64>,
+    learned_at: Option<&str>,
+) -> Result<EndpointLearning, RecordError> {
+    Ok(EndpointLearning {
+        endpoint: Endpoint { base_url, model },
+        structured_output: form_of(form)?,
+        context_tokens: context_tokens
+            .map(|n| u32::try_from(n).map_err(|e| RecordError::decode("context tokens", e)))
+            .transpose()?,
+        learned_at: learned_at
+            .map(|t| super::codec::time("endpoint learned_at", t))
+            .transpose()?,
+    })
 }
 
 /// What endpoints taught, in a store: every backend implements it with its SQL only.
