@@ -24,7 +24,7 @@ use diag_core::model::{StructuredOutput, StructuredOutputSetting};
 use diag_core::protocol::{parse_executor, parse_plan, PlannerMode};
 use diag_core::tools::MemoryInvocationLog;
 use diag_diagnosis::nodes::{real_nodes, NodeDeps};
-use diag_diagnosis::{AgentStatus, DiagnosisState, ExecutorStatus};
+use diag_diagnosis::{AgentStatus, DiagnosisNodes, DiagnosisState, ExecutorStatus};
 use diag_model_openai::{OpenAiConfig, OpenAiModel};
 use serde_json::Value;
 
@@ -60,21 +60,23 @@ impl RunHooks for Exchanges {
 /// ten runs at the server's default temperature.
 const PLAN_TEMPERATURE: f32 = 0.2;
 
-/// One Planner run against `server` with `setting`: its recorded exchanges, the state it left
-/// and the catalog's tool names.
-async fn plan(
+/// The real nodes over the demo logs (and runbooks, with `runbooks`), every agent on `server`
+/// with `setting`, under `limits`: the nodes, the exchanges they record and the catalog's
+/// tool names.
+fn live_nodes(
     server: &LlamaServer,
     setting: StructuredOutputSetting,
-) -> (Vec<ModelExchange>, DiagnosisState, Vec<String>) {
-    let config = Config::parse(
-        &format!(
-            "[tools.search_logs]\npaths = [{:?}]\n[tools.search_runbooks]\npaths = [{:?}]\n",
-            demo("logs"),
+    runbooks: bool,
+    limits: Limits,
+) -> (DiagnosisNodes, Arc<Exchanges>, Vec<String>) {
+    let mut tools_toml = format!("[tools.search_logs]\npaths = [{:?}]\n", demo("logs"));
+    if runbooks {
+        tools_toml.push_str(&format!(
+            "[tools.search_runbooks]\npaths = [{:?}]\n",
             demo("runbooks")
-        ),
-        "live.toml",
-    )
-    .unwrap();
+        ));
+    }
+    let config = Config::parse(&tools_toml, "live.toml").unwrap();
     let clock = Arc::new(FixedClock(
         Timestamp::parse_rfc3339("2026-11-30T14:10:00Z").unwrap(),
     ));
@@ -95,16 +97,27 @@ async fn plan(
         log: log.clone(),
         hooks: exchanges.clone(),
         clock,
-        limits: Limits {
-            max_tokens: MAX_TOKENS,
-            ..Limits::default()
-        },
+        limits,
     });
     let nodes = real_nodes(NodeDeps {
         invoker: agents,
         log,
         catalog: Arc::new(tools.catalog()),
     });
+    (nodes, exchanges, catalog)
+}
+
+/// One Planner run against `server` with `setting`: its recorded exchanges, the state it left
+/// and the catalog's tool names.
+async fn plan(
+    server: &LlamaServer,
+    setting: StructuredOutputSetting,
+) -> (Vec<ModelExchange>, DiagnosisState, Vec<String>) {
+    let limits = Limits {
+        max_tokens: MAX_TOKENS,
+        ..Limits::default()
+    };
+    let (nodes, exchanges, catalog) = live_nodes(server, setting, true, limits);
     let mut state = DiagnosisState::new(QUESTION);
     nodes
         .planner
@@ -177,44 +190,15 @@ const EVIDENCE_TRIES: usize = 3;
 /// One Executor attempt on the demo plan against `server` (`auto`), from a fresh state: the
 /// exchanges it recorded and the state it left.
 async fn execute(server: &LlamaServer) -> (Vec<ModelExchange>, DiagnosisState) {
-    let config = Config::parse(
-        &format!("[tools.search_logs]\npaths = [{:?}]\n", demo("logs")),
-        "live.toml",
-    )
-    .unwrap();
-    let clock = Arc::new(FixedClock(
-        Timestamp::parse_rfc3339("2026-11-30T14:10:00Z").unwrap(),
-    ));
-    let tools = Arc::new(RegistryTools {
-        registry: builtin_registry(&config).unwrap(),
-        clock: clock.clone(),
-    });
-    let mut openai = OpenAiConfig::new(server.base_url(), SMOLLM2);
-    openai.temperature = Some(PLAN_TEMPERATURE);
-    openai.request_timeout = Duration::from_secs(600);
-    openai.structured_output = StructuredOutputSetting::Auto;
-    let exchanges = Arc::new(Exchanges::default());
-    let log = Arc::new(MemoryInvocationLog::new());
-    let agents = Arc::new(ModelAgents {
-        models: AgentModels::single(Arc::new(OpenAiModel::new(openai).unwrap())),
-        tools: tools.clone(),
-        log: log.clone(),
-        hooks: exchanges.clone(),
-        clock,
-        limits: Limits {
-            max_turns: 2,
-            max_tokens: MaxTokensConfig {
-                executor: 512,
-                ..MAX_TOKENS
-            },
-            ..Limits::default()
+    let limits = Limits {
+        max_turns: 2,
+        max_tokens: MaxTokensConfig {
+            executor: 512,
+            ..MAX_TOKENS
         },
-    });
-    let nodes = real_nodes(NodeDeps {
-        invoker: agents,
-        log,
-        catalog: Arc::new(tools.catalog()),
-    });
+        ..Limits::default()
+    };
+    let (nodes, exchanges, _) = live_nodes(server, StructuredOutputSetting::Auto, false, limits);
     let mut state = DiagnosisState::new(QUESTION);
     let names = ["search_logs"];
     state.round.plan = Some(
