@@ -45,6 +45,7 @@ const LAYERS: &[Layer] = &[
         name: "diag-core",
         workspace: &["diag-graph"],
         third_party: Some(&[
+            "form_urlencoded",
             "futures",
             "pulldown-cmark",
             "serde",

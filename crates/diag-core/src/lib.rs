@@ -21,6 +21,7 @@ pub use diag_graph as graph;
 pub use diag_graph::clock;
 
 pub mod agent;
+pub mod alert;
 pub mod de;
 pub mod env_vars;
 pub mod hash;

@@ -31,6 +31,7 @@
 //! code and a hint, and the backend's own one-line message (a [`RecordError`] inside it where
 //! the record, not the store, failed).
 
+pub mod alerts;
 pub mod backend;
 pub mod codec;
 pub mod error;
