@@ -620,7 +620,8 @@ mod tests {
 
     #[test]
     fn a_bad_webhook_is_refused_whole_with_one_line() {
-        let cases: [(&str, fn(&AlertError) -> bool); 6] = [
+        type Expect = fn(&AlertError) -> bool;
+        let cases: [(&str, Expect); 6] = [
             ("{", |e| matches!(e, AlertError::NotJson(_))),
             (
                 r#"{"version":"3","groupKey":"k","status":"firing","alerts":[]}"#,
