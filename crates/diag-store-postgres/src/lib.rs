@@ -44,6 +44,7 @@
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod alerts;
 mod connect;
 mod error;
 mod gc;
@@ -113,7 +114,8 @@ struct Shared {
     clock: Arc<dyn Clock>,
     /// Orchestration events held per run until the next commit point (`diag_core::store::recorder`).
     held: Held<write::EventRow>,
-    /// The leases of this handle's runs, and their heartbeat, started with its first run.
+    /// The leases of this handle's runs and alert claims, and their heartbeat, started with its
+    /// first run or claim.
     leases: diag_owner::Leases,
     /// Drives the connection; shut down without blocking when the last handle goes, which
     /// may happen inside the application's runtime.

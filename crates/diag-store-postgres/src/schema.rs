@@ -125,9 +125,46 @@ CREATE TABLE run_endpoint (
 );
 "#;
 
+/// Version 3, alerts (`alerts.rs`; the SQLite store's version 8): the alert group a run
+/// investigated (`run_alert`, deleted with its run) and the durable queue of `diag serve`
+/// (`alert_queue`), whose runs are a JSON array of run ids, not foreign keys (`gc` may delete
+/// a run while the fact that a claim started it stays).
+const V3_ALERTS: &str = r#"
+CREATE TABLE run_alert (
+    run_id      text PRIMARY KEY REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    identity    text NOT NULL,
+    source      text NOT NULL CHECK (source IN ('api', 'webhook')),
+    group_key   text NOT NULL,
+    alerts      text NOT NULL,
+    recorded_at text NOT NULL
+);
+CREATE INDEX run_alert_identity ON run_alert (identity);
+
+CREATE TABLE alert_queue (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    identity         text NOT NULL UNIQUE,
+    state            text NOT NULL
+                     CHECK (state IN ('queued', 'claimed', 'done', 'resolved', 'failed')),
+    status           text NOT NULL CHECK (status IN ('firing', 'resolved')),
+    receiver         text NOT NULL,
+    group_key        text NOT NULL,
+    alerts           text NOT NULL,
+    received_at      text NOT NULL,
+    attempts         bigint NOT NULL DEFAULT 0,
+    runs             text NOT NULL DEFAULT '[]',
+    owner_host       text,
+    owner_pid        bigint,
+    owner_token      text,
+    lease_expires_at text,
+    failure          text,
+    updated_at       text NOT NULL
+);
+CREATE INDEX alert_queue_pending ON alert_queue (id) WHERE state IN ('queued', 'claimed');
+"#;
+
 /// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`.
 /// Append-only: a released migration is never edited.
-const MIGRATIONS: &[&str] = &[V1, V2_ENDPOINT_LEARNINGS];
+const MIGRATIONS: &[&str] = &[V1, V2_ENDPOINT_LEARNINGS, V3_ALERTS];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

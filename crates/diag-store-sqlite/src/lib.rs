@@ -47,12 +47,17 @@
 //! | `tool_invocation` | `(run_id, invocation_id)` | tool call, `seq` keeps recording order |
 //! | `evaluation` | `run_id` | evaluated (SUCCESS) run |
 //! | `tool_catalog` | `sha256` | distinct tool catalog, shared by the runs that offered it |
+//! | `endpoint_learning` | `(base_url, model)` | model endpoint: what it taught |
+//! | `run_endpoint` | `(run_id, base_url, model)` | endpoint a run's models used, as remembered when it started |
+//! | `run_alert` | `run_id` | run that investigated an alert group |
+//! | `alert_queue` | `id` (`identity` unique) | notification delivered to `diag serve` |
 //!
 //! `docs/SCHEMA.md` documents every column and has sqlite3 queries for common questions.
 
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod alerts;
 mod blobs;
 mod checkpoint;
 mod error;
@@ -129,7 +134,8 @@ struct Shared {
     /// Orchestration events reported through a run's recorder and not yet committed, per
     /// run (see `diag_core::store::recorder`). Every finish of a run commits its held events with it.
     held: Held<write::EventRow>,
-    /// The leases of this handle's runs, and their heartbeat, started with its first run.
+    /// The leases of this handle's runs and alert claims, and their heartbeat, started with its
+    /// first run or claim.
     leases: diag_owner::Leases,
 }
 

@@ -246,6 +246,47 @@ CREATE TABLE run_endpoint (
 ) STRICT, WITHOUT ROWID;
 "#;
 
+/// Version 8, alerts (`alerts.rs`; the rules are `diag_core::store::alerts`): the alert group
+/// a run investigated (`run_alert`, one per run, deleted with it, found by identity), and the
+/// durable queue of `diag serve` (`alert_queue`, one row per notification identity). A
+/// notification's runs are a JSON array of run ids, not foreign keys: `gc` may delete a run
+/// while the fact that a claim started it stays. `AUTOINCREMENT` so a queue id is never used
+/// twice. The partial index holds the notifications a claim looks at.
+const V8_ALERTS: &str = r#"
+CREATE TABLE run_alert (
+    run_id      TEXT PRIMARY KEY REFERENCES diagnosis_run (run_id) ON DELETE CASCADE,
+    identity    TEXT NOT NULL,
+    source      TEXT NOT NULL CHECK (source IN ('api', 'webhook')),
+    group_key   TEXT NOT NULL,
+    alerts      TEXT NOT NULL,
+    recorded_at TEXT NOT NULL
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX run_alert_identity ON run_alert (identity);
+
+CREATE TABLE alert_queue (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    identity         TEXT NOT NULL UNIQUE,
+    state            TEXT NOT NULL
+                     CHECK (state IN ('queued', 'claimed', 'done', 'resolved', 'failed')),
+    status           TEXT NOT NULL CHECK (status IN ('firing', 'resolved')),
+    receiver         TEXT NOT NULL,
+    group_key        TEXT NOT NULL,
+    alerts           TEXT NOT NULL,
+    received_at      TEXT NOT NULL,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    runs             TEXT NOT NULL DEFAULT '[]',
+    owner_host       TEXT,
+    owner_pid        INTEGER,
+    owner_token      TEXT,
+    lease_expires_at TEXT,
+    failure          TEXT,
+    updated_at       TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX alert_queue_pending ON alert_queue (id) WHERE state IN ('queued', 'claimed');
+"#;
+
 /// One schema migration: its SQL, then, for a migration that moves data SQL alone cannot
 /// (it must keep bytes exact), a step in Rust, in the same transaction.
 pub(crate) struct Migration {
@@ -271,6 +312,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::sql(V5_PACKED_TEXTS),
     Migration::sql(V6_LEASES),
     Migration::sql(V7_ENDPOINT_LEARNINGS),
+    Migration::sql(V8_ALERTS),
 ];
 
 /// The schema version this build writes and reads.

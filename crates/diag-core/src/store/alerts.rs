@@ -20,12 +20,21 @@
 //!   investigator cannot loop forever);
 //! - the database hands out each notification to one claimant at a time (SQLite: one
 //!   `BEGIN IMMEDIATE` writer; PostgreSQL: `FOR UPDATE SKIP LOCKED`);
-//! - only the owner of a claim can end it ([`AlertStore::end_claim`]).
+//! - only the owner of a claim can end it ([`AlertStore::end_claim`]) or add a run to it
+//!   ([`AlertStore::claim_started_run`]); a released claim is queued again with its attempt
+//!   given back, while an investigated one is `done` and a failed one `failed`, with its
+//!   failure as one bounded line ([`failure_text`]).
+//!
+//! What a backend does around its SQL for these rules is written below once, as plain
+//! functions over plain data: the checks of what is written ([`check_run_alerts`],
+//! [`check_notification`]), how a claim treats each candidate ([`consider`]), the refusal of
+//! a write that needs a claim ([`not_claimed`]), and how the stored texts read back
+//! ([`decode_group`], [`decode_runs`], [`QueueRow::decode`]).
 
 use serde::{Deserialize, Serialize};
 
 use super::{RecordError, StoreError};
-use crate::alert::{AlertGroup, AlertStatus};
+use crate::alert::{Alert, AlertGroup, AlertStatus};
 use crate::clock::Timestamp;
 
 /// How many times a notification is claimed before it ends `failed`.
@@ -73,7 +82,8 @@ impl RunAlerts {
     }
 }
 
-/// A notification delivered to `diag serve`, to be queued.
+/// A notification delivered to `diag serve`, to be queued ([`NewNotification::new`] fills
+/// its identity and status from its group).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewNotification {
     /// [`AlertGroup::identity`] of `group`.
@@ -83,6 +93,20 @@ pub struct NewNotification {
     pub receiver: String,
     pub group: AlertGroup,
     pub received_at: Timestamp,
+}
+
+impl NewNotification {
+    /// The notification of `group` delivered to `receiver` at `received_at`: its identity and
+    /// status are the group's.
+    pub fn new(receiver: String, group: AlertGroup, received_at: Timestamp) -> NewNotification {
+        NewNotification {
+            identity: group.identity(),
+            status: group.status(),
+            receiver,
+            group,
+            received_at,
+        }
+    }
 }
 
 /// What queueing a notification did.
@@ -212,4 +236,239 @@ pub trait AlertStore: Send + Sync {
     fn queue_entries(&self) -> Result<Vec<QueueEntry>, StoreError>;
     /// How many notifications are in each state.
     fn queue_counts(&self) -> Result<QueueCounts, StoreError>;
+}
+
+/// Most characters of a notification's stored failure.
+pub const FAILURE_CHARS: usize = 500;
+
+/// A failure as a notification keeps it: one line of at most [`FAILURE_CHARS`] characters.
+pub fn failure_text(failure: &str) -> String {
+    crate::text::one_line(failure.trim(), FAILURE_CHARS)
+}
+
+/// The failure of a notification given up after `attempts` claims without an end.
+pub fn gave_up(attempts: u32) -> String {
+    format!("claimed {attempts} times without an end (its investigator stopped each time)")
+}
+
+/// A run's alerts are recorded under their group's identity.
+pub fn check_run_alerts(alerts: &RunAlerts) -> Result<(), RecordError> {
+    check_identity("run alerts", &alerts.identity, &alerts.group)
+}
+
+/// A notification is queued under its group's identity and with its group's status.
+pub fn check_notification(n: &NewNotification) -> Result<(), RecordError> {
+    check_identity("alert notification", &n.identity, &n.group)?;
+    if n.status != n.group.status() {
+        return Err(RecordError::Invalid(format!(
+            "an alert notification said {} of a group that is {}",
+            n.status,
+            n.group.status()
+        )));
+    }
+    Ok(())
+}
+
+fn check_identity(what: &str, identity: &str, group: &AlertGroup) -> Result<(), RecordError> {
+    if identity.trim().is_empty() || identity != group.identity() {
+        return Err(RecordError::Invalid(format!(
+            "{what} must carry the identity of their alert group"
+        )));
+    }
+    Ok(())
+}
+
+/// A group's alerts as a store keeps them: canonical JSON of the array.
+pub fn alerts_text(group: &AlertGroup) -> Result<String, RecordError> {
+    super::codec::canonical(&group.alerts)
+}
+
+/// A group read back from its stored key and alerts.
+pub fn decode_group(group_key: String, alerts: &str) -> Result<AlertGroup, RecordError> {
+    Ok(AlertGroup {
+        group_key,
+        alerts: super::codec::json::<Vec<Alert>>("alerts", alerts)?,
+    })
+}
+
+/// A run's alerts read back from their stored columns.
+pub fn decode_run_alerts(
+    identity: String,
+    source: &str,
+    group_key: String,
+    alerts: &str,
+) -> Result<RunAlerts, RecordError> {
+    Ok(RunAlerts {
+        identity,
+        source: AlertSource::parse(source)?,
+        group: decode_group(group_key, alerts)?,
+    })
+}
+
+/// The runs of a notification as a store keeps them: a JSON array of run ids.
+pub fn runs_text(runs: &[String]) -> String {
+    serde_json::Value::from(runs.to_vec()).to_string()
+}
+
+/// The runs of a notification read back.
+pub fn decode_runs(text: &str) -> Result<Vec<String>, RecordError> {
+    super::codec::json("alert notification runs", text)
+}
+
+/// A stored count of attempts read back.
+pub fn decode_attempts(attempts: i64) -> Result<u32, RecordError> {
+    u32::try_from(attempts).map_err(|e| RecordError::decode("alert notification attempts", e))
+}
+
+/// What a claim does with a notification it looks at, in id order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Consider {
+    /// Claim it.
+    Take,
+    /// Claimed [`MAX_ATTEMPTS`] times already: end it `failed` with this failure, and look at
+    /// the next one.
+    GiveUp(String),
+    /// Not claimable (another process investigates it, or it is finished): look at the next.
+    Pass,
+}
+
+/// How a claim treats a notification in `state` claimed `attempts` times so far, whose claim's
+/// owner (if it is claimed) is gone or not by `diag_owner::is_gone`.
+pub fn consider(state: QueueState, attempts: u32, owner_gone: bool) -> Consider {
+    let claimable = match state {
+        QueueState::Queued => true,
+        QueueState::Claimed => owner_gone,
+        QueueState::Done | QueueState::Resolved | QueueState::Failed => false,
+    };
+    if !claimable {
+        Consider::Pass
+    } else if attempts >= MAX_ATTEMPTS {
+        Consider::GiveUp(gave_up(attempts))
+    } else {
+        Consider::Take
+    }
+}
+
+/// Why a write that needs this process's claim on notification `id` was refused, by its
+/// stored state (`None`: no such notification) and whether this process owns it.
+pub fn not_claimed(id: i64, state: Option<&str>, mine: bool) -> RecordError {
+    let state = match state {
+        None => "unknown".to_string(),
+        Some("claimed") if !mine => "claimed by another process".to_string(),
+        Some(s) => s.to_string(),
+    };
+    RecordError::NotClaimed { id, state }
+}
+
+/// `Ok` when notification `id` is claimed by this process, its refusal ([`not_claimed`])
+/// otherwise.
+pub fn require_claimed(id: i64, state: Option<&str>, mine: bool) -> Result<(), RecordError> {
+    match state {
+        Some("claimed") if mine => Ok(()),
+        other => Err(not_claimed(id, other, mine)),
+    }
+}
+
+/// One queue row as a backend reads it (`id, identity, state, status, group_key, received_at,
+/// attempts, runs, failure`), to be decoded once the cursor is done.
+#[derive(Debug, Clone)]
+pub struct QueueRow {
+    pub id: i64,
+    pub identity: String,
+    pub state: String,
+    pub status: String,
+    pub group_key: String,
+    pub received_at: String,
+    pub attempts: i64,
+    pub runs: String,
+    pub failure: Option<String>,
+}
+
+impl QueueRow {
+    pub fn decode(self) -> Result<QueueEntry, RecordError> {
+        Ok(QueueEntry {
+            id: self.id,
+            identity: self.identity,
+            state: QueueState::parse(&self.state)?,
+            status: AlertStatus::parse(&self.status)
+                .ok_or_else(|| RecordError::decode("alert status", &self.status))?,
+            group_key: self.group_key,
+            received_at: super::codec::time("alert notification received_at", &self.received_at)?,
+            attempts: decode_attempts(self.attempts)?,
+            runs: decode_runs(&self.runs)?,
+            failure: self.failure,
+        })
+    }
+}
+
+/// Counts by state read back as `(state, count)` rows.
+pub fn decode_counts(
+    rows: impl IntoIterator<Item = (String, i64)>,
+) -> Result<QueueCounts, RecordError> {
+    let mut counts = QueueCounts::default();
+    for (state, n) in rows {
+        let n = u64::try_from(n).map_err(|e| RecordError::decode("queue count", e))?;
+        match QueueState::parse(&state)? {
+            QueueState::Queued => counts.queued = n,
+            QueueState::Claimed => counts.claimed = n,
+            QueueState::Done => counts.done = n,
+            QueueState::Resolved => counts.resolved = n,
+            QueueState::Failed => counts.failed = n,
+        }
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_takes_what_waits_or_was_left_and_gives_up_after_max_attempts() {
+        use QueueState::*;
+        assert_eq!(consider(Queued, 0, false), Consider::Take);
+        assert_eq!(consider(Claimed, 1, false), Consider::Pass);
+        assert_eq!(consider(Claimed, 1, true), Consider::Take);
+        assert_eq!(consider(Claimed, MAX_ATTEMPTS - 1, true), Consider::Take);
+        assert_eq!(
+            consider(Claimed, MAX_ATTEMPTS, true),
+            Consider::GiveUp(
+                "claimed 3 times without an end (its investigator stopped each time)".into()
+            )
+        );
+        for finished in [Done, Resolved, Failed] {
+            assert_eq!(consider(finished, 0, true), Consider::Pass);
+        }
+    }
+
+    #[test]
+    fn only_this_processs_claim_is_accepted() {
+        assert!(require_claimed(1, Some("claimed"), true).is_ok());
+        let refused = |state, mine| require_claimed(4, state, mine).unwrap_err().to_string();
+        assert_eq!(
+            refused(Some("claimed"), false),
+            "alert notification 4 is claimed by another process, not claimed by this process"
+        );
+        assert_eq!(
+            refused(Some("done"), true),
+            "alert notification 4 is done, not claimed by this process"
+        );
+        assert_eq!(
+            refused(None, true),
+            "alert notification 4 is unknown, not claimed by this process"
+        );
+    }
+
+    #[test]
+    fn a_failure_is_kept_as_one_bounded_line() {
+        assert_eq!(failure_text(" no\nmodel "), "no model");
+        assert_eq!(
+            failure_text(&"x".repeat(900)).chars().count(),
+            FAILURE_CHARS + 1
+        );
+        assert_eq!(
+            decode_runs(&runs_text(&["a".into(), "b\"".into()])).unwrap(),
+            ["a", "b\""]
+        );
+    }
 }

@@ -151,6 +151,10 @@ pub enum RecordError {
     NotRunning { run_id: String, status: String },
     #[error("run {run_id} is {status}; only a SUCCESS run is evaluated")]
     NotEvaluable { run_id: String, status: String },
+    /// A write that needs a claim this process holds on a queued alert notification
+    /// (`alerts.rs`): `state` is where the notification stands (`unknown` when there is none).
+    #[error("alert notification {id} is {state}, not claimed by this process")]
+    NotClaimed { id: i64, state: String },
     /// A record refused before it reached the store.
     #[error("invalid record: {0}")]
     Invalid(String),
@@ -167,9 +171,9 @@ impl RecordError {
             RecordError::DuplicateRun(_) | RecordError::Duplicate { .. } => {
                 StoreErrorKind::Duplicate
             }
-            RecordError::NotRunning { .. } | RecordError::NotEvaluable { .. } => {
-                StoreErrorKind::WrongState
-            }
+            RecordError::NotRunning { .. }
+            | RecordError::NotEvaluable { .. }
+            | RecordError::NotClaimed { .. } => StoreErrorKind::WrongState,
             RecordError::Invalid(_) => StoreErrorKind::Invalid,
             RecordError::Decode { .. } => StoreErrorKind::Decode,
         }
@@ -233,6 +237,14 @@ mod tests {
                 },
                 StoreErrorKind::WrongState,
                 "run r is FAILED; only a SUCCESS run is evaluated",
+            ),
+            (
+                RecordError::NotClaimed {
+                    id: 7,
+                    state: "done".into(),
+                },
+                StoreErrorKind::WrongState,
+                "alert notification 7 is done, not claimed by this process",
             ),
             (
                 RecordError::Invalid("no".into()),

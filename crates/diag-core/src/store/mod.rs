@@ -25,7 +25,9 @@
 //!
 //! Beside the runs, a store keeps what model endpoints taught ([`EndpointLearnings`], with its
 //! rules in [`learnings`]): read when a live process sets up its models, written when a model
-//! learns, and recorded with each live run as it starts.
+//! learns, and recorded with each live run as it starts. And it keeps what came of alerts
+//! ([`AlertStore`], with its rules in [`alerts`]): the alert group a run investigated, and the
+//! durable queue of `diag serve`.
 //!
 //! Errors are one type, [`StoreError`]: a [`StoreErrorKind`] the command line maps to an exit
 //! code and a hint, and the backend's own one-line message (a [`RecordError`] inside it where
@@ -51,6 +53,10 @@ use crate::clock::Timestamp;
 use crate::graph::Event;
 use crate::protocol::ToolInvocation;
 
+pub use alerts::{
+    AlertSource, AlertStore, ClaimEnd, Claimed, Enqueued, NewNotification, QueueCounts, QueueEntry,
+    QueueState, RunAlerts, MAX_ATTEMPTS,
+};
 pub use error::{RecordError, StoreError, StoreErrorKind};
 pub use learnings::{EndpointLearning, EndpointLearnings, StoreSink};
 pub use recorder::Recorder;
@@ -146,9 +152,15 @@ pub trait RunMaintenance: Send + Sync {
 }
 
 /// A whole run store: what a backend implements.
-pub trait RunStore: RunReader + RunWriter + RunMaintenance + EndpointLearnings {}
+pub trait RunStore:
+    RunReader + RunWriter + RunMaintenance + EndpointLearnings + AlertStore
+{
+}
 
-impl<T: RunReader + RunWriter + RunMaintenance + EndpointLearnings + ?Sized> RunStore for T {}
+impl<T: RunReader + RunWriter + RunMaintenance + EndpointLearnings + AlertStore + ?Sized> RunStore
+    for T
+{
+}
 
 /// What `gc` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1731,9 +1731,13 @@ mod endpoint_learnings {
                 let store = fresh.open();
                 record_pass_run(&store, "run-old", "ses-1", 0);
             }
-            // The store as the previous diag left it: no learnings tables, one version less.
-            fresh.execute("DROP TABLE run_endpoint; DROP TABLE endpoint_learning;");
-            fresh.set_schema_version(fresh.schema_version() - 1);
+            // The store as the diag before endpoint learnings left it: none of their tables (nor
+            // the alerts' that came after them), at its version (SQLite 6, PostgreSQL 1).
+            fresh.execute(
+                "DROP TABLE run_endpoint; DROP TABLE endpoint_learning; \
+                 DROP TABLE run_alert; DROP TABLE alert_queue;",
+            );
+            fresh.set_schema_version(if fresh.is_sqlite() { 6 } else { 1 });
 
             let store = fresh.open();
             assert_eq!(
@@ -1785,6 +1789,6 @@ mod endpoint_learnings {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, diag_store_sqlite::SCHEMA_VERSION);
-        assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 7);
+        assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 8);
     }
 }
