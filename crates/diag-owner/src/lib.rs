@@ -158,8 +158,8 @@ impl Leases {
     }
 
     /// Starts the heartbeat of the handle whose shared state is `store`, once (with the
-    /// handle's first run): every [`heartbeat_interval`] it calls `renew`, which moves the
-    /// leases of the handle's RUNNING runs, on the store held only weakly, so the thread ends
+    /// handle's first run or alert claim): every [`heartbeat_interval`] it calls `renew`, which
+    /// moves the leases of the handle's RUNNING runs and claims, on the store held only weakly, so the thread ends
     /// with the last handle and never keeps the store open. A renewal that fails is logged
     /// and tried again at the next beat; a thread that cannot start is logged, and the leases
     /// then run out unrenewed.

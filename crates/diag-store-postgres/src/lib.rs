@@ -25,6 +25,9 @@
 //!   statement of `heartbeat.rs`); whoever opens the store next sweeps FAILED (`interrupted`)
 //!   the RUNNING runs whose owner is gone by `diag_owner::is_gone`: a dead process on the
 //!   sweeper's own host at once, any other owner once its lease has run out.
+//! - **One claimant per alert notification.** The queue of `diag serve` (`alerts.rs`) is
+//!   claimed with `FOR UPDATE SKIP LOCKED`, so processes on many machines never take the same
+//!   notification; a claim holds a lease renewed by the same heartbeat as the runs'.
 //! - **Versioned migrations** (`schema.rs`), applied under an advisory lock so that many
 //!   processes opening a new database at once create it once; a database with tables of its
 //!   own, or of a newer schema version, is refused untouched.

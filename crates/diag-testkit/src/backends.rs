@@ -283,8 +283,14 @@ pub enum Kind {
     Duplicate(&'static str),
     NotRunning(String),
     NotEvaluable(String),
+    /// A write that needs this process's claim on an alert notification, with where the
+    /// notification stands.
+    NotClaimed(String),
     Invalid,
-    NewerSchema { found: u32, supported: u32 },
+    NewerSchema {
+        found: u32,
+        supported: u32,
+    },
     ForeignDatabase,
     Other(String),
 }
@@ -303,6 +309,9 @@ pub fn kind(e: &StoreError) -> Kind {
             }
             SqliteError::Record(RecordError::NotEvaluable { status, .. }) => {
                 Kind::NotEvaluable(status.clone())
+            }
+            SqliteError::Record(RecordError::NotClaimed { state, .. }) => {
+                Kind::NotClaimed(state.clone())
             }
             SqliteError::NewerSchema {
                 found, supported, ..
@@ -324,6 +333,9 @@ pub fn kind(e: &StoreError) -> Kind {
             }
             PgError::Record(RecordError::NotEvaluable { status, .. }) => {
                 Kind::NotEvaluable(status.clone())
+            }
+            PgError::Record(RecordError::NotClaimed { state, .. }) => {
+                Kind::NotClaimed(state.clone())
             }
             PgError::NewerSchema {
                 found, supported, ..

@@ -1792,3 +1792,565 @@ mod endpoint_learnings {
         assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 8);
     }
 }
+
+/// Alerts in the run store (openspec/specs/run-store/spec.md, "Alerts and the alert queue"):
+/// the alert group a run investigated, and the durable queue of `diag serve`, on both
+/// backends.
+mod alert_store {
+    use super::*;
+    use diag_core::alert::{Alert, AlertGroup, AlertStatus};
+    use diag_core::store::{
+        AlertSource, ClaimEnd, Enqueued, NewNotification, QueueCounts, QueueState, RunAlerts,
+        MAX_ATTEMPTS,
+    };
+    use diag_store_postgres::{PgOptions, PgStore};
+    use diag_store_sqlite::StoreOptions;
+    use std::collections::BTreeMap;
+    use std::time::Instant;
+
+    /// A group of one alert of `service`, started `starts_ms` after the records' epoch.
+    fn group(service: &str, status: AlertStatus, starts_ms: i64) -> AlertGroup {
+        let labels = BTreeMap::from([
+            ("alertname".to_string(), "HighErrorRate".to_string()),
+            ("service".to_string(), service.to_string()),
+        ]);
+        AlertGroup::new(
+            format!("{{}}:{{alertname=\"HighErrorRate\", service=\"{service}\"}}"),
+            vec![Alert {
+                fingerprint: format!("fp-{service}"),
+                status,
+                labels,
+                annotations: BTreeMap::from([("summary".to_string(), "5xx > 5%".to_string())]),
+                starts_at: ts(starts_ms),
+                ends_at: None,
+                generator_url: Some("http://prom/graph?g0.expr=up".into()),
+            }],
+        )
+    }
+
+    fn firing(service: &str) -> NewNotification {
+        NewNotification::new(
+            "diag".into(),
+            group(service, AlertStatus::Firing, 0),
+            ts(1_000),
+        )
+    }
+
+    fn resolved(service: &str) -> NewNotification {
+        NewNotification::new(
+            "diag".into(),
+            group(service, AlertStatus::Resolved, 0),
+            ts(2_000),
+        )
+    }
+
+    fn queued(e: Enqueued) -> i64 {
+        match e {
+            Enqueued::Queued(id) => id,
+            other => panic!("not queued: {other:?}"),
+        }
+    }
+
+    fn state(store: &Store, id: i64) -> QueueState {
+        store.queue_entry(id).unwrap().unwrap().state
+    }
+
+    fn refusal(r: Result<(), diag_core::store::StoreError>) -> Kind {
+        kind(&r.unwrap_err())
+    }
+
+    #[test]
+    fn a_run_keeps_the_alert_group_it_investigated_once_while_running() {
+        for_each_backend(|name, store| {
+            let alerts = RunAlerts::new(
+                AlertSource::Webhook,
+                group("checkout", AlertStatus::Firing, 0),
+            );
+            store.create_run(new_run("run-a", "s", 0)).unwrap();
+            assert_eq!(store.run_alerts("run-a").unwrap(), None, "{name}");
+            store.record_run_alerts("run-a", &alerts).unwrap();
+            assert_eq!(
+                store.run_alerts("run-a").unwrap(),
+                Some(alerts.clone()),
+                "{name}"
+            );
+            assert_eq!(
+                refusal(store.record_run_alerts("run-a", &alerts)),
+                Kind::Duplicate("alert group"),
+                "{name}: one group per run"
+            );
+            assert_eq!(
+                refusal(store.record_run_alerts("run-none", &alerts)),
+                Kind::UnknownRun("run-none".into()),
+                "{name}"
+            );
+            store.create_run(new_run("run-b", "s", 1)).unwrap();
+            store
+                .finish_failed("run-b", "stopped", RunSummary::default())
+                .unwrap();
+            assert_eq!(
+                refusal(store.record_run_alerts("run-b", &alerts)),
+                Kind::NotRunning("FAILED".into()),
+                "{name}"
+            );
+            assert_eq!(store.run_alerts("run-b").unwrap(), None, "{name}");
+            let mut forged = alerts.clone();
+            forged.identity = "not-the-group".into();
+            store.create_run(new_run("run-c", "s", 2)).unwrap();
+            assert_eq!(
+                refusal(store.record_run_alerts("run-c", &forged)),
+                Kind::Invalid,
+                "{name}"
+            );
+            let api = RunAlerts::new(AlertSource::Api, group("payments", AlertStatus::Firing, 5));
+            store.record_run_alerts("run-c", &api).unwrap();
+            assert_eq!(store.run_alerts("run-c").unwrap(), Some(api), "{name}");
+
+            // Collected with its run.
+            store.finish_success("run-a", summary("ok")).unwrap();
+            store.finish_success("run-c", summary("ok")).unwrap();
+            store.gc(None, Some(0)).unwrap();
+            assert_eq!(store.run_alerts("run-a").unwrap(), None, "{name}");
+            assert_eq!(
+                store.investigated_run(&alerts.identity).unwrap(),
+                None,
+                "{name}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_group_is_investigated_by_its_newest_finished_run_not_an_interrupted_one() {
+        for_each_backend(|name, store| {
+            let g = group("checkout", AlertStatus::Firing, 0);
+            let identity = g.identity();
+            let alerts = RunAlerts::new(AlertSource::Api, g);
+            let start = |run_id: &str, started_ms: i64| {
+                store.create_run(new_run(run_id, "s", started_ms)).unwrap();
+                store.record_run_alerts(run_id, &alerts).unwrap();
+            };
+            let investigated = || store.investigated_run(&identity).unwrap();
+            start("run-1", 0);
+            assert_eq!(investigated(), None, "{name}: a RUNNING run does not count");
+            store.finish_success("run-1", summary("ok")).unwrap();
+            assert_eq!(investigated().as_deref(), Some("run-1"), "{name}: SUCCESS");
+            start("run-2", 10);
+            store
+                .finish_failed("run-2", "the model endpoint refused", RunSummary::default())
+                .unwrap();
+            assert_eq!(
+                investigated().as_deref(),
+                Some("run-2"),
+                "{name}: FAILED, newer"
+            );
+            start("run-3", 20);
+            store
+                .finish_failed("run-3", INTERRUPTED, RunSummary::default())
+                .unwrap();
+            assert_eq!(
+                investigated().as_deref(),
+                Some("run-2"),
+                "{name}: FAILED interrupted does not count"
+            );
+            start("run-0", 5);
+            store.finish_success("run-0", summary("ok")).unwrap();
+            assert_eq!(investigated().as_deref(), Some("run-2"), "{name}: older");
+            start("run-4", 30);
+            assert_eq!(investigated().as_deref(), Some("run-2"), "{name}: RUNNING");
+            let other = group("payments", AlertStatus::Firing, 0).identity();
+            assert_eq!(store.investigated_run(&other).unwrap(), None, "{name}");
+        });
+    }
+
+    #[test]
+    fn a_notification_is_queued_once_within_the_bound_and_a_resolved_one_only_recorded() {
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let store = fresh.open();
+            assert_eq!(
+                store.queue_counts().unwrap(),
+                QueueCounts::default(),
+                "{name}"
+            );
+            let a = queued(store.enqueue(&firing("a"), 2).unwrap());
+            assert_eq!(
+                store.enqueue(&firing("a"), 2).unwrap(),
+                Enqueued::Duplicate(a),
+                "{name}: a repeated delivery"
+            );
+            let rows = || fresh.query("SELECT count(*) FROM alert_queue");
+            assert_eq!(rows(), "1", "{name}: nothing written for a duplicate");
+            let b = queued(store.enqueue(&firing("b"), 2).unwrap());
+            assert!(b > a, "{name}");
+            assert_eq!(
+                store.enqueue(&firing("c"), 2).unwrap(),
+                Enqueued::Full,
+                "{name}"
+            );
+            assert_eq!(rows(), "2", "{name}: nothing written when full");
+            assert_eq!(
+                store.enqueue(&firing("b"), 2).unwrap(),
+                Enqueued::Duplicate(b),
+                "{name}: a duplicate is told as such when full"
+            );
+            // A resolved notification is recorded, past the bound, and never claimed.
+            let r = queued(store.enqueue(&resolved("a"), 2).unwrap());
+            assert_eq!(state(&store, r), QueueState::Resolved, "{name}");
+            assert_eq!(
+                store.enqueue(&resolved("a"), 2).unwrap(),
+                Enqueued::Duplicate(r),
+                "{name}"
+            );
+            let counts = store.queue_counts().unwrap();
+            assert_eq!(
+                counts,
+                QueueCounts {
+                    queued: 2,
+                    resolved: 1,
+                    ..QueueCounts::default()
+                },
+                "{name}"
+            );
+            assert_eq!(counts.pending(), 2, "{name}");
+
+            let entry = store.queue_entry(a).unwrap().unwrap();
+            assert_eq!(entry.identity, firing("a").identity, "{name}");
+            assert_eq!(entry.state, QueueState::Queued, "{name}");
+            assert_eq!(entry.status, AlertStatus::Firing, "{name}");
+            assert_eq!(entry.group_key, firing("a").group.group_key, "{name}");
+            assert_eq!(entry.received_at, ts(1_000), "{name}");
+            assert_eq!((entry.attempts, entry.runs.len()), (0, 0), "{name}");
+            assert_eq!(entry.failure, None, "{name}");
+            assert_eq!(store.queue_entry(a + 1000).unwrap(), None, "{name}");
+            let ids: Vec<i64> = store
+                .queue_entries()
+                .unwrap()
+                .iter()
+                .map(|e| e.id)
+                .collect();
+            assert_eq!(ids, [a, b, r], "{name}: oldest first");
+
+            assert_eq!(store.claim().unwrap().map(|c| c.id), Some(a), "{name}");
+            assert_eq!(store.claim().unwrap().map(|c| c.id), Some(b), "{name}");
+            assert_eq!(
+                store.claim().unwrap(),
+                None,
+                "{name}: never the resolved one"
+            );
+            // Claimed notifications still count against the bound.
+            assert_eq!(
+                store.enqueue(&firing("c"), 2).unwrap(),
+                Enqueued::Full,
+                "{name}"
+            );
+            assert_eq!(
+                store.enqueue(&firing("c"), 0).unwrap(),
+                Enqueued::Full,
+                "{name}"
+            );
+            let mut forged = firing("d");
+            forged.identity = "x".into();
+            assert_eq!(
+                kind(&store.enqueue(&forged, 9).unwrap_err()),
+                Kind::Invalid,
+                "{name}"
+            );
+        });
+    }
+
+    #[test]
+    fn claims_go_oldest_first_once_each_and_end_only_by_their_owner() {
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let store = fresh.open();
+            let other = fresh.open();
+            let ids: Vec<i64> = ["a", "b", "c"]
+                .iter()
+                .map(|s| queued(store.enqueue(&firing(s), 10).unwrap()))
+                .collect();
+            let (a, b, c) = (ids[0], ids[1], ids[2]);
+            let first = store.claim().unwrap().unwrap();
+            assert_eq!((first.id, first.attempt), (a, 1), "{name}");
+            assert_eq!(first.identity, firing("a").identity, "{name}");
+            assert_eq!(first.group, firing("a").group, "{name}");
+            assert!(first.earlier_runs.is_empty(), "{name}");
+            assert_eq!(
+                other.claim().unwrap().map(|c| c.id),
+                Some(b),
+                "{name}: another handle"
+            );
+            assert_eq!(store.claim().unwrap().map(|c| c.id), Some(c), "{name}");
+            assert_eq!(other.claim().unwrap(), None, "{name}: all claimed");
+            assert_eq!(store.queue_counts().unwrap().claimed, 3, "{name}");
+
+            store.claim_started_run(a, "run-a1").unwrap();
+            store
+                .end_claim(a, ClaimEnd::Investigated { run_id: "run-a1" })
+                .unwrap();
+            let done = store.queue_entry(a).unwrap().unwrap();
+            assert_eq!(done.state, QueueState::Done, "{name}");
+            assert_eq!(done.runs, ["run-a1"], "{name}");
+            assert_eq!(
+                refusal(store.end_claim(a, ClaimEnd::Released)),
+                Kind::NotClaimed("done".into()),
+                "{name}"
+            );
+            assert_eq!(
+                refusal(store.claim_started_run(a, "run-a2")),
+                Kind::NotClaimed("done".into()),
+                "{name}"
+            );
+
+            // Given back: queued again, the attempt not counted.
+            store.end_claim(b, ClaimEnd::Released).unwrap();
+            let back = store.queue_entry(b).unwrap().unwrap();
+            assert_eq!(
+                (back.state, back.attempts),
+                (QueueState::Queued, 0),
+                "{name}"
+            );
+            let again = other.claim().unwrap().unwrap();
+            assert_eq!((again.id, again.attempt), (b, 1), "{name}");
+
+            // A claim held by a process elsewhere, whose lease has not run out.
+            fresh.execute(&format!(
+                "UPDATE alert_queue SET owner_host = 'host-elsewhere', \
+                 lease_expires_at = '2999-01-01T00:00:00.000Z' WHERE id = {c}"
+            ));
+            assert_eq!(
+                refusal(store.end_claim(c, ClaimEnd::Failed { failure: "no" })),
+                Kind::NotClaimed("claimed by another process".into()),
+                "{name}"
+            );
+            assert_eq!(
+                refusal(store.claim_started_run(c, "run-c1")),
+                Kind::NotClaimed("claimed by another process".into()),
+                "{name}"
+            );
+            assert_eq!(
+                store.claim().unwrap(),
+                None,
+                "{name}: a live claim is not taken"
+            );
+            assert_eq!(
+                refusal(store.end_claim(c + 1000, ClaimEnd::Released)),
+                Kind::NotClaimed("unknown".into()),
+                "{name}"
+            );
+
+            store
+                .end_claim(
+                    b,
+                    ClaimEnd::Failed {
+                        failure: "no model endpoint\nis configured",
+                    },
+                )
+                .unwrap();
+            let failed = store.queue_entry(b).unwrap().unwrap();
+            assert_eq!(failed.state, QueueState::Failed, "{name}");
+            assert_eq!(
+                failed.failure.as_deref(),
+                Some("no model endpoint is configured"),
+                "{name}"
+            );
+            assert_eq!(
+                store.queue_counts().unwrap(),
+                QueueCounts {
+                    claimed: 1,
+                    done: 1,
+                    failed: 1,
+                    ..QueueCounts::default()
+                },
+                "{name}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_claim_whose_owner_is_gone_is_taken_again_and_given_up_after_max_attempts() {
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let store = fresh.open();
+            let a = queued(store.enqueue(&firing("a"), 10).unwrap());
+            let first = store.claim().unwrap().unwrap();
+            assert_eq!((first.id, first.attempt), (a, 1), "{name}");
+            store.claim_started_run(a, "run-1").unwrap();
+            // Its investigator was killed on this host: taken again at once.
+            fresh.execute(&format!(
+                "UPDATE alert_queue SET owner_pid = {} WHERE id = {a}",
+                dead_pid()
+            ));
+            let second = store.claim().unwrap().unwrap();
+            assert_eq!((second.id, second.attempt), (a, 2), "{name}");
+            assert_eq!(second.earlier_runs, ["run-1"], "{name}");
+            store.claim_started_run(a, "run-2").unwrap();
+            // Its investigator elsewhere stopped renewing: taken again once its lease ran out.
+            fresh.execute(&format!(
+                "UPDATE alert_queue SET owner_host = 'host-gone', \
+                 lease_expires_at = '2001-01-01T00:00:00.000Z' WHERE id = {a}"
+            ));
+            let third = store.claim().unwrap().unwrap();
+            assert_eq!((third.id, third.attempt), (a, MAX_ATTEMPTS), "{name}");
+            assert_eq!(third.earlier_runs, ["run-1", "run-2"], "{name}");
+            // Stopped a third time: given up, and the next notification is claimed instead.
+            let b = queued(store.enqueue(&firing("b"), 10).unwrap());
+            fresh.execute(&format!(
+                "UPDATE alert_queue SET owner_pid = {} WHERE id = {a}",
+                dead_pid()
+            ));
+            assert_eq!(store.claim().unwrap().map(|c| c.id), Some(b), "{name}");
+            let given_up = store.queue_entry(a).unwrap().unwrap();
+            assert_eq!(given_up.state, QueueState::Failed, "{name}");
+            assert_eq!(given_up.attempts, MAX_ATTEMPTS, "{name}");
+            assert_eq!(given_up.runs, ["run-1", "run-2"], "{name}");
+            assert_eq!(
+                given_up.failure.as_deref(),
+                Some("claimed 3 times without an end (its investigator stopped each time)"),
+                "{name}"
+            );
+            assert_eq!(store.claim().unwrap(), None, "{name}");
+        });
+    }
+
+    /// The backend opened with a lease of `lease`, on the system clock.
+    fn open_with_lease(fresh: &Fresh, lease: Duration) -> Store {
+        let location = fresh.location().to_str().unwrap();
+        if fresh.is_sqlite() {
+            let options = StoreOptions {
+                lease,
+                ..StoreOptions::default()
+            };
+            Store::new(SqliteStore::open_with(location, options).unwrap())
+        } else {
+            let options = PgOptions {
+                lease,
+                ..PgOptions::default()
+            };
+            Store::new(PgStore::open(location, options).unwrap())
+        }
+    }
+
+    #[test]
+    fn the_heartbeat_renews_the_lease_of_a_claim_its_handle_holds() {
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let store = open_with_lease(fresh, Duration::from_millis(300));
+            let a = queued(store.enqueue(&firing("a"), 10).unwrap());
+            // No run on this handle: the claim starts its heartbeat.
+            assert_eq!(store.claim().unwrap().map(|c| c.id), Some(a), "{name}");
+            let lease = || {
+                fresh.query(&format!(
+                    "SELECT lease_expires_at FROM alert_queue WHERE id = {a}"
+                ))
+            };
+            let taken = lease();
+            assert!(!taken.is_empty(), "{name}");
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut renewed = taken.clone();
+            while renewed <= taken {
+                assert!(Instant::now() < deadline, "{name}: never renewed ({taken})");
+                std::thread::sleep(Duration::from_millis(20));
+                renewed = lease();
+            }
+            // A claim that ended is not renewed.
+            store.end_claim(a, ClaimEnd::Released).unwrap();
+            assert_eq!(lease(), "", "{name}: a released claim holds no lease");
+        });
+    }
+
+    #[test]
+    fn claimants_on_three_connections_never_take_one_notification_twice() {
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let stores: Vec<Store> = (0..3).map(|_| fresh.open()).collect();
+            let mut all: Vec<i64> = (0..50)
+                .map(|i| {
+                    queued(
+                        stores[0]
+                            .enqueue(&firing(&format!("svc-{i}")), 100)
+                            .unwrap(),
+                    )
+                })
+                .collect();
+            let mut claimed: Vec<i64> = std::thread::scope(|scope| {
+                let workers: Vec<_> = stores
+                    .iter()
+                    .flat_map(|store| (0..3).map(move |_| store))
+                    .map(|store| {
+                        scope.spawn(move || {
+                            let mut mine = Vec::new();
+                            while let Some(c) = store.claim().unwrap() {
+                                mine.push(c.id);
+                            }
+                            mine
+                        })
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .flat_map(|w| w.join().unwrap())
+                    .collect()
+            });
+            claimed.sort_unstable();
+            all.sort_unstable();
+            assert_eq!(
+                claimed, all,
+                "{name}: each notification claimed exactly once"
+            );
+            assert_eq!(stores[1].queue_counts().unwrap().claimed, 50, "{name}");
+        });
+    }
+
+    #[test]
+    fn a_store_of_the_schema_before_alerts_upgrades_in_place() {
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            {
+                let store = fresh.open();
+                record_pass_run(&store, "run-old", "ses-1", 0);
+            }
+            fresh.execute("DROP TABLE run_alert; DROP TABLE alert_queue;");
+            fresh.set_schema_version(fresh.schema_version() - 1);
+
+            let store = fresh.open();
+            assert_eq!(
+                fresh.stored_schema_version(),
+                fresh.schema_version(),
+                "{name}"
+            );
+            assert_eq!(
+                store.get_run("run-old").unwrap().unwrap().status,
+                RunStatus::Success,
+                "{name}"
+            );
+            assert_eq!(store.run_alerts("run-old").unwrap(), None, "{name}");
+            assert_eq!(store.queue_entries().unwrap(), [], "{name}");
+            let a = queued(store.enqueue(&firing("a"), 1).unwrap());
+            assert_eq!(store.claim().unwrap().map(|c| c.id), Some(a), "{name}");
+            store.create_run(new_run("run-new", "s", 1)).unwrap();
+            let alerts = RunAlerts::new(AlertSource::Webhook, firing("a").group);
+            store.record_run_alerts("run-new", &alerts).unwrap();
+            assert_eq!(store.run_alerts("run-new").unwrap(), Some(alerts), "{name}");
+        });
+    }
+
+    /// A store file written by the diag before alerts (schema version 7) opens, upgrades in
+    /// place and queues from then on.
+    #[test]
+    fn a_version_7_sqlite_file_upgrades_in_place() {
+        let (_dir, path) = temp();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        SqliteStore::create_at_schema_version(&path, 7).unwrap();
+        let store = Store::new(SqliteStore::open(&path).unwrap());
+        let a = queued(store.enqueue(&firing("a"), 1).unwrap());
+        assert_eq!(
+            store.queue_entry(a).unwrap().unwrap().state,
+            QueueState::Queued
+        );
+        drop(store);
+        let version: u32 = raw(&path)
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, diag_store_sqlite::SCHEMA_VERSION);
+    }
+}
