@@ -9,6 +9,7 @@ mod exit;
 mod export;
 mod gc;
 mod graph;
+mod investigate;
 mod live;
 mod mcp;
 mod progress;
@@ -88,6 +89,7 @@ pub enum Command {
     Ask(ask::AskArgs),
     Replay(replay::ReplayArgs),
     Eval(eval::EvalArgs),
+    Investigate(investigate::InvestigateArgs),
     Trace(trace::TraceArgs),
     Report(report::ReportArgs),
     Runs(runs::RunsArgs),
@@ -272,6 +274,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
         Command::Ask(args) => ask::cmd_ask(g, &args, out),
         Command::Replay(args) => replay::cmd_replay(g, &args, out),
         Command::Eval(args) => eval::cmd_eval(g, &args, out),
+        Command::Investigate(args) => investigate::cmd_investigate(g, &args, out),
         Command::Trace(args) => trace::cmd_trace(g, &args, out),
         Command::Report(args) => report::cmd_report(g, &args, out),
         Command::Runs(args) => runs::cmd_runs(g, &args, out),

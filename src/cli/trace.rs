@@ -9,7 +9,7 @@ use clap::Args;
 use super::common::{require_existing_store, write_json, write_text};
 use super::{CommandError, GlobalArgs};
 use diag_core::store::Store;
-use diag_report::documents::{endpoints_text, load, resumed_text, trace_json, Stored};
+use diag_report::documents::{alert_text, endpoints_text, load, resumed_text, trace_json, Stored};
 use diag_report::terminal as render;
 
 /// Print a stored run: header, timeline, what the store remembered of its model endpoints
@@ -46,6 +46,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         exchanges,
         grounding,
         endpoints,
+        alerts,
     } = load(store, &args.run_id)?.ok_or_else(|| CommandError::unknown_run(&args.run_id))?;
     let text = [
         render::header(&render::Header {
@@ -59,6 +60,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
             degraded: run.degraded,
             failure: run.failure.as_deref(),
         }),
+        alert_text(alerts.as_ref()),
         render::timeline(&events),
         resumed_text(&run, &exchanges),
         endpoints_text(&endpoints),

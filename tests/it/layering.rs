@@ -105,6 +105,12 @@ const LAYERS: &[Layer] = &[
         tokio_features: None,
     },
     Layer {
+        name: "diag-alerts",
+        workspace: &["diag-ask", "diag-core", "diag-diagnosis", "diag-report"],
+        third_party: None,
+        tokio_features: None,
+    },
+    Layer {
         name: "diag-mcp",
         workspace: &["diag-ask", "diag-core", "diag-diagnosis", "diag-report"],
         third_party: None,

@@ -26,6 +26,7 @@ mod evidence_turn;
 mod fuzz_corpus;
 mod graph_cli;
 mod invariants;
+mod investigate;
 mod layering;
 mod live_model;
 mod mcp_server;

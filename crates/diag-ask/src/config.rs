@@ -33,6 +33,69 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default)]
     pub store: StoreConfig,
+    /// Where a diagnosis of an alert is posted besides the store (`diag investigate`,
+    /// `diag serve`).
+    #[serde(default)]
+    pub notify: Option<NotifyConfig>,
+    /// `diag serve`: Alertmanager's webhook receiver.
+    #[serde(default)]
+    pub serve: ServeConfig,
+}
+
+/// `[notify]`: a generic webhook that gets one JSON document per finished alert run
+/// (diag-alerts' `notify`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// An http(s) URL.
+    pub url: String,
+    /// The environment variable holding the bearer token sent with each post (the token never
+    /// goes in the file).
+    pub token_env: Option<String>,
+    /// Where `diag serve` is reachable for readers (its `/runs/RUN_ID/report`), for the
+    /// report link in each post.
+    pub report_base_url: Option<String>,
+}
+
+/// `[serve]`: how `diag serve` listens and how much it takes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// The address to listen on: loopback unless told otherwise.
+    pub listen: String,
+    /// The environment variable holding the bearer token every request must carry (as
+    /// Alertmanager's `http_config.authorization` sends it).
+    pub token_env: String,
+    /// Serve without a token (only with an explicit `true`).
+    pub allow_no_token: bool,
+    /// Largest webhook body taken, in bytes; a larger one gets 413.
+    pub max_body_bytes: u64,
+    /// Webhook requests taken per second (a burst of as many is allowed); more get 429.
+    pub max_requests_per_sec: u32,
+    /// Notifications waiting or being investigated at most; past it the webhook gets 503.
+    pub max_queue: u64,
+    /// Runs this process investigates at once.
+    pub concurrency: u32,
+    /// How long a SIGTERM or Ctrl-C waits for the runs in flight before it interrupts them.
+    pub drain_secs: u64,
+    /// How far before an alert started its question looks, in seconds.
+    pub lookback_secs: u64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: "127.0.0.1:9464".into(),
+            token_env: "DIAG_SERVE_TOKEN".into(),
+            allow_no_token: false,
+            max_body_bytes: 1024 * 1024,
+            max_requests_per_sec: 20,
+            max_queue: 1000,
+            concurrency: 2,
+            drain_secs: 30,
+            lookback_secs: 15 * 60,
+        }
+    }
 }
 
 /// One OpenAI-compatible endpoint.
@@ -321,6 +384,28 @@ impl Config {
             reason: reason.to_string(),
         };
         self.store.validate(file)?;
+        if let Some(n) = &self.notify {
+            let url = n.url.trim();
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(
+                    "notify.url".into(),
+                    "must start with http:// or https://",
+                ));
+            }
+        }
+        for (key, zero) in [
+            ("serve.max_body_bytes", self.serve.max_body_bytes == 0),
+            (
+                "serve.max_requests_per_sec",
+                self.serve.max_requests_per_sec == 0,
+            ),
+            ("serve.max_queue", self.serve.max_queue == 0),
+            ("serve.concurrency", self.serve.concurrency == 0),
+        ] {
+            if zero {
+                return Err(invalid(key.into(), "must be at least 1"));
+            }
+        }
         for (name, m) in &self.models {
             let url = m.base_url.trim();
             if !(url.starts_with("http://") || url.starts_with("https://")) {

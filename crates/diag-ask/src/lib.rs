@@ -29,6 +29,7 @@ use diag_core::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, Ru
 use diag_core::ids::IdSource;
 use diag_core::limits::Limits;
 use diag_core::protocol::ToolInvocation;
+use diag_core::store::alerts::RunAlerts;
 use diag_core::store::{
     FinishError, NewRun, Recorder as StoreRecorder, RunStatus, RunSummary, Store, StoreError,
 };
@@ -187,6 +188,8 @@ pub struct AskOptions<'a> {
     pub cancel: Option<&'a CancellationToken>,
     /// Told of every node start and event, after the store.
     pub progress: &'a mut dyn Observer<Status>,
+    /// The alert group the run investigates, recorded with it as it starts.
+    pub alerts: Option<&'a RunAlerts>,
 }
 
 impl<'a> AskOptions<'a> {
@@ -197,6 +200,7 @@ impl<'a> AskOptions<'a> {
             resume: None,
             cancel: None,
             progress,
+            alerts: None,
         }
     }
 
@@ -209,6 +213,12 @@ impl<'a> AskOptions<'a> {
     /// Also collect every exchange, for a run file.
     pub fn recording(mut self, record: bool) -> Self {
         self.record = record;
+        self
+    }
+
+    /// Record the alert group the run investigates with it.
+    pub fn alerts(mut self, alerts: Option<&'a RunAlerts>) -> Self {
+        self.alerts = alerts;
         self
     }
 
@@ -361,10 +371,24 @@ pub async fn ask(
         resume,
         cancel,
         progress,
+        alerts,
     } = options;
     let resumed_from = resume.as_ref().map(|r| r.from.clone());
     let reuse = || resume.as_ref().map(|r| (r.reuse)());
     let started = start_run(deps, request, record, resumed_from)?;
+    // The alert group is part of what the run is about: a run that cannot keep it ends
+    // FAILED before any agent works, so no run investigates an alert it does not name.
+    if let Some(alerts) = alerts {
+        if let Err(e) = deps.store.record_run_alerts(&started.run_id, alerts) {
+            let failure = format!("store: the run's alerts were not recorded: {e}");
+            let (early, tape) = started.early_failure();
+            let summary = RunSummary {
+                reuse: reuse(),
+                ..RunSummary::default()
+            };
+            return early.finish(failure, summary, tape);
+        }
+    }
     let graph = match compile_graph(&started) {
         Ok(g) => g,
         Err(e) => {

@@ -698,6 +698,7 @@ fn synthetic_run(n: usize) -> diag_report::RunData {
         events,
         model_calls,
         invocations,
+        alerts: None,
     }
 }
 

@@ -297,8 +297,16 @@ pub struct ListedAlert {
 
 /// Parses the body of `GET /api/v2/alerts`.
 pub fn parse_api_alerts(body: &[u8]) -> Result<Vec<ListedAlert>, AlertError> {
-    let raw: Vec<serde_json::Value> = serde_json::from_slice(body)
-        .map_err(|e| AlertError::NotJson(one_line(&e.to_string(), 200)))?;
+    let raw: Vec<serde_json::Value> = serde_json::from_slice(body).map_err(|e| {
+        if e.is_data() {
+            AlertError::Shape {
+                what: "API v2 alert list",
+                detail: one_line(&e.to_string(), 200),
+            }
+        } else {
+            AlertError::NotJson(one_line(&e.to_string(), 200))
+        }
+    })?;
     raw.into_iter()
         .enumerate()
         .map(|(index, value)| {

@@ -28,6 +28,8 @@ pub struct Stored {
     /// What the store remembered of the run's model endpoints when it started (empty for a
     /// replay, and for a run stored before diag kept it).
     pub endpoints: Vec<diag_core::store::EndpointLearning>,
+    /// The alert group the run investigated.
+    pub alerts: Option<diag_core::store::alerts::RunAlerts>,
 }
 
 /// The run `run_id` as `diag trace` shows it; `None` when no run has that id.
@@ -61,6 +63,7 @@ pub fn load(store: &Store, run_id: &str) -> Result<Option<Stored>, StoreError> {
         render::grounding::grounding_view(gatekeeper.as_ref(), &verified, &invocations, figures);
     let exchanges = store.exchanges(&run.run_id)?;
     let endpoints = store.run_endpoints(&run.run_id)?;
+    let alerts = store.run_alerts(&run.run_id)?;
     Ok(Some(Stored {
         run,
         events,
@@ -69,6 +72,7 @@ pub fn load(store: &Store, run_id: &str) -> Result<Option<Stored>, StoreError> {
         exchanges,
         grounding,
         endpoints,
+        alerts,
     }))
 }
 
@@ -83,6 +87,7 @@ pub fn trace_json(store: &Store, run_id: &str) -> Result<Option<serde_json::Valu
         exchanges,
         grounding,
         endpoints,
+        alerts,
     }) = load(store, run_id)?
     else {
         return Ok(None);
@@ -137,7 +142,38 @@ pub fn trace_json(store: &Store, run_id: &str) -> Result<Option<serde_json::Valu
         "grounding": grounding,
         "evaluation": evaluation.map(|e| e.metrics),
         "endpoints": endpoints,
+        "alert": alerts,
     })))
+}
+
+/// The alert group a run investigated: `alert` then one line per alert (name, status, start,
+/// fingerprint, labels). Empty for a run that investigated none.
+pub fn alert_text(alerts: Option<&diag_core::store::alerts::RunAlerts>) -> String {
+    use std::fmt::Write as _;
+    let Some(a) = alerts else {
+        return String::new();
+    };
+    let mut out = format!(
+        "alert    from Alertmanager's {}, group {}\n",
+        a.source.as_str(),
+        render::one_line(&a.group.group_key, 200)
+    );
+    for x in a.group.alerts.iter().take(20) {
+        let labels: Vec<String> = x.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            out,
+            "  {} {} since {} fingerprint {}  {}",
+            render::one_line(x.name(), 120),
+            x.status.as_str(),
+            x.starts_at,
+            render::one_line(&x.fingerprint, 40),
+            render::one_line(&labels.join(", "), 300)
+        );
+    }
+    if a.group.alerts.len() > 20 {
+        let _ = writeln!(out, "  … and {} more", a.group.alerts.len() - 20);
+    }
+    out
 }
 
 /// What the store remembered of a run's model endpoints when it started, one line each:

@@ -110,6 +110,7 @@ pub fn render(data: &RunData, shape: &GraphShape) -> String {
         ))
     );
     header(&mut o, data, &view);
+    alert(&mut o, data);
     answer(&mut o, data, &view);
     claims(&mut o, &view);
     grounding(&mut o, &view);
@@ -245,6 +246,52 @@ fn header(o: &mut String, data: &RunData, view: &View) {
          <a href=\"#sec-grounding\">Grounding</a><a href=\"#sec-timeline\">Timeline</a>\
          <a href=\"#sec-graph\">Graph</a><a href=\"#sec-tools\">Tool calls</a></nav>\n</header>\n",
     );
+}
+
+/// The alert group the run investigated.
+fn alert(o: &mut String, data: &RunData) {
+    let Some(a) = &data.alerts else { return };
+    let _ = writeln!(
+        o,
+        "<section id=\"sec-alert\">\n<h2>Alert</h2>\n<p>From Alertmanager's {} · group \
+         <span class=\"mono\">{}</span> · {} alert(s)</p>",
+        match a.source {
+            diag_core::store::alerts::AlertSource::Api => "API",
+            diag_core::store::alerts::AlertSource::Webhook => "webhook",
+        },
+        esc(&bounded(&a.group.group_key, 200)),
+        a.group.alerts.len()
+    );
+    o.push_str(
+        "<table>\n<tr><th>alert</th><th>status</th><th>starts at</th><th>fingerprint</th>\
+         <th>labels</th></tr>\n",
+    );
+    for x in a.group.alerts.iter().take(50) {
+        let labels: Vec<String> = x.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=\"mono\">{}</td><td class=\"mono\">{}</td>\
+             <td>{}</td></tr>",
+            esc(&bounded(x.name(), 120)),
+            x.status.as_str(),
+            x.starts_at,
+            esc(&bounded(&x.fingerprint, 40)),
+            esc(&bounded(&labels.join(", "), 400))
+        );
+    }
+    o.push_str("</table>\n");
+    if a.group.alerts.len() > 50 {
+        let _ = writeln!(o, "<p>… and {} more.</p>", a.group.alerts.len() - 50);
+    }
+    if let Some(summary) = a
+        .group
+        .alerts
+        .first()
+        .and_then(|x| x.annotations.get("summary"))
+    {
+        let _ = writeln!(o, "<p>Summary: {}</p>", esc(&bounded(summary, 400)));
+    }
+    o.push_str("</section>\n");
 }
 
 fn answer(o: &mut String, data: &RunData, view: &View) {

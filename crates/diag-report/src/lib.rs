@@ -46,6 +46,8 @@ pub struct RunData {
     pub events: Vec<Event<String>>,
     pub model_calls: Vec<ModelCall>,
     pub invocations: Vec<ToolInvocation>,
+    /// The alert group the run investigated (`diag investigate`, `diag serve`).
+    pub alerts: Option<diag_core::store::alerts::RunAlerts>,
 }
 
 /// Reads everything a report of `run_id` shows from the store; `None` for an unknown run.
@@ -58,6 +60,7 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<Option<RunData>, StoreE
     let steps = store.agent_steps(&run.run_id)?;
     let exchanges = store.exchanges(&run.run_id)?;
     let invocations = store.invocations(&run.run_id)?;
+    let alerts = store.run_alerts(&run.run_id)?;
     let model_calls = steps
         .into_iter()
         .map(|s| ModelCall {
@@ -74,6 +77,7 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<Option<RunData>, StoreE
         events,
         model_calls,
         invocations,
+        alerts,
     }))
 }
 

@@ -158,6 +158,49 @@ fn cell(s: &str) -> String {
     escape_md(s.trim())
 }
 
+/// The alert group the run investigated: each alert's name, service, start, fingerprint and
+/// labels, and the group's summary.
+fn alert(o: &mut String, data: &RunData) {
+    let Some(a) = &data.alerts else { return };
+    let _ = writeln!(
+        o,
+        "## Alert\n\nFrom Alertmanager's {} · group `{}` · {} alert(s)\n",
+        match a.source {
+            diag_core::store::alerts::AlertSource::Api => "API",
+            diag_core::store::alerts::AlertSource::Webhook => "webhook",
+        },
+        bounded(&a.group.group_key, 200).replace('`', "'"),
+        a.group.alerts.len()
+    );
+    o.push_str(
+        "| alert | status | starts at | fingerprint | labels |\n| --- | --- | --- | --- | --- |\n",
+    );
+    for x in a.group.alerts.iter().take(50) {
+        let labels: Vec<String> = x.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} |",
+            cell(&bounded(x.name(), 120)),
+            x.status.as_str(),
+            x.starts_at,
+            cell(&bounded(&x.fingerprint, 40)),
+            cell(&bounded(&labels.join(", "), 400))
+        );
+    }
+    if a.group.alerts.len() > 50 {
+        let _ = writeln!(o, "\n… and {} more.", a.group.alerts.len() - 50);
+    }
+    if let Some(summary) = a
+        .group
+        .alerts
+        .first()
+        .and_then(|x| x.annotations.get("summary"))
+    {
+        let _ = writeln!(o, "\nSummary: {}", escape_md(&bounded(summary, 400)));
+    }
+    o.push('\n');
+}
+
 /// The whole Markdown report.
 pub fn render(data: &RunData) -> String {
     let view = view::build(data);
@@ -191,6 +234,8 @@ pub fn render(data: &RunData) -> String {
     if let Some(c) = &view.fallback_context {
         let _ = writeln!(o, "The Fallback answered after {}.\n", escape_md(c));
     }
+
+    alert(&mut o, data);
 
     o.push_str("## Answer\n\n");
     match run.answer.as_deref().filter(|a| !a.trim().is_empty()) {

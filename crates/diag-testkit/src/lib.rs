@@ -17,6 +17,7 @@
 //! This is test code: a helper that cannot do its job panics, and the panic is the calling
 //! test's failure report, so `unwrap` and `expect` are allowed here.
 
+pub mod alertmanager;
 pub mod backends;
 pub mod bounded;
 pub mod builders;

@@ -1,0 +1,13 @@
+//! `diag-alerts`: alerts in, a verified diagnosis per alert group out
+//! (openspec/specs/alerts/spec.md). Alertmanager's API v2 read ([`alertmanager`]), one
+//! alert group investigated through the ask service with its alerts kept beside the run
+//! ([`investigate`]), and where a result goes besides the store: a generic webhook
+//! ([`notify`]). The alerts themselves are plain data in `diag_core::alert`; the queue of
+//! `diag serve` is the run store's (`diag_core::store::alerts`).
+
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod alertmanager;
+pub mod investigate;
+pub mod notify;
