@@ -73,7 +73,7 @@ pub struct AlertmanagerArgs {
     #[arg(long = "group-by", value_name = "LABEL", value_delimiter = ',')]
     pub group_by: Vec<String>,
     /// How far before the first alert of a group started its question looks (30m, 1h, 90s)
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = super::gc::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = super::common::parse_duration)]
     pub lookback: Duration,
     /// Investigate a group again even when a finished run already investigated it
     #[arg(long)]

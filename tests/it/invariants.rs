@@ -61,6 +61,11 @@ const IO: &[(&str, &[&str], &str)] = &[
     ),
     ("diag-model-openai", &[], "HTTP through reqwest only"),
     (
+        "diag-alerts",
+        &["net"],
+        "Alertmanager's API and the result webhook through reqwest; the listener of diag serve",
+    ),
+    (
         "diag-mcp",
         &[],
         "stdin and stdout through rmcp's transport only",
