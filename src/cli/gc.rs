@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{require_existing_store, write_text};
+use super::common::{parse_duration, require_existing_store, write_text};
 use super::{CommandError, GlobalArgs};
 
 /// Delete old runs and everything they own (events, steps, tool calls, exchanges).
@@ -18,27 +18,6 @@ pub struct GcArgs {
     /// Keep only the newest N runs
     #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
-}
-
-/// `<number><unit>` with unit s, m, h, d or w.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 30d, 12h, 45m or 90s"))?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return Err(format!("`{s}` is not a duration like 30d, 12h, 45m or 90s")),
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("`{s}` is too long"))
 }
 
 pub fn cmd_gc(g: &GlobalArgs, args: &GcArgs, out: &mut dyn Write) -> Result<(), CommandError> {

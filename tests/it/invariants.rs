@@ -61,6 +61,11 @@ const IO: &[(&str, &[&str], &str)] = &[
     ),
     ("diag-model-openai", &[], "HTTP through reqwest only"),
     (
+        "diag-alerts",
+        &["net"],
+        "the listening socket of `diag serve` (HTTP clients are reqwest's)",
+    ),
+    (
         "diag-mcp",
         &[],
         "stdin and stdout through rmcp's transport only",
