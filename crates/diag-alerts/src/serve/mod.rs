@@ -164,18 +164,23 @@ pub async fn run(
             .await
     });
 
+    let mut http_done = false;
     tokio::select! {
+        biased;
         _ = shutdown.stop.cancelled() => {}
         ended = &mut http => {
-            // The server ended without being asked: stop the rest and say why.
-            shutdown.stop.cancel();
-            shutdown.interrupt.cancel();
-            while workers.join_next().await.is_some() {}
-            return Err(ServeError::Http(match ended {
-                Ok(Ok(())) => "it stopped".into(),
-                Ok(Err(e)) => e.to_string(),
-                Err(e) => e.to_string(),
-            }));
+            http_done = true;
+            if !shutdown.stop.is_cancelled() {
+                // The server ended without being asked: stop the rest and say why.
+                shutdown.stop.cancel();
+                shutdown.interrupt.cancel();
+                while workers.join_next().await.is_some() {}
+                return Err(ServeError::Http(match ended {
+                    Ok(Ok(())) => "it stopped".into(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                }));
+            }
         }
     }
     shared.wake.notify_waiters();
@@ -198,9 +203,8 @@ pub async fn run(
         }
     }
     // Whatever the HTTP side still holds (a request waiting on the store) gets a moment.
-    match tokio::time::timeout(HTTP_GRACE, &mut http).await {
-        Ok(_) => {}
-        Err(_) => http.abort(),
+    if !http_done && tokio::time::timeout(HTTP_GRACE, &mut http).await.is_err() {
+        http.abort();
     }
     Ok(Drained { interrupted })
 }
