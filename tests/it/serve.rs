@@ -510,8 +510,9 @@ fn a_burst_of_200_alerts_is_queued_and_each_group_investigated_once_with_the_con
     let server = Aimock::start_with("graph.json", Some(KEY));
     let env = env(&server, "concurrency = 3\n");
     let mut serve = Serve::start(&env, &[]);
-    // Each group's alerts reach Alertmanager within its group_wait: one notification each.
-    let am = am_to(&[&serve], 3);
+    // Each group's alerts reach Alertmanager in one request, well within its group_wait:
+    // one notification each.
+    let am = am_to(&[&serve], 5);
     let started = Instant::now();
     for s in 0..10 {
         let service = format!("svc-{s:02}");
@@ -546,7 +547,7 @@ fn a_burst_of_200_alerts_is_queued_and_each_group_investigated_once_with_the_con
         assert_eq!(r["status"], "SUCCESS", "{r}");
         let kept = trace(&env, r["run_id"].as_str().unwrap())["alert"].clone();
         let alerts = kept["group"]["alerts"].as_array().unwrap();
-        assert_eq!(alerts.len(), 20);
+        assert_eq!(alerts.len(), 20, "{kept}");
         let service = alerts[0]["labels"]["service"].as_str().unwrap().to_string();
         *services.entry(service).or_insert(0) += 1;
     }
