@@ -702,7 +702,7 @@ fn three_instances_on_one_postgres_store_investigate_each_group_once_and_take_ov
     env.set_env("DIAG_DB", &url);
     // A short lease, and a host id per instance: as on three hosts, only the lease tells
     // that one has died.
-    env.set_env("DIAG_STORE_LEASE_MS", "1500");
+    env.set_env("DIAG_STORE_LEASE_MS", "2500");
     let hosts = ["serve-host-a", "serve-host-b", "serve-host-c"];
     let mut serves: Vec<Serve> = hosts
         .iter()
