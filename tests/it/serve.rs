@@ -298,6 +298,15 @@ fn am_to(serves: &[&Serve], group_wait_s: u32) -> Alertmanager {
     })
 }
 
+/// Now, as Alertmanager takes a `startsAt`. Alertmanager sends a group at once, without its
+/// `group_wait`, when its first alert started longer ago than that: alerts meant to arrive as
+/// one group start now.
+fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
 /// The largest number of runs that overlapped in time (from their start and duration).
 fn most_at_once(runs: &[Value]) -> usize {
     let mut edges: Vec<(i128, i32)> = Vec::new();
@@ -329,17 +338,18 @@ fn alertmanager_deliveries_make_one_run_per_group_and_resolved_ones_are_recorded
     let env = env(&server, "concurrency = 2\n");
     let mut serve = Serve::start(&env, &[]);
     let am = am_to(&[&serve], 1);
+    let now = now();
     let checkout = [
         alert(
             "CheckoutHigh502Rate",
             "checkout-service",
-            "2026-12-03T19:58:00Z",
+            &now,
             &[("pod", "a")],
         ),
         alert(
             "CheckoutHigh502Rate",
             "checkout-service",
-            "2026-12-03T19:59:00Z",
+            &now,
             &[("pod", "b")],
         ),
     ];
@@ -392,11 +402,12 @@ fn alertmanager_deliveries_make_one_run_per_group_and_resolved_ones_are_recorded
     assert_eq!(request(&serve.addr, "GET", &path, None, b"").0, 401);
 
     // The alerts resolve: Alertmanager sends resolved notifications, recorded, not run.
+    let ended = self::now();
     let resolved: Vec<Value> = [&checkout[0], &checkout[1], &payment]
         .iter()
         .map(|a| {
             let mut a = (*a).clone();
-            a["endsAt"] = json!("2026-12-03T20:10:00Z");
+            a["endsAt"] = json!(ended);
             a
         })
         .collect();
@@ -510,21 +521,17 @@ fn a_burst_of_200_alerts_is_queued_and_each_group_investigated_once_with_the_con
     let server = Aimock::start_with("graph.json", Some(KEY));
     let env = env(&server, "concurrency = 3\n");
     let mut serve = Serve::start(&env, &[]);
-    // Each group's alerts reach Alertmanager in one request, well within its group_wait:
-    // one notification each.
-    let am = am_to(&[&serve], 5);
+    // Each group's alerts start now and reach Alertmanager in one request, well within its
+    // group_wait: one notification each.
+    let am = am_to(&[&serve], 3);
+    let now = now();
     let started = Instant::now();
     for s in 0..10 {
         let service = format!("svc-{s:02}");
         let batch: Vec<Value> = (0..20)
             .map(|p| {
                 let pod = format!("pod-{p:02}");
-                alert(
-                    "BurstAlert",
-                    &service,
-                    "2026-12-03T19:58:00Z",
-                    &[("pod", &pod)],
-                )
+                alert("BurstAlert", &service, &now, &[("pod", &pod)])
             })
             .collect();
         am.post_alerts(&Value::Array(batch));
