@@ -650,11 +650,15 @@ fn a_serve_killed_mid_run_finishes_its_queue_when_started_again() {
 }
 
 #[test]
-fn sigterm_drains_the_run_in_flight_and_past_the_drain_time_requeues_it() {
+fn sigterm_drains_the_run_in_flight_and_past_the_drain_time_requeues_it_and_a_full_queue_is_503() {
     let server = Aimock::start_with("graph_slow_verifier.json", Some(KEY));
     let env = env(&server, "concurrency = 1\n");
 
-    // SIGTERM while a run waits on its Verifier: the run finishes, then diag exits 0.
+    let config = std::fs::read_to_string(env.path("diag.toml")).unwrap();
+
+    // SIGTERM while a run waits on its Verifier: the run finishes, then diag exits 0. While
+    // it runs, the queue (at most one pending) is full: 503 with Retry-After.
+    std::fs::write(env.path("diag.toml"), format!("{config}max_queue = 1\n")).unwrap();
     let mut serve = Serve::start(&env, &[]);
     let (code, _, answer) = post(&serve, Some(TOKEN), &one_alert("DrainedAlert"));
     assert_eq!(code, 202, "{answer}");
@@ -662,6 +666,10 @@ fn sigterm_drains_the_run_in_flight_and_past_the_drain_time_requeues_it() {
     assert_eq!(answer["duplicate"], false);
     assert_eq!(answer["status"], "firing");
     let drained = verifier_waiting(&env, &mut serve);
+    let (code, head, full) = post(&serve, Some(TOKEN), &one_alert("OneTooMany"));
+    assert_eq!(code, 503, "{full}");
+    assert!(head.contains("retry-after: "), "{head}");
+    assert!(full.contains("max_queue"), "{full}");
     serve.signal(libc::SIGTERM);
     assert_eq!(serve.wait().code(), Some(0), "{}", serve.stderr());
     assert_eq!(trace(&env, &drained)["run"]["status"], "SUCCESS");
@@ -669,7 +677,6 @@ fn sigterm_drains_the_run_in_flight_and_past_the_drain_time_requeues_it() {
 
     // With no drain time, the run in flight is interrupted (FAILED) and its notification
     // queued again, its attempt given back; the next start investigates it.
-    let config = std::fs::read_to_string(env.path("diag.toml")).unwrap();
     std::fs::write(env.path("diag.toml"), format!("{config}drain_secs = 0\n")).unwrap();
     let mut serve = Serve::start(&env, &[]);
     let (code, _, _) = post(&serve, Some(TOKEN), &one_alert("CutAlert"));
