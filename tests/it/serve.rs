@@ -450,7 +450,8 @@ fn refused_requests_get_one_clear_http_error_and_store_nothing() {
         out.stderr
     );
 
-    let mut serve = Serve::start(&env, &[]);
+    // With every log on: the token must still appear nowhere.
+    let mut serve = Serve::start(&env, &[("DIAG_LOG", "trace")]);
     let good = one_alert("DirectPost");
     // A missing or wrong token: 401, nothing stored.
     for token in [None, Some("not-the-token"), Some("")] {

@@ -71,16 +71,18 @@ pub(crate) async fn work(shared: Arc<Shared>, index: u32) -> WorkerEnd {
         let store = shared.server.store.clone();
         match blocking(move || store.claim()).await {
             Ok(Some(claimed)) => {
-                if !claimed.earlier_runs.is_empty() {
-                    // An earlier claimant died mid-run: its run is swept FAILED (interrupted)
-                    // before the group is investigated again.
-                    let store = shared.server.store.clone();
-                    if let Err(e) = blocking(move || store.sweep_interrupted()).await {
-                        say(format!("warning: sweeping interrupted runs: {e}"));
-                    }
+                // An earlier claimant died mid-run: its run is swept FAILED (interrupted)
+                // before the group is investigated again, and once more after (its lease may
+                // have outlived the claim's by the moment between the claim and the run).
+                let reclaimed = !claimed.earlier_runs.is_empty();
+                if reclaimed {
+                    sweep(&shared).await;
                 }
                 if run_claimed(&shared, index, claimed).await {
                     end.interrupted += 1;
+                }
+                if reclaimed {
+                    sweep(&shared).await;
                 }
             }
             Ok(None) => idle(&shared).await,
@@ -102,10 +104,15 @@ async fn idle(shared: &Shared) {
         _ = shared.shutdown.stop.cancelled() => false,
     };
     if polled {
-        let store = shared.server.store.clone();
-        if let Err(e) = blocking(move || store.sweep_interrupted()).await {
-            (shared.server.events)(format!("warning: sweeping interrupted runs: {e}"));
-        }
+        sweep(shared).await;
+    }
+}
+
+/// Marks FAILED (`interrupted`) the runs whose owner is gone.
+async fn sweep(shared: &Shared) {
+    let store = shared.server.store.clone();
+    if let Err(e) = blocking(move || store.sweep_interrupted()).await {
+        (shared.server.events)(format!("warning: sweeping interrupted runs: {e}"));
     }
 }
 
