@@ -230,6 +230,11 @@ fn cmd_alertmanager(
         } else {
             store.investigated_run(&group.identity())?
         };
+        // The earlier run's status: finished, or RUNNING (another process investigates it).
+        let earlier_status = match &earlier {
+            Some(run_id) => store.get_run(run_id)?.map(|r| r.status),
+            None => None,
+        };
         rows.push(GroupRow {
             title: group.title(),
             group_key: group.group_key.clone(),
@@ -252,7 +257,7 @@ fn cmd_alertmanager(
                 "investigated"
             },
             run_id: earlier.clone(),
-            status: None,
+            status: earlier_status,
             verdict: None,
             degraded: false,
             answer: None,
@@ -419,7 +424,9 @@ fn table(rows: &[GroupRow], alerts: usize, url: &str) -> String {
             (_, Some(s)) => s.as_str().to_string(),
             (_, None) => "not run".to_string(),
         };
-        let answer = if r.action == "skipped" {
+        let answer = if r.action == "skipped" && r.status == Some(RunStatus::Running) {
+            "being investigated by that run".to_string()
+        } else if r.action == "skipped" {
             "investigated before (--again repeats)".to_string()
         } else {
             let o = GroupOutcome {

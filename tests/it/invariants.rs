@@ -63,7 +63,7 @@ const IO: &[(&str, &[&str], &str)] = &[
     (
         "diag-alerts",
         &["net"],
-        "the listening socket of `diag serve` (HTTP clients are reqwest's)",
+        "Alertmanager's API and the result webhook through reqwest; the listener of diag serve",
     ),
     (
         "diag-mcp",

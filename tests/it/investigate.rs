@@ -209,6 +209,7 @@ fn each_firing_group_is_investigated_once_with_its_alerts_kept_and_again_repeats
         .find(|g| g["identity"] == checkout["identity"])
         .unwrap();
     assert_eq!(skipped["run_id"], run_id.as_str());
+    assert_eq!(skipped["status"], "SUCCESS", "the earlier run's status");
     assert_eq!(stored_runs(&env), 2);
     let table = env.run(&[
         "--config",

@@ -916,12 +916,42 @@ max_tool_calls = 4
             (
                 "colour = true\n",
                 "config bad.toml: key `colour`: unknown key (expected one of `models`, \
-                 `agents`, `tools`, `mcp`, `limits`, `store`) (line 1)",
+                 `agents`, `tools`, `mcp`, `limits`, `store`, `notify`, `serve`) (line 1)",
             ),
         ];
         for (text, want) in cases {
             let e = Config::parse(text, "bad.toml").unwrap_err().to_string();
             assert_eq!(e, want);
+        }
+    }
+
+    #[test]
+    fn notify_and_serve_take_their_defaults_and_refuse_what_cannot_work_by_key() {
+        let c = Config::parse("", "f.toml").unwrap();
+        assert_eq!(c.notify, None);
+        assert_eq!(c.serve.listen, "127.0.0.1:9464");
+        assert_eq!(c.serve.token_env, "DIAG_SERVE_TOKEN");
+        assert!(!c.serve.allow_no_token);
+        let c = Config::parse(
+            "[notify]\nurl = \"https://chat.example/hook\"\ntoken_env = \"T\"\n\
+             [serve]\nconcurrency = 4\n",
+            "f.toml",
+        )
+        .unwrap();
+        assert_eq!(c.notify.unwrap().token_env.as_deref(), Some("T"));
+        assert_eq!(c.serve.concurrency, 4);
+        assert_eq!(
+            c.serve.max_queue, 1000,
+            "the other keys keep their defaults"
+        );
+        for (text, key) in [
+            ("[notify]\nurl = \"ftp://x\"\n", "notify.url"),
+            ("[serve]\nconcurrency = 0\n", "serve.concurrency"),
+            ("[serve]\nmax_body_bytes = 0\n", "serve.max_body_bytes"),
+            ("[serve]\nlisten_on = \"x\"\n", "serve.listen_on"),
+        ] {
+            let e = Config::parse(text, "f.toml").unwrap_err().to_string();
+            assert!(e.contains(&format!("key `{key}`")), "{text}: {e}");
         }
     }
 

@@ -164,7 +164,7 @@ impl AlertStore for PgStore {
         let rows = self.rows(
             "find the run that investigated an alert group",
             "SELECT r.run_id FROM run_alert a JOIN diagnosis_run r ON r.run_id = a.run_id \
-             WHERE a.identity = $1 AND (r.status = 'SUCCESS' \
+             WHERE a.identity = $1 AND (r.status IN ('SUCCESS', 'RUNNING') \
              OR (r.status = 'FAILED' AND r.failure IS DISTINCT FROM $2)) \
              ORDER BY r.started_at COLLATE \"C\" DESC, r.run_id COLLATE \"C\" DESC LIMIT 1",
             &[&identity, &INTERRUPTED],

@@ -210,7 +210,7 @@ impl AlertStore for SqliteStore {
         Ok(conn
             .prepare_cached(
                 "SELECT r.run_id FROM run_alert a JOIN diagnosis_run r ON r.run_id = a.run_id \
-                 WHERE a.identity = ?1 AND (r.status = 'SUCCESS' \
+                 WHERE a.identity = ?1 AND (r.status IN ('SUCCESS', 'RUNNING') \
                  OR (r.status = 'FAILED' AND r.failure IS NOT ?2)) \
                  ORDER BY r.started_at DESC, r.run_id DESC LIMIT 1",
             )

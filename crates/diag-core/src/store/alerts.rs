@@ -5,8 +5,10 @@
 //!
 //! The rules, written once for every backend:
 //! - a run's alerts are recorded while it is RUNNING, once; a group counts as investigated when
-//!   a finished run holds its identity, except a run that ended FAILED `interrupted` (it did
-//!   not finish its work) ([`AlertStore::investigated_run`]);
+//!   a RUNNING or finished run holds its identity, except a run that ended FAILED
+//!   `interrupted` (it did not finish its work) ([`AlertStore::investigated_run`]): a live
+//!   process investigating a group now counts, so two `diag investigate` started by cron do
+//!   not both investigate it;
 //! - a notification is queued once per identity ([`crate::alert::AlertGroup::identity`]): a
 //!   delivery Alertmanager repeats is [`Enqueued::Duplicate`] and nothing is written;
 //! - a queue holds at most `max_pending` notifications waiting or being investigated; past that
@@ -215,8 +217,8 @@ pub trait AlertStore: Send + Sync {
     fn record_run_alerts(&self, run_id: &str, alerts: &RunAlerts) -> Result<(), StoreError>;
     /// The alert group a run investigated, if it investigated one.
     fn run_alerts(&self, run_id: &str) -> Result<Option<RunAlerts>, StoreError>;
-    /// The newest finished run that investigated the group of `identity`, a run FAILED
-    /// `interrupted` not counted.
+    /// The newest run that investigates (RUNNING) or investigated the group of `identity`,
+    /// a run FAILED `interrupted` not counted.
     fn investigated_run(&self, identity: &str) -> Result<Option<String>, StoreError>;
 
     /// Queues a notification, once per identity, while fewer than `max_pending` wait or are

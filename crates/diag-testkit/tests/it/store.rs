@@ -1920,7 +1920,7 @@ mod alert_store {
     }
 
     #[test]
-    fn a_group_is_investigated_by_its_newest_finished_run_not_an_interrupted_one() {
+    fn a_group_is_investigated_by_its_newest_live_or_finished_run_not_an_interrupted_one() {
         for_each_backend(|name, store| {
             let g = group("checkout", AlertStatus::Firing, 0);
             let identity = g.identity();
@@ -1931,7 +1931,11 @@ mod alert_store {
             };
             let investigated = || store.investigated_run(&identity).unwrap();
             start("run-1", 0);
-            assert_eq!(investigated(), None, "{name}: a RUNNING run does not count");
+            assert_eq!(
+                investigated().as_deref(),
+                Some("run-1"),
+                "{name}: a RUNNING run is investigating it"
+            );
             store.finish_success("run-1", summary("ok")).unwrap();
             assert_eq!(investigated().as_deref(), Some("run-1"), "{name}: SUCCESS");
             start("run-2", 10);
@@ -1956,7 +1960,11 @@ mod alert_store {
             store.finish_success("run-0", summary("ok")).unwrap();
             assert_eq!(investigated().as_deref(), Some("run-2"), "{name}: older");
             start("run-4", 30);
-            assert_eq!(investigated().as_deref(), Some("run-2"), "{name}: RUNNING");
+            assert_eq!(
+                investigated().as_deref(),
+                Some("run-4"),
+                "{name}: RUNNING, newest"
+            );
             let other = group("payments", AlertStatus::Firing, 0).identity();
             assert_eq!(store.investigated_run(&other).unwrap(), None, "{name}");
         });
