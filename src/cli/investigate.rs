@@ -13,13 +13,12 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
-use super::live::{live_config, remembered_endpoints, warn_unkept};
+use super::live::{live_config, notify_target, remembered_endpoints, warn_unkept};
 use super::report_file::ReportFormat;
 use super::{CommandError, Exit, GlobalArgs};
 use diag_alerts::alertmanager::{AlertQuery, Alertmanager};
 use diag_alerts::investigate::{investigate, GroupOutcome, GroupRun};
-use diag_alerts::notify::{self, NotifyTarget};
-use diag_ask::config::Config;
+use diag_alerts::notify;
 use diag_ask::live::live_deps;
 use diag_ask::setup;
 use diag_core::alert::{group_alerts, question_for, AlertGroup, ApiState, DEFAULT_GROUP_BY};
@@ -180,24 +179,6 @@ fn group_by(args: &AlertmanagerArgs) -> Result<Vec<String>, CommandError> {
     Ok(labels)
 }
 
-/// The configured result webhook, with its token read from the environment.
-pub fn notify_target(config: &Config) -> Result<Option<NotifyTarget>, CommandError> {
-    let Some(n) = &config.notify else {
-        return Ok(None);
-    };
-    let token = match &n.token_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
-            CommandError::usage(format!("[notify] token_env names {var}, which is not set"))
-        })?),
-        None => None,
-    };
-    Ok(Some(NotifyTarget {
-        url: n.url.trim().to_string(),
-        token,
-        report_base: n.report_base_url.clone(),
-    }))
-}
-
 fn cmd_alertmanager(
     g: &GlobalArgs,
     args: &AlertmanagerArgs,
@@ -313,6 +294,7 @@ fn cmd_alertmanager(
                             lookback,
                             source: AlertSource::Api,
                             cancel: Some(cancel),
+                            run_id: None,
                         },
                         &group,
                         &mut quiet,

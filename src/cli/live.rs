@@ -1,6 +1,7 @@
-//! What the commands that run questions share (`ask`, `eval`, `mcp`, `replay`): the
-//! configuration a live run uses and the run files they load.
+//! What the commands that run questions share (`ask`, `eval`, `mcp`, `replay`, `investigate`,
+//! `serve`): the configuration a live run uses, the run files they load, the result webhook.
 
+use diag_alerts::notify::NotifyTarget;
 use diag_ask::config::Config;
 use diag_runfile::RunFile;
 use std::path::PathBuf;
@@ -51,4 +52,22 @@ pub fn warn_unkept(sink: &diag_core::store::StoreSink) {
             diag_core::text::one_line(&failure, 300)
         );
     }
+}
+
+/// The configured result webhook, with its token read from the environment.
+pub fn notify_target(config: &Config) -> Result<Option<NotifyTarget>, CommandError> {
+    let Some(n) = &config.notify else {
+        return Ok(None);
+    };
+    let token = match &n.token_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            CommandError::usage(format!("[notify] token_env names {var}, which is not set"))
+        })?),
+        None => None,
+    };
+    Ok(Some(NotifyTarget {
+        url: n.url.trim().to_string(),
+        token,
+        report_base: n.report_base_url.clone(),
+    }))
 }

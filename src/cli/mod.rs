@@ -17,6 +17,7 @@ mod replay;
 mod report;
 mod report_file;
 mod runs;
+mod serve;
 mod store_copy;
 mod trace;
 
@@ -98,6 +99,7 @@ pub enum Command {
     Gc(gc::GcArgs),
     Store(store_copy::StoreArgs),
     Mcp(mcp::McpArgs),
+    Serve(serve::ServeArgs),
     Completions(completions::CompletionsArgs),
     Man(completions::ManArgs),
 }
@@ -283,6 +285,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
         Command::Gc(args) => gc::cmd_gc(g, &args, out),
         Command::Store(args) => store_copy::cmd_store(g, &args, out),
         Command::Mcp(args) => mcp::cmd_mcp(g, &args),
+        Command::Serve(args) => serve::cmd_serve(g, &args),
         Command::Completions(args) => completions::cmd_completions(&args, out),
         Command::Man(args) => completions::cmd_man(&args, out),
     }

@@ -38,6 +38,7 @@ mod report;
 mod report_browser;
 mod resume;
 mod secret_hygiene;
+mod serve;
 mod store_backends;
 mod store_blobs;
 mod store_concurrency;

@@ -26,6 +26,9 @@ pub struct GroupRun<'a> {
     pub source: AlertSource,
     /// Cancels the run (it ends FAILED `interrupted`).
     pub cancel: Option<&'a CancellationToken>,
+    /// The run's id, when the caller must know it before the run exists (`diag serve` adds
+    /// it to its queue's claim first); `None`: the ask service draws one.
+    pub run_id: Option<String>,
 }
 
 /// What one group's run came to, for a table row, a JSON document and the result webhook.
@@ -71,7 +74,7 @@ pub async fn investigate(
         AskRequest {
             question: question.text,
             session_id: None,
-            run_id: None,
+            run_id: run.run_id,
         },
         AskOptions::new(progress)
             .alerts(Some(&alerts))

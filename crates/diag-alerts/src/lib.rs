@@ -2,7 +2,8 @@
 //! (openspec/specs/alerts/spec.md). Alertmanager's API v2 read ([`alertmanager`]), one
 //! alert group investigated through the ask service with its alerts kept beside the run
 //! ([`investigate`]), and where a result goes besides the store: a generic webhook
-//! ([`notify`]). The alerts themselves are plain data in `diag_core::alert`; the queue of
+//! ([`notify`]), and `diag serve`, Alertmanager's webhook receiver with its workers
+//! ([`serve`]). The alerts themselves are plain data in `diag_core::alert`; the queue of
 //! `diag serve` is the run store's (`diag_core::store::alerts`).
 
 // No `unwrap`/`expect` outside tests: a failure is a value.
@@ -11,3 +12,4 @@
 pub mod alertmanager;
 pub mod investigate;
 pub mod notify;
+pub mod serve;

@@ -1,0 +1,177 @@
+//! `diag serve`: Alertmanager's webhook receiver (the server is diag-alerts' `serve`). Here:
+//! the configuration, the bearer token, the store, the runtime, the signals, and the exit
+//! codes (openspec/specs/alerts/spec.md, "diag serve").
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::common::{open_store, runtime};
+use super::live::{live_config, notify_target, remembered_endpoints, warn_unkept};
+use super::{CommandError, Exit, GlobalArgs};
+use diag_alerts::serve::{self, Server, Settings, Shutdown};
+use diag_ask::config::Config;
+use diag_ask::live::live_deps;
+use diag_ask::setup;
+use diag_core::clock::{Clock, SystemClock};
+use diag_core::text::one_line;
+
+/// Receive Alertmanager's webhook and investigate each alert group in the background.
+///
+/// Routes: POST /alertmanager (also POST /), Alertmanager's webhook (payload version 4): the
+/// notification is queued in the run store and answered 202 at once; GET /runs/RUN_ID/report
+/// (?format=md for Markdown); GET /healthz (no token). Every route but /healthz requires
+/// `Authorization: Bearer TOKEN`, the token read from the environment variable `[serve]
+/// token_env` names (default DIAG_SERVE_TOKEN). `[serve]` of the configuration sets the
+/// bounds: max_body_bytes (1 MiB: 413 past it), max_requests_per_sec (20: 429), max_queue
+/// (1000: 503), concurrency (2 runs at once), drain_secs (30), lookback_secs (900).
+///
+/// Prints `diag serve: listening on http://ADDR` on stderr when ready, and a line per run.
+/// SIGTERM or Ctrl-C: stop accepting, finish the runs in flight within drain_secs, then
+/// interrupt the rest (stored FAILED `interrupted`, their notifications queued again); a
+/// second signal interrupts at once.
+///
+/// Exit codes: 0 when stopped by SIGTERM or Ctrl-C (after draining); 2 for bad usage or
+/// configuration, no token set, or an address that cannot be listened on; 6 when the run
+/// store cannot be reached at start; 1 for an internal error (the HTTP server failed).
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Listen on this address (HOST:PORT; port 0 picks a free one) instead of `[serve]
+    /// listen` (default 127.0.0.1:9464)
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+}
+
+/// The bearer token: the variable `[serve] token_env` names, non-empty; none only with
+/// `allow_no_token = true`.
+fn token(config: &Config) -> Result<Option<String>, CommandError> {
+    let var = config.serve.token_env.trim();
+    let token = std::env::var(var)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
+    match token {
+        Some(t) => Ok(Some(t)),
+        None if config.serve.allow_no_token => Ok(None),
+        None => Err(CommandError::usage(format!(
+            "no bearer token: [serve] token_env names {}, which is not set",
+            one_line(var, 80)
+        ))
+        .hint("set it to a long random string, as Alertmanager's http_config.authorization.credentials sends it, or set [serve] allow_no_token = true")),
+    }
+}
+
+fn say(quiet: bool, line: &str) {
+    if !quiet {
+        let _ = writeln!(std::io::stderr(), "diag serve: {}", one_line(line, 400));
+    }
+}
+
+pub fn cmd_serve(g: &GlobalArgs, args: &ServeArgs) -> Result<(), CommandError> {
+    let (config, path) = live_config(g)?;
+    let token = token(&config)?;
+    let notify = notify_target(&config)?;
+    let listen = args
+        .listen
+        .clone()
+        .unwrap_or_else(|| config.serve.listen.clone());
+    let store = open_store(g, Some(&config))?;
+    let rt = runtime()?;
+    let quiet = g.quiet;
+    let s = &config.serve;
+    let settings = Settings {
+        token,
+        max_body_bytes: usize::try_from(s.max_body_bytes).unwrap_or(usize::MAX),
+        max_requests_per_sec: s.max_requests_per_sec,
+        max_queue: s.max_queue,
+        concurrency: s.concurrency,
+        drain: Duration::from_secs(s.drain_secs),
+        lookback: Duration::from_secs(s.lookback_secs),
+        poll: serve::POLL,
+    };
+    let result = rt.block_on(async {
+        let shutdown = Shutdown::default();
+        // Registered before anything runs: a signal that came earlier would kill the process.
+        let signals = signal_handler(shutdown.clone(), quiet)?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        let (memory, learnings) = remembered_endpoints(&store);
+        let env = setup::live_with(&config, clock.clone(), &memory)
+            .await
+            .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
+        let deps = Arc::new(live_deps(&env, clock.clone(), &store));
+        let listener = serve::bind(&listen)
+            .await
+            .map_err(|e| CommandError::usage(e.to_string()))?;
+        let addr = serve::local_addr(&listener).map_err(|e| CommandError::usage(e.to_string()))?;
+        // Tests and scripts read this line: the real port when 0 was asked for.
+        let _ = writeln!(std::io::stderr(), "diag serve: listening on http://{addr}");
+        let server = Server {
+            deps,
+            store: store.clone(),
+            clock,
+            notify,
+            settings,
+            events: Arc::new(move |line: String| say(quiet, &line)),
+        };
+        let served = serve::run(server, listener, shutdown).await;
+        signals.abort();
+        env.shutdown().await;
+        warn_unkept(&learnings);
+        match served {
+            Ok(drained) => {
+                say(
+                    quiet,
+                    &if drained.interrupted > 0 {
+                        format!(
+                            "stopped; {} run(s) interrupted and queued again",
+                            drained.interrupted
+                        )
+                    } else {
+                        "stopped".to_string()
+                    },
+                );
+                Ok(())
+            }
+            Err(e) => Err(CommandError::new(Exit::Internal, e.to_string())),
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+/// SIGTERM or SIGINT: the first stops the server (it drains), a second interrupts the runs
+/// in flight at once.
+fn signal_handler(
+    shutdown: Shutdown,
+    quiet: bool,
+) -> Result<tokio::task::JoinHandle<()>, CommandError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let cannot = |e: std::io::Error| {
+        CommandError::new(Exit::Internal, format!("cannot handle signals: {e}"))
+    };
+    let mut term = signal(SignalKind::terminate()).map_err(cannot)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(cannot)?;
+    Ok(tokio::spawn(async move {
+        let mut received = 0;
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            received += 1;
+            if received == 1 {
+                say(
+                    quiet,
+                    "stopping: no new requests; draining the runs in flight",
+                );
+                shutdown.stop.cancel();
+            } else {
+                say(quiet, "interrupting the runs in flight");
+                shutdown.interrupt.cancel();
+                return;
+            }
+        }
+    }))
+}
