@@ -17,18 +17,17 @@ use super::live::{live_config, notify_target, remembered_endpoints, warn_unkept}
 use super::report_file::ReportFormat;
 use super::{CommandError, Exit, GlobalArgs};
 use diag_alerts::alertmanager::{AlertQuery, Alertmanager};
-use diag_alerts::investigate::{investigate, GroupOutcome, GroupRun};
+use diag_alerts::investigate::{answer_line, investigate, GroupOutcome, GroupRun};
 use diag_alerts::notify;
 use diag_ask::live::live_deps;
 use diag_ask::setup;
 use diag_core::alert::{group_alerts, question_for, AlertGroup, ApiState, DEFAULT_GROUP_BY};
 use diag_core::clock::{Clock, SystemClock, Timestamp};
-use diag_core::graph::{Event, NodeKind, Observer};
+use diag_core::graph::NoopObserver;
 use diag_core::protocol::Verdict;
 use diag_core::store::alerts::AlertSource;
 use diag_core::store::RunStatus;
 use diag_core::text::one_line;
-use diag_diagnosis::Status;
 use diag_report::Format;
 
 /// The schema name of `diag investigate alertmanager --json` output.
@@ -134,14 +133,6 @@ struct InvestigateDoc<'a> {
     success: usize,
     failed: usize,
     interrupted: bool,
-}
-
-/// An observer that shows nothing (several runs at once have no one timeline to show).
-struct Quiet;
-
-impl Observer<Status> for Quiet {
-    fn node_started(&mut self, _: &str, _: NodeKind, _: u32, _: u32) {}
-    fn event(&mut self, _: &Event<Status>) {}
 }
 
 pub fn cmd_investigate(
@@ -280,59 +271,69 @@ fn cmd_alertmanager(
         let deps = live_deps(&env, clock, &store);
         let cancel = CancellationToken::new();
         let on_ctrl_c = interrupt_handler(cancel.clone())?;
-        let total = to_run.len();
-        let results: Vec<(usize, AlertGroup, Result<GroupOutcome, diag_ask::AskError>)> =
-            futures::stream::iter(to_run.into_iter().map(|(row, group)| {
-                let deps = &deps;
-                let cancel = &cancel;
-                let lookback = args.lookback;
-                async move {
-                    let mut quiet = Quiet;
-                    let outcome = investigate(
-                        GroupRun {
-                            deps,
-                            lookback,
-                            source: AlertSource::Api,
-                            cancel: Some(cancel),
-                            run_id: None,
-                        },
-                        &group,
-                        &mut quiet,
-                    )
-                    .await;
-                    (row, group, outcome)
-                }
-            }))
-            .buffer_unordered(args.jobs as usize)
-            .inspect(|(_, group, outcome)| {
-                if show_progress {
-                    let line = match outcome {
-                        Ok(o) => format!(
-                            "diag: {} → run {} {}",
-                            group.title(),
-                            o.run_id,
-                            o.status.as_str()
-                        ),
-                        Err(e) => format!("diag: {} → {e}", group.title()),
-                    };
-                    let _ = writeln!(std::io::stderr(), "{}", one_line(&line, 300));
-                }
-            })
-            .collect()
-            .await;
+        type Ran = (
+            usize,
+            AlertGroup,
+            Result<GroupOutcome, diag_ask::AskError>,
+            Option<String>,
+        );
+        let results: Vec<Ran> = futures::stream::iter(to_run.into_iter().map(|(row, group)| {
+            let deps = &deps;
+            let cancel = &cancel;
+            let notify = &notify;
+            let lookback = args.lookback;
+            async move {
+                // Several runs at once have no one timeline to show.
+                let mut quiet = NoopObserver;
+                let outcome = investigate(
+                    GroupRun {
+                        deps,
+                        lookback,
+                        source: AlertSource::Api,
+                        cancel: Some(cancel),
+                        run_id: None,
+                    },
+                    &group,
+                    &mut quiet,
+                )
+                .await;
+                // Posted as each run finishes, not when the last one does.
+                let unposted = match (&outcome, notify) {
+                    (Ok(o), Some(target)) => {
+                        notify::post(target, &notify::message(target, &group, o))
+                            .await
+                            .err()
+                    }
+                    _ => None,
+                };
+                (row, group, outcome, unposted)
+            }
+        }))
+        .buffer_unordered(args.jobs as usize)
+        .inspect(|(_, group, outcome, _)| {
+            if show_progress {
+                let line = match outcome {
+                    Ok(o) => format!(
+                        "diag: {} → run {} {}",
+                        group.title(),
+                        o.run_id,
+                        o.status.as_str()
+                    ),
+                    Err(e) => format!("diag: {} → {e}", group.title()),
+                };
+                let _ = writeln!(std::io::stderr(), "{}", one_line(&line, 300));
+            }
+        })
+        .collect()
+        .await;
         on_ctrl_c.abort();
         env.shutdown().await;
         warn_unkept(&learnings);
         let mut first_error = None;
-        for (row, group, outcome) in results {
+        for (row, _, outcome, unposted) in results {
+            rows[row].warnings.extend(unposted);
             match outcome {
                 Ok(o) => {
-                    if let Some(target) = &notify {
-                        let message = notify::message(target, &group, &o);
-                        if let Err(e) = notify::post(target, &message).await {
-                            rows[row].warnings.push(e);
-                        }
-                    }
                     let r = &mut rows[row];
                     r.run_id = Some(o.run_id.clone());
                     r.status = Some(o.status);
@@ -348,11 +349,12 @@ fn cmd_alertmanager(
                 }
             }
         }
+        // Nothing could be stored for any group: the store's error is the command's.
         if let Some(e) = first_error {
             if rows
                 .iter()
-                .all(|r| r.run_id.is_none() || r.action == "skipped")
-                && total > 0
+                .filter(|r| r.action == "investigated")
+                .all(|r| r.run_id.is_none())
             {
                 return Err(CommandError::from(e));
             }
@@ -429,17 +431,7 @@ fn table(rows: &[GroupRow], alerts: usize, url: &str) -> String {
         } else if r.action == "skipped" {
             "investigated before (--again repeats)".to_string()
         } else {
-            let o = GroupOutcome {
-                run_id: String::new(),
-                status: r.status.unwrap_or(RunStatus::Failed),
-                verdict: r.verdict,
-                degraded: r.degraded,
-                answer: r.answer.clone(),
-                failure: r.failure.clone(),
-                interrupted: false,
-                warnings: Vec::new(),
-            };
-            o.answer_line(80)
+            answer_line(r.answer.as_deref(), r.failure.as_deref(), 80)
         };
         lines.push([
             one_line(&r.title, 50),

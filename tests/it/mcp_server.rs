@@ -51,21 +51,7 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 /// A test environment whose configuration points at `base_url`, with the demo logs and
 /// runbooks; the key comes from `KEY_VAR`, which the environment sets.
 fn env_for(base_url: &str) -> TestEnv {
-    let mut env = TestEnv::new();
-    env.set_env(KEY_VAR, KEY);
-    std::fs::write(
-        env.path("diag.toml"),
-        format!(
-            "[models.default]\nbase_url = {base_url:?}\nmodel = \"diag-live-model\"\n\
-             api_key_env = {KEY_VAR:?}\ntimeout_secs = 30\n\
-             [tools.search_logs]\npaths = [{:?}]\n\
-             [tools.search_runbooks]\npaths = [{:?}]\n",
-            repo_file("fixtures/demo/logs").display().to_string(),
-            repo_file("fixtures/demo/runbooks").display().to_string(),
-        ),
-    )
-    .unwrap();
-    env
+    cli_env::live_model_env(base_url, "diag-live-model", KEY_VAR, KEY)
 }
 
 /// The client side: every progress notification goes to the test.

@@ -52,11 +52,16 @@ pub struct GroupOutcome {
 impl GroupOutcome {
     /// The answer's first line, bounded, for a table.
     pub fn answer_line(&self, max: usize) -> String {
-        match (&self.answer, &self.failure) {
-            (Some(a), _) => one_line(a.lines().find(|l| !l.trim().is_empty()).unwrap_or(""), max),
-            (None, Some(f)) => one_line(f, max),
-            (None, None) => String::new(),
-        }
+        answer_line(self.answer.as_deref(), self.failure.as_deref(), max)
+    }
+}
+
+/// A run's answer as one table cell: its first non-blank line, else its failure, bounded.
+pub fn answer_line(answer: Option<&str>, failure: Option<&str>, max: usize) -> String {
+    match (answer, failure) {
+        (Some(a), _) => one_line(a.lines().find(|l| !l.trim().is_empty()).unwrap_or(""), max),
+        (None, Some(f)) => one_line(f, max),
+        (None, None) => String::new(),
     }
 }
 

@@ -16,11 +16,10 @@
 use std::sync::Arc;
 
 use diag_core::alert::AlertGroup;
-use diag_core::graph::{Event, NodeKind, Observer};
+use diag_core::graph::NoopObserver;
 use diag_core::store::alerts::{AlertSource, ClaimEnd, Claimed};
 use diag_core::store::{RecordError, StoreError};
 use diag_core::text::one_line;
-use diag_diagnosis::Status;
 
 use super::Shared;
 use crate::investigate::{investigate, GroupRun};
@@ -31,14 +30,6 @@ use crate::notify;
 pub(crate) struct WorkerEnd {
     /// Runs interrupted by the shutdown.
     pub interrupted: usize,
-}
-
-/// An observer that shows nothing (the runs of a server have no terminal).
-struct Quiet;
-
-impl Observer<Status> for Quiet {
-    fn node_started(&mut self, _: &str, _: NodeKind, _: u32, _: u32) {}
-    fn event(&mut self, _: &Event<Status>) {}
 }
 
 /// A store call on a blocking thread.
@@ -167,7 +158,8 @@ async fn run_claimed(shared: &Shared, index: u32, claimed: Claimed) -> bool {
             run_id: Some(run_id.clone()),
         },
         &group,
-        &mut Quiet,
+        // The runs of a server have no terminal to show progress on.
+        &mut NoopObserver,
     )
     .await;
     match outcome {
