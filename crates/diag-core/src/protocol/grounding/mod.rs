@@ -197,6 +197,8 @@ struct Facts {
     numbers: BTreeSet<String>,
     times: BTreeSet<TimeOfDay>,
     dates: BTreeSet<Date>,
+    /// The days of the week of the full dates shown, and weekdays named.
+    weekdays: BTreeSet<u8>,
 }
 
 impl Facts {
@@ -211,22 +213,38 @@ impl Facts {
             segment_tokens(seg, Mode::Evidence, &mut tokens);
         }
         for t in tokens {
-            match t.fact {
-                Fact::Number(n) => {
-                    self.numbers.insert(n);
-                }
-                Fact::Time(time) => {
-                    self.times.insert(time);
-                }
-                Fact::TimeOrNumber(time, n) => {
-                    self.times.insert(time);
-                    self.numbers.insert(n);
-                }
-                Fact::Date(d) => {
-                    self.dates.insert(d);
-                }
-                Fact::Name(_) | Fact::Verbatim(_) | Fact::Span(..) | Fact::Unreadable => {}
+            self.push_fact(t.fact);
+        }
+    }
+
+    fn push_fact(&mut self, fact: Fact) {
+        match fact {
+            Fact::Number(n) => {
+                self.numbers.insert(n);
             }
+            Fact::Time(time) => {
+                self.times.insert(time);
+            }
+            Fact::TimeOrNumber(time, n) => {
+                self.times.insert(time);
+                self.numbers.insert(n);
+            }
+            Fact::Date(d) => {
+                if let Some(w) = d.weekday() {
+                    self.weekdays.insert(w);
+                }
+                self.dates.insert(d);
+            }
+            Fact::Weekday(w) => {
+                self.weekdays.insert(w);
+            }
+            // A time in words (`a quarter past two`) shows neither of its readings.
+            Fact::AnyOf(_)
+            | Fact::StatusClass(_)
+            | Fact::Name(_)
+            | Fact::Verbatim(_)
+            | Fact::Span(..)
+            | Fact::Unreadable => {}
         }
     }
 
@@ -242,11 +260,17 @@ impl Facts {
                 self.numbers.contains(n) || self.times.iter().any(|e| x.shown_by(e))
             }
             Fact::Date(d) => self.dates.iter().any(|e| d.shown_by(e)),
+            Fact::Weekday(w) => self.weekdays.contains(w),
+            Fact::StatusClass(d) => self.numbers.iter().any(|n| {
+                n.len() == 3 && n.starts_with(*d) && n.bytes().all(|b| b.is_ascii_digit())
+            }),
+            Fact::AnyOf(facts) => facts.iter().any(|f| self.holds_fact(f)),
             Fact::Name(name) => self.texts.iter().any(|h| occurs_word(h, name)),
             Fact::Verbatim(v) => self.texts.iter().any(|h| occurs_bounded(h, v)),
+            // A quotation of acronyms only (`‘OOM’`) has no word to show: only verbatim.
             Fact::Span(v, parts) => {
                 self.texts.iter().any(|h| occurs_bounded(h, v))
-                    || parts.iter().all(|p| self.holds_fact(p))
+                    || (!parts.is_empty() && parts.iter().all(|p| self.holds_fact(p)))
             }
             Fact::Unreadable => false,
         }

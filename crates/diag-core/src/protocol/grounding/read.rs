@@ -45,6 +45,8 @@ pub struct Segment {
     pub code: Vec<Range<usize>>,
     /// `(offset in text, line of the source)`, ascending by offset.
     pub lines: Vec<(usize, u32)>,
+    /// Inside a blockquote: every line of it is a quotation.
+    pub quote: bool,
 }
 
 impl Segment {
@@ -54,6 +56,7 @@ impl Segment {
             text: String::new(),
             code: Vec::new(),
             lines: Vec::new(),
+            quote: false,
         }
     }
 
@@ -70,8 +73,57 @@ impl Segment {
         if self.lines.last().is_none_or(|(_, l)| *l != line) {
             self.lines.push((self.text.len(), line));
         }
-        self.text.extend(s.nfkc());
+        push_nfkc(&mut self.text, s);
     }
+}
+
+/// Appends `s` in NFKC, except numbers of another kind that NFKC would turn into letters
+/// (Roman numerals `Ⅷ` read `VIII`): they are kept as written, so a reader's number stays a
+/// fact and never becomes a word of prose.
+fn push_nfkc(out: &mut String, s: &str) {
+    let keep =
+        |c: char| c.is_numeric() && !c.is_ascii_digit() && !c.nfkc().any(|d| d.is_ascii_digit());
+    if !s.chars().any(keep) {
+        out.extend(s.nfkc());
+        return;
+    }
+    let mut from = 0;
+    for (i, c) in s.char_indices() {
+        if keep(c) {
+            out.extend(s[from..i].nfkc());
+            out.push(c);
+            from = i + c.len_utf8();
+        }
+    }
+    out.extend(s[from..].nfkc());
+}
+
+/// A keycap (`1️⃣`: a digit, U+FE0F and U+20E3) reads as its digit; `#️⃣` and `*️⃣` read as
+/// nothing. Step markers written as keycaps are list markers, not facts.
+fn fold_keycaps(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\u{20E3}') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let vs = chars.get(i + 1) == Some(&'\u{FE0F}');
+        let cap = chars.get(i + 1 + usize::from(vs)) == Some(&'\u{20E3}');
+        if cap && (c.is_ascii_digit() || c == '#' || c == '*') {
+            if c.is_ascii_digit() {
+                out.push(c);
+            }
+            i += 2 + usize::from(vs);
+            continue;
+        }
+        if c != '\u{20E3}' {
+            out.push(c);
+        }
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// An invisible character that changes what a token reads as.
@@ -117,6 +169,7 @@ fn is_visible_tight(c: char) -> bool {
 /// Step 1: the text without invisible characters, and the first one that would change a
 /// token.
 pub fn strip_invisible(text: &str) -> (String, Option<Invisible>) {
+    let text = &*fold_keycaps(text);
     if !text.chars().any(is_invisible) && !text.chars().any(is_bidi_control) {
         return (text.to_string(), None);
     }
@@ -197,6 +250,8 @@ pub fn read_markdown(text: &str) -> Reading {
     let mut lists: Vec<Option<u64>> = Vec::new();
     // Where the text of the link being read starts in the flow.
     let mut link_start: Option<usize> = None;
+    // How many blockquotes are open around the current event.
+    let mut quote_depth = 0usize;
     let mut parser = Parser::new_ext(&clean, markdown_options()).into_offset_iter();
     for (event, range) in parser.by_ref() {
         let line = line_of(range.start);
@@ -214,6 +269,14 @@ pub fn read_markdown(text: &str) -> Reading {
         }
         if matches!(event, Event::Start(Tag::Link { .. })) {
             link_start = Some(flow.text.len());
+        }
+        match event {
+            Event::Start(Tag::BlockQuote(_)) => quote_depth += 1,
+            Event::End(TagEnd::BlockQuote(_)) => quote_depth = quote_depth.saturating_sub(1),
+            _ => {}
+        }
+        if quote_depth > 0 {
+            flow.quote = true;
         }
         match event {
             Event::Text(t) | Event::Html(t) | Event::InlineHtml(t) => flow.push(&t, line),
@@ -387,7 +450,9 @@ pub fn read_plain(text: &str) -> Reading {
 /// NFKC with invisible characters dropped: how an evidence string is compared.
 pub fn normalize_plain(text: &str) -> String {
     let (clean, _) = strip_invisible(text);
-    clean.nfkc().collect()
+    let mut out = String::with_capacity(clean.len());
+    push_nfkc(&mut out, &clean);
+    out
 }
 
 #[cfg(test)]

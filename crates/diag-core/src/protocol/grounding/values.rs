@@ -19,50 +19,164 @@ pub fn canonical_number(int: &str, frac: &str) -> String {
     }
 }
 
+/// How a number was written, beyond its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumberRead {
+    /// Canonical decimal value (`5,000` = `5000`, `154k` = `154000`, `2,5` = `2.5`).
+    pub value: String,
+    /// Digits written.
+    pub digits: usize,
+    /// Only digits with a unit, plural or ordinal suffix: nothing joined to them (no group
+    /// or decimal separator, magnitude or multiplier). A lone single digit written so is not
+    /// salient.
+    pub plain: bool,
+    /// Written with a multiplier (`50x`, `2\u{d7}`): a ratio, not a count.
+    pub multiplier: bool,
+}
+
+impl NumberRead {
+    /// The value as compared: a ratio is its value and `x` (`50x`), shown only by a ratio.
+    pub fn fact_value(&self) -> String {
+        if self.multiplier {
+            format!("{}x", self.value)
+        } else {
+            self.value.clone()
+        }
+    }
+}
+
+/// Units a number may carry glued to it (`5000ms`, `12GB`, `50req/s`), compared without
+/// case; any other letters after digits make the word an identifier. Ordinal and plural
+/// suffixes (`99th`, `502s`) are read as the number.
+pub const UNITS: &[&str] = &[
+    "ms", "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute", "minutes", "h",
+    "hr", "hrs", "hour", "hours", "d", "day", "days", "w", "wk", "wks", "week", "weeks", "us",
+    "\u{b5}s", "\u{3bc}s", "ns", "b", "kb", "mb", "gb", "tb", "pb", "kib", "mib", "gib", "tib",
+    "bps", "kbps", "mbps", "gbps", "rps", "qps", "tps", "ops", "req/s", "reqs/s", "op/s", "ops/s",
+    "r/s", "/s", "/min", "/h", "hz", "khz", "mhz", "ghz", "rpm", "st", "nd", "rd", "th",
+];
+
+/// Magnitude suffixes and their powers of ten, case-sensitive: `154k`, `2.5M`, `3bn`.
+const MAGNITUDES: &[(&str, u32)] = &[("k", 3), ("K", 3), ("M", 6), ("bn", 9), ("Bn", 9)];
+
+/// Characters that join groups of digits into one number (`5,000`, `50'154`, `50\u{2019}154`,
+/// `50 154` after NFKC of U+202F/U+00A0/U+2009, `1_000`), and the decimal marks `.` `,`.
+pub fn is_digit_joiner(c: char) -> bool {
+    matches!(c, ',' | '.' | '\'' | '\u{2019}' | ' ' | '_')
+}
+
+/// A number written whole, whatever joins its digits, then an optional suffix from a closed
+/// list (openspec/specs/verified-evidence/spec.md, "Numbers are read whole"): digit groups
+/// joined by `,` `.` `'` `\u{2019}` space or `_` (thousands grouping when every later group
+/// has three digits and the first one to three; a lone `.` or `,` otherwise is a decimal
+/// mark; `1,234.5` and `1.234,5` both read 1234.5), then a unit ([`UNITS`]), a plural `s`, an
+/// ordinal, a magnitude (`154k`, `2.5M`) or a multiplier `x`. ASCII digits only: digits of
+/// another script make an identifier. `None` when the word is not such a number.
+pub fn read_number(word: &str) -> Option<NumberRead> {
+    let head_end = word
+        .char_indices()
+        .take_while(|&(_, c)| c.is_ascii_digit() || is_digit_joiner(c))
+        .last()
+        .map(|(i, c)| i + c.len_utf8())?;
+    // The head ends at its last digit.
+    let head = word[..head_end].trim_end_matches(|c: char| !c.is_ascii_digit());
+    if head.is_empty() || !head.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let suffix = &word[head.len()..];
+    let mut groups: Vec<&str> = Vec::new();
+    let mut seps: Vec<char> = Vec::new();
+    let mut start = 0;
+    for (i, c) in head.char_indices() {
+        if !c.is_ascii_digit() {
+            if i == start {
+                // Two joiners in a row: not one number.
+                return None;
+            }
+            groups.push(&head[start..i]);
+            seps.push(c);
+            start = i + c.len_utf8();
+        }
+    }
+    groups.push(&head[start..]);
+    let digits: usize = groups.iter().map(|g| g.len()).sum();
+    let grouped = |gs: &[&str]| {
+        gs.first().is_some_and(|g| (1..=3).contains(&g.len()))
+            && gs.iter().skip(1).all(|g| g.len() == 3)
+    };
+    let (int, frac): (String, String) = match seps.as_slice() {
+        [] => (head.to_string(), String::new()),
+        [s] if *s == '.' => (groups[0].to_string(), groups[1].to_string()),
+        [s] if *s == ',' && !grouped(&groups) => (groups[0].to_string(), groups[1].to_string()),
+        [s] if *s == '_' => (groups.concat(), String::new()),
+        all if all.iter().all(|s| *s == all[0]) => {
+            if !grouped(&groups) {
+                return None;
+            }
+            (groups.concat(), String::new())
+        }
+        [init @ .., last] if matches!(last, '.' | ',') => {
+            let t = init[0];
+            if t == *last || !init.iter().all(|s| *s == t) || !grouped(&groups[..groups.len() - 1])
+            {
+                return None;
+            }
+            (
+                groups[..groups.len() - 1].concat(),
+                groups[groups.len() - 1].to_string(),
+            )
+        }
+        _ => return None,
+    };
+    let plain_head = seps.is_empty();
+    let read = |value: String, plain: bool| {
+        Some(NumberRead {
+            value,
+            digits,
+            plain,
+            multiplier: false,
+        })
+    };
+    if suffix.is_empty() {
+        return read(canonical_number(&int, &frac), plain_head);
+    }
+    if let Some((_, pow)) = MAGNITUDES.iter().find(|(m, _)| *m == suffix) {
+        return read(scaled_value(&int, &frac, *pow), false);
+    }
+    if matches!(suffix, "x" | "X" | "\u{d7}") {
+        return Some(NumberRead {
+            value: canonical_number(&int, &frac),
+            digits,
+            plain: false,
+            multiplier: true,
+        });
+    }
+    let lower = suffix.to_lowercase();
+    if lower == "s" || UNITS.contains(&lower.as_str()) {
+        let ordinal = matches!(lower.as_str(), "st" | "nd" | "rd" | "th");
+        if ordinal && !frac.is_empty() {
+            return None;
+        }
+        return read(canonical_number(&int, &frac), plain_head);
+    }
+    None
+}
+
+/// `int.frac` times ten to `pow`, canonical.
+pub fn scaled_value(int: &str, frac: &str, pow: u32) -> String {
+    let pow = pow as usize;
+    let mut frac = frac.to_string();
+    while frac.len() < pow {
+        frac.push('0');
+    }
+    let (moved, rest) = frac.split_at(pow);
+    canonical_number(&format!("{int}{moved}"), rest)
+}
+
 /// A number written with optional thousands separators and an optional fraction, then an
-/// optional unit, plural or ordinal suffix of letters (`502`, `5,000`, `0.95`, `502s`,
-/// `5000ms`, `99th`, `12GB`): its canonical value and how many digits were written.
+/// optional suffix ([`read_number`]): its canonical value and how many digits were written.
 pub fn parse_number(word: &str) -> Option<(String, usize)> {
-    let bytes = word.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() && bytes[i].is_ascii_digit() {
-        i += 1;
-    }
-    if i == 0 {
-        return None;
-    }
-    let mut int_end = i;
-    // Thousands groups: `,ddd` after 1–3 leading digits.
-    if i <= 3 {
-        let mut j = i;
-        while bytes.get(j) == Some(&b',')
-            && bytes
-                .get(j + 1..j + 4)
-                .is_some_and(|g| g.iter().all(u8::is_ascii_digit))
-            && !bytes.get(j + 4).is_some_and(u8::is_ascii_digit)
-        {
-            j += 4;
-        }
-        int_end = j;
-    }
-    let mut k = int_end;
-    let mut frac_range = k..k;
-    if bytes.get(k) == Some(&b'.') && bytes.get(k + 1).is_some_and(u8::is_ascii_digit) {
-        let start = k + 1;
-        k = start;
-        while k < bytes.len() && bytes[k].is_ascii_digit() {
-            k += 1;
-        }
-        frac_range = start..k;
-    }
-    let suffix = word.get(k..)?;
-    if !suffix.chars().all(char::is_alphabetic) {
-        return None;
-    }
-    let int = word.get(..int_end)?;
-    let frac = word.get(frac_range)?;
-    let digits = int.bytes().filter(u8::is_ascii_digit).count() + frac.len();
-    Some((canonical_number(int, frac), digits))
+    read_number(word).map(|n| (n.value, n.digits))
 }
 
 /// How precisely a time of day was written.
@@ -82,9 +196,12 @@ pub enum Zone {
     Unstated,
     /// A fixed offset from UTC in minutes (`Z`, `UTC`, `+01:00`, `EST`).
     Offset(i32),
-    /// An abbreviation that names several zones (`IST`, `CST`): comparable only with the
-    /// same abbreviation.
+    /// An abbreviation that names several zones (`IST`, `CST`, `ET`): comparable only with
+    /// the same abbreviation.
     Ambiguous(String),
+    /// A zone diag does not know (`14:02 XYZT`): the time cannot be compared, so it is
+    /// shown by nothing.
+    Unknown(String),
 }
 
 /// A time of day: seconds since midnight as written, how precisely, and in which zone.
@@ -115,6 +232,7 @@ impl TimeOfDay {
     /// said, which an answer may repeat with or without `UTC`).
     pub fn shown_by(&self, evidence: &TimeOfDay) -> bool {
         let candidates: [Option<u32>; 2] = match (&self.zone, &evidence.zone) {
+            (Zone::Unknown(_), _) | (_, Zone::Unknown(_)) => return false,
             (Zone::Ambiguous(a), Zone::Ambiguous(b)) if a == b => [Some(evidence.secs), None],
             (Zone::Ambiguous(_), _) => return false,
             (Zone::Offset(_), Zone::Offset(_)) => [evidence.utc(), None],
@@ -332,6 +450,26 @@ pub const ZONES: &[(&str, Option<i32>)] = &[
     ("AWST", Some(480)),
     ("NZST", Some(720)),
     ("NZDT", Some(780)),
+    // US zones named without standard or daylight time: either of two offsets.
+    ("ET", None),
+    ("CT", None),
+    ("MT", None),
+    ("PT", None),
+    ("SGT", Some(480)),
+    ("HKT", Some(480)),
+    ("PHT", Some(480)),
+    ("WIB", Some(420)),
+    ("ICT", Some(420)),
+    ("PKT", Some(300)),
+    ("NPT", Some(345)),
+    ("BRT", Some(-180)),
+    ("ART", Some(-180)),
+    ("SAST", Some(120)),
+    ("WAT", Some(60)),
+    ("CAT", Some(120)),
+    ("EAT", Some(180)),
+    ("GST", None),
+    ("NST", None),
 ];
 
 /// `am`/`pm` in the forms people write them: `AM`, `pm`, `a.m.`, `P.M`.
@@ -365,12 +503,12 @@ pub fn to_24h(mut t: TimeOfDay, pm: bool) -> Option<TimeOfDay> {
     Some(t)
 }
 
-/// A date: year when written, month, day.
+/// A date: year when written, month, day when written (`November 2026` has none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Date {
     pub year: Option<i32>,
     pub month: u8,
-    pub day: u8,
+    pub day: Option<u8>,
 }
 
 impl Date {
@@ -387,15 +525,45 @@ impl Date {
         Some(Date {
             year,
             month: u8::try_from(month).ok()?,
-            day: u8::try_from(day).ok()?,
+            day: Some(u8::try_from(day).ok()?),
         })
     }
 
-    /// Whether `self` (written in an answer) is shown by `evidence`: same month and day, and
-    /// the same year when the answer writes one.
+    /// A month of a year, or of any year (`November 2026`, `November`).
+    pub fn month_of(year: Option<i32>, month: u32) -> Option<Date> {
+        if !(1..=12).contains(&month) || year.is_some_and(|y| !(1900..=2200).contains(&y)) {
+            return None;
+        }
+        Some(Date {
+            year,
+            month: u8::try_from(month).ok()?,
+            day: None,
+        })
+    }
+
+    /// The day of the week (0 = Monday … 6 = Sunday) of a full date.
+    pub fn weekday(&self) -> Option<u8> {
+        let (y, m, d) = (
+            i64::from(self.year?),
+            i64::from(self.month),
+            i64::from(self.day?),
+        );
+        // Days from 1970-01-01 (a Thursday), by the civil-from-days algorithm.
+        let y = if m <= 2 { y - 1 } else { y };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let mp = (m + 9) % 12;
+        let doy = (153 * mp + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        u8::try_from((days + 3).rem_euclid(7)).ok()
+    }
+
+    /// Whether `self` (written in an answer) is shown by `evidence`: same month, the same
+    /// day when the answer writes one, and the same year when the answer writes one.
     pub fn shown_by(&self, evidence: &Date) -> bool {
         self.month == evidence.month
-            && self.day == evidence.day
+            && (self.day.is_none() || self.day == evidence.day)
             && match (self.year, evidence.year) {
                 (None, _) => true,
                 (Some(a), Some(b)) => a == b,
@@ -477,16 +645,230 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
+/// Month names of the languages an operator writes in besides English, read only beside a
+/// day or a year (`30 de noviembre de 2026`, `30. November 2026`, `le 30 novembre`).
+const OTHER_MONTHS: [&[&str]; 12] = [
+    &[
+        "enero", "janvier", "januar", "gennaio", "janeiro", "januari",
+    ],
+    &[
+        "febrero",
+        "f\u{e9}vrier",
+        "februar",
+        "febbraio",
+        "fevereiro",
+        "februari",
+    ],
+    &["marzo", "mars", "m\u{e4}rz", "mar\u{e7}o", "maart"],
+    &["abril", "avril", "aprile"],
+    &["mayo", "mai", "maggio", "maio", "mei"],
+    &["junio", "juin", "juni", "giugno", "junho"],
+    &["julio", "juillet", "juli", "luglio", "julho"],
+    &["agosto", "ao\u{fb}t", "augustus"],
+    &["septiembre", "setiembre", "settembre", "setembro"],
+    &["octubre", "octobre", "oktober", "ottobre", "outubro"],
+    &["noviembre", "novembre", "novembro"],
+    &[
+        "diciembre",
+        "d\u{e9}cembre",
+        "dezember",
+        "dicembre",
+        "dezembro",
+    ],
+];
+
 /// `November`, `Nov`, `Nov.`, `Sept`: 1–12, any case.
 pub fn month_number(word: &str) -> Option<u32> {
     let w = word.trim_end_matches('.').to_lowercase();
-    if w.len() < 3 {
+    if w.chars().count() < 3 {
         return None;
     }
     let idx = MONTHS.iter().position(|m| {
         *m == w || (w.len() == 3 && m.starts_with(&w)) || (w == "sept" && *m == "september")
     })?;
     u32::try_from(idx + 1).ok()
+}
+
+/// A month name in English or another language ([`OTHER_MONTHS`]).
+pub fn any_month_number(word: &str) -> Option<u32> {
+    month_number(word).or_else(|| {
+        let w = word.trim_end_matches('.').to_lowercase();
+        let idx = OTHER_MONTHS
+            .iter()
+            .position(|ms| ms.contains(&w.as_str()))?;
+        u32::try_from(idx + 1).ok()
+    })
+}
+
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// `Monday`, `mondays`, `Mon`, `Tues`: 0 (Monday) to 6. A three-letter abbreviation counts
+/// only capitalised (`sat`, `sun` and `wed` are words).
+pub fn weekday_number(word: &str) -> Option<u8> {
+    let w = word.trim_end_matches('.').to_lowercase();
+    let w = w
+        .strip_suffix('s')
+        .filter(|x| x.ends_with("day"))
+        .unwrap_or(&w);
+    if let Some(i) = WEEKDAYS.iter().position(|d| *d == w) {
+        return u8::try_from(i).ok();
+    }
+    let capitalised = word.chars().next().is_some_and(char::is_uppercase);
+    let abbr = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+    let long = ["mon", "tues", "wed", "thur", "thurs", "fri", "sat", "sun"];
+    if !capitalised {
+        return None;
+    }
+    if let Some(i) = abbr.iter().position(|d| *d == w) {
+        return u8::try_from(i).ok();
+    }
+    let i = long.iter().position(|d| *d == w)?;
+    u8::try_from(match i {
+        0 => 0,
+        1 => 1,
+        2 => 2,
+        3 | 4 => 3,
+        5 => 4,
+        6 => 5,
+        _ => 6,
+    })
+    .ok()
+}
+
+/// Cardinal number words: their value.
+pub fn cardinal_word(word: &str) -> Option<u64> {
+    const SMALL: [&str; 20] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ];
+    const TENS: [&str; 8] = [
+        "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    let w = word.to_lowercase();
+    if let Some(i) = SMALL.iter().position(|x| *x == w) {
+        return u64::try_from(i).ok();
+    }
+    if let Some(i) = TENS.iter().position(|x| *x == w) {
+        return u64::try_from(20 + i * 10).ok();
+    }
+    match w.as_str() {
+        "dozen" => Some(12),
+        "fourty" => Some(40),
+        _ => None,
+    }
+}
+
+/// Ordinal number words: their value (`first` 1, `thirtieth` 30, `hundredth` 100).
+pub fn ordinal_word(word: &str) -> Option<u64> {
+    const SMALL: [&str; 20] = [
+        "zeroth",
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "eleventh",
+        "twelfth",
+        "thirteenth",
+        "fourteenth",
+        "fifteenth",
+        "sixteenth",
+        "seventeenth",
+        "eighteenth",
+        "nineteenth",
+    ];
+    const TENS: [&str; 8] = [
+        "twentieth",
+        "thirtieth",
+        "fortieth",
+        "fiftieth",
+        "sixtieth",
+        "seventieth",
+        "eightieth",
+        "ninetieth",
+    ];
+    let w = word.to_lowercase();
+    if let Some(i) = SMALL.iter().position(|x| *x == w) {
+        return u64::try_from(i).ok();
+    }
+    if let Some(i) = TENS.iter().position(|x| *x == w) {
+        return u64::try_from(20 + i * 10).ok();
+    }
+    match w.as_str() {
+        "hundredth" => Some(100),
+        "thousandth" => Some(1000),
+        "millionth" => Some(1_000_000),
+        _ => None,
+    }
+}
+
+/// Scale words: `hundred`, `thousand`, `million`, `billion`.
+pub fn scale_word(word: &str) -> Option<u64> {
+    match word.to_lowercase().as_str() {
+        "hundred" => Some(100),
+        "thousand" => Some(1000),
+        "million" => Some(1_000_000),
+        "billion" => Some(1_000_000_000),
+        _ => None,
+    }
+}
+
+/// Multiplier words: `twice` (2), `thrice` (3).
+pub fn multiplier_word(word: &str) -> Option<u64> {
+    match word.to_lowercase().as_str() {
+        "twice" => Some(2),
+        "thrice" => Some(3),
+        _ => None,
+    }
+}
+
+/// Words that name a quantity without a value a reader could check (`dozens`, `hundreds`,
+/// `thousands`, `millions`): a fact with no value, shown only verbatim.
+pub fn vague_quantity_word(word: &str) -> bool {
+    matches!(
+        word.to_lowercase().as_str(),
+        "dozens" | "hundreds" | "thousands" | "millions" | "billions" | "tens"
+    )
+}
+
+/// Days named relative to when the text was written (`today`, `yesterday`): a date no
+/// reader can check without that moment, shown only verbatim.
+pub fn relative_day_word(word: &str) -> bool {
+    matches!(
+        word.to_lowercase().as_str(),
+        "today" | "yesterday" | "tomorrow" | "tonight" | "overnight"
+    )
 }
 
 /// A day of the month as written before or after a month name: `30`, `30th`, `1st`.
@@ -538,6 +920,39 @@ mod tests {
     }
 
     #[test]
+    fn numbers_are_read_whole() {
+        let v = |w: &str| read_number(w).map(|n| (n.value, n.plain));
+        assert_eq!(v("50 154"), Some(("50154".into(), false)));
+        assert_eq!(v("50'154"), Some(("50154".into(), false)));
+        assert_eq!(v("50\u{2019}154"), Some(("50154".into(), false)));
+        assert_eq!(v("2,5"), Some(("2.5".into(), false)));
+        assert_eq!(v("1.234,5"), Some(("1234.5".into(), false)));
+        assert_eq!(v("1,234.5"), Some(("1234.5".into(), false)));
+        assert_eq!(v("154k"), Some(("154000".into(), false)));
+        assert_eq!(v("2.5M"), Some(("2500000".into(), false)));
+        assert_eq!(v("50x"), Some(("50".into(), false)));
+        assert_eq!(v("2x"), Some(("2".into(), false)));
+        assert_eq!(v("5s"), Some(("5".into(), true)));
+        assert_eq!(v("12GB"), Some(("12".into(), true)));
+        assert_eq!(v("50req/s"), Some(("50".into(), true)));
+        assert_eq!(v("8O"), None);
+        assert_eq!(v("80abc"), None);
+        assert_eq!(v("1,23,4"), None);
+        assert_eq!(v("\u{668}\u{660}"), None);
+    }
+
+    #[test]
+    fn weekdays_of_dates() {
+        let d = Date::new(Some(2026), 11, 30).unwrap();
+        assert_eq!(d.weekday(), Some(0));
+        assert_eq!(Date::new(Some(1970), 1, 1).unwrap().weekday(), Some(3));
+        assert_eq!(Date::new(Some(2024), 2, 29).unwrap().weekday(), Some(3));
+        assert_eq!(weekday_number("Sunday"), Some(6));
+        assert_eq!(weekday_number("sun"), None);
+        assert_eq!(weekday_number("Tues"), Some(1));
+    }
+
+    #[test]
     fn numbers_are_values() {
         assert_eq!(parse_number("5,000"), Some(("5000".into(), 4)));
         assert_eq!(parse_number("5000ms"), Some(("5000".into(), 4)));
@@ -545,7 +960,8 @@ mod tests {
         assert_eq!(parse_number("99th"), Some(("99".into(), 2)));
         assert_eq!(parse_number("007"), Some(("7".into(), 3)));
         assert_eq!(parse_number("1,234.50"), Some(("1234.5".into(), 6)));
-        assert_eq!(parse_number("50,51"), None);
+        // A comma before other than three digits is a decimal comma.
+        assert_eq!(parse_number("50,51"), Some(("50.51".into(), 4)));
         assert_eq!(parse_number("v2"), None);
         assert_eq!(parse_number("2.3.1"), None);
     }
@@ -600,7 +1016,7 @@ mod tests {
             DateRead::One(Date {
                 year: Some(y),
                 month: m,
-                day,
+                day: Some(day),
             })
         };
         assert_eq!(parse_date_word("2026-11-30"), Some(d(2026, 11, 30)));

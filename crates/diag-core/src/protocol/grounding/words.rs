@@ -7,10 +7,15 @@ use std::ops::Range;
 use super::prose::is_hyphenated_prose;
 use super::read::{Segment, SegmentKind};
 use super::values::{
-    self, day_number, meridiem, month_number, parse_date_word, parse_number, parse_offset,
-    parse_time, parse_zone_word, to_24h, year_number, Date, DateRead, Precision, TimeOfDay, Zone,
+    self, any_month_number, cardinal_word, day_number, is_digit_joiner, meridiem, month_number,
+    multiplier_word, ordinal_word, parse_date_word, parse_number, parse_offset, parse_time,
+    parse_zone_word, read_number, relative_day_word, scale_word, to_24h, vague_quantity_word,
+    weekday_number, year_number, Date, DateRead, Precision, TimeOfDay, Zone,
 };
 use super::TokenKind;
+use std::sync::OnceLock;
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+use unicode_security::{skeleton, MixedScript};
 
 /// What a token says, as a value.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,7 +36,15 @@ pub enum Fact {
     /// facts of its numbers, times, dates and names as values, every other word as a word
     /// (a capitalised acronym such as `HTTP` excepted).
     Span(String, Vec<Fact>),
-    /// What no evidence can show: an ambiguous date, an invisible character.
+    /// A day of the week (0 = Monday): shown by an evidence date that falls on it.
+    Weekday(u8),
+    /// A status class (`5xx`): shown by a three-digit number of the evidence with that first
+    /// digit.
+    StatusClass(char),
+    /// Any of several readings (`a quarter past two`: 02:15 or 14:15).
+    AnyOf(Vec<Fact>),
+    /// What no evidence can show: an ambiguous date, an invisible character, a time in a
+    /// zone diag does not know.
     Unreadable,
 }
 
@@ -86,15 +99,57 @@ fn is_connector(c: char) -> bool {
     matches!(c, '_' | '-' | '.' | '/' | ':')
 }
 
-/// Splits a flow into words: letters, digits and the connectors `_ - . / :`, a `,` inside
-/// a number before a group of three digits, a `+` between digits (an offset).
+fn is_mark(c: char) -> bool {
+    matches!(
+        c.general_category(),
+        GeneralCategory::NonspacingMark
+            | GeneralCategory::SpacingMark
+            | GeneralCategory::EnclosingMark
+    )
+}
+
+/// Which spaces of `chars` join two digit groups of one number (`50 154`, `1 000 000`, and
+/// U+202F, U+00A0 or U+2009 between digits, which NFKC reads as a space): a group of one to
+/// three digits that starts a number, then groups of exactly three digits.
+fn joining_spaces(chars: &[(usize, char)]) -> Vec<bool> {
+    let c_at = |i: usize| chars.get(i).map(|&(_, c)| c);
+    let digit = |i: usize| c_at(i).is_some_and(|c| c.is_ascii_digit());
+    let mut join = vec![false; chars.len()];
+    for i in 0..chars.len() {
+        if c_at(i) != Some(' ') || i == 0 || !digit(i - 1) {
+            continue;
+        }
+        if !(1..=3).all(|k| digit(i + k)) || digit(i + 4) {
+            continue;
+        }
+        let run = (0..i).rev().take_while(|&k| digit(k)).count();
+        // The group before the space starts the number (after a plain space, punctuation or
+        // nothing) or is a whole group of three after a joining space.
+        let starts = match i.checked_sub(run + 1) {
+            None => true,
+            Some(b) if join[b] => run == 3,
+            Some(b) => {
+                let c = c_at(b).unwrap_or(' ');
+                c == ' ' || !(c.is_alphanumeric() || is_connector(c) || is_digit_joiner(c))
+            }
+        };
+        join[i] = (1..=3).contains(&run) && starts;
+    }
+    join
+}
+
+/// Splits a flow into words: letters, digits, combining marks and the connectors
+/// `_ - . / :`; between two digits also the group and decimal joiners `,` `'` `\u{2019}` and a
+/// space between digit groups ([`joining_spaces`]); a `+` before a digit (an offset, `UTC+8`);
+/// `x` or `\u{d7}` after a digit.
 fn words(text: &str) -> Vec<Word<'_>> {
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let n = chars.len();
     let c_at = |i: usize| chars.get(i).map(|&(_, c)| c);
+    let spaces = joining_spaces(&chars);
     let is_word = |i: usize| -> bool {
         let Some(c) = c_at(i) else { return false };
-        if c.is_alphanumeric() || is_connector(c) {
+        if c.is_alphanumeric() || is_connector(c) || is_mark(c) {
             return true;
         }
         if c == '*' {
@@ -104,13 +159,12 @@ fn words(text: &str) -> Vec<Word<'_>> {
             return inner(before) && inner(after);
         }
         let digit = |j: Option<usize>| j.and_then(c_at).is_some_and(|c| c.is_ascii_digit());
+        let alnum = |j: Option<usize>| j.and_then(c_at).is_some_and(char::is_alphanumeric);
         match c {
-            ',' => {
-                digit(i.checked_sub(1))
-                    && (1..=3).all(|k| digit(Some(i + k)))
-                    && !digit(Some(i + 4))
-            }
-            '+' => digit(i.checked_sub(1)) && digit(Some(i + 1)),
+            ' ' => spaces[i],
+            ',' | '\'' | '\u{2019}' | '\u{2044}' => digit(i.checked_sub(1)) && digit(Some(i + 1)),
+            '+' => alnum(i.checked_sub(1)) && digit(Some(i + 1)),
+            '\u{d7}' => digit(i.checked_sub(1)),
             _ => false,
         }
     };
@@ -150,24 +204,81 @@ fn trim_word(w: &str) -> (&str, usize) {
     (t.trim_end_matches(['-', '.', '_', '/', ':', ',']), lead)
 }
 
-/// Ranges of a flow between double quotation marks (`"…"`, `“…”`).
+/// The closing marks of a quotation opened by `open`, or `None` when `open` opens none.
+fn closers(open: char) -> Option<&'static [char]> {
+    Some(match open {
+        '"' => &['"', '\u{201D}'],
+        '\'' => &['\'', '\u{2019}'],
+        '\u{201C}' => &['\u{201D}', '\u{201C}'],
+        '\u{2018}' => &['\u{2019}', '\u{2018}'],
+        '\u{201E}' => &['\u{201C}', '\u{201D}'],
+        '\u{201A}' => &['\u{2018}', '\u{2019}'],
+        '\u{201D}' => &['\u{201D}'],
+        '\u{2019}' => &['\u{2019}'],
+        '\u{AB}' => &['\u{BB}'],
+        '\u{BB}' => &['\u{AB}', '\u{BB}'],
+        '\u{2039}' => &['\u{203A}'],
+        '\u{203A}' => &['\u{2039}', '\u{203A}'],
+        '\u{300C}' => &['\u{300D}'],
+        '\u{300E}' => &['\u{300F}'],
+        '\u{301D}' => &['\u{301E}', '\u{301F}'],
+        '\u{FE41}' => &['\u{FE42}'],
+        '\u{FE43}' => &['\u{FE44}'],
+        _ => return None,
+    })
+}
+
+/// Marks that are also apostrophes or closing marks: they open a quotation only at the start
+/// of a word, and an unclosed one quotes nothing.
+fn is_ambiguous_mark(c: char) -> bool {
+    matches!(
+        c,
+        '\'' | '\u{2019}' | '\u{201D}' | '\u{BB}' | '\u{203A}' | '"'
+    )
+}
+
+/// Ranges of a flow inside quotation marks: every pair Unicode knows (`"…"`, `“…”`, `‘…’`,
+/// `«…»`, `»…«`, `‹…›`, `„…“`, `‚…‘`, `「…」`, `『…』`, `〝…〞`) and straight `'…'` opening
+/// and closing at word boundaries, across line breaks. An unambiguous opening mark left
+/// unclosed quotes the rest of the flow.
 fn quotation_ranges(text: &str) -> Vec<Range<usize>> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let at = |i: usize| chars.get(i).map(|&(_, c)| c);
+    let wordy = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || is_mark(c));
     let mut out = Vec::new();
-    let mut open: Option<usize> = None;
-    for (i, c) in text.char_indices() {
-        match c {
-            '"' => match open.take() {
-                Some(s) => out.push(s..i),
-                None => open = Some(i + 1),
-            },
-            '\u{201C}' => open = Some(i + c.len_utf8()),
-            '\u{201D}' => {
-                if let Some(s) = open.take() {
-                    out.push(s..i);
+    let mut open: Option<(char, usize)> = None;
+    for (k, &(i, c)) in chars.iter().enumerate() {
+        let before = k.checked_sub(1).and_then(at);
+        let after = at(k + 1);
+        match open {
+            Some((o, start)) => {
+                let Some(close) = closers(o) else { continue };
+                if !close.contains(&c) {
+                    continue;
                 }
+                // An apostrophe inside a word (`payment-service’s`, `rock ’n’ roll`) does
+                // not close.
+                if matches!(c, '\'' | '\u{2019}') && wordy(after) {
+                    continue;
+                }
+                out.push(start..i);
+                open = None;
             }
-            '\n' => open = None,
-            _ => {}
+            None => {
+                if closers(c).is_none() {
+                    continue;
+                }
+                let at_word_start = !wordy(before) && after.is_some_and(|a| !a.is_whitespace());
+                if is_ambiguous_mark(c) && !at_word_start {
+                    continue;
+                }
+                open = Some((c, i + c.len_utf8()));
+            }
+        }
+    }
+    if let Some((o, start)) = open {
+        if !is_ambiguous_mark(o) && !matches!(o, '\u{2018}' | '\u{201A}') {
+            out.push(start..text.len());
         }
     }
     out
@@ -331,6 +442,23 @@ fn verbatim_tokens(seg: &Segment, out: &mut Vec<Token>) {
     }
 }
 
+/// `text` without the byte ranges of `hidden` (citation markers) that fall inside `range`.
+fn without_hidden(text: &str, range: Range<usize>, hidden: &[Range<usize>]) -> String {
+    let mut out = String::new();
+    let mut at = range.start;
+    let mut cuts: Vec<&Range<usize>> = hidden
+        .iter()
+        .filter(|h| h.start >= range.start && h.end <= range.end)
+        .collect();
+    cuts.sort_by_key(|h| h.start);
+    for h in cuts {
+        out.push_str(text.get(at..h.start).unwrap_or(""));
+        at = h.end;
+    }
+    out.push_str(text.get(at..range.end).unwrap_or(""));
+    out
+}
+
 fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
     let text = seg.text.as_str();
     let hidden: Vec<Range<usize>> = if mode == Mode::Answer {
@@ -342,19 +470,31 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
     } else {
         Vec::new()
     };
+    // A blockquote is a quotation, every line of it: the flow is one quoted token, its
+    // citation markers aside.
+    if seg.quote && mode != Mode::Evidence {
+        let quoted = without_hidden(text, 0..text.len(), &hidden);
+        if quoted.chars().any(char::is_alphanumeric) {
+            push_span(&quoted, mode, seg.line_at(0), out);
+        }
+        return;
+    }
     let quotes = quotation_ranges(text);
     let inside = |r: &Range<usize>, set: &[Range<usize>]| {
         set.iter().any(|q| r.start >= q.start && r.end <= q.end)
     };
-    // A quotation or a code span of more than one word is one quoted token
+    // A quotation (of any length) or a code span of more than one word is one quoted token
     // ([`Fact::Span`]): the evidence shows it verbatim, or shows each of its words. A
     // quotation comes first, so a code span inside it is part of it.
     let spans: Vec<Range<usize>> = quotes
         .iter()
-        .chain(seg.code.iter())
-        .filter(|c| {
-            mode != Mode::Evidence && text.get((*c).clone()).is_some_and(|s| words(s).len() > 1)
-        })
+        .filter(|q| text.get((*q).clone()).is_some_and(|s| !words(s).is_empty()))
+        .chain(
+            seg.code
+                .iter()
+                .filter(|c| text.get((*c).clone()).is_some_and(|s| words(s).len() > 1)),
+        )
+        .filter(|_| mode != Mode::Evidence)
         .cloned()
         .collect();
     let mut spans_done = vec![false; spans.len()];
@@ -362,6 +502,11 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
         .into_iter()
         .filter(|w| !inside(&w.range, &hidden))
         .collect();
+    let gap_after = |k: usize| -> &str {
+        let end = all[k].range.end;
+        let next = all.get(k + 1).map_or(text.len(), |n| n.range.start);
+        text.get(end..next).unwrap_or("")
+    };
     let mut i = 0;
     while i < all.len() {
         let w = &all[i];
@@ -372,8 +517,8 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
         {
             if !spans_done[k] {
                 spans_done[k] = true;
-                let span = text.get(spans[k].clone()).unwrap_or("");
-                push_span(span, mode, seg.line_at(spans[k].start), out);
+                let span = without_hidden(text, spans[k].clone(), &hidden);
+                push_span(&span, mode, seg.line_at(spans[k].start), out);
             }
             i += 1;
             continue;
@@ -389,16 +534,18 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
                 salient,
             });
         };
-        let gap_after = |k: usize| -> &str {
-            let end = all[k].range.end;
-            let next = all.get(k + 1).map_or(text.len(), |n| n.range.start);
-            text.get(end..next).unwrap_or("")
-        };
         let (word, lead) = trim_word(&w.text);
         if word.is_empty() {
             i += 1;
             continue;
         }
+        let shown_of = |used: usize| {
+            all[i..i + used]
+                .iter()
+                .map(|w| trim_word(&w.text).0)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         // `#4411` is the number 4411; `#INC-12` a reference.
         if w.hash && lead == 0 {
             match parse_number(word) {
@@ -419,25 +566,22 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
             i += 1;
             continue;
         }
-        // Dates written with a month name: `30 November 2026`, `Nov 30, 2026`, `30th Nov`.
+        // Dates written with a month name: `30 November 2026`, `Nov 30, 2026`, `30th Nov`,
+        // `the 30th of November`, `November 2026`, `30 de noviembre de 2026`, `November`.
         if let Some((date, used)) = month_date(&all, i, &gap_after) {
-            let shown = all[i..i + used]
-                .iter()
-                .map(|w| trim_word(&w.text).0)
-                .collect::<Vec<_>>()
-                .join(" ");
-            emit(TokenKind::Date, &shown, Fact::Date(date), true);
+            emit(TokenKind::Date, &shown_of(used), Fact::Date(date), true);
             i += used;
             continue;
         }
         // A time (or an hour) with `am`/`pm` and a zone after it.
         if let Some((time, used)) = clock_time(&all, i, &gap_after) {
-            let shown = all[i..i + used]
-                .iter()
-                .map(|w| trim_word(&w.text).0)
-                .collect::<Vec<_>>()
-                .join(" ");
-            emit(TokenKind::Time, &shown, time, true);
+            emit(TokenKind::Time, &shown_of(used), time, true);
+            i += used;
+            continue;
+        }
+        // Value words: numbers, times and days in words.
+        if let Some(((kind, fact, salient), used)) = value_phrase(&all, i, &gap_after) {
+            emit(kind, &shown_of(used), fact, salient);
             i += used;
             continue;
         }
@@ -474,8 +618,9 @@ fn number_token(shown: &str, n: String, digits: usize) -> Classified {
     )
 }
 
-/// A quotation or code span of more than one word: one quoted token whose fact is the span
-/// verbatim and the facts of its words (every word counts: a quoted plain word is literal).
+/// A quotation, a blockquote or a code span of more than one word: one quoted token whose
+/// fact is the span verbatim and the facts of its words (every word counts: a quoted plain
+/// word is literal).
 fn push_span(span: &str, mode: Mode, line: u32, out: &mut Vec<Token>) {
     let norm = super::normalize_ws(span.trim());
     let mut parts = Vec::new();
@@ -506,6 +651,14 @@ fn push_span(span: &str, mode: Mode, line: u32, out: &mut Vec<Token>) {
 /// it names how something was asked, not a fact of the system.
 fn is_acronym(word: &str) -> bool {
     (2..=5).contains(&word.len()) && word.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// `5xx`, `4XX`: an HTTP status class.
+fn status_class(word: &str) -> Option<char> {
+    let mut chars = word.chars();
+    let d = chars.next().filter(|c| ('1'..='5').contains(c))?;
+    let rest: String = chars.collect();
+    rest.eq_ignore_ascii_case("xx").then_some(d)
 }
 
 /// Classifies one trimmed word (openspec/specs/verified-evidence/spec.md).
@@ -551,8 +704,23 @@ fn classify(word: &str, mode: Mode, out: &mut Vec<Classified>) {
             }
         }
     }
-    if let Some((n, d)) = parse_number(word) {
-        out.push(number_token(word, n, d));
+    if let Some(n) = read_number(word) {
+        let salient = n.digits >= 2 || !n.plain;
+        out.push((
+            TokenKind::Number,
+            word.to_string(),
+            Fact::Number(n.fact_value()),
+            salient,
+        ));
+        return;
+    }
+    if let Some(d) = status_class(word) {
+        out.push((
+            TokenKind::Number,
+            word.to_string(),
+            Fact::StatusClass(d),
+            true,
+        ));
         return;
     }
     if word.contains('-') {
@@ -561,7 +729,7 @@ fn classify(word: &str, mode: Mode, out: &mut Vec<Classified>) {
         if parts.len() == 2
             && parts
                 .iter()
-                .all(|p| parse_time(p).is_some() || parse_number(p).is_some())
+                .all(|p| parse_time(p).is_some() || read_number(p).is_some())
         {
             for p in parts {
                 classify(p, mode, out);
@@ -571,8 +739,14 @@ fn classify(word: &str, mode: Mode, out: &mut Vec<Classified>) {
         // A number and a unit: `5-minute`, `30-second`.
         if let [num, unit] = parts.as_slice() {
             if unit.chars().all(char::is_alphabetic) && !unit.is_empty() {
-                if let Some((n, d)) = parse_number(num) {
-                    out.push(number_token(num, n, d));
+                if let Some(n) = read_number(num) {
+                    let salient = n.digits >= 2 || !n.plain;
+                    out.push((
+                        TokenKind::Number,
+                        num.to_string(),
+                        Fact::Number(n.fact_value()),
+                        salient,
+                    ));
                     return;
                 }
             }
@@ -584,7 +758,7 @@ fn classify(word: &str, mode: Mode, out: &mut Vec<Classified>) {
             return;
         }
         // `50/50`, `502/504`: numbers.
-        if parts.iter().all(|p| parse_number(p).is_some()) {
+        if parts.iter().all(|p| read_number(p).is_some()) {
             for p in parts {
                 classify(p, mode, out);
             }
@@ -614,6 +788,15 @@ fn classify(word: &str, mode: Mode, out: &mut Vec<Classified>) {
             if let Some((n, d)) = trailing_number(word) {
                 out.push(number_token(word, n, d));
             }
+            // Numbers joined in a way the reader would not read as one (`500,502,504`):
+            // the evidence shows each.
+            if word.contains(|c: char| is_digit_joiner(c) && c != '.' && c != '_') {
+                for part in word.split(|c: char| is_digit_joiner(c) && c != '.' && c != '_') {
+                    if !part.is_empty() && part != word {
+                        classify(part, mode, out);
+                    }
+                }
+            }
         }
     }
 }
@@ -639,34 +822,72 @@ fn trailing_number(word: &str) -> Option<(String, usize)> {
     parse_number(&word[word.len() - digits..])
 }
 
-/// A word a reader takes for a name: a digit, an inner connector (unless hyphenated
-/// English, see [`is_hyphenated_prose`]), letters of two scripts (`pаyment`, with a Cyrillic
-/// `а`), or digits of another script.
+/// The characters the skeleton (UTS #39) of a digit is made of: a word made only of them
+/// (`IOO`, `lO`) reads as a number.
+fn digit_skeleton_chars() -> &'static [char] {
+    static CHARS: OnceLock<Vec<char>> = OnceLock::new();
+    CHARS.get_or_init(|| {
+        let mut v: Vec<char> = ('0'..='9')
+            .flat_map(|d| skeleton(&d.to_string()).collect::<Vec<char>>())
+            .filter(|c| !c.is_ascii_digit())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    })
+}
+
+/// Whether a word of letters is not closed prose: a word of one script reads as prose only
+/// when it cannot be taken for something else (openspec/specs/verified-evidence/spec.md,
+/// "Prose is closed"). Mixed scripts (`pаyment`, with a Cyrillic `а`), a word of another
+/// script that looks like Latin letters (its UTS #39 skeleton is ASCII), or a word of two or
+/// more letters that look like digits (`IOO`, `lO`) are facts.
+fn is_confusable(word: &str) -> bool {
+    let letters: String = word.chars().filter(|c| !is_connector(*c)).collect();
+    if !letters.as_str().is_single_script() {
+        return true;
+    }
+    let skel: String = skeleton(&letters).collect();
+    let latin = |c: char| {
+        c.is_ascii()
+            || is_mark(c)
+            || matches!(u32::from(c), 0xC0..=0x24F | 0x1E00..=0x1EFF | 0x2C60..=0x2C7F | 0xA720..=0xA7FF)
+    };
+    if !letters.chars().all(latin)
+        && !skel.is_empty()
+        && skel.chars().all(|c| c.is_ascii_alphabetic())
+    {
+        return true;
+    }
+    // Contractions (`we'll` leaves `ll`) are prose.
+    let digitlike = digit_skeleton_chars();
+    letters.chars().count() >= 2
+        && letters.chars().any(|c| c != 'l')
+        && !skel.is_empty()
+        && skel.chars().all(|c| digitlike.contains(&c))
+}
+
+/// A word a reader takes for a name: a digit of any script or any other character that is
+/// not a letter, a mark or a connector, an inner connector (unless hyphenated English, see
+/// [`is_hyphenated_prose`]), or letters that are not closed prose ([`is_confusable`]).
 fn is_name_shaped(word: &str) -> bool {
-    let has_digit = word.chars().any(|c| c.is_numeric());
+    if word
+        .chars()
+        .any(|c| c.is_numeric() || !(c.is_alphabetic() || is_mark(c) || is_connector(c)))
+    {
+        return true;
+    }
+    if is_confusable(word) {
+        return true;
+    }
     let inner_connector = word
         .char_indices()
         .any(|(i, c)| i > 0 && is_connector(c) && i + c.len_utf8() < word.len());
-    if has_digit {
-        return true;
-    }
-    if mixed_script(word) {
-        return true;
-    }
     if !inner_connector {
         return false;
     }
     let only_hyphens = !word.contains(['_', '.', '/', ':']);
     !(only_hyphens && is_hyphenated_prose(word))
-}
-
-fn mixed_script(word: &str) -> bool {
-    let latin = word
-        .chars()
-        .any(|c| c.is_ascii_alphabetic() || ('\u{00C0}'..='\u{024F}').contains(&c));
-    let cyrillic = word.chars().any(|c| ('\u{0400}'..='\u{052F}').contains(&c));
-    let greek = word.chars().any(|c| ('\u{0370}'..='\u{03FF}').contains(&c));
-    u8::from(latin) + u8::from(cyrillic) + u8::from(greek) > 1
 }
 
 fn is_abbreviation(s: &str) -> bool {
@@ -680,50 +901,143 @@ fn is_slash_pair(s: &str) -> bool {
     !s.starts_with('/')
         && s.matches('/').count() == 1
         && s.chars().all(|c| c.is_alphabetic() || c == '/')
+        && s.replace('/', "").as_str().is_single_script()
 }
 
-/// `30 November 2026`, `30th Nov`, `November 30, 2026`, `Nov. 30`: the date and how many
-/// words it took. A month name counts only capitalised (`may` is a verb).
+/// Whether words `k` and `k + 1` are separated by spaces only (or, with `comma`, also a
+/// comma).
+fn spaced_gap(gap: &str, comma: bool) -> bool {
+    let g = gap.trim();
+    !gap.is_empty() && (g.is_empty() || (comma && g == ","))
+}
+
+/// A month name read as a month: English (a full name capitalised or in lowercase, except
+/// `may`, `march` and `august` in lowercase and `May` alone; an abbreviation capitalised),
+/// or another language's name ([`values::any_month_number`]) when `beside` a day or a year.
+fn month_word(word: &str, beside: bool) -> Option<u32> {
+    let capitalised = word.chars().next().is_some_and(char::is_uppercase);
+    if let Some(m) = month_number(word) {
+        let lower = word.to_lowercase();
+        let full =
+            lower.trim_end_matches('.').chars().count() > 4 || lower == "june" || lower == "july";
+        if beside {
+            return Some(m);
+        }
+        if capitalised && lower != "may" {
+            return Some(m);
+        }
+        if full && !matches!(lower.as_str(), "may" | "march" | "august") {
+            return Some(m);
+        }
+        return None;
+    }
+    let m = any_month_number(word)?;
+    (beside || !matches!(word.to_lowercase().as_str(), "mars" | "mai" | "mei")).then_some(m)
+}
+
+/// `30 November 2026`, `30th Nov`, `the 30th of November`, `30 de noviembre de 2026`,
+/// `November 30, 2026`, `Nov. 30`, `November 2026`, `noviembre de 2026`, `November`: the
+/// date and how many words it took.
 fn month_date<'a>(
     all: &[Word<'a>],
     i: usize,
     gap_after: &dyn Fn(usize) -> &'a str,
 ) -> Option<(Date, usize)> {
     let word = |k: usize| all.get(k).map(|w| trim_word(&w.text).0);
-    let month = |k: usize| {
-        word(k)
-            .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
-            .and_then(month_number)
+    let is_of = |k: usize| {
+        word(k).is_some_and(|w| matches!(w.to_lowercase().as_str(), "of" | "de" | "del"))
     };
-    let year_after = |k: usize| -> Option<i32> {
-        let gap = gap_after(k - 1);
-        (gap.trim() == "," || gap.trim().is_empty())
+    // A year after word `k - 1`: `, 2026`, ` 2026`, ` de 2026`. Returns the year and the
+    // words it took.
+    let year_after = |k: usize| -> Option<(i32, usize)> {
+        if k == 0 || k > all.len() {
+            return None;
+        }
+        if is_of(k) && spaced_gap(gap_after(k - 1), false) && spaced_gap(gap_after(k), false) {
+            return word(k + 1).and_then(year_number).map(|y| (y, 2));
+        }
+        spaced_gap(gap_after(k - 1), true)
             .then(|| word(k).and_then(year_number))
             .flatten()
+            .map(|y| (y, 1))
     };
-    // Day first.
-    if let (Some(day), Some(m)) = (word(i).and_then(day_number), month(i + 1)) {
-        if gap_after(i).trim().is_empty() {
-            let year = year_after(i + 2);
-            let date = values::month_day(year, m, day)?;
-            return Some((date, if year.is_some() { 3 } else { 2 }));
+    // Day first: `30 November`, `30th of November`, `30 de noviembre`.
+    if let Some(day) = word(i).and_then(day_number) {
+        let (m_at, step) = if is_of(i + 1) && spaced_gap(gap_after(i), false) {
+            (i + 2, 2)
+        } else {
+            (i + 1, 1)
+        };
+        if spaced_gap(gap_after(m_at - 1), false) || (step == 1 && gap_after(i).trim() == ".") {
+            if let Some(m) = word(m_at).and_then(|w| month_word(w, true)) {
+                let (year, used) = year_after(m_at + 1).map_or((None, 0), |(y, u)| (Some(y), u));
+                let date = values::month_day(year, m, day)?;
+                return Some((date, step + 1 + used));
+            }
         }
     }
-    // Month first.
-    if let (Some(m), Some(day)) = (month(i), word(i + 1).and_then(day_number)) {
+    let m = word(i).and_then(|w| month_word(w, true))?;
+    // Month first: `November 30, 2026`, `Nov. 30`.
+    if let Some(day) = word(i + 1).and_then(day_number) {
         let gap = gap_after(i).trim();
-        if gap.is_empty() || gap == "." {
-            let year = year_after(i + 2);
+        if (gap.is_empty() || gap == ".") && !gap_after(i).is_empty() {
+            let (year, used) = year_after(i + 2).map_or((None, 0), |(y, u)| (Some(y), u));
             let date = values::month_day(year, m, day)?;
-            return Some((date, if year.is_some() { 3 } else { 2 }));
+            return Some((date, 2 + used));
         }
     }
-    None
+    // A month of a year: `November 2026`, `noviembre de 2026`.
+    if let Some((year, used)) = year_after(i + 1) {
+        return Some((Date::month_of(Some(year), m)?, 1 + used));
+    }
+    // A month alone.
+    let m = word(i).and_then(|w| month_word(w, false))?;
+    Some((Date::month_of(None, m)?, 1))
+}
+
+/// Words after a time that are not zones, though shaped like one.
+const NOT_ZONES: &[&str] = &[
+    "AT", "IT", "GET", "PUT", "POST", "REST", "TEST", "LIST", "HOST", "PORT", "EXIT", "WAIT",
+    "NOT", "BUT", "OUT", "SET", "LAST", "NEXT", "TEXT", "ALERT", "START", "FIRST", "LOST", "JUST",
+    "BEST", "MOST", "SENT", "HIT",
+];
+
+/// A word shaped like a zone abbreviation: two to five capital letters ending in `T`
+/// (`ET`, `PT`, `HKT`, `AEST`).
+fn zone_shaped(word: &str) -> bool {
+    (2..=5).contains(&word.len())
+        && word.bytes().all(|b| b.is_ascii_uppercase())
+        && word.ends_with('T')
+        && !NOT_ZONES.contains(&word)
+}
+
+/// The zone written after a time, starting at word `k` with `gap` before it: a zone word
+/// (`UTC`, `EST`, `UTC+8`, `GMT-5`), an offset (`+0800`), either in parentheses (`(PST)`), or
+/// a word shaped like a zone diag does not know (`ET` is several, `XYZT` none). Returns the
+/// zone and whether a closing parenthesis must follow.
+fn zone_at(all: &[Word<'_>], k: usize, gap: &str, gap_after_k: &str) -> Option<Zone> {
+    let next = all.get(k)?;
+    let raw = next.text.trim_end_matches(['.', ',', ':', ';']);
+    let in_parens = gap.trim() == "(" && gap_after_k.trim_start().starts_with(')');
+    if !(in_parens || (!gap.is_empty() && gap.chars().all(|c| c == ' ')) || gap.trim() == "+") {
+        return None;
+    }
+    if gap.trim() == "+" {
+        return parse_offset(&format!("+{raw}")).map(Zone::Offset);
+    }
+    if raw.starts_with('-') || raw.starts_with('+') {
+        return parse_offset(raw).map(Zone::Offset);
+    }
+    if let Some(zone) = parse_zone_word(raw) {
+        return Some(zone);
+    }
+    let upper_letters = (1..=6).contains(&raw.len()) && raw.bytes().all(|b| b.is_ascii_uppercase());
+    (zone_shaped(raw) || (in_parens && upper_letters)).then(|| Zone::Unknown(raw.to_string()))
 }
 
 /// A time with what follows it: `2:02 PM`, `2 pm`, `2pm`, `14:02 UTC`, `2:02 PM UTC`,
-/// `14:02:03 +01:00`, `09:44 EST`. Returns the fact and the words used; `None` for a time
-/// with nothing after it (the plain classifier reads it).
+/// `14:02:03 +01:00`, `09:44 EST`, `14:02 UTC+8`, `14:02 (PST)`. Returns the fact and the
+/// words used; `None` for a time with nothing after it (the plain classifier reads it).
 fn clock_time<'a>(
     all: &[Word<'a>],
     i: usize,
@@ -771,29 +1085,260 @@ fn clock_time<'a>(
         }
     };
     let had_meridiem = attached_pm.is_some() || used == 2;
-    // A zone after it, as a word (`UTC`, `EST`, `UTC+1`) or an offset (`+01:00`).
-    if time.zone == Zone::Unstated && spaced(i + used - 1) {
-        if let Some(next) = all.get(i + used) {
-            let raw = next.text.trim_end_matches(['.', ',', ':', ';']);
-            let gap = gap_after(i + used - 1);
-            let zone = if gap.ends_with('+') {
-                parse_offset(&format!("+{raw}")).map(Zone::Offset)
-            } else if raw.starts_with('-') || raw.starts_with('+') {
-                parse_offset(raw).map(Zone::Offset)
-            } else {
-                parse_zone_word(raw)
-            };
-            if let Some(zone) = zone {
-                time.zone = zone;
-                used += 1;
-            }
+    // A zone after it.
+    if time.zone == Zone::Unstated && i + used < all.len() {
+        let k = i + used;
+        if let Some(zone) = zone_at(all, k, gap_after(k - 1), gap_after(k)) {
+            time.zone = zone;
+            used += 1;
         }
     }
     if used == 1 && !had_meridiem {
         // A plain time: the classifier reads it (ranges, date-times).
         return None;
     }
-    Some((Fact::Time(time), used))
+    let fact = match time.zone {
+        Zone::Unknown(_) => Fact::Unreadable,
+        _ => Fact::Time(time),
+    };
+    Some((fact, used))
+}
+
+/// One part of a number written in words.
+fn number_part(p: &str) -> bool {
+    cardinal_word(p).is_some() || ordinal_word(p).is_some() || scale_word(p).is_some()
+}
+
+/// A number written in words from word `i` (`eighty`, `fifty-five`, `a dozen`,
+/// `two hundred and fifty`, `thirtieth`, `50 thousand`, `twenty-minute`): its value, whether
+/// a reader would take it for a lone single digit (`one`, `first`, `two-hour`), and the
+/// words it took.
+fn number_words<'a>(
+    all: &[Word<'a>],
+    i: usize,
+    gap_after: &dyn Fn(usize) -> &'a str,
+) -> Option<(String, bool, usize)> {
+    let word = |k: usize| all.get(k).map(|w| trim_word(&w.text).0);
+    // The parts of the words from `i`, each word split at its hyphens, while words are
+    // separated by spaces: (word index, part).
+    let mut parts: Vec<(usize, String)> = Vec::new();
+    let mut k = i;
+    while let Some(w) = word(k) {
+        if k > i && !spaced_gap(gap_after(k - 1), false) {
+            break;
+        }
+        if !w.chars().all(|c| c.is_alphabetic() || c == '-') && read_number(w).is_none() {
+            break;
+        }
+        for p in w.split('-') {
+            parts.push((k, p.to_lowercase()));
+        }
+        k += 1;
+        if parts.len() > 12 {
+            break;
+        }
+    }
+    let (mut total, mut current): (u64, u64) = (0, 0);
+    let mut any = false;
+    let mut scaled = false;
+    let mut last_word = i;
+    let mut j = 0;
+    // `50 thousand`, `2.5 million`: digits and a scale word.
+    if let Some(n) = parts.first().and_then(|(_, p)| read_number(p)) {
+        let scale = parts.get(1).and_then(|(_, p)| scale_word(p))?;
+        let (int, frac) = n.value.split_once('.').unwrap_or((n.value.as_str(), ""));
+        let pow = scale.ilog10();
+        let value = values::scaled_value(int, frac, pow);
+        return Some((value, false, parts[1].0 - i + 1));
+    }
+    while j < parts.len() {
+        let (at, p) = &parts[j];
+        let next = parts.get(j + 1).map(|(_, p)| p.as_str());
+        let next_is_number = next.is_some_and(number_part);
+        if (p == "a" || p == "an")
+            && !any
+            && next.is_some_and(|n| scale_word(n).is_some() || n == "dozen")
+        {
+            current = 1;
+            j += 1;
+            continue;
+        }
+        if p == "and" && any && next_is_number {
+            j += 1;
+            continue;
+        }
+        let ordinal = ordinal_word(p);
+        let v = cardinal_word(p)
+            .or(ordinal)
+            .or_else(|| scale_word(p).map(|_| 0));
+        let Some(v) = v else { break };
+        if p == "dozen" {
+            current = current.max(1) * 12;
+            scaled = true;
+        } else if let Some(s) = scale_word(p).or(match p.as_str() {
+            "hundredth" => Some(100),
+            "thousandth" => Some(1000),
+            "millionth" => Some(1_000_000),
+            _ => None,
+        }) {
+            if s == 100 {
+                current = current.max(1) * 100;
+            } else {
+                total += current.max(1) * s;
+                current = 0;
+            }
+            scaled = true;
+        } else {
+            let fits = current == 0
+                || current % 100 == 0
+                || (current % 10 == 0 && current % 100 >= 20 && v < 10);
+            if !fits {
+                break;
+            }
+            current += v;
+        }
+        any = true;
+        last_word = *at;
+        j += 1;
+        if ordinal.is_some() {
+            break;
+        }
+    }
+    if !any {
+        return None;
+    }
+    let value = total + current;
+    Some((value.to_string(), value < 10 && !scaled, last_word - i + 1))
+}
+
+/// An hour written as a word or digits, 1–12.
+fn hour_word(w: &str) -> Option<u32> {
+    let h = cardinal_word(w)
+        .and_then(|v| u32::try_from(v).ok())
+        .or_else(|| w.parse::<u32>().ok().filter(|_| w.len() <= 2))?;
+    (1..=12).contains(&h).then_some(h)
+}
+
+/// A time written in words: `noon`, `midnight`, `a quarter past two`, `half past two`,
+/// `quarter to three`, `two o'clock`, with `am`/`pm` after it or else either half of the
+/// day. `half past` without an hour is a time no evidence can show.
+fn time_words<'a>(
+    all: &[Word<'a>],
+    i: usize,
+    gap_after: &dyn Fn(usize) -> &'a str,
+) -> Option<(Fact, usize)> {
+    let word = |k: usize| all.get(k).map(|w| trim_word(&w.text).0.to_lowercase());
+    let spaced = |k: usize| spaced_gap(gap_after(k), false);
+    let at = |h: u32, m: u32| TimeOfDay {
+        secs: (h % 24) * 3600 + m * 60,
+        precision: Precision::Minute,
+        zone: Zone::Unstated,
+    };
+    let first = word(i)?;
+    match first.as_str() {
+        "noon" | "midday" => return Some((Fact::Time(at(12, 0)), 1)),
+        "midnight" => return Some((Fact::Time(at(0, 0)), 1)),
+        _ => {}
+    }
+    // An hour and what is after it: `am`/`pm` or either half of the day.
+    let either = |h: u32, m: u32, k: usize| -> (Fact, usize) {
+        if spaced(k) {
+            if let Some(pm) = word(k + 1).and_then(|w| meridiem(&w)) {
+                let t = to_24h(at(h, m), pm).unwrap_or_else(|| at(h, m));
+                return (Fact::Time(t), 2);
+            }
+        }
+        let h12 = h % 12;
+        (
+            Fact::AnyOf(vec![Fact::Time(at(h12, m)), Fact::Time(at(h12 + 12, m))]),
+            1,
+        )
+    };
+    // `two o'clock`.
+    if let Some(h) = hour_word(&first) {
+        if word(i + 1).as_deref() == Some("o")
+            && spaced(i)
+            && matches!(gap_after(i + 1), "'" | "\u{2019}")
+            && word(i + 2).as_deref() == Some("clock")
+        {
+            let (fact, more) = either(h, 0, i + 2);
+            return Some((fact, 2 + more));
+        }
+        return None;
+    }
+    // `[a] quarter past|after|to|before H`, `half past H`.
+    let mut k = i;
+    if first == "a" {
+        k += 1;
+        if !spaced(i) {
+            return None;
+        }
+    }
+    let fraction = word(k)?;
+    let minutes = match fraction.as_str() {
+        "quarter" => 15,
+        "half" if k == i => 30,
+        _ => return None,
+    };
+    if !spaced(k) {
+        return None;
+    }
+    let dir = word(k + 1)?;
+    let forward = match dir.as_str() {
+        "past" | "after" => true,
+        "to" | "before" | "till" => false,
+        _ => return None,
+    };
+    let hour = if spaced(k + 1) {
+        word(k + 2).and_then(|w| hour_word(&w))
+    } else {
+        None
+    };
+    let Some(h) = hour else {
+        return Some((Fact::Unreadable, k + 2 - i));
+    };
+    let (h, m) = if forward {
+        (h, minutes)
+    } else {
+        (if h == 1 { 12 } else { h - 1 }, 60 - minutes)
+    };
+    let (fact, more) = either(h, m, k + 2);
+    Some((fact, k + 2 - i + more))
+}
+
+/// Value words from word `i`: times in words, days (`today`, weekdays), quantities without a
+/// checkable value (`hundreds`), multipliers (`twice`), numbers in words. Their kind, fact,
+/// salience and the words they took.
+fn value_phrase<'a>(
+    all: &[Word<'a>],
+    i: usize,
+    gap_after: &dyn Fn(usize) -> &'a str,
+) -> Option<((TokenKind, Fact, bool), usize)> {
+    let first = trim_word(&all.get(i)?.text).0;
+    if let Some((fact, used)) = time_words(all, i, gap_after) {
+        return Some(((TokenKind::Time, fact, true), used));
+    }
+    if relative_day_word(first) {
+        return Some(((TokenKind::Date, Fact::Name(first.to_lowercase()), true), 1));
+    }
+    if let Some(d) = weekday_number(first) {
+        return Some(((TokenKind::Date, Fact::Weekday(d), true), 1));
+    }
+    if vague_quantity_word(first) {
+        return Some((
+            (TokenKind::Number, Fact::Name(first.to_lowercase()), true),
+            1,
+        ));
+    }
+    if let Some(n) = multiplier_word(first) {
+        return Some(((TokenKind::Number, Fact::Number(format!("{n}x")), true), 1));
+    }
+    if first.chars().all(|c| c.is_alphabetic() || c == '-') || read_number(first).is_some() {
+        if let Some((value, lone, used)) = number_words(all, i, gap_after) {
+            return Some(((TokenKind::Number, Fact::Number(value), !lone), used));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
