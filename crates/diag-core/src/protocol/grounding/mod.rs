@@ -5,10 +5,14 @@
 //! - [`read`]: one canonical reading of every text a reader sees (claim text, answers,
 //!   Verifier items): invisible characters refused or dropped, Markdown read as the reports
 //!   render it, Unicode NFKC.
-//! - [`words`]: the tokens of that reading, each with its kind and value: numbers (`5,000`,
-//!   `502s`, each side of `50/50`), times (`2:02 PM UTC`, `14:02`, `14.02`), dates
-//!   (`30 November 2026`, `30/11/2026`), identifiers (names, paths, versions; hyphenated
-//!   English is prose, [`prose`]), `#` references, verbatim lines of code blocks.
+//! - [`words`]: the tokens of that reading, each with its kind and value. The reading denies
+//!   by default: prose is a closed set (letters of one script, not a value word, not a
+//!   lookalike; hyphenated English, [`prose`]), and every other word is a fact: numbers read
+//!   whole (`5,000`, `50 154`, `2,5`, `154k`, `fifty-five`), times with their zones
+//!   (`2:02 PM UTC`, `14:02 UTC+8`, `a quarter past two`), dates and weekdays
+//!   (`the 30th of November`, `November 2026`, `Sunday`), identifiers (names, paths,
+//!   versions, anything else), `#` references, quotations in any marks and blockquotes,
+//!   verbatim lines of code blocks.
 //! - [`values`]: how each kind is normalised and compared.
 //! - [`EvidenceContext`]: what a text may draw its tokens from, read by the same tokenizer:
 //!   the numbers, times and dates of the evidence strings as values, the strings themselves

@@ -1,7 +1,7 @@
 //! Names versus prose: when a hyphenated word is English (`root-cause`, `follow-up`,
 //! `read-only`, `5-minute`) and when it is a name to check (`payment-service`,
 //! `settlement-batch`, `nightly-reconcile`). openspec/specs/verified-evidence/spec.md,
-//! "Names versus prose".
+//! "Hyphenated English SHALL be prose".
 //!
 //! The rule is fail-closed: a hyphenated word is prose only when it is made of plain
 //! lowercase (or capitalised, or all-capital) letters and one of these holds; anything else

@@ -1,5 +1,5 @@
 //! The canonical reading of a text: what a reader sees, as the checks read it
-//! (openspec/specs/verified-evidence/spec.md, "One reading of what the reader sees").
+//! (openspec/specs/verified-evidence/spec.md, "Every text a reader sees SHALL be read once").
 //!
 //! 1. Invisible characters: bidirectional controls anywhere, and any other format character
 //!    (Unicode category Cf: zero-width space and joiners, word joiner, soft hyphen, …) or

@@ -660,6 +660,7 @@ fn honest_forms_of_dates_numbers_and_quotations_pass() {
         "the first 502 at 14:02:03 (UTC) [c1]",
         "checkout-service returned 5xx errors [c1]",
         "we'll pause the batch; I/O was fine [c7]",
+        "checkout-service\u{304C}14:02:03\u{304B}\u{3089}502\u{3092}\u{8FD4}\u{3057}\u{3066}\u{3044}\u{308B} [c1]",
         "At two o'clock the batch started [c5]",
     ] {
         let check = c.check(honest);

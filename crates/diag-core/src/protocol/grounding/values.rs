@@ -1,5 +1,7 @@
 //! Facts as values: numbers, times of day and dates as a reader reads them, whatever the
-//! notation (openspec/specs/verified-evidence/spec.md, "Facts are compared as values").
+//! notation (openspec/specs/verified-evidence/spec.md, "Prose SHALL be a closed set and
+//! every other word a fact"): numbers read whole whatever joins their digits, number,
+//! ordinal, month and weekday words, times with their zones, dates.
 //!
 //! Every function here is pure and total: text in, `Option` of a value out.
 

@@ -1,5 +1,8 @@
 //! Tokens of a read text: the words of each segment, classified by kind, with their values
-//! (openspec/specs/verified-evidence/spec.md, "Salient tokens").
+//! (openspec/specs/verified-evidence/spec.md, "Prose SHALL be a closed set and every other
+//! word a fact"). The reading denies by default: a word is prose only when it is letters of
+//! one script that no reader could take for a value; every other word is a fact, read as a
+//! value where it has one and otherwise an identifier that must be observed verbatim.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -99,6 +102,27 @@ fn is_connector(c: char) -> bool {
     matches!(c, '_' | '-' | '.' | '/' | ':')
 }
 
+/// Han, Hiragana, Katakana, Hangul, Bopomofo and their marks.
+fn is_cjk(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x1100..=0x11FF
+            | 0x2E80..=0x2FDF
+            | 0x3005..=0x3007
+            | 0x3021..=0x3029
+            | 0x3031..=0x3035
+            | 0x3038..=0x303C
+            | 0x3040..=0x31FF
+            | 0x3400..=0x4DBF
+            | 0x4E00..=0x9FFF
+            | 0xA960..=0xA97F
+            | 0xAC00..=0xD7FF
+            | 0xF900..=0xFAFF
+            | 0xFF66..=0xFF9F
+            | 0x20000..=0x3FFFF
+    )
+}
+
 fn is_mark(c: char) -> bool {
     matches!(
         c.general_category(),
@@ -178,6 +202,11 @@ fn words(text: &str) -> Vec<Word<'_>> {
         let start = i;
         while i < n && is_word(i) {
             i += 1;
+            // Chinese, Japanese and Korean write no space between words: a change between
+            // their scripts and any other ends a word (`14:02に`, `checkout-serviceが`).
+            if i < n && c_at(i).map(is_cjk) != c_at(i - 1).map(is_cjk) {
+                break;
+            }
         }
         let b = |k: usize| chars.get(k).map_or(text.len(), |&(b, _)| b);
         let (from, to) = (b(start), b(i));
