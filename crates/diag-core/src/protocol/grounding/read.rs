@@ -79,8 +79,19 @@ impl Segment {
 
 /// Appends `s` in NFKC, except numbers of another kind that NFKC would turn into letters
 /// (Roman numerals `Ⅷ` read `VIII`): they are kept as written, so a reader's number stays a
-/// fact and never becomes a word of prose.
+/// fact and never becomes a word of prose. Hyphens of other forms read as `-`
+/// (`payment\u{2011}service` is `payment-service`).
 fn push_nfkc(out: &mut String, s: &str) {
+    let hyphen = |c: char| {
+        matches!(
+            c,
+            '\u{2010}' | '\u{2011}' | '\u{2012}' | '\u{2043}' | '\u{2212}'
+        )
+    };
+    if s.chars().any(hyphen) {
+        let mapped: String = s.chars().map(|c| if hyphen(c) { '-' } else { c }).collect();
+        return push_nfkc(out, &mapped);
+    }
     let keep =
         |c: char| c.is_numeric() && !c.is_ascii_digit() && !c.nfkc().any(|d| d.is_ascii_digit());
     if !s.chars().any(keep) {

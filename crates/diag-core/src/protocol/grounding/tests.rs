@@ -625,6 +625,72 @@ fn default_deny_shapes_are_refused_and_their_twins_pass() {
             "50 thousand",
             "it held 48 [c6]",
         ),
+        (
+            "billing\u{B7}service timed out [c1]",
+            Identifier,
+            "billing\u{B7}service",
+            "payment-service timed out [c1]",
+        ),
+        (
+            "billing\u{2011}service timed out [c1]",
+            Identifier,
+            "billing-service",
+            "payment\u{2011}service timed out [c1]",
+        ),
+        (
+            "the LedgerDB was down [c1]",
+            Identifier,
+            "LedgerDB",
+            "the ledger was down [c6]",
+        ),
+        (
+            "LXXX connections were busy [c3]",
+            Number,
+            "LXXX",
+            "L connections [c3]",
+        ),
+        (
+            "half the pool was idle [c3]",
+            Number,
+            "half",
+            "the pool was busy [c3]",
+        ),
+        (
+            "latency doubled [c1]",
+            Number,
+            "doubled",
+            "latency grew [c1]",
+        ),
+        (
+            "ochenta conexiones [c3]",
+            Number,
+            "ochenta",
+            "cincuenta conexiones [c3]",
+        ),
+        (
+            "at 14:02 UTC +8 [c1]",
+            Time,
+            "14:02 UTC 8",
+            "at 22:02 UTC +8 [c1]",
+        ),
+        (
+            "at 14:02 local time [c1]",
+            Time,
+            "14:02 local",
+            "at 14:02 UTC [c1]",
+        ),
+        (
+            "at 14:02 Pacific [c1]",
+            Time,
+            "14:02 Pacific",
+            "at 14:02 UTC [c1]",
+        ),
+        (
+            "billing-service\u{304C}502\u{3092}\u{8FD4}\u{3057}\u{305F} [c1]",
+            Identifier,
+            "billing-service",
+            "checkout-service\u{304C}502\u{3092}\u{8FD4}\u{3057}\u{305F} [c1]",
+        ),
     ] {
         let first = c.first_unbound(invented);
         assert_eq!(
@@ -660,6 +726,7 @@ fn honest_forms_of_dates_numbers_and_quotations_pass() {
         "the first 502 at 14:02:03 (UTC) [c1]",
         "checkout-service returned 5xx errors [c1]",
         "we'll pause the batch; I/O was fine [c7]",
+        "checkout-service\u{304C}14:02:03\u{304B}\u{3089}502\u{3092}\u{8FD4}\u{3057}\u{3066}\u{3044}\u{308B} [c1]",
         "checkout-service\u{304C}14:02:03\u{304B}\u{3089}502\u{3092}\u{8FD4}\u{3057}\u{3066}\u{3044}\u{308B} [c1]",
         "At two o'clock the batch started [c5]",
     ] {

@@ -782,8 +782,95 @@ pub fn cardinal_word(word: &str) -> Option<u64> {
     match w.as_str() {
         "dozen" => Some(12),
         "fourty" => Some(40),
+        // The tens in the other languages an operator writes in.
+        "diez" | "dix" | "zehn" | "dieci" => Some(10),
+        "doce" | "douze" | "zw\u{f6}lf" | "dodici" => Some(12),
+        "veinte" | "vingt" | "zwanzig" | "venti" => Some(20),
+        "treinta" | "trente" | "drei\u{df}ig" | "trenta" => Some(30),
+        "cuarenta" | "quarante" | "vierzig" | "quaranta" => Some(40),
+        "cincuenta" | "cinquante" | "f\u{fc}nfzig" | "cinquanta" => Some(50),
+        "sesenta" | "soixante" | "sechzig" | "sessanta" => Some(60),
+        "setenta" | "siebzig" | "settanta" => Some(70),
+        "ochenta" | "achtzig" | "ottanta" => Some(80),
+        "noventa" | "neunzig" | "novanta" => Some(90),
+        "cien" | "ciento" | "hundert" | "cento" => Some(100),
+        "mil" | "mille" | "tausend" => Some(1000),
         _ => None,
     }
+}
+
+/// Fractions and ratios in words: `half` (0.5), `quarter` (0.25) outside a time,
+/// `double`/`doubled` (2x), `tripled` (3x), `quadrupled` (4x).
+pub fn fraction_word(word: &str) -> Option<&'static str> {
+    match word.to_lowercase().as_str() {
+        "half" => Some("0.5"),
+        "quarter" => Some("0.25"),
+        "double" | "doubled" | "twofold" => Some("2x"),
+        "triple" | "tripled" | "threefold" => Some("3x"),
+        "quadruple" | "quadrupled" | "fourfold" => Some("4x"),
+        "tenfold" => Some("10x"),
+        _ => None,
+    }
+}
+
+/// Acronyms written in the letters of Roman numerals (`CD`, `CLI`, `MD`, `XL`, `DC`).
+const ROMAN_ACRONYMS: &[&str] = &[
+    "CC", "CD", "CI", "CL", "CLI", "CM", "CV", "DC", "DI", "DL", "DIV", "LI", "MC", "MD", "MDX",
+    "MI", "MIX", "ML", "MM", "VI", "XL", "XXL", "XXX",
+];
+
+/// A Roman numeral in capitals (`LXXX` 80, `XII` 12), written canonically, that is not a
+/// common acronym.
+pub fn roman_numeral(word: &str) -> Option<u64> {
+    if word.len() < 2 || ROMAN_ACRONYMS.contains(&word) {
+        return None;
+    }
+    let val = |c: char| -> Option<u64> {
+        Some(match c {
+            'I' => 1,
+            'V' => 5,
+            'X' => 10,
+            'L' => 50,
+            'C' => 100,
+            'D' => 500,
+            'M' => 1000,
+            _ => return None,
+        })
+    };
+    let digits: Vec<u64> = word.chars().map(val).collect::<Option<_>>()?;
+    let mut signed = 0i64;
+    for (i, d) in digits.iter().enumerate() {
+        let d = i64::try_from(*d).ok()?;
+        match digits.get(i + 1) {
+            Some(next) if i64::try_from(*next).ok()? > d => signed -= d,
+            _ => signed += d,
+        }
+    }
+    let total = u64::try_from(signed).ok()?;
+    // Only the canonical spelling of the value (`IIII`, `IC` are not numerals).
+    let mut n = total;
+    let mut canon = String::new();
+    for (v, s) in [
+        (1000, "M"),
+        (900, "CM"),
+        (500, "D"),
+        (400, "CD"),
+        (100, "C"),
+        (90, "XC"),
+        (50, "L"),
+        (40, "XL"),
+        (10, "X"),
+        (9, "IX"),
+        (5, "V"),
+        (4, "IV"),
+        (1, "I"),
+    ] {
+        while n >= v {
+            canon.push_str(s);
+            n -= v;
+        }
+    }
+    (canon == word && total > 0).then_some(total)
 }
 
 /// Ordinal number words: their value (`first` 1, `thirtieth` 30, `hundredth` 100).
@@ -952,6 +1039,16 @@ mod tests {
         assert_eq!(weekday_number("Sunday"), Some(6));
         assert_eq!(weekday_number("sun"), None);
         assert_eq!(weekday_number("Tues"), Some(1));
+    }
+
+    #[test]
+    fn roman_numerals_in_their_canonical_spelling() {
+        assert_eq!(roman_numeral("LXXX"), Some(80));
+        assert_eq!(roman_numeral("XCIX"), Some(99));
+        assert_eq!(roman_numeral("XC"), Some(90));
+        assert_eq!(roman_numeral("IIII"), None);
+        assert_eq!(roman_numeral("CLI"), None);
+        assert_eq!(roman_numeral("HTTP"), None);
     }
 
     #[test]

@@ -10,10 +10,10 @@ use std::ops::Range;
 use super::prose::is_hyphenated_prose;
 use super::read::{Segment, SegmentKind};
 use super::values::{
-    self, any_month_number, cardinal_word, day_number, is_digit_joiner, meridiem, month_number,
-    multiplier_word, ordinal_word, parse_date_word, parse_number, parse_offset, parse_time,
-    parse_zone_word, read_number, relative_day_word, scale_word, to_24h, vague_quantity_word,
-    weekday_number, year_number, Date, DateRead, Precision, TimeOfDay, Zone,
+    self, any_month_number, cardinal_word, day_number, fraction_word, is_digit_joiner, meridiem,
+    month_number, multiplier_word, ordinal_word, parse_date_word, parse_number, parse_offset,
+    parse_time, parse_zone_word, read_number, relative_day_word, roman_numeral, scale_word, to_24h,
+    vague_quantity_word, weekday_number, year_number, Date, DateRead, Precision, TimeOfDay, Zone,
 };
 use super::TokenKind;
 use std::sync::OnceLock;
@@ -185,6 +185,11 @@ fn words(text: &str) -> Vec<Word<'_>> {
         let digit = |j: Option<usize>| j.and_then(c_at).is_some_and(|c| c.is_ascii_digit());
         let alnum = |j: Option<usize>| j.and_then(c_at).is_some_and(char::is_alphanumeric);
         match c {
+            // A dot or slash of another form glued between two letters or digits joins them
+            // into one name (`billing·service`), never into two words of prose.
+            '\u{B7}' | '\u{2022}' | '\u{2027}' | '\u{2219}' | '\u{22C5}' | '\u{2215}' => {
+                alnum(i.checked_sub(1)) && alnum(Some(i + 1))
+            }
             ' ' => spaces[i],
             ',' | '\'' | '\u{2019}' | '\u{2044}' => digit(i.checked_sub(1)) && digit(Some(i + 1)),
             '+' => alnum(i.checked_sub(1)) && digit(Some(i + 1)),
@@ -909,6 +914,14 @@ fn is_name_shaped(word: &str) -> bool {
     if is_confusable(word) {
         return true;
     }
+    // An inner capital after a small letter (`LedgerDB`, `gRPC`): how names are written.
+    let chars: Vec<char> = word.chars().collect();
+    if chars
+        .windows(2)
+        .any(|p| p[0].is_lowercase() && p[1].is_uppercase())
+    {
+        return true;
+    }
     let inner_connector = word
         .char_indices()
         .any(|(i, c)| i > 0 && is_connector(c) && i + c.len_utf8() < word.len());
@@ -1060,6 +1073,16 @@ fn zone_at(all: &[Word<'_>], k: usize, gap: &str, gap_after_k: &str) -> Option<Z
     if let Some(zone) = parse_zone_word(raw) {
         return Some(zone);
     }
+    // A zone named in words: `local` (whose?), `Pacific`, `Eastern`… (either of two offsets).
+    if raw.eq_ignore_ascii_case("local") || raw.eq_ignore_ascii_case("localtime") {
+        return Some(Zone::Unknown(raw.to_string()));
+    }
+    if matches!(
+        raw,
+        "Pacific" | "Eastern" | "Central" | "Mountain" | "Atlantic"
+    ) {
+        return Some(Zone::Ambiguous(raw.to_string()));
+    }
     let upper_letters = (1..=6).contains(&raw.len()) && raw.bytes().all(|b| b.is_ascii_uppercase());
     (zone_shaped(raw) || (in_parens && upper_letters)).then(|| Zone::Unknown(raw.to_string()))
 }
@@ -1120,6 +1143,23 @@ fn clock_time<'a>(
         if let Some(zone) = zone_at(all, k, gap_after(k - 1), gap_after(k)) {
             time.zone = zone;
             used += 1;
+            // `UTC +8`, `GMT -5`: an offset after a spaced base.
+            let base = word(k).is_some_and(|w| matches!(w, "UTC" | "GMT" | "UT"));
+            if base && time.zone == Zone::Offset(0) && k + 1 < all.len() {
+                let raw = all[k + 1].text.trim_end_matches(['.', ',', ':', ';']);
+                let gap = gap_after(k);
+                let offset = if gap.trim() == "+" && gap.starts_with(' ') {
+                    parse_offset(&format!("+{raw}"))
+                } else if gap.chars().all(|c| c == ' ') && raw.starts_with('-') {
+                    parse_offset(raw)
+                } else {
+                    None
+                };
+                if let Some(min) = offset {
+                    time.zone = Zone::Offset(min);
+                    used += 1;
+                }
+            }
         }
     }
     if used == 1 && !had_meridiem {
@@ -1361,6 +1401,12 @@ fn value_phrase<'a>(
     }
     if let Some(n) = multiplier_word(first) {
         return Some(((TokenKind::Number, Fact::Number(format!("{n}x")), true), 1));
+    }
+    if let Some(v) = fraction_word(first) {
+        return Some(((TokenKind::Number, Fact::Number(v.to_string()), true), 1));
+    }
+    if let Some(n) = roman_numeral(first) {
+        return Some(((TokenKind::Number, Fact::Number(n.to_string()), n >= 10), 1));
     }
     if first.chars().all(|c| c.is_alphabetic() || c == '-') || read_number(first).is_some() {
         if let Some((value, lone, used)) = number_words(all, i, gap_after) {
