@@ -1385,6 +1385,14 @@ proptest! {
         let mut words: Vec<String> = good_text.split(' ').map(str::to_string).collect();
         // Inserted between words, so it stays a token of its own.
         let at = at % (words.len() + 1);
+        // A time right before a word in capitals reads that word as its zone (`14:38 AAT`,
+        // a time no evidence can show): the token is then the time with its zone, which the
+        // grounding tests cover.
+        let time = written.contains(':');
+        prop_assume!(!(time
+            && words
+                .get(at)
+                .is_some_and(|w| w.trim_start_matches('(').starts_with(|c: char| c.is_ascii_uppercase()))));
         words.insert(at, written.clone());
         let poisoned = words.join(" ");
         let b = binding("inv-1", "search_logs", "/matches/0/line", &quote);

@@ -112,6 +112,12 @@ fn push_nfkc(out: &mut String, s: &str) {
 /// A keycap (`1️⃣`: a digit, U+FE0F and U+20E3) reads as its digit; `#️⃣` and `*️⃣` read as
 /// nothing. Step markers written as keycaps are list markers, not facts.
 fn fold_keycaps(text: &str) -> std::borrow::Cow<'_, str> {
+    // The keycap ten is one character.
+    if text.contains('\u{1F51F}') {
+        return std::borrow::Cow::Owned(
+            fold_keycaps(&text.replace('\u{1F51F}', "10")).into_owned(),
+        );
+    }
     if !text.contains('\u{20E3}') {
         return std::borrow::Cow::Borrowed(text);
     }

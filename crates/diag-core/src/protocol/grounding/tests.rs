@@ -685,6 +685,19 @@ fn default_deny_shapes_are_refused_and_their_twins_pass() {
             "14:02 Pacific",
             "at 14:02 UTC [c1]",
         ),
+        ("at PST 14:02 [c1]", Time, "PST 14:02", "at UTC 14:02 [c1]"),
+        (
+            "\u{1F51F} connections [c3]",
+            Number,
+            "10",
+            "50 connections [c3]",
+        ),
+        (
+            "\u{8FDE}\u{63A5}\u{6C60}\u{6709}\u{516B}\u{5341}\u{4E2A}\u{8FDE}\u{63A5} [c3]",
+            Number,
+            "\u{516B}\u{5341}",
+            "\u{8FDE}\u{63A5}\u{6C60}\u{6709}\u{4E94}\u{5341}\u{4E2A}\u{8FDE}\u{63A5} [c3]",
+        ),
         (
             "billing-service\u{304C}502\u{3092}\u{8FD4}\u{3057}\u{305F} [c1]",
             Identifier,

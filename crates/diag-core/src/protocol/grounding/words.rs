@@ -147,14 +147,36 @@ fn joining_spaces(chars: &[(usize, char)]) -> Vec<bool> {
             continue;
         }
         let run = (0..i).rev().take_while(|&k| digit(k)).count();
-        // The group before the space starts the number (after a plain space, punctuation or
-        // nothing) or is a whole group of three after a joining space.
+        // The group before the space starts the number (after a plain space, an opening mark,
+        // a currency or comparison sign, or nothing; not after `#` or `:`) or is a whole group
+        // of three after a joining space.
         let starts = match i.checked_sub(run + 1) {
             None => true,
             Some(b) if join[b] => run == 3,
             Some(b) => {
                 let c = c_at(b).unwrap_or(' ');
-                c == ' ' || !(c.is_alphanumeric() || is_connector(c) || is_digit_joiner(c))
+                c.is_whitespace()
+                    || matches!(
+                        c,
+                        '(' | '['
+                            | '{'
+                            | '"'
+                            | '\''
+                            | '\u{201C}'
+                            | '\u{2018}'
+                            | '\u{AB}'
+                            | '$'
+                            | '\u{20AC}'
+                            | '\u{A3}'
+                            | '\u{A5}'
+                            | '~'
+                            | '\u{2248}'
+                            | '<'
+                            | '>'
+                            | '='
+                            | '\u{B1}'
+                            | '*'
+                    )
             }
         };
         join[i] = (1..=3).contains(&run) && starts;
@@ -243,10 +265,10 @@ fn closers(open: char) -> Option<&'static [char]> {
     Some(match open {
         '"' => &['"', '\u{201D}'],
         '\'' => &['\'', '\u{2019}'],
-        '\u{201C}' => &['\u{201D}', '\u{201C}'],
-        '\u{2018}' => &['\u{2019}', '\u{2018}'],
-        '\u{201E}' => &['\u{201C}', '\u{201D}'],
-        '\u{201A}' => &['\u{2018}', '\u{2019}'],
+        '\u{201C}' => &['\u{201D}', '\u{201C}', '"'],
+        '\u{2018}' => &['\u{2019}', '\u{2018}', '\''],
+        '\u{201E}' => &['\u{201C}', '\u{201D}', '"'],
+        '\u{201A}' => &['\u{2018}', '\u{2019}', '\''],
         '\u{201D}' => &['\u{201D}'],
         '\u{2019}' => &['\u{2019}'],
         '\u{AB}' => &['\u{BB}'],
@@ -607,6 +629,12 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
             i += used;
             continue;
         }
+        // A zone before a time: `UTC 14:02`, `PST 14:02`.
+        if let Some(fact) = zone_then_time(&all, i, &gap_after) {
+            emit(TokenKind::Time, &shown_of(2), fact, true);
+            i += 2;
+            continue;
+        }
         // A time (or an hour) with `am`/`pm` and a zone after it.
         if let Some((time, used)) = clock_time(&all, i, &gap_after) {
             emit(TokenKind::Time, &shown_of(used), time, true);
@@ -617,6 +645,20 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
         if let Some(((kind, fact, salient), used)) = value_phrase(&all, i, &gap_after) {
             emit(kind, &shown_of(used), fact, salient);
             i += used;
+            continue;
+        }
+        // Numerals inside Chinese or Japanese text (`八十`).
+        if word.chars().all(is_cjk) {
+            for (shown, value) in cjk_numbers(word) {
+                let salient = value >= 10;
+                emit(
+                    TokenKind::Number,
+                    &shown,
+                    Fact::Number(value.to_string()),
+                    salient,
+                );
+            }
+            i += 1;
             continue;
         }
         let mut local = Vec::new();
@@ -1173,6 +1215,106 @@ fn clock_time<'a>(
     Some((fact, used))
 }
 
+/// The numerals written in Chinese or Japanese inside a word of those scripts (`八十` 80,
+/// `一百五十四` 154, `两千` 2000): runs of numeral characters with a value of ten or more, or
+/// of two or more digits. A lone digit character is part of words (`一个`, `统一`) and is not
+/// read.
+fn cjk_numbers(word: &str) -> Vec<(String, u64)> {
+    let digit = |c: char| -> Option<u64> {
+        Some(match c {
+            '\u{3007}' | '\u{96F6}' => 0,
+            '\u{4E00}' => 1,
+            '\u{4E8C}' | '\u{4E24}' => 2,
+            '\u{4E09}' => 3,
+            '\u{56DB}' => 4,
+            '\u{4E94}' => 5,
+            '\u{516D}' => 6,
+            '\u{4E03}' => 7,
+            '\u{516B}' => 8,
+            '\u{4E5D}' => 9,
+            _ => return None,
+        })
+    };
+    let unit = |c: char| -> Option<u64> {
+        Some(match c {
+            '\u{5341}' => 10,
+            '\u{767E}' => 100,
+            '\u{5343}' => 1000,
+            '\u{4E07}' => 10_000,
+            '\u{4EBF}' => 100_000_000,
+            _ => return None,
+        })
+    };
+    let mut out = Vec::new();
+    let chars: Vec<char> = word.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if digit(chars[i]).is_none() && unit(chars[i]).is_none() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let (mut total, mut section, mut number) = (0u64, 0u64, 0u64);
+        let mut digits_only = true;
+        while i < chars.len() {
+            let c = chars[i];
+            if let Some(d) = digit(c) {
+                number = number.saturating_mul(if digits_only && i > start { 10 } else { 1 });
+                number = number.saturating_add(d);
+            } else if let Some(u) = unit(c) {
+                digits_only = false;
+                if u >= 10_000 {
+                    total = total.saturating_add(section.saturating_add(number).saturating_mul(u));
+                    section = 0;
+                } else {
+                    section = section.saturating_add(number.max(1).saturating_mul(u));
+                }
+                number = 0;
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        let value = total.saturating_add(section).saturating_add(number);
+        let run: String = chars[start..i].iter().collect();
+        if i - start >= 2 || value >= 10 {
+            out.push((run, value));
+        }
+    }
+    out
+}
+
+/// A zone word before a time (`UTC 14:02`, `PST 14:02`, `XYZT 14:02`): the time in that zone.
+fn zone_then_time<'a>(
+    all: &[Word<'a>],
+    i: usize,
+    gap_after: &dyn Fn(usize) -> &'a str,
+) -> Option<Fact> {
+    let zone_word = trim_word(&all.get(i)?.text).0;
+    let letters = zone_word.split(['+', '-']).next().unwrap_or("");
+    if letters.len() < 2 || !letters.bytes().all(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    let time_word = trim_word(&all.get(i + 1)?.text).0;
+    if !spaced_gap(gap_after(i), false) || !gap_after(i).chars().all(|c| c == ' ') {
+        return None;
+    }
+    let mut time = parse_time(time_word)?;
+    if time.zone != Zone::Unstated {
+        return None;
+    }
+    let zone = match parse_zone_word(zone_word) {
+        Some(z) => z,
+        None if zone_shaped(zone_word) => Zone::Unknown(zone_word.to_string()),
+        None => return None,
+    };
+    if matches!(zone, Zone::Unknown(_)) {
+        return Some(Fact::Unreadable);
+    }
+    time.zone = zone;
+    Some(Fact::Time(time))
+}
+
 /// One part of a number written in words.
 fn number_part(p: &str) -> bool {
     cardinal_word(p).is_some() || ordinal_word(p).is_some() || scale_word(p).is_some()
@@ -1405,8 +1547,13 @@ fn value_phrase<'a>(
     if let Some(v) = fraction_word(first) {
         return Some(((TokenKind::Number, Fact::Number(v.to_string()), true), 1));
     }
+    // A Roman numeral is its value, or the same word where the evidence writes it.
     if let Some(n) = roman_numeral(first) {
-        return Some(((TokenKind::Number, Fact::Number(n.to_string()), n >= 10), 1));
+        let fact = Fact::AnyOf(vec![
+            Fact::Number(n.to_string()),
+            Fact::Name(first.to_lowercase()),
+        ]);
+        return Some(((TokenKind::Number, fact, n >= 10), 1));
     }
     if first.chars().all(|c| c.is_alphabetic() || c == '-') || read_number(first).is_some() {
         if let Some((value, lone, used)) = number_words(all, i, gap_after) {
