@@ -535,10 +535,18 @@ fn flow_tokens(seg: &Segment, mode: Mode, out: &mut Vec<Token>) {
         }
         return;
     }
-    let quotes = quotation_ranges(text);
     let inside = |r: &Range<usize>, set: &[Range<usize>]| {
         set.iter().any(|q| r.start >= q.start && r.end <= q.end)
     };
+    // Quotation marks inside a code span are code, part of the span.
+    let quotes: Vec<Range<usize>> = quotation_ranges(text)
+        .into_iter()
+        .filter(|q| {
+            !seg.code
+                .iter()
+                .any(|c| q.start >= c.start && q.end <= c.end)
+        })
+        .collect();
     // A quotation (of any length) or a code span of more than one word is one quoted token
     // ([`Fact::Span`]): the evidence shows it verbatim, or shows each of its words. A
     // quotation comes first, so a code span inside it is part of it.
