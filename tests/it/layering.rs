@@ -58,6 +58,7 @@ const LAYERS: &[Layer] = &[
             "tracing",
             "unicode-normalization",
             "unicode-properties",
+            "unicode-security",
         ]),
         tokio_features: Some(&["time"]),
     },
