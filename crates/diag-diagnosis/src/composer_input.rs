@@ -130,6 +130,10 @@ pub struct AnswerMaterial {
     pub recommendations: Vec<String>,
     pub dropped_items: u32,
     pub context: EvidenceContext,
+    /// The question alone, and each allowed claim (in order) with the evidence context of
+    /// its own verified evidence: what places the citations of an answer that has none.
+    pub question_context: EvidenceContext,
+    pub claim_contexts: Vec<(String, EvidenceContext)>,
 }
 
 impl AnswerMaterial {
@@ -147,12 +151,30 @@ impl AnswerMaterial {
         let (missing_information, dropped_missing) =
             grounded_items(&result.missing_information, &context);
         let (recommendations, dropped_recs) = grounded_items(&result.recommendations, &context);
+        let mut question_context = EvidenceContext::new();
+        question_context.push_text(question);
+        let claim_contexts = allowed
+            .iter()
+            .map(|claim| {
+                let own: Vec<VerifiedEvidence> = verified_evidence
+                    .iter()
+                    .filter(|e| e.claim_id == claim.claim_id)
+                    .cloned()
+                    .collect();
+                (
+                    claim.claim_id.clone(),
+                    context_of_evidence(run_id, &own, invocations),
+                )
+            })
+            .collect();
         AnswerMaterial {
             allowed_claims: allowed,
             missing_information,
             recommendations,
             dropped_items: dropped_missing.saturating_add(dropped_recs),
             context,
+            question_context,
+            claim_contexts,
         }
     }
 

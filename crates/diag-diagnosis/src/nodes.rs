@@ -22,7 +22,9 @@ use crate::agent::{
 };
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::model::OutputSchema;
+use crate::protocol::composer::place_citations;
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run_with_question};
+use crate::protocol::grounding::answer_markers;
 use crate::protocol::schema;
 use crate::protocol::{
     bounded_token_text, check_answer_citations, check_answer_tokens, check_executor_references,
@@ -96,6 +98,20 @@ fn contract(name: &str, schema: serde_json::Value) -> Option<OutputSchema> {
     })
 }
 
+/// An output contract with a grammar form of its own, for servers that compile the schema
+/// to a grammar (openspec/specs/agent-runtime/spec.md, "contracts a small model can keep").
+fn contract_with_grammar(
+    name: &str,
+    schema: serde_json::Value,
+    grammar: serde_json::Value,
+) -> Option<OutputSchema> {
+    Some(OutputSchema {
+        name: name.to_string(),
+        schema,
+        grammar: Some(grammar),
+    })
+}
+
 /// What the Executor's evidence turn needs: the claims an evidence retry must keep, and the
 /// question, hypotheses and step goals that rank the recorded leaves its schema offers.
 fn evidence_turn(
@@ -163,9 +179,10 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 input: serialize(&input),
                 correction: None,
                 completed_queries: Vec::new(),
-                output_schema: contract(
+                output_schema: contract_with_grammar(
                     crate::protocol::planner::SCHEMA,
                     schema::planner(&tools, state.planner_mode, retry),
+                    schema::planner_grammar(&tools, state.planner_mode, retry),
                 ),
                 evidence: None,
             };
@@ -401,9 +418,10 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                 input,
                 correction: None,
                 completed_queries: Vec::new(),
-                output_schema: contract(
+                output_schema: contract_with_grammar(
                     crate::protocol::verifier::SCHEMA,
                     schema::verifier(&verified_ids),
+                    schema::verifier_grammar(&verified_ids),
                 ),
                 evidence: None,
             };
@@ -515,9 +533,10 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                 input,
                 correction,
                 completed_queries: Vec::new(),
-                output_schema: contract(
+                output_schema: contract_with_grammar(
                     crate::protocol::composer::SCHEMA,
                     schema::composer(&allowed),
+                    schema::composer_grammar(&allowed),
                 ),
                 evidence: None,
             };
@@ -568,6 +587,22 @@ impl ComposerNode {
         material: &AnswerMaterial,
     ) -> (AgentStatus, Step<Status>) {
         let allowed = material.allowed_ids();
+        // An answer without a single inline marker gets its citations placed from what its
+        // facts bind to; markers a model wrote are checked as they are.
+        let placed = if answer_markers(&rendered).is_empty() && !allowed.is_empty() {
+            place_citations(
+                &rendered,
+                &material.question_context,
+                &material.claim_contexts,
+            )
+        } else {
+            None
+        };
+        let (rendered, cited_claims, placed_markers) = match placed {
+            Some(p) => (p.markdown, p.cited_claims, Some(p.markers)),
+            None => (rendered, cited_claims.to_vec(), None),
+        };
+        let cited_claims = cited_claims.as_slice();
         if let Err(v) = check_answer_citations(&rendered, cited_claims, &allowed) {
             let s = AgentStatus::InvalidOutput;
             state.round.composer_refusal = Some(v.to_string());
@@ -589,9 +624,12 @@ impl ComposerNode {
             Ok(()) => {
                 state.final_answer = Some(rendered);
                 let s = AgentStatus::Completed;
-                let step = agent_step(&s)
+                let mut step = agent_step(&s)
                     .with("cited_claims", cited_claims.len())
                     .with("answer_tokens", check.checked);
+                if let Some(n) = placed_markers {
+                    step = step.with("citations_placed", n);
+                }
                 (s, step)
             }
             Err(v) => {

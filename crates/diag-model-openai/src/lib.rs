@@ -171,6 +171,8 @@ pub struct OpenAiModel {
     /// server before this instant (the node's technical retry, or another agent sharing the
     /// endpoint, waits for it instead of hitting the same 429).
     not_before: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Whether this adapter already asked its server what it is ([`Self::identify_server`]).
+    identified: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -255,6 +257,7 @@ impl OpenAiModel {
             api_key_env: config.api_key_env,
             memory: EndpointMemory::default(),
             not_before: std::sync::Mutex::new(None),
+            identified: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -290,11 +293,15 @@ impl OpenAiModel {
     }
 
     /// How `request`'s output contract goes on the wire in `form`: not at all without a
-    /// contract, and beside tools only as `json_schema` (servers that take it take it beside
-    /// tools; a `json_object` grammar would leave the model no way to call a tool).
+    /// contract, and never beside tools. A server that constrains output compiles the contract
+    /// to a grammar over the whole answer (llama.cpp, Ollama, vLLM's guided decoding), which
+    /// leaves the model no way to write a tool call; the OpenAI-compatible API does not say
+    /// which servers do, so no request that offers tools carries one. The Executor's evidence
+    /// document then comes from its evidence turn, which offers no tools
+    /// (openspec/specs/agent-runtime/spec.md). The answer records the form as `off`.
     fn form_for(request: &ChatRequest, form: StructuredOutput) -> Option<StructuredOutput> {
         request.response_format.as_ref()?;
-        if !request.tools.is_empty() && form != StructuredOutput::JsonSchema {
+        if !request.tools.is_empty() {
             return Some(StructuredOutput::Off);
         }
         Some(form)
@@ -350,6 +357,9 @@ impl OpenAiModel {
     /// once in the next form when the server refuses that one (`auto`, learned in the
     /// [`EndpointMemory`] from then on). What was used is recorded on the answer or the error.
     async fn complete_negotiated(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        if request.response_format.is_some() && request.tools.is_empty() {
+            self.identify_server().await;
+        }
         loop {
             let form = Self::form_for(request, self.structured_form());
             let outcome = self.complete_with_retries(request, form).await;
@@ -404,6 +414,56 @@ impl OpenAiModel {
                 });
             }
             return Err(err);
+        }
+    }
+
+    /// Under `auto`, before the first output contract sent to an endpoint that taught nothing
+    /// yet: asks the server what it is (`GET {base}/models`, once per adapter, bounded). A
+    /// llama.cpp server (`owned_by: "llamacpp"`) compiles every contract to a grammar and
+    /// takes llama.cpp's own form (`json_object` with `schema`), in which diag sends each
+    /// contract's grammar form: list bounds, ids by position and the other rules a strict
+    /// `json_schema` form leaves out ([`diag_core::model::OutputSchema::grammar`]). That form
+    /// is learned like a refusal's (and kept by the run store). Any other answer, or none,
+    /// teaches nothing: `json_schema` is tried first as before.
+    async fn identify_server(&self) {
+        use std::sync::atomic::Ordering;
+        if self.structured_output != StructuredOutputSetting::Auto
+            || self.memory.learned(&self.learned_key).form.is_some()
+            || self.identified.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let mut url = self.endpoint.clone();
+        let path = url.path().to_string();
+        let base = path.strip_suffix("/chat/completions").unwrap_or(&path);
+        url.set_path(&format!("{base}/models"));
+        let asked = self
+            .client
+            .get(url)
+            .timeout(min(self.request_timeout, IDENTIFY_TIMEOUT))
+            .send()
+            .await;
+        let Ok(response) = asked else {
+            return;
+        };
+        if !response.status().is_success() {
+            return;
+        }
+        let Ok(bytes) = self.read_body(response).await else {
+            return;
+        };
+        let Ok(models) = serde_json::from_slice::<Value>(&bytes) else {
+            return;
+        };
+        if is_llama_cpp_server(&models) {
+            tracing::info!(
+                model = %self.model,
+                form = StructuredOutput::JsonObjectSchema.as_str(),
+                "the endpoint is a llama.cpp server: output contracts go as its grammar form"
+            );
+            self.memory.learn(&self.learned_key, |l| {
+                l.form = Some(StructuredOutput::JsonObjectSchema)
+            });
         }
     }
 
@@ -630,6 +690,23 @@ impl ChatModel for OpenAiModel {
     fn evidence_turn(&self) -> bool {
         self.structured_output != StructuredOutputSetting::Off
     }
+}
+
+/// The longest the adapter waits for a server to say what it is.
+pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether a `GET /models` answer is llama.cpp's server: it lists its models with
+/// `owned_by: "llamacpp"`.
+pub fn is_llama_cpp_server(models: &Value) -> bool {
+    models
+        .get("data")
+        .and_then(Value::as_array)
+        .is_some_and(|data| {
+            !data.is_empty()
+                && data
+                    .iter()
+                    .all(|m| m.get("owned_by").and_then(Value::as_str) == Some("llamacpp"))
+        })
 }
 
 fn read_api_key(var: &str, env: &impl Fn(&str) -> Option<OsString>) -> Result<ApiKey, ConfigError> {

@@ -385,19 +385,43 @@ fn output_contracts_go_on_the_wire_in_the_configured_form() {
     assert!(wire(StructuredOutputSetting::Off, &request)
         .get("response_format")
         .is_none());
-    // Beside tools only json_schema is sent: a json_object grammar leaves no way to call one.
+    // Beside tools no contract is sent in any form: a grammar over the whole answer leaves the
+    // model no way to call a tool.
     request.tools = vec![ToolSpec {
         name: "t".into(),
         description: String::new(),
         parameters: json!(null),
     }];
-    assert!(wire(StructuredOutputSetting::JsonObject, &request)
-        .get("response_format")
-        .is_none());
-    assert_eq!(
-        wire(StructuredOutputSetting::JsonSchema, &request)["response_format"]["type"],
-        "json_schema"
-    );
+    for setting in [
+        StructuredOutputSetting::Auto,
+        StructuredOutputSetting::JsonSchema,
+        StructuredOutputSetting::JsonObject,
+        StructuredOutputSetting::Off,
+    ] {
+        assert!(
+            wire(setting, &request).get("response_format").is_none(),
+            "{setting:?}"
+        );
+    }
+}
+
+#[test]
+fn a_llama_cpp_server_is_told_by_its_model_list() {
+    use crate::is_llama_cpp_server;
+    let llama = json!({"models": [{"name": "qwen"}], "object": "list", "data": [
+        {"id": "qwen", "object": "model", "created": 1, "owned_by": "llamacpp",
+         "meta": {"n_ctx_train": 32768}}]});
+    assert!(is_llama_cpp_server(&llama));
+    for other in [
+        json!({"object": "list", "data": [{"id": "gpt-4o", "owned_by": "openai"}]}),
+        json!({"object": "list", "data": []}),
+        json!({"object": "list", "data": [{"id": "a", "owned_by": "llamacpp"},
+            {"id": "b", "owned_by": "vllm"}]}),
+        json!({"data": "llamacpp"}),
+        json!(null),
+    ] {
+        assert!(!is_llama_cpp_server(&other), "{other}");
+    }
 }
 
 #[test]
