@@ -318,7 +318,13 @@ async fn a_diagnosis_keeps_tools_and_contracts_apart_and_the_server_takes_every_
     }
     let planner = &recorded[0];
     assert_eq!(planner.agent.as_str(), "planner");
-    let grammar = planner.request.response_format.as_ref().unwrap().grammar.as_ref();
+    let grammar = planner
+        .request
+        .response_format
+        .as_ref()
+        .unwrap()
+        .grammar
+        .as_ref();
     assert_eq!(grammar.unwrap()["properties"]["steps"]["maxItems"], 8);
     assert_eq!(
         planner.outcome.as_ref().unwrap().structured_output,
@@ -328,8 +334,8 @@ async fn a_diagnosis_keeps_tools_and_contracts_apart_and_the_server_takes_every_
         .iter()
         .filter(|x| x.agent.as_str() == "executor")
         .collect();
-    let (turns, rest): (Vec<_>, Vec<_>) =
-        executor.iter().partition(|x| !x.request.evidence_turn);
+    let (turns, rest): (Vec<&ModelExchange>, Vec<&ModelExchange>) =
+        executor.into_iter().partition(|x| !x.request.evidence_turn);
     assert!(!turns.is_empty(), "the Executor's loop asked the model");
     for x in &turns {
         assert!(!x.request.tools.is_empty(), "the loop offers tools");
@@ -341,7 +347,10 @@ async fn a_diagnosis_keeps_tools_and_contracts_apart_and_the_server_takes_every_
     }
     match rest.as_slice() {
         [turn] => {
-            assert!(turn.request.tools.is_empty(), "the evidence turn offers no tool");
+            assert!(
+                turn.request.tools.is_empty(),
+                "the evidence turn offers no tool"
+            );
             assert_eq!(
                 turn.outcome.as_ref().unwrap().structured_output,
                 Some(StructuredOutput::JsonObjectSchema)

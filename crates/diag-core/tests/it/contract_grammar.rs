@@ -48,7 +48,10 @@ fn the_planner_grammar_numbers_by_position_and_bounds_the_lists() {
     assert_eq!(plan.steps[MAX_STEPS - 1].id, format!("s{MAX_STEPS}"));
     assert!(!v.is_valid(&doc(1, MAX_STEPS + 1)), "one step too many");
     assert!(!v.is_valid(&doc(1, 0)), "no step");
-    assert!(!v.is_valid(&doc(GRAMMAR_HYPOTHESES + 1, 1)), "one hypothesis too many");
+    assert!(
+        !v.is_valid(&doc(GRAMMAR_HYPOTHESES + 1, 1)),
+        "one hypothesis too many"
+    );
     let mut with_id = doc(0, 1);
     with_id["steps"][0]["id"] = json!("s1");
     assert!(!v.is_valid(&with_id), "no id to repeat");
@@ -70,27 +73,39 @@ fn the_verifier_grammar_ties_pass_to_an_allowed_claim_and_bounds_groundedness() 
     let pass = doc("PASS", json!(["c1"]), json!(0.9));
     assert!(v.is_valid(&pass));
     parse_verifier(&pass.to_string(), &ids).expect("a PASS the grammar allows parses");
-    assert!(!v.is_valid(&doc("PASS", json!([]), json!(0.9))), "PASS allows a claim");
+    assert!(
+        !v.is_valid(&doc("PASS", json!([]), json!(0.9))),
+        "PASS allows a claim"
+    );
     assert!(v.is_valid(&doc("LOW_CONFID", json!([]), json!(0.5))));
     assert!(v.is_valid(&doc("REJECT", json!([]), json!(0))));
     assert!(!v.is_valid(&doc("PASS", json!(["c1"]), json!(3.5))));
-    assert!(!v.is_valid(&doc("PASS", json!(["c1"]), json!(0.95))), "tenths only");
+    assert!(
+        !v.is_valid(&doc("PASS", json!(["c1"]), json!(0.95))),
+        "tenths only"
+    );
     assert!(!v.is_valid(&doc("PASS", json!(["c1", "c2", "c1"]), json!(1))));
     assert!(!v.is_valid(&doc("PASS", json!(["c3"]), json!(1))));
     let none = validator(&verifier_grammar(&[]));
-    assert!(!none.is_valid(&doc("PASS", json!([]), json!(1))), "no PASS without claims");
-    assert!(none.is_valid(&json!({"schema": "verifier_verdict_v1", "verdict": "REJECT",
-        "groundedness": 0.0, "claim_checks": [], "facts": [], "allowed_claims": []})));
+    assert!(
+        !none.is_valid(&doc("PASS", json!([]), json!(1))),
+        "no PASS without claims"
+    );
+    assert!(none.is_valid(
+        &json!({"schema": "verifier_verdict_v1", "verdict": "REJECT",
+        "groundedness": 0.0, "claim_checks": [], "facts": [], "allowed_claims": []})
+    ));
 }
 
 #[test]
 fn the_composer_grammar_bounds_the_answer_and_the_citations() {
     let allowed = vec!["c1".to_string(), "c2".to_string()];
     let v = validator(&composer_grammar(&allowed));
-    let doc = |answer: String, cited: Value| {
-        json!({"schema": "composer_answer_v1", "answer_markdown": answer, "cited_claims": cited})
-    };
-    let ok = doc("The pool of payment-db was exhausted [c1].".into(), json!(["c1"]));
+    let doc = |answer: String, cited: Value| json!({"schema": "composer_answer_v1", "answer_markdown": answer, "cited_claims": cited});
+    let ok = doc(
+        "The pool of payment-db was exhausted [c1].".into(),
+        json!(["c1"]),
+    );
     assert!(v.is_valid(&ok));
     parse_composer(&ok.to_string(), &allowed).expect("an answer the grammar allows parses");
     assert!(!v.is_valid(&doc("x".repeat(GRAMMAR_ANSWER_CHARS + 1), json!(["c1"]))));

@@ -736,7 +736,10 @@ fn ids_left_out_are_numbered_by_position() {
 
 #[test]
 fn a_claim_cited_twice_is_cited_once() {
-    let t = edited(composer_doc(), &[set("/cited_claims", json!(["c1", "c1", "c1"]))]);
+    let t = edited(
+        composer_doc(),
+        &[set("/cited_claims", json!(["c1", "c1", "c1"]))],
+    );
     assert_eq!(composer(&t).unwrap().cited_claims, ["c1"]);
 }
 
