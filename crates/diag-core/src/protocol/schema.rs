@@ -206,7 +206,7 @@ pub fn planner(tools: &[(&str, &Value)], mode: PlannerMode, retry: Option<&Retry
 /// The grammar form of `planner_plan_v1` ([`crate::model::OutputSchema::grammar`], for
 /// servers that compile the schema to a grammar): hypotheses and steps carry no `id` (the
 /// parser numbers them by position, so a model held to a grammar cannot repeat one), at most
-/// [`GRAMMAR_HYPOTHESES`] hypotheses and between 1 and [`MAX_STEPS`] steps.
+/// [`GRAMMAR_HYPOTHESES`] hypotheses and between 1 and [`GRAMMAR_STEPS`] steps.
 pub fn planner_grammar(
     tools: &[(&str, &Value)],
     mode: PlannerMode,
@@ -215,6 +215,7 @@ pub fn planner_grammar(
     let mut plan = planner(tools, mode, retry);
     strip_ids(&mut plan["properties"]["hypotheses"]["items"]);
     plan["properties"]["hypotheses"]["maxItems"] = json!(GRAMMAR_HYPOTHESES);
+    plan["properties"]["steps"]["maxItems"] = json!(GRAMMAR_STEPS);
     let steps = &mut plan["properties"]["steps"]["items"];
     match steps.get_mut("anyOf").and_then(Value::as_array_mut) {
         Some(alternatives) => alternatives.iter_mut().for_each(strip_ids),
@@ -222,6 +223,10 @@ pub fn planner_grammar(
     }
     plan
 }
+
+/// Most steps the Planner's grammar form allows, as its prompt asks: a small model held to a
+/// grammar repeats its last step until the list is full, and every step is a tool call.
+pub const GRAMMAR_STEPS: usize = 6;
 
 /// Most hypotheses the Planner's grammar form allows: a small model held to a grammar fills a
 /// list to its bound, and every hypothesis costs tokens before the first step.

@@ -6,7 +6,7 @@
 
 use diag_core::protocol::schema::{
     composer_grammar, planner_grammar, verifier_grammar, GRAMMAR_ANSWER_CHARS, GRAMMAR_HYPOTHESES,
-    MAX_STEPS,
+    GRAMMAR_STEPS,
 };
 use diag_core::protocol::{parse_composer, parse_plan, parse_verifier, PlannerMode};
 use serde_json::{json, Value};
@@ -35,7 +35,7 @@ fn the_planner_grammar_numbers_by_position_and_bounds_the_lists() {
             "hypotheses": vec![json!({"statement": "the pool ran out"}); hypotheses],
             "steps": vec![step.clone(); steps]})
     };
-    let ok = doc(GRAMMAR_HYPOTHESES, MAX_STEPS);
+    let ok = doc(GRAMMAR_HYPOTHESES, GRAMMAR_STEPS);
     assert!(v.is_valid(&ok));
     let plan = parse_plan(
         &ok.to_string(),
@@ -44,9 +44,12 @@ fn the_planner_grammar_numbers_by_position_and_bounds_the_lists() {
         None,
     )
     .expect("a document the grammar allows parses");
-    assert_eq!(plan.steps.len(), MAX_STEPS);
-    assert_eq!(plan.steps[MAX_STEPS - 1].id, format!("s{MAX_STEPS}"));
-    assert!(!v.is_valid(&doc(1, MAX_STEPS + 1)), "one step too many");
+    assert_eq!(plan.steps.len(), GRAMMAR_STEPS);
+    assert_eq!(
+        plan.steps[GRAMMAR_STEPS - 1].id,
+        format!("s{GRAMMAR_STEPS}")
+    );
+    assert!(!v.is_valid(&doc(1, GRAMMAR_STEPS + 1)), "one step too many");
     assert!(!v.is_valid(&doc(1, 0)), "no step");
     assert!(
         !v.is_valid(&doc(GRAMMAR_HYPOTHESES + 1, 1)),
