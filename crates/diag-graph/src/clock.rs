@@ -168,6 +168,15 @@ impl SystemClock {
             started: Instant::now(),
         }
     }
+
+    /// A clock that reads `start` now and advances with real time from there: the clock of a
+    /// run pinned to an earlier instant (`diag ask --at`), whose durations are still real.
+    pub fn starting_at(start: Timestamp) -> Self {
+        SystemClock {
+            anchor: start,
+            started: Instant::now(),
+        }
+    }
 }
 
 impl Default for SystemClock {
@@ -217,6 +226,15 @@ mod tests {
         let c = FixedClock(Timestamp::from_unix_ms(1_000));
         assert_eq!(c.now(), c.now());
         assert_eq!(c.elapsed(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_clock_started_at_an_instant_reads_it_and_never_goes_back() {
+        let start = Timestamp::parse_rfc3339("2026-11-30T14:11:00Z").unwrap();
+        let c = SystemClock::starting_at(start);
+        let first = c.now();
+        assert!(first >= start && first < start.saturating_add(Duration::from_secs(3600)));
+        assert!(c.now() >= first);
     }
 
     #[test]
