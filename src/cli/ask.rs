@@ -19,7 +19,7 @@ use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
 use diag_ask::setup;
 use diag_ask::setup::RandomIds;
 use diag_ask::{ask, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
-use diag_core::clock::{Clock, SystemClock, Timestamp};
+use diag_core::clock::{Clock, StartingClock, SystemClock, Timestamp};
 use diag_core::limits::Limits;
 use diag_core::protocol::Verdict;
 use diag_core::store::RunStatus;
@@ -248,10 +248,10 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                 // run it continues started, so its agents see the same clock and its stored
                 // calls are reused; otherwise the real clock.
                 let start = pinned.or_else(|| resuming.as_ref().map(|r| r.started_at));
-                let clock: Arc<dyn Clock> = Arc::new(match start {
-                    Some(start) => SystemClock::starting_at(start),
-                    None => SystemClock::new(),
-                });
+                let clock: Arc<dyn Clock> = match start {
+                    Some(start) => Arc::new(StartingClock::new(start)),
+                    None => Arc::new(SystemClock::new()),
+                };
                 // What the endpoints taught earlier processes, and kept for later ones.
                 let (memory, learnings) = remembered_endpoints(&store);
                 let env = setup::live_with(&config, clock.clone(), &memory)
