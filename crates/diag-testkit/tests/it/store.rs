@@ -2384,8 +2384,16 @@ mod alert_store {
                 let store = fresh.open();
                 record_pass_run(&store, "run-old", "ses-1", 0);
             }
-            fresh.execute("DROP TABLE run_alert; DROP TABLE alert_queue;");
-            fresh.set_schema_version(fresh.schema_version() - 1);
+            // The store as the diag before alerts left it (SQLite 7, PostgreSQL 2): neither the
+            // alerts' tables nor what later migrations added.
+            fresh.execute(
+                "DROP TABLE run_alert; DROP TABLE alert_queue; \
+                 ALTER TABLE endpoint_learning DROP COLUMN refuses_temperature; \
+                 ALTER TABLE endpoint_learning DROP COLUMN refuses_seed; \
+                 ALTER TABLE run_endpoint DROP COLUMN refuses_temperature; \
+                 ALTER TABLE run_endpoint DROP COLUMN refuses_seed;",
+            );
+            fresh.set_schema_version(if fresh.is_sqlite() { 7 } else { 2 });
 
             let store = fresh.open();
             assert_eq!(
