@@ -146,6 +146,11 @@ fn ask_with_one_evidence_turn(env: &TestEnv, server: &Aimock, requests: usize, t
 
     let rec = read_json(&env.path("rec.json"));
     assert_schema("diag_run_v2.json", &rec);
+    // The turn continues the Executor's conversation: its declared input, with the run's
+    // clock, is still the first user message.
+    let input: Value =
+        serde_json::from_str(body["messages"][1]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(input["run_clock"]["now"], rec["started_at"], "{input:#}");
     let marked: Vec<&Value> = rec["exchanges"]
         .as_array()
         .unwrap()

@@ -120,7 +120,10 @@ async fn plan(
         ..Limits::default()
     };
     let (nodes, exchanges, catalog) = live_nodes(server, setting, true, limits);
-    let mut state = DiagnosisState::new(QUESTION);
+    let mut state = DiagnosisState::new(
+        QUESTION,
+        diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+    );
     nodes
         .planner
         .run(
@@ -201,7 +204,10 @@ async fn execute(server: &LlamaServer) -> (Vec<ModelExchange>, DiagnosisState) {
         ..Limits::default()
     };
     let (nodes, exchanges, _) = live_nodes(server, StructuredOutputSetting::Auto, false, limits);
-    let mut state = DiagnosisState::new(QUESTION);
+    let mut state = DiagnosisState::new(
+        QUESTION,
+        diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+    );
     let names = ["search_logs"];
     state.round.plan = Some(
         parse_plan(DEMO_PLAN, &names, PlannerMode::Normal, None).expect("the demo plan parses"),

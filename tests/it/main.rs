@@ -37,6 +37,7 @@ mod replay_fidelity;
 mod report;
 mod report_browser;
 mod resume;
+mod run_clock;
 mod secret_hygiene;
 mod serve;
 mod store_backends;

@@ -111,7 +111,14 @@ pub struct ModelConfig {
     pub timeout_secs: u64,
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_secs: u64,
-    pub temperature: Option<f32>,
+    /// The sampling temperature sent with every request to this model (0 to 2): 0 when not
+    /// set, so every agent decodes greedily unless told otherwise. An endpoint that refuses
+    /// the parameter is sent none from then on (learned like the structured-output form).
+    #[serde(default)]
+    pub temperature: f32,
+    /// The sampling seed sent with every request when set (llama.cpp, vLLM and OpenAI take
+    /// `seed`); an endpoint that refuses it is sent none from then on.
+    pub seed: Option<u64>,
     /// The most completion tokens any request to this model asks for (a cap on the agents'
     /// `[limits.max_tokens]`).
     pub max_tokens: Option<u32>,
@@ -433,6 +440,12 @@ impl Config {
                 return Err(invalid(
                     format!("models.{name}.max_tokens"),
                     "must be at least 1",
+                ));
+            }
+            if !(m.temperature.is_finite() && (0.0..=2.0).contains(&m.temperature)) {
+                return Err(invalid(
+                    format!("models.{name}.temperature"),
+                    "must be a number from 0 to 2",
                 ));
             }
             if m.context_tokens.is_some_and(|n| n < 256) {
@@ -964,6 +977,11 @@ max_tool_calls = 4
             StructuredOutputSetting::Auto
         );
         assert_eq!(c.models["a"].context_tokens, None);
+        assert_eq!(
+            c.models["a"].temperature, 0.0,
+            "greedy unless told otherwise"
+        );
+        assert_eq!(c.models["a"].seed, None);
         assert_eq!(c.limits.max_tokens, MaxTokensConfig::DEFAULT);
         let c = Config::parse(
             &format!(
@@ -979,6 +997,19 @@ max_tool_calls = 4
         );
         assert_eq!(c.models["a"].context_tokens, Some(2048));
         assert_eq!(c.limits.max_tokens.planner, 300);
+        let c = Config::parse(
+            &format!(
+                "{model}temperature = 0.7
+seed = 42
+"
+            ),
+            "f.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.models["a"].temperature, c.models["a"].seed),
+            (0.7, Some(42))
+        );
         assert_eq!(
             c.limits.max_tokens.executor,
             MaxTokensConfig::DEFAULT.executor
@@ -993,6 +1024,19 @@ max_tool_calls = 4
                 "models.a.context_tokens",
             ),
             (format!("{model}max_tokens = 0\n"), "models.a.max_tokens"),
+            (
+                format!("{model}temperature = 2.5\n"),
+                "models.a.temperature",
+            ),
+            (
+                format!("{model}temperature = -0.1\n"),
+                "models.a.temperature",
+            ),
+            (
+                format!("{model}temperature = nan\n"),
+                "models.a.temperature",
+            ),
+            (format!("{model}seed = -1\n"), "models.a.seed"),
             (
                 "[limits.max_tokens]\nverifier = 10\n".to_string(),
                 "limits.max_tokens.verifier",

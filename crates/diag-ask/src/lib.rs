@@ -28,7 +28,7 @@ use diag_core::clock::Clock;
 use diag_core::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
 use diag_core::ids::IdSource;
 use diag_core::limits::Limits;
-use diag_core::protocol::ToolInvocation;
+use diag_core::protocol::{RunClock, ToolInvocation};
 use diag_core::store::alerts::RunAlerts;
 use diag_core::store::{
     FinishError, NewRun, Recorder as StoreRecorder, RunStatus, RunSummary, Store, StoreError,
@@ -282,6 +282,7 @@ struct EarlyFailure<'a> {
     run_id: String,
     session_id: String,
     question: String,
+    started_at: diag_core::clock::Timestamp,
 }
 
 impl EarlyFailure<'_> {
@@ -298,7 +299,7 @@ impl EarlyFailure<'_> {
             self.run_id,
             self.session_id,
             RunEnd::Failed { failure },
-            DiagnosisState::new(self.question),
+            DiagnosisState::new(self.question, RunClock::at(self.started_at)),
             tape.map(|t| t.exchanges()),
         ))
     }
@@ -315,6 +316,8 @@ struct Started<'a> {
     tape: Option<Arc<Recorder>>,
     /// The tool catalog, read once: stored with the run and handed to the nodes.
     catalog: Vec<diag_core::tools::ToolSpec>,
+    /// The run's recorded start: every agent is shown it as the run's clock.
+    started_at: diag_core::clock::Timestamp,
     /// The clock's elapsed time when the run began.
     began: std::time::Duration,
     /// Why what the store remembered of the run's endpoints was not recorded with it.
@@ -329,6 +332,7 @@ impl<'a> Started<'a> {
                 run_id: self.run_id,
                 session_id: self.session_id,
                 question: self.question,
+                started_at: self.started_at,
             },
             self.tape,
         )
@@ -517,6 +521,7 @@ fn start_run(
         recorder,
         tape,
         catalog,
+        started_at,
         began,
         endpoints_warning,
     })
@@ -567,7 +572,7 @@ async fn invoke_graph(
         progress,
     };
     let invoked = AssertUnwindSafe(graph.invoke(
-        DiagnosisState::new(started.question.clone()),
+        DiagnosisState::new(started.question.clone(), RunClock::at(started.started_at)),
         &started.config,
         InvokeOptions {
             step_limit: STEP_LIMIT,

@@ -147,7 +147,8 @@ fn openai_config(m: &ModelConfig) -> OpenAiConfig {
     c.api_key_env = m.api_key_env.clone();
     c.request_timeout = m.request_timeout();
     c.connect_timeout = m.connect_timeout();
-    c.temperature = m.temperature;
+    c.temperature = Some(m.temperature);
+    c.seed = m.seed;
     c.max_tokens = m.max_tokens;
     c.structured_output = m.structured_output;
     c.context_tokens = m.context_tokens;

@@ -18,11 +18,12 @@ use serde::{Deserialize, Serialize};
 use super::state::DiagnosisState;
 use crate::protocol::grounding::{context_of_evidence, EvidenceContext};
 use crate::protocol::{
-    ToolInvocation, Verdict, VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
+    RunClock, ToolInvocation, Verdict, VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComposerInput {
+    pub run_clock: RunClock,
     pub effective_verdict: Verdict,
     pub allowed_claims: Vec<AllowedClaim>,
     pub missing_information: Vec<String>,
@@ -187,11 +188,14 @@ impl AnswerMaterial {
     }
 }
 
+/// The Composer's declared input: the run's clock, the effective verdict and the material.
 pub fn build_composer_input(
+    run_clock: &RunClock,
     effective_verdict: Verdict,
     material: &AnswerMaterial,
 ) -> ComposerInput {
     ComposerInput {
+        run_clock: run_clock.clone(),
         effective_verdict,
         allowed_claims: material.allowed_claims.clone(),
         missing_information: material.missing_information.clone(),
@@ -261,7 +265,7 @@ pub fn composer_input_from_state(
         .effective_verdict
         .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
     let material = answer_material_from_state(state, run_id, invocations)?;
-    Ok(build_composer_input(verdict, &material))
+    Ok(build_composer_input(&state.run_clock, verdict, &material))
 }
 
 /// The serialized Composer input built from `material`. The first call builds and stores
@@ -279,7 +283,7 @@ pub fn composer_input_json(
         .round
         .effective_verdict
         .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
-    let input = build_composer_input(verdict, material);
+    let input = build_composer_input(&state.run_clock, verdict, material);
     let text = serde_json::to_string(&input).map_err(|_| ComposerInputError::Serialize)?;
     state.round.composer_input = Some(text.clone());
     state.round.dropped_items = material.dropped_items;

@@ -29,7 +29,7 @@ use crate::protocol::schema;
 use crate::protocol::{
     bounded_token_text, check_answer_citations, check_answer_tokens, check_executor_references,
     effective_verdict, parse_composer, parse_executor, parse_plan, parse_verifier, Plan,
-    PlannerMode, RetryContext, Verdict,
+    PlannerMode, RetryContext, RunClock, Verdict,
 };
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -65,6 +65,7 @@ fn serialize<T: Serialize>(input: &T) -> String {
 /// The Planner's declared input.
 #[derive(Serialize)]
 pub struct PlannerInput<'a> {
+    pub run_clock: &'a RunClock,
     pub diagnosis_context: &'a DiagnosisContext,
     pub tool_catalog: &'a [ToolSpec],
     pub mode: PlannerMode,
@@ -75,6 +76,7 @@ pub struct PlannerInput<'a> {
 /// The Executor's declared input.
 #[derive(Serialize)]
 pub struct ExecutorInput<'a> {
+    pub run_clock: &'a RunClock,
     pub diagnosis_context: &'a DiagnosisContext,
     pub plan: &'a Plan,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -161,6 +163,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 PlannerMode::Normal => None,
             };
             let input = PlannerInput {
+                run_clock: &state.run_clock,
                 diagnosis_context: &state.context,
                 tool_catalog: &self.deps.catalog,
                 mode: state.planner_mode,
@@ -238,6 +241,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                 PlannerMode::Normal => None,
             };
             let input = ExecutorInput {
+                run_clock: &state.run_clock,
                 diagnosis_context: &state.context,
                 plan,
                 retry_context: retry,

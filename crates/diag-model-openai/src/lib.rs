@@ -37,6 +37,7 @@ use reqwest::{StatusCode, Url};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
+use diag_core::model::sampling::{self, RefusedSampling, SamplingParameter};
 use diag_core::model::structured::{self, EndpointMemory, StructuredOutputSetting};
 use diag_core::model::Endpoint;
 use diag_core::model::{
@@ -84,8 +85,10 @@ pub struct OpenAiConfig {
     pub request_timeout: Duration,
     /// Extra attempts after a transient failure (0 disables the transport retry).
     pub max_transport_retries: u32,
-    /// Used when the request does not set its own.
+    /// Used when the request does not set its own; `None` sends none.
     pub temperature: Option<f32>,
+    /// The sampling seed sent with every request when set.
+    pub seed: Option<u64>,
     /// The most completion tokens any request may ask for; a request asking for fewer keeps
     /// its own, one without its own uses this.
     pub max_tokens: Option<u32>,
@@ -106,6 +109,7 @@ impl OpenAiConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_transport_retries: DEFAULT_MAX_TRANSPORT_RETRIES,
             temperature: None,
+            seed: None,
             max_tokens: None,
             structured_output: StructuredOutputSetting::Auto,
             context_tokens: None,
@@ -148,6 +152,39 @@ impl fmt::Debug for ApiKey {
     }
 }
 
+/// The sampling parameters one request is sent with.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sampling {
+    temperature: Option<f32>,
+    seed: Option<u64>,
+}
+
+impl Sampling {
+    /// These parameters less those `refused`.
+    fn without(self, refused: RefusedSampling) -> Sampling {
+        Sampling {
+            temperature: self
+                .temperature
+                .filter(|_| !refused.refuses(SamplingParameter::Temperature)),
+            seed: self
+                .seed
+                .filter(|_| !refused.refuses(SamplingParameter::Seed)),
+        }
+    }
+
+    /// The parameters it sends.
+    fn sent(self) -> Vec<SamplingParameter> {
+        let mut sent = Vec::new();
+        if self.temperature.is_some() {
+            sent.push(SamplingParameter::Temperature);
+        }
+        if self.seed.is_some() {
+            sent.push(SamplingParameter::Seed);
+        }
+        sent
+    }
+}
+
 /// A chat model behind an OpenAI-compatible `/chat/completions` endpoint.
 pub struct OpenAiModel {
     model: String,
@@ -158,6 +195,7 @@ pub struct OpenAiModel {
     connect_timeout: Duration,
     max_transport_retries: u32,
     temperature: Option<f32>,
+    seed: Option<u64>,
     max_tokens: Option<u32>,
     structured_output: StructuredOutputSetting,
     context_tokens: Option<u32>,
@@ -186,6 +224,7 @@ impl fmt::Debug for OpenAiModel {
             .field("connect_timeout", &self.connect_timeout)
             .field("max_transport_retries", &self.max_transport_retries)
             .field("temperature", &self.temperature)
+            .field("seed", &self.seed)
             .field("max_tokens", &self.max_tokens)
             .field("structured_output", &self.structured_output)
             .field("context_tokens", &self.context_tokens)
@@ -251,6 +290,7 @@ impl OpenAiModel {
             connect_timeout: config.connect_timeout,
             max_transport_retries: config.max_transport_retries,
             temperature: config.temperature,
+            seed: config.seed,
             max_tokens: config.max_tokens,
             structured_output: config.structured_output,
             context_tokens: config.context_tokens,
@@ -310,11 +350,30 @@ impl OpenAiModel {
     /// The JSON body sent for `request` (`stream: false`) with the structured-output form this
     /// endpoint currently takes. The key is never part of it.
     pub fn wire_request(&self, request: &ChatRequest) -> Value {
-        self.wire_request_in(request, Self::form_for(request, self.structured_form()))
+        self.wire_request_in(
+            request,
+            Self::form_for(request, self.structured_form()),
+            self.sampling(request),
+        )
     }
 
-    /// The JSON body for `request` with its output contract sent in `form`.
-    fn wire_request_in(&self, request: &ChatRequest, form: Option<StructuredOutput>) -> Value {
+    /// The sampling parameters `request` goes with: its own temperature or the configured
+    /// one, and the configured seed, less those the endpoint refused (its [`EndpointMemory`]).
+    fn sampling(&self, request: &ChatRequest) -> Sampling {
+        Sampling {
+            temperature: request.temperature.or(self.temperature),
+            seed: self.seed,
+        }
+        .without(self.memory.learned(&self.learned_key).refused_sampling)
+    }
+
+    /// The JSON body for `request` with its output contract sent in `form` and `sampling`.
+    fn wire_request_in(
+        &self,
+        request: &ChatRequest,
+        form: Option<StructuredOutput>,
+        sampling: Sampling,
+    ) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert(
@@ -334,8 +393,11 @@ impl OpenAiModel {
                 body.insert("tool_choice".into(), json!(choice.as_str()));
             }
         }
-        if let Some(t) = request.temperature.or(self.temperature) {
+        if let Some(t) = sampling.temperature {
             body.insert("temperature".into(), json!(t));
+        }
+        if let Some(seed) = sampling.seed {
+            body.insert("seed".into(), json!(seed));
         }
         let max_tokens = match (request.max_tokens, self.max_tokens) {
             (Some(r), Some(m)) => Some(r.min(m)),
@@ -360,9 +422,13 @@ impl OpenAiModel {
         if request.response_format.is_some() && request.tools.is_empty() {
             self.identify_server().await;
         }
+        // The sampling parameters this call saw refused, left out even were the memory not
+        // to keep them.
+        let mut dropped = RefusedSampling::default();
         loop {
             let form = Self::form_for(request, self.structured_form());
-            let outcome = self.complete_with_retries(request, form).await;
+            let sampling = self.sampling(request).without(dropped);
+            let outcome = self.complete_with_retries(request, form, sampling).await;
             let mut err = match outcome {
                 Ok(mut response) => {
                     response.structured_output = form;
@@ -395,6 +461,32 @@ impl OpenAiModel {
                         refused.as_str()
                     )),
                 }
+            }
+            // A refused sampling parameter (one that was sent, named by a 400 or 422) is
+            // learned, and the request goes again at once without it; each pass drops at
+            // least one more (`dropped`), so this ends.
+            let refused_sampling = match (refused, err.status) {
+                (None, Some(status)) => {
+                    sampling::refused_sampling(status, &err.message, &sampling.sent())
+                }
+                _ => RefusedSampling::default(),
+            };
+            if !refused_sampling.is_empty() {
+                let names: Vec<&str> = refused_sampling
+                    .parameters()
+                    .iter()
+                    .map(|p| p.as_str())
+                    .collect();
+                tracing::info!(
+                    model = %self.model,
+                    refused = %names.join(", "),
+                    "the endpoint refused a sampling parameter; sending it no more"
+                );
+                self.memory.learn(&self.learned_key, |l| {
+                    l.refused_sampling = l.refused_sampling.union(refused_sampling);
+                });
+                dropped = dropped.union(refused_sampling);
+                continue;
             }
             if err.class == ErrorClass::ContextOverflow && self.context_tokens.is_none() {
                 if let Some(n) = err.context_tokens {
@@ -471,8 +563,9 @@ impl OpenAiModel {
         &self,
         request: &ChatRequest,
         form: Option<StructuredOutput>,
+        sampling: Sampling,
     ) -> Result<ChatResponse, ModelError> {
-        let body = serde_json::to_vec(&self.wire_request_in(request, form))
+        let body = serde_json::to_vec(&self.wire_request_in(request, form, sampling))
             .map_err(|e| ModelError::permanent(format!("cannot encode the request: {e}")))?;
         self.wait_for_the_server().await?;
         let mut retries_used: u32 = 0;

@@ -77,7 +77,10 @@ async fn run_over(server: &Aimock, request_timeout: Duration) -> Run {
     let mut observer = NoopObserver;
     let state = graph
         .invoke(
-            DiagnosisState::new("why does checkout return 502 since 14:00?"),
+            DiagnosisState::new(
+                "why does checkout return 502 since 14:00?",
+                diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+            ),
             &RunConfig::new("s-live", "run-live"),
             InvokeOptions {
                 step_limit: STEP_LIMIT,

@@ -21,8 +21,8 @@ const PLANNER: Prompt = Prompt {
 };
 const EXECUTOR: Prompt = Prompt {
     id: "executor",
-    version: 1,
-    text: include_str!("../../../../prompts/executor.v1.md"),
+    version: 2,
+    text: include_str!("../../../../prompts/executor.v2.md"),
 };
 const VERIFIER: Prompt = Prompt {
     id: "verifier",

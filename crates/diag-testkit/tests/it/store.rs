@@ -1523,7 +1523,9 @@ fn checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal() {
 mod endpoint_learnings {
     use super::*;
     use diag_core::clock::FixedClock;
-    use diag_core::model::{Endpoint, Learned, StructuredOutput};
+    use diag_core::model::{
+        Endpoint, Learned, RefusedSampling, SamplingParameter, StructuredOutput,
+    };
     use diag_core::store::EndpointLearning;
     use std::sync::Arc;
 
@@ -1539,6 +1541,7 @@ mod endpoint_learnings {
         Learned {
             form,
             context_tokens,
+            ..Learned::default()
         }
     }
 
@@ -1552,8 +1555,72 @@ mod endpoint_learnings {
             endpoint,
             structured_output: form,
             context_tokens,
+            refused_sampling: RefusedSampling::default(),
             learned_at: at.map(ts),
         }
+    }
+
+    /// A learning that only says the endpoint refused `refused`.
+    fn refusing(refused: &[SamplingParameter]) -> Learned {
+        Learned {
+            refused_sampling: refused
+                .iter()
+                .fold(RefusedSampling::default(), |r, p| r.with(*p)),
+            ..Learned::default()
+        }
+    }
+
+    #[test]
+    fn a_refused_sampling_parameter_is_kept_never_forgotten_and_recorded_with_a_run() {
+        use SamplingParameter::{Seed, Temperature};
+        use StructuredOutput::*;
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let store = fresh.open();
+            store
+                .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+                .unwrap();
+            store
+                .learn_endpoint(&local(), refusing(&[Temperature]), ts(2_000))
+                .unwrap();
+            let temperature = EndpointLearning {
+                refused_sampling: refusing(&[Temperature]).refused_sampling,
+                ..row(local(), Some(JsonObjectSchema), None, Some(2_000))
+            };
+            assert_eq!(
+                store.endpoint_learning(&local()).unwrap(),
+                Some(temperature),
+                "the refusal joins the form ({name})"
+            );
+            // A later learning that says nothing of sampling keeps the refusal; another
+            // refusal is added to it.
+            store
+                .learn_endpoint(&local(), learned(Some(Off), None), ts(3_000))
+                .unwrap();
+            store
+                .learn_endpoint(&local(), refusing(&[Seed]), ts(4_000))
+                .unwrap();
+            let both = refusing(&[Temperature, Seed]).refused_sampling;
+            assert_eq!(
+                store.endpoint_learning(&local()).unwrap(),
+                Some(EndpointLearning {
+                    refused_sampling: both,
+                    ..row(local(), Some(Off), None, Some(4_000))
+                }),
+                "{name}"
+            );
+            // A run records it as it starts, and a memory from the store starts from it.
+            store.create_run(new_run("run-s1", "ses-1", 0)).unwrap();
+            store
+                .record_started_endpoints("run-s1", &[local(), remote()])
+                .unwrap();
+            let started = store.run_endpoints("run-s1").unwrap();
+            assert_eq!(started[0].refused_sampling, both, "{name}");
+            assert!(started[1].refused_sampling.is_empty(), "{name}");
+            let (memory, _) = store.endpoint_memory(Arc::new(FixedClock(ts(9_000))));
+            assert_eq!(memory.learned(&local()).refused_sampling, both, "{name}");
+            assert!(memory.learned(&remote()).refused_sampling.is_empty());
+        });
     }
 
     #[test]
@@ -1789,7 +1856,7 @@ mod endpoint_learnings {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, diag_store_sqlite::SCHEMA_VERSION);
-        assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 8);
+        assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 9);
     }
 }
 
@@ -2317,8 +2384,16 @@ mod alert_store {
                 let store = fresh.open();
                 record_pass_run(&store, "run-old", "ses-1", 0);
             }
-            fresh.execute("DROP TABLE run_alert; DROP TABLE alert_queue;");
-            fresh.set_schema_version(fresh.schema_version() - 1);
+            // The store as the diag before alerts left it (SQLite 7, PostgreSQL 2): neither the
+            // alerts' tables nor what later migrations added.
+            fresh.execute(
+                "DROP TABLE run_alert; DROP TABLE alert_queue; \
+                 ALTER TABLE endpoint_learning DROP COLUMN refuses_temperature; \
+                 ALTER TABLE endpoint_learning DROP COLUMN refuses_seed; \
+                 ALTER TABLE run_endpoint DROP COLUMN refuses_temperature; \
+                 ALTER TABLE run_endpoint DROP COLUMN refuses_seed;",
+            );
+            fresh.set_schema_version(if fresh.is_sqlite() { 7 } else { 2 });
 
             let store = fresh.open();
             assert_eq!(
