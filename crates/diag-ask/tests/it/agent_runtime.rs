@@ -104,6 +104,7 @@ fn rig(limits: Limits, barrier: Option<usize>) -> Rig {
         hooks: hooks.clone(),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
         limits,
+        run_plan_steps: true,
     };
     Rig {
         model,
@@ -123,6 +124,7 @@ fn request(role: AgentRole) -> AgentRequest {
         completed_queries: Vec::new(),
         output_schema: None,
         evidence: None,
+        plan_calls: Vec::new(),
     }
 }
 
@@ -640,6 +642,7 @@ fn evidence_request() -> AgentRequest {
     executor.evidence = Some(EvidenceTurn {
         kept_claim_ids: Vec::new(),
         relevance: vec!["checkout 502".into()],
+        question: "why 502?".into(),
     });
     executor
 }
@@ -777,6 +780,7 @@ async fn each_agent_uses_its_own_model_when_configured() {
         hooks: Arc::new(Recorder::default()),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
         limits: Limits::default(),
+        run_plan_steps: true,
     };
     assert_eq!(
         agents
@@ -1099,6 +1103,7 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
         hooks: recorder.clone(),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
         limits: Limits::default(),
+        run_plan_steps: true,
     };
     let mut executor = request(AgentRole::Executor);
     executor.output_schema = Some(OutputSchema {
@@ -1126,6 +1131,7 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
         hooks: Arc::new(Recorder::default()),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
         limits: Limits::default(),
+        run_plan_steps: true,
     };
     let reply = replay.invoke(&executor, &config()).await.unwrap();
     assert_eq!(reply.content, "answer");
