@@ -870,7 +870,10 @@ max_tool_calls = 4
         let c = Config::parse("[executor]\nrun_plan_steps = true\n", "f.toml").unwrap();
         assert!(c.executor.run_plan_steps);
         for (text, key) in [
-            ("[executor]\nrun_plan_steps = \"yes\"\n", "executor.run_plan_steps"),
+            (
+                "[executor]\nrun_plan_steps = \"yes\"\n",
+                "executor.run_plan_steps",
+            ),
             ("[executor]\nrun_plans = false\n", "executor.run_plans"),
         ] {
             let e = Config::parse(text, "f.toml").unwrap_err().to_string();

@@ -65,14 +65,12 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<Option<RunData>, StoreE
     let model_calls = steps
         .into_iter()
         .map(|s| ModelCall {
-            tool_calls: exchanges
-                .iter()
-                .find(|x| x.seq == s.seq)
-                .map_or(0, |x| {
-                    x.exchange.outcome.as_ref().map_or(0, |r| {
-                        answer_tool_calls(&x.exchange.request.tools, r).len()
-                    })
-                }),
+            tool_calls: exchanges.iter().find(|x| x.seq == s.seq).map_or(0, |x| {
+                x.exchange
+                    .outcome
+                    .as_ref()
+                    .map_or(0, |r| answer_tool_calls(&x.exchange.request.tools, r).len())
+            }),
             step: s.step,
         })
         .collect();

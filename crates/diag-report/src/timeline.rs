@@ -13,8 +13,8 @@
 //! visible.
 
 use super::view::is_invocation_id;
-use diag_core::agent::runtime::PLAN_STEP_AGENT;
 use super::RunData;
+use diag_core::agent::runtime::PLAN_STEP_AGENT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKind {

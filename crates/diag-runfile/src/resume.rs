@@ -185,7 +185,9 @@ impl Reusing {
     ) -> Option<ToolRecord> {
         let mut st = self.serving()?;
         let at = self.tape.position();
-        let taken = self.tape.next_tool(name, arguments, budget_blocked, plan_step);
+        let taken = self
+            .tape
+            .next_tool(name, arguments, budget_blocked, plan_step);
         // A call outside the original catalog is served blocked, but may still diverge.
         match (taken, self.tape.diverged()) {
             (Ok(record), None) => {
