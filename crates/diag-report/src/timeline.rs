@@ -15,6 +15,7 @@
 use super::view::is_invocation_id;
 use super::RunData;
 use diag_core::agent::runtime::PLAN_STEP_AGENT;
+use diag_core::agent::AgentRole;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKind {
@@ -107,13 +108,14 @@ pub fn layout(data: &RunData) -> Timeline {
                 continue;
             }
             used[i] = true;
-            // The plan's steps, run before the Executor's first turn: one batch.
+            // The plan's steps, run before the Executor's first turn of their round: one batch.
             let plan_start = rows.len();
             let mut plan_slowest: Option<(usize, u64)> = None;
+            let first_turn = s.agent == AgentRole::Executor && s.turn == 1;
             while let Some(inv) = data
                 .invocations
                 .get(next_invocation)
-                .filter(|inv| inv.agent == PLAN_STEP_AGENT)
+                .filter(|inv| first_turn && inv.agent == PLAN_STEP_AGENT && inv.round == s.round)
             {
                 next_invocation += 1;
                 let d = unit(inv.duration_ms);

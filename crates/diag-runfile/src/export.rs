@@ -4,6 +4,7 @@
 
 use diag_core::agent::content_calls::answer_tool_calls;
 use diag_core::agent::runtime::PLAN_STEP_AGENT;
+use diag_core::agent::AgentRole;
 use diag_core::limits::Limits;
 use diag_core::protocol::ToolInvocation;
 use diag_core::store::{RunStatus, Store, StoreError};
@@ -43,9 +44,14 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<RunFile, ExportError> {
     let mut out = Vec::new();
     for x in exchanges {
         let m = x.exchange;
-        // The plan's steps, run before the Executor's first turn, come before that turn.
-        while let Some(inv) = invocations.next_if(|i| i.agent == PLAN_STEP_AGENT) {
-            out.push(tool_record(inv));
+        // The plan's steps, run before the Executor's first turn of their round, come right
+        // before that turn.
+        if m.agent == AgentRole::Executor && m.turn == 1 {
+            while let Some(inv) =
+                invocations.next_if(|i| i.agent == PLAN_STEP_AGENT && i.round == m.round)
+            {
+                out.push(tool_record(inv));
+            }
         }
         let (response, error, calls) = match &m.outcome {
             Ok(r) => (
