@@ -22,7 +22,8 @@ const QUESTION: &str = "why does checkout return 502 since 14:00?";
 const INSTRUCTION: &str = "Your tool calls are over";
 
 /// A configuration whose Executor uses `executor_model` with `structured_output`, every other
-/// agent the good model, under the extra `limits` lines.
+/// agent the good model, under the extra `limits` lines. The loop's ends under test come from
+/// the Executor model's own calls, so the plan's steps are not run first.
 fn env_for(
     server: &Aimock,
     executor_model: &str,
@@ -40,6 +41,7 @@ fn env_for(
              api_key_env = {KEY_VAR:?}\ntimeout_secs = 30\n\
              structured_output = {structured_output:?}\n\
              [agents]\ndefault = \"good\"\nexecutor = \"exec\"\n\
+             [executor]\nrun_plan_steps = false\n\
              [tools.search_logs]\npaths = [{logs:?}]\n\
              [limits]\n{limits}",
             url = server.base_url(),

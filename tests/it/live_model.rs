@@ -100,6 +100,8 @@ fn live_nodes(
         hooks: exchanges.clone(),
         clock,
         limits,
+        // As a configuration that does not set `[executor] run_plan_steps`.
+        run_plan_steps: true,
     });
     let nodes = real_nodes(NodeDeps {
         invoker: agents,

@@ -72,6 +72,7 @@ fn config(server: &Aimock, composer_echoes_the_key: bool) -> String {
         "[models.main]\nbase_url = \"{}\"\nmodel = \"diag-hygiene\"\napi_key_env = \"{KEY_VAR}\"\n\
          timeout_secs = 60\n\
          [models.echo]\nbase_url = \"{}\"\nmodel = \"key-echo\"\napi_key_env = \"{KEY_VAR}\"\n\
+         [executor]\nrun_plan_steps = false\n\
          [agents]\ndefault = \"main\"\n",
         server.base_url(),
         server.base_url(),

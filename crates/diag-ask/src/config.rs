@@ -24,6 +24,9 @@ pub struct Config {
     /// Which named model each agent uses.
     #[serde(default)]
     pub agents: AgentsConfig,
+    /// How the Executor gathers its evidence.
+    #[serde(default)]
+    pub executor: ExecutorConfig,
     #[serde(default)]
     pub tools: ToolsConfig,
     /// MCP servers started over stdio.
@@ -153,6 +156,24 @@ pub struct AgentsConfig {
     pub executor: Option<String>,
     pub verifier: Option<String>,
     pub composer: Option<String>,
+}
+
+/// `[executor]`: how the Executor gathers its evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorConfig {
+    /// Run the plan's steps as tool calls before the Executor's first model turn, so it starts
+    /// from their recorded outputs and only adds the calls it needs. On by default: a model
+    /// that does not call tools has no evidence otherwise.
+    pub run_plan_steps: bool,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            run_plan_steps: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -852,6 +873,25 @@ max_tool_calls = 4
         assert_eq!(c.limits.max_tool_calls, 4);
         assert_eq!(c.limits.max_turns, 8);
         assert_eq!(c.mcp[0].args, ["/srv/runbooks"]);
+        assert!(c.executor.run_plan_steps, "on unless set off");
+    }
+
+    #[test]
+    fn the_plan_steps_setting_is_read_and_checked_by_key() {
+        let c = Config::parse("[executor]\nrun_plan_steps = false\n", "f.toml").unwrap();
+        assert!(!c.executor.run_plan_steps);
+        let c = Config::parse("[executor]\nrun_plan_steps = true\n", "f.toml").unwrap();
+        assert!(c.executor.run_plan_steps);
+        for (text, key) in [
+            (
+                "[executor]\nrun_plan_steps = \"yes\"\n",
+                "executor.run_plan_steps",
+            ),
+            ("[executor]\nrun_plans = false\n", "executor.run_plans"),
+        ] {
+            let e = Config::parse(text, "f.toml").unwrap_err().to_string();
+            assert!(e.contains(&format!("key `{key}`")), "{e}");
+        }
     }
 
     #[test]
@@ -929,7 +969,8 @@ max_tool_calls = 4
             (
                 "colour = true\n",
                 "config bad.toml: key `colour`: unknown key (expected one of `models`, \
-                 `agents`, `tools`, `mcp`, `limits`, `store`, `notify`, `serve`) (line 1)",
+                 `agents`, `executor`, `tools`, `mcp`, `limits`, `store`, `notify`, `serve`) \
+                 (line 1)",
             ),
         ];
         for (text, want) in cases {

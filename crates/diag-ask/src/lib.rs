@@ -60,6 +60,9 @@ pub struct AskDeps {
     /// Whether the run stores its limits and exports them into its run file: `false` only
     /// for a replay of a file that records none, whose export records none either.
     pub record_limits: bool,
+    /// Run the plan's steps as tool calls before the Executor's first turn (a live run's
+    /// `[executor] run_plan_steps`; a replay: when its recording has them).
+    pub run_plan_steps: bool,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
     pub store: Store,
@@ -547,6 +550,7 @@ fn compile_graph(
         hooks: Arc::new(TeeHooks(hooks)),
         clock: deps.clock.clone(),
         limits: deps.limits,
+        run_plan_steps: deps.run_plan_steps,
     });
     topology::compile((deps.nodes)(NodeDeps {
         invoker: agents,

@@ -125,6 +125,8 @@ pub struct LiveEnvironment {
     pub tools: Arc<RegistryTools>,
     /// The configured limits.
     pub limits: Limits,
+    /// `[executor] run_plan_steps`.
+    pub run_plan_steps: bool,
     pub mcp_servers: Vec<McpServer>,
     /// What the model endpoints taught, shared by `models` (pass it to [`live_with`] to keep
     /// it for another setup).
@@ -331,6 +333,7 @@ pub async fn live_with(
         models,
         tools: Arc::new(RegistryTools { registry, clock }),
         limits: config.limits,
+        run_plan_steps: config.executor.run_plan_steps,
         mcp_servers: servers,
         endpoints: endpoints.clone(),
         endpoints_used: endpoints_used(config),

@@ -18,7 +18,7 @@ use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use super::topology::DiagnosisNodes;
 use super::verified_input::{build_verified_input, verifier_input_json};
 use crate::agent::{
-    AgentFailure, AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError,
+    AgentFailure, AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError, PlanCall,
 };
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::model::OutputSchema;
@@ -135,7 +135,20 @@ fn evidence_turn(
             })
             .unwrap_or_default(),
         relevance,
+        question: context.question.clone(),
     }
+}
+
+/// The plan's steps as the tool calls the runtime may run before the Executor's first turn.
+fn plan_calls(plan: &Plan) -> Vec<PlanCall> {
+    plan.steps
+        .iter()
+        .map(|s| PlanCall {
+            step_id: s.id.clone(),
+            tool: s.tool.clone(),
+            arguments: serde_json::Value::Object(s.arguments.clone()),
+        })
+        .collect()
 }
 
 /// What an agent attempt's result says for the Fallback: the failure, or none.
@@ -188,6 +201,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                     schema::planner_grammar(&tools, state.planner_mode, retry),
                 ),
                 evidence: None,
+                plan_calls: Vec::new(),
             };
             let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -261,6 +275,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                     schema::executor(&names),
                 ),
                 evidence: Some(evidence_turn(&state.context, plan, retry)),
+                plan_calls: plan_calls(plan),
             };
             let before = self.deps.log.invocations(config.run_id()).len();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -428,6 +443,7 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                     schema::verifier_grammar(&verified_ids),
                 ),
                 evidence: None,
+                plan_calls: Vec::new(),
             };
             let result = self.deps.invoker.invoke(&request, config).await;
             state.last_failure = failure_of(AgentRole::Verifier, &result);
@@ -543,6 +559,7 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                     schema::composer_grammar(&allowed),
                 ),
                 evidence: None,
+                plan_calls: Vec::new(),
             };
             let result = self.deps.invoker.invoke(&request, config).await;
             state.last_failure = failure_of(AgentRole::Composer, &result);

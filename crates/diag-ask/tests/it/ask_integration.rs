@@ -347,6 +347,9 @@ fn rig_with(busy_timeout: Duration) -> Rig {
         }),
         limits: Limits::default(),
         record_limits: false,
+        // These runs script the Executor model's own tool calls; plan steps have tests of
+        // their own (`plan_steps`).
+        run_plan_steps: false,
         clock: Arc::new(FixedClock(T0)),
         ids: Arc::new(SequentialIds::default()),
         store: store.clone(),

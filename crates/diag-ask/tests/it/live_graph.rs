@@ -67,6 +67,8 @@ async fn run_over(server: &Aimock, request_timeout: Duration) -> Run {
         hooks: Arc::new(NoHooks),
         clock: clock.clone(),
         limits: Limits::default(),
+        // The Executor model's own two concurrent calls are the point here.
+        run_plan_steps: false,
     });
     let graph = topology::compile(real_nodes(NodeDeps {
         invoker: agents,
