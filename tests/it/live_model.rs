@@ -38,6 +38,9 @@ use diag_testkit::{demo, LlamaServer, SMOLLM2};
 
 const QUESTION: &str = "why does checkout return 502 since 14:00?";
 
+/// The run clock of the demo incident: the tools and the prompts read it.
+const DEMO_NOW: &str = "2026-11-30T14:10:00Z";
+
 /// Small answers: enough for a plan held to its grammar form (at most 6 steps), short enough
 /// for two busy cores.
 const MAX_TOKENS: MaxTokensConfig = MaxTokensConfig {
@@ -79,9 +82,7 @@ fn live_nodes(
         ));
     }
     let config = Config::parse(&tools_toml, "live.toml").unwrap();
-    let clock = Arc::new(FixedClock(
-        Timestamp::parse_rfc3339("2026-11-30T14:10:00Z").unwrap(),
-    ));
+    let clock = Arc::new(FixedClock(Timestamp::parse_rfc3339(DEMO_NOW).unwrap()));
     let tools = Arc::new(RegistryTools {
         registry: builtin_registry(&config).unwrap(),
         clock: clock.clone(),
@@ -124,7 +125,7 @@ async fn plan(
     let (nodes, exchanges, catalog) = live_nodes(server, setting, true, limits);
     let mut state = DiagnosisState::new(
         QUESTION,
-        diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+        diag_core::protocol::RunClock::at(Timestamp::parse_rfc3339(DEMO_NOW).unwrap()),
     );
     nodes
         .planner
@@ -208,7 +209,7 @@ async fn execute(server: &LlamaServer) -> (Vec<ModelExchange>, DiagnosisState) {
     let (nodes, exchanges, _) = live_nodes(server, StructuredOutputSetting::Auto, false, limits);
     let mut state = DiagnosisState::new(
         QUESTION,
-        diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+        diag_core::protocol::RunClock::at(Timestamp::parse_rfc3339(DEMO_NOW).unwrap()),
     );
     let names = ["search_logs"];
     state.round.plan = Some(
@@ -301,7 +302,10 @@ async fn a_diagnosis_keeps_tools_and_contracts_apart_and_the_server_takes_every_
         ..Limits::default()
     };
     let (nodes, exchanges, _) = live_nodes(&server, StructuredOutputSetting::Auto, true, limits);
-    let mut state = DiagnosisState::new(QUESTION);
+    let mut state = DiagnosisState::new(
+        QUESTION,
+        diag_core::protocol::RunClock::at(Timestamp::parse_rfc3339(DEMO_NOW).unwrap()),
+    );
     let config = RunConfig::new("s-live-model", "run-live-protocol");
     nodes.planner.run(&mut state, &config).await;
     if state.round.planner_status != Some(AgentStatus::Completed) {
