@@ -39,6 +39,7 @@ mod report_browser;
 mod resume;
 mod secret_hygiene;
 mod serve;
+mod serve_ops;
 mod store_backends;
 mod store_blobs;
 mod store_concurrency;
