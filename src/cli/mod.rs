@@ -287,7 +287,9 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
         Command::Store(args) => store_copy::cmd_store(g, &args, out),
         Command::Mcp(args) => mcp::cmd_mcp(g, &args),
         Command::Serve(args) => match &args.command {
-            Some(serve::ServeCommand::Status(status)) => serve_status::cmd_status(g, status, out),
+            Some(serve::ServeCommand::Status(status)) => {
+                serve_status::cmd_status(g, status.json, out)
+            }
             None => serve::cmd_serve(g, &args),
         },
         Command::Completions(args) => completions::cmd_completions(&args, out),

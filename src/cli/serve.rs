@@ -67,7 +67,16 @@ pub struct ServeArgs {
 pub enum ServeCommand {
     /// List the alert queue: waiting, claimed (process, since, lease), done (with the run),
     /// failed (with why), resolved
-    Status(super::serve_status::StatusArgs),
+    Status(StatusArgs),
+}
+
+/// List the alert queue of `diag serve`: waiting, claimed (process, since, lease), done (with
+/// the run), failed (with why), resolved.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print a JSON document (schema diag.serve_status.v1) instead of the table
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The bearer token: the variable `[serve] token_env` names, non-empty; none only with

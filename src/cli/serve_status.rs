@@ -6,7 +6,6 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use clap::Args;
 use serde_json::{json, Value};
 
 use super::common::{open_existing_store, write_json, write_text};
@@ -16,15 +15,6 @@ use diag_core::text::one_line;
 
 /// The `schema` member of `--json`.
 pub const SCHEMA: &str = "diag.serve_status.v1";
-
-/// List the alert queue of `diag serve`: waiting, claimed (process, since, lease), done (with
-/// the run), failed (with why), resolved.
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// Print a JSON document (schema diag.serve_status.v1) instead of the table
-    #[arg(long)]
-    pub json: bool,
-}
 
 fn entry_json(e: &QueueEntry) -> Value {
     json!({
@@ -83,17 +73,15 @@ fn detail(e: &QueueEntry) -> String {
     d
 }
 
-pub fn cmd_status(
-    g: &GlobalArgs,
-    args: &StatusArgs,
-    out: &mut dyn Write,
-) -> Result<(), CommandError> {
+/// `diag serve status` (its flags are `serve::StatusArgs`): the table, or with `json` the
+/// document.
+pub fn cmd_status(g: &GlobalArgs, json: bool, out: &mut dyn Write) -> Result<(), CommandError> {
     // No store at the default path: nothing was ever queued on this machine.
     let (entries, counts) = match open_existing_store(g)? {
         Some(store) => (store.queue_entries()?, store.queue_counts()?),
         None => (Vec::new(), QueueCounts::default()),
     };
-    if args.json {
+    if json {
         return write_json(
             out,
             &json!({
