@@ -128,6 +128,9 @@ pub fn cmd_status(g: &GlobalArgs, json: bool, out: &mut dyn Write) -> Result<(),
     for r in &rows {
         text.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]));
     }
+    if entries.is_empty() {
+        text.push_str("(no notifications)\n");
+    }
     let _ = writeln!(
         text,
         "{} queued, {} claimed, {} done, {} resolved, {} failed",
