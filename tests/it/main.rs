@@ -40,6 +40,7 @@ mod resume;
 mod run_clock;
 mod secret_hygiene;
 mod serve;
+mod serve_ops;
 mod store_backends;
 mod store_blobs;
 mod store_concurrency;

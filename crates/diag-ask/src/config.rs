@@ -83,6 +83,23 @@ pub struct ServeConfig {
     pub drain_secs: u64,
     /// How far before an alert started its question looks, in seconds.
     pub lookback_secs: u64,
+    /// The environment variable holding a token that opens any run's report (for tools);
+    /// none: reports open only by their signed links. It never posts alerts.
+    pub read_token_env: Option<String>,
+    /// The environment variable holding the key that signs report links (at least 32 bytes);
+    /// when it is not set, `diag serve` draws a random key at start, and its links stop
+    /// opening when it stops.
+    pub link_key_env: String,
+    /// How long a report link opens: a duration like `30d`, `12h`, `45m`.
+    pub report_link_ttl: String,
+    /// Seconds a connection has to send a whole request head, counted from when it waits for
+    /// one: a new connection that sends nothing, and a kept-alive one idle between
+    /// requests, is closed after it.
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request has to send its whole body; a slower one gets 408.
+    pub body_read_timeout_secs: u64,
+    /// Connections open at once at most; one past it is closed as soon as it is accepted.
+    pub max_connections: u32,
 }
 
 impl Default for ServeConfig {
@@ -97,6 +114,12 @@ impl Default for ServeConfig {
             concurrency: 2,
             drain_secs: 30,
             lookback_secs: 15 * 60,
+            read_token_env: None,
+            link_key_env: "DIAG_SERVE_LINK_KEY".into(),
+            report_link_ttl: "30d".into(),
+            header_read_timeout_secs: 10,
+            body_read_timeout_secs: 30,
+            max_connections: 512,
         }
     }
 }
@@ -429,6 +452,15 @@ impl Config {
             ),
             ("serve.max_queue", self.serve.max_queue == 0),
             ("serve.concurrency", self.serve.concurrency == 0),
+            (
+                "serve.header_read_timeout_secs",
+                self.serve.header_read_timeout_secs == 0,
+            ),
+            (
+                "serve.body_read_timeout_secs",
+                self.serve.body_read_timeout_secs == 0,
+            ),
+            ("serve.max_connections", self.serve.max_connections == 0),
         ] {
             if zero {
                 return Err(invalid(key.into(), "must be at least 1"));
@@ -986,6 +1018,12 @@ max_tool_calls = 4
         assert_eq!(c.serve.listen, "127.0.0.1:9464");
         assert_eq!(c.serve.token_env, "DIAG_SERVE_TOKEN");
         assert!(!c.serve.allow_no_token);
+        assert_eq!(c.serve.read_token_env, None);
+        assert_eq!(c.serve.link_key_env, "DIAG_SERVE_LINK_KEY");
+        assert_eq!(c.serve.report_link_ttl, "30d");
+        assert_eq!(c.serve.header_read_timeout_secs, 10);
+        assert_eq!(c.serve.body_read_timeout_secs, 30);
+        assert_eq!(c.serve.max_connections, 512);
         let c = Config::parse(
             "[notify]\nurl = \"https://chat.example/hook\"\ntoken_env = \"T\"\n\
              [serve]\nconcurrency = 4\n",
@@ -1002,6 +1040,15 @@ max_tool_calls = 4
             ("[notify]\nurl = \"ftp://x\"\n", "notify.url"),
             ("[serve]\nconcurrency = 0\n", "serve.concurrency"),
             ("[serve]\nmax_body_bytes = 0\n", "serve.max_body_bytes"),
+            (
+                "[serve]\nheader_read_timeout_secs = 0\n",
+                "serve.header_read_timeout_secs",
+            ),
+            (
+                "[serve]\nbody_read_timeout_secs = 0\n",
+                "serve.body_read_timeout_secs",
+            ),
+            ("[serve]\nmax_connections = 0\n", "serve.max_connections"),
             ("[serve]\nlisten_on = \"x\"\n", "serve.listen_on"),
         ] {
             let e = Config::parse(text, "f.toml").unwrap_err().to_string();

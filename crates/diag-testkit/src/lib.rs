@@ -1,6 +1,7 @@
 //! `diag-testkit`: what the integration tests of diag's crates share, one definition each (as
 //! jj's `testutils`): the repository's paths, local ports, the harness for real peer servers
-//! installed by `scripts/install-peers` (here: aimock and llama.cpp's llama-server; a missing peer
+//! installed by `scripts/install-peers` (here: aimock and llama.cpp's llama-server; Alertmanager
+//! and Prometheus in `alertmanager` and `prometheus`; a missing peer
 //! fails the test with the command that installs it), and in modules the protocol builders
 //! (`builders`), the store's records (`records`), bounded child processes (`bounded`), the
 //! property-test configuration (`seeded`), document mutations (`mutate`), the suite's
@@ -23,6 +24,7 @@ pub mod bounded;
 pub mod builders;
 pub mod mutate;
 pub mod postgres;
+pub mod prometheus;
 pub mod records;
 pub mod seeded;
 

@@ -2092,7 +2092,7 @@ mod alert_store {
             assert_eq!(entry.identity, firing("a").identity, "{name}");
             assert_eq!(entry.state, QueueState::Queued, "{name}");
             assert_eq!(entry.status, AlertStatus::Firing, "{name}");
-            assert_eq!(entry.group_key, firing("a").group.group_key, "{name}");
+            assert_eq!(entry.group.group_key, firing("a").group.group_key, "{name}");
             assert_eq!(entry.received_at, ts(1_000), "{name}");
             assert_eq!((entry.attempts, entry.runs.len()), (0, 0), "{name}");
             assert_eq!(entry.failure, None, "{name}");
@@ -2238,6 +2238,150 @@ mod alert_store {
                 },
                 "{name}"
             );
+        });
+    }
+
+    #[test]
+    fn a_claim_shows_its_holder_and_a_failed_one_keeps_only_runs_that_exist() {
+        for_each_backend(|name, store| {
+            let a = queued(store.enqueue(&firing("a"), 10).unwrap());
+            let waiting = store.queue_entry(a).unwrap().unwrap();
+            assert_eq!(waiting.claim, None, "{name}");
+            assert_eq!(waiting.receiver, "diag", "{name}");
+            assert_eq!(waiting.group, firing("a").group, "{name}");
+            assert_eq!(waiting.received_at, ts(1_000), "{name}");
+            store.claim().unwrap().unwrap();
+            let claimed = store.queue_entry(a).unwrap().unwrap();
+            let holder = claimed.claim.clone().expect("a claim shows its holder");
+            assert_eq!(holder.pid, i64::from(std::process::id()), "{name}");
+            assert!(holder.lease_expires_at.is_some(), "{name}");
+
+            // One run started and was swept; the id drawn for the next never became a run.
+            store.create_run(new_run("run-a1", "s", 0)).unwrap();
+            store
+                .finish_failed("run-a1", "interrupted", RunSummary::default())
+                .unwrap();
+            store.claim_started_run(a, "run-a1").unwrap();
+            store.claim_started_run(a, "run-never-started").unwrap();
+            store
+                .end_claim(
+                    a,
+                    ClaimEnd::Failed {
+                        failure: "no run could be started: the store refused it",
+                    },
+                )
+                .unwrap();
+            let failed = store.queue_entry(a).unwrap().unwrap();
+            assert_eq!(failed.state, QueueState::Failed, "{name}");
+            assert_eq!(failed.runs, ["run-a1"], "{name}: no run id without a run");
+            assert_eq!(failed.claim, None, "{name}");
+            assert_eq!(
+                failed.failure.as_deref(),
+                Some("no run could be started: the store refused it"),
+                "{name}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_queue_and_its_runs_alerts_copy_into_another_store_once() {
+        // The source: a SQLite store with a done, a failed, a resolved and a claimed
+        // notification, and the alert group of the done one's run.
+        let dir = tempfile::tempdir().unwrap();
+        let source = diag_testkit::open_sqlite(dir.path().join("source.db")).unwrap();
+        let alerts = RunAlerts::new(AlertSource::Webhook, group("done", AlertStatus::Firing, 0));
+        source.create_run(new_run("run-done", "s", 0)).unwrap();
+        source.record_run_alerts("run-done", &alerts).unwrap();
+        source.finish_success("run-done", summary("ok")).unwrap();
+        let done = queued(source.enqueue(&firing("done"), 10).unwrap());
+        let failed = queued(source.enqueue(&firing("failed"), 10).unwrap());
+        queued(source.enqueue(&resolved("gone"), 10).unwrap());
+        let claimed = queued(source.enqueue(&firing("claimed"), 10).unwrap());
+        for (id, run) in [(done, "run-done"), (failed, "run-elsewhere")] {
+            assert_eq!(source.claim().unwrap().unwrap().id, id);
+            source.claim_started_run(id, run).unwrap();
+        }
+        source
+            .end_claim(done, ClaimEnd::Investigated { run_id: "run-done" })
+            .unwrap();
+        source
+            .end_claim(failed, ClaimEnd::Failed { failure: "gave up" })
+            .unwrap();
+        assert_eq!(source.claim().unwrap().unwrap().id, claimed);
+        let entries = source.queue_entries().unwrap();
+
+        for_each_backend(|name, target| {
+            // The run first, as `diag store copy` does; its alerts with it, once.
+            assert_eq!(
+                refusal(target.import_run_alerts("run-done", &alerts).map(|_| ())),
+                Kind::Invalid,
+                "{name}: alerts before their run"
+            );
+            let whole = source.read_whole("run-done").unwrap().unwrap();
+            assert!(target.import_run(&whole).unwrap(), "{name}");
+            assert!(
+                target.import_run_alerts("run-done", &alerts).unwrap(),
+                "{name}"
+            );
+            assert!(
+                !target.import_run_alerts("run-done", &alerts).unwrap(),
+                "{name}"
+            );
+            assert_eq!(
+                target.run_alerts("run-done").unwrap(),
+                Some(alerts.clone()),
+                "{name}"
+            );
+            target.create_run(new_run("run-live", "s", 5)).unwrap();
+            assert_eq!(
+                refusal(target.import_run_alerts("run-live", &alerts).map(|_| ())),
+                Kind::Invalid,
+                "{name}: a RUNNING run's alerts wait until it is finished"
+            );
+
+            for e in &entries {
+                let copied = target.import_notification(e);
+                if e.state == QueueState::Claimed {
+                    assert_eq!(
+                        refusal(copied.map(|_| ())),
+                        Kind::Invalid,
+                        "{name}: a claim is not copied"
+                    );
+                } else {
+                    assert!(copied.unwrap(), "{name}");
+                    assert!(!target.import_notification(e).unwrap(), "{name}: once");
+                }
+            }
+            let back = target.queue_entries().unwrap();
+            assert_eq!(back.len(), 3, "{name}");
+            for (copy, original) in back.iter().zip(entries.iter()) {
+                assert_eq!(copy.identity, original.identity, "{name}");
+                assert_eq!(copy.state, original.state, "{name}");
+                assert_eq!(copy.group, original.group, "{name}");
+                assert_eq!(copy.receiver, original.receiver, "{name}");
+                assert_eq!(copy.received_at, original.received_at, "{name}");
+                assert_eq!(copy.updated_at, original.updated_at, "{name}");
+                assert_eq!(copy.attempts, original.attempts, "{name}");
+                assert_eq!(copy.failure, original.failure, "{name}");
+            }
+            assert_eq!(back[0].runs, ["run-done"], "{name}");
+            assert_eq!(
+                back[1].runs,
+                Vec::<String>::new(),
+                "{name}: a run the copy does not hold is not named"
+            );
+            assert_eq!(
+                target.queue_counts().unwrap(),
+                QueueCounts {
+                    done: 1,
+                    failed: 1,
+                    resolved: 1,
+                    ..QueueCounts::default()
+                },
+                "{name}"
+            );
+            // Nothing copied is claimable but what waited.
+            assert_eq!(target.claim().unwrap(), None, "{name}");
         });
     }
 
