@@ -1841,13 +1841,16 @@ async fn plan_steps_and_a_content_call_record_export_and_replay_alike() {
     assert_eq!(exported.exchanges, recorded);
 
     // A replay of the recording, into another store, reproduces the run.
-    let file = diag_ask::replay::run_file_of(&out, QUESTION, T0, Limits::default(), {
-        use diag_core::agent::runtime::ToolRunner as _;
-        r.deps.tools.catalog()
-    });
+    let file = diag_ask::replay::run_file_of(
+        &out,
+        QUESTION,
+        T0,
+        Limits::default(),
+        r.deps.tools.catalog(),
+    );
     let dir = tempfile::tempdir().expect("temp dir");
     let other = diag_testkit::open_sqlite_with(
-        &dir.path().join("replay.db"),
+        dir.path().join("replay.db"),
         store_options(Duration::from_secs(5)),
     )
     .expect("open store");
