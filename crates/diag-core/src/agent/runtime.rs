@@ -596,6 +596,11 @@ impl ModelAgents {
                 continue;
             }
             let id = format!("inv-{}", base + calls.len() + 1);
+            tracing::debug!(
+                invocation = %id,
+                step = %crate::text::one_line(&step.step_id, 64),
+                "plan step run before the executor's first turn"
+            );
             start.made.insert(query, id.clone());
             calls.push(ToolCall {
                 id,
