@@ -296,6 +296,12 @@ pub fn executor(tool_names: &[&str]) -> Value {
     )
 }
 
+/// Longest free text (a limitation, a hypothesis, a reason) in the evidence turn's grammar
+/// form, in characters.
+pub const GRAMMAR_TEXT_CHARS: usize = 240;
+/// Most entries of a list of free text in the evidence turn's grammar form.
+pub const GRAMMAR_LIST_ITEMS: usize = 3;
+
 /// Most pointers the evidence turn's schema offers ([`evidence_leaves`]): the leaves most
 /// relevant to the plan, across every successful invocation of the run.
 pub const MAX_EVIDENCE_LEAVES: usize = 24;
@@ -524,16 +530,26 @@ pub fn executor_evidence(
     // `grammar`: the form a server holds the model to token by token, where one more rule
     // costs nothing in the prompt.
     let document = |claims: Value, grammar: bool| {
+        // Under a grammar, free text is bounded and lists are short: a small model held to a
+        // grammar repeats a sentence until the token limit if nothing ends it.
+        let (prose, list_max) = if grammar {
+            (
+                json!({"type": "string", "minLength": 1, "maxLength": GRAMMAR_TEXT_CHARS}),
+                GRAMMAR_LIST_ITEMS,
+            )
+        } else {
+            (text(), MAX_ITEMS)
+        };
         let no_evidence = if invocation_ids.is_empty() {
             none()
         } else {
             json!({
                 "type": "array",
                 "items": object(
-                    vec![("query_ref", one_of(invocation_ids)), ("reason", text())],
+                    vec![("query_ref", one_of(invocation_ids)), ("reason", prose.clone())],
                     &["query_ref", "reason"],
                 ),
-                "maxItems": MAX_ITEMS,
+                "maxItems": list_max,
             })
         };
         object(
@@ -547,19 +563,19 @@ pub fn executor_evidence(
                         "items": object(
                             vec![
                                 ("id", text()),
-                                ("text", text()),
+                                ("text", prose.clone()),
                                 ("status", one_of(&["unverified", "supported", "refuted"])),
                             ],
                             &["id", "text", "status"],
                         ),
-                        "maxItems": MAX_HYPOTHESES,
+                        "maxItems": list_max.min(MAX_HYPOTHESES),
                     }),
                 ),
                 ("no_evidence", no_evidence),
                 (
                     "limitations",
                     if grammar {
-                        json!({"type": "array", "items": text(), "minItems": 1, "maxItems": MAX_ITEMS})
+                        json!({"type": "array", "items": prose, "minItems": 1, "maxItems": list_max})
                     } else {
                         texts(MAX_ITEMS)
                     },
