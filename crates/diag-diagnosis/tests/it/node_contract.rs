@@ -3001,10 +3001,12 @@ async fn rule_inline_citations_and_cited_claims_agree() {
 #[tokio::test]
 async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
     // Failing, then passing on the technical retry: no citation at all although c1 is
-    // allowed, then the same answer citing c1.
+    // allowed, and no fact of the answer that c1's evidence shows (so diag has no citation
+    // to place), then the answer citing c1.
+    const FACTLESS: &str = "the cause is not clear from here";
     let h = Harness::planned(exec_pass());
     h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
-        .reply(AgentRole::Composer, composer_raw(ANSWER, &[]))
+        .reply(AgentRole::Composer, composer_raw(FACTLESS, &[]))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(
@@ -3025,6 +3027,16 @@ async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
     );
     assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
     assert!(!done.state.degraded);
+
+    // An answer without a marker whose facts c1's evidence shows gets its citation placed
+    // (verified-evidence spec, "Citations diag places"): completed at once.
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_raw(ANSWER, &[]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
+    assert_eq!(detail_int(done.events_of(C)[0], "citations_placed"), 1);
 }
 
 #[tokio::test]
