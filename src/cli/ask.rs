@@ -19,7 +19,7 @@ use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
 use diag_ask::setup;
 use diag_ask::setup::RandomIds;
 use diag_ask::{ask, AskDeps, AskOptions, AskOutcome, AskRequest, Resume};
-use diag_core::clock::{Clock, SystemClock};
+use diag_core::clock::{Clock, StartingClock, SystemClock, Timestamp};
 use diag_core::limits::Limits;
 use diag_core::protocol::Verdict;
 use diag_core::store::RunStatus;
@@ -64,6 +64,30 @@ pub struct AskArgs {
     /// run goes on live. Takes that run's question and session: give no question
     #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["fixture", "session"])]
     pub resume: Option<String>,
+    /// Run as if asked at TIME (RFC 3339, any offset; kept in UTC), for an incident in the
+    /// past: the run's start time, the "now" every agent is shown and the tools' default time
+    /// all start there. Refused when TIME lies in the future
+    #[arg(long, value_name = "TIME", conflicts_with_all = ["fixture", "resume"])]
+    pub at: Option<String>,
+}
+
+/// The instant `--at` names, checked against the real clock: refused (usage, exit 2) when it
+/// is not an RFC 3339 time or lies in the future.
+fn pinned_start(at: &str, real: &dyn Clock) -> Result<Timestamp, CommandError> {
+    let t = Timestamp::parse_rfc3339(at.trim()).map_err(|e| {
+        CommandError::usage(format!(
+            "--at {}: not an RFC 3339 time ({e}), e.g. 2026-11-30T14:11:00Z",
+            render::one_line(at, 80)
+        ))
+    })?;
+    let now = real.now();
+    if t > now {
+        return Err(CommandError::usage(format!(
+            "--at {t}: lies in the future (the clock reads {now}); --at pins a run to a past \
+             instant"
+        )));
+    }
+    Ok(t)
 }
 
 enum Source {
@@ -143,6 +167,11 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     if let Some(session) = &args.session {
         check_session(session).map_err(|e| CommandError::usage(format!("--session {e}")))?;
     }
+    let pinned = args
+        .at
+        .as_deref()
+        .map(|at| pinned_start(at, &SystemClock::new()))
+        .transpose()?;
     if let (Some(run_id), Some(_)) = (&args.resume, &args.question) {
         // The resumed run answers the original question only: its stored calls are about it.
         return Err(CommandError::usage(format!(
@@ -215,7 +244,14 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                 (deps, Some((tape, run)), None, None)
             }
             Source::Live(config, path) => {
-                let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+                // A pinned run (`--at`) starts its clock there; a resumed run starts where the
+                // run it continues started, so its agents see the same clock and its stored
+                // calls are reused; otherwise the real clock.
+                let start = pinned.or_else(|| resuming.as_ref().map(|r| r.started_at));
+                let clock: Arc<dyn Clock> = match start {
+                    Some(start) => Arc::new(StartingClock::new(start)),
+                    None => Arc::new(SystemClock::new()),
+                };
                 // What the endpoints taught earlier processes, and kept for later ones.
                 let (memory, learnings) = remembered_endpoints(&store);
                 let env = setup::live_with(&config, clock.clone(), &memory)

@@ -186,7 +186,7 @@ fn cmd_alertmanager(
         }
     }
     let (config, path) = live_config(g)?;
-    let notify = notify_target(&config)?;
+    let notify = notify_target(&config, None)?;
     let rt = runtime()?;
     let query = AlertQuery {
         filters: args.filters.clone(),
@@ -299,11 +299,12 @@ fn cmd_alertmanager(
                 .await;
                 // Posted as each run finishes, not when the last one does.
                 let unposted = match (&outcome, notify) {
-                    (Ok(o), Some(target)) => {
-                        notify::post(target, &notify::message(target, &group, o))
-                            .await
-                            .err()
-                    }
+                    (Ok(o), Some(target)) => notify::post(
+                        target,
+                        &notify::message(target, &group, o, deps.clock.now()),
+                    )
+                    .await
+                    .err(),
                     _ => None,
                 };
                 (row, group, outcome, unposted)

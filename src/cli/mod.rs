@@ -18,6 +18,7 @@ mod report;
 mod report_file;
 mod runs;
 mod serve;
+mod serve_status;
 mod store_copy;
 mod trace;
 
@@ -285,7 +286,12 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
         Command::Gc(args) => gc::cmd_gc(g, &args, out),
         Command::Store(args) => store_copy::cmd_store(g, &args, out),
         Command::Mcp(args) => mcp::cmd_mcp(g, &args),
-        Command::Serve(args) => serve::cmd_serve(g, &args),
+        Command::Serve(args) => match &args.command {
+            Some(serve::ServeCommand::Status(status)) => {
+                serve_status::cmd_status(g, status.json, out)
+            }
+            None => serve::cmd_serve(g, &args),
+        },
         Command::Completions(args) => completions::cmd_completions(&args, out),
         Command::Man(args) => completions::cmd_man(&args, out),
     }

@@ -6,11 +6,15 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use super::common::{open_store, runtime};
-use super::live::{live_config, notify_target, remembered_endpoints, warn_unkept};
+use super::live::{
+    link_key_from_env, live_config, notify_target, remembered_endpoints, report_link_ttl,
+    warn_unkept,
+};
 use super::{CommandError, Exit, GlobalArgs};
+use diag_alerts::links::{LinkKey, ReportLinks};
 use diag_alerts::serve::{self, Server, Settings, Shutdown};
 use diag_ask::config::Config;
 use diag_ask::live::live_deps;
@@ -20,13 +24,24 @@ use diag_core::text::one_line;
 
 /// Receive Alertmanager's webhook and investigate each alert group in the background.
 ///
-/// Routes: POST /alertmanager (also POST /), Alertmanager's webhook (payload version 4): the
-/// notification is queued in the run store and answered 202 at once; GET /runs/RUN_ID/report
-/// (?format=md for Markdown); GET /healthz (no token). Every route but /healthz requires
-/// `Authorization: Bearer TOKEN`, the token read from the environment variable `[serve]
-/// token_env` names (default DIAG_SERVE_TOKEN). `[serve]` of the configuration sets the
-/// bounds: max_body_bytes (1 MiB: 413 past it), max_requests_per_sec (20: 429), max_queue
-/// (1000: 503), concurrency (2 runs at once), drain_secs (30), lookback_secs (900).
+/// Routes: POST /alertmanager (also POST /), Alertmanager's webhook (payload version 4),
+/// with `Authorization: Bearer TOKEN`, the token read from the variable `[serve] token_env`
+/// names (default DIAG_SERVE_TOKEN): the notification is queued in the run store and answered
+/// 202 at once. GET /runs/RUN_ID/report (?format=md for Markdown): a run's report; it opens by
+/// the signed link a `[notify]` post carries (…?expires=…&sig=…, valid `[serve]
+/// report_link_ttl`, default 30d) or with the read token (`[serve] read_token_env`), never
+/// with the webhook token. Links are signed with the key in `[serve] link_key_env` (default
+/// DIAG_SERVE_LINK_KEY, at least 32 bytes); without it a random key is drawn at start and the
+/// links stop opening when diag serve stops. GET /healthz and GET /metrics (Prometheus text
+/// format): no token.
+///
+/// `[serve]` sets the bounds: max_body_bytes (1 MiB: 413 past it), max_requests_per_sec (20:
+/// 429), max_queue (1000: 503), concurrency (2 runs at once), drain_secs (30), lookback_secs
+/// (900), header_read_timeout_secs (10: a connection that sends no whole request head in time,
+/// new or idle between requests, is closed), body_read_timeout_secs (30: 408),
+/// max_connections (512: one more is closed at once).
+///
+/// `diag serve status` lists the queue (add --json).
 ///
 /// Prints `diag serve: listening on http://ADDR` on stderr when ready, and a line per run.
 /// SIGTERM or Ctrl-C: stop accepting, finish the runs in flight within drain_secs, then
@@ -34,14 +49,34 @@ use diag_core::text::one_line;
 /// second signal interrupts at once.
 ///
 /// Exit codes: 0 when stopped by SIGTERM or Ctrl-C (after draining); 2 for bad usage or
-/// configuration, no token set, or an address that cannot be listened on; 6 when the run
+/// configuration, no token set, a read token that is unset or equal to the webhook token, a
+/// link key shorter than 32 bytes, or an address that cannot be listened on; 6 when the run
 /// store cannot be reached at start; 1 for an internal error (the HTTP server failed).
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ServeArgs {
+    #[command(subcommand)]
+    pub command: Option<ServeCommand>,
     /// Listen on this address (HOST:PORT; port 0 picks a free one) instead of `[serve]
     /// listen` (default 127.0.0.1:9464)
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// List the alert queue: waiting, claimed (process, since, lease), done (with the run),
+    /// failed (with why), resolved
+    Status(StatusArgs),
+}
+
+/// List the alert queue of `diag serve`: waiting, claimed (process, since, lease), done (with
+/// the run), failed (with why), resolved.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print a JSON document (schema diag.serve_status.v1) instead of the table
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The bearer token: the variable `[serve] token_env` names, non-empty; none only with
@@ -63,6 +98,42 @@ fn token(config: &Config) -> Result<Option<String>, CommandError> {
     }
 }
 
+/// The read token, when `[serve] read_token_env` names one: it must be set, and it must not
+/// be the webhook token (a reader's token must not post alerts).
+fn read_token(config: &Config, webhook: Option<&str>) -> Result<Option<String>, CommandError> {
+    let Some(var) = config.serve.read_token_env.as_deref().map(str::trim) else {
+        return Ok(None);
+    };
+    let token = std::env::var(var)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            CommandError::usage(format!(
+                "no read token: [serve] read_token_env names {}, which is not set",
+                one_line(var, 80)
+            ))
+        })?;
+    if webhook == Some(token.as_str()) {
+        return Err(CommandError::usage(
+            "the read token ([serve] read_token_env) is the webhook token: a reader could post alerts",
+        )
+        .hint("set them to two different random strings"));
+    }
+    Ok(Some(token))
+}
+
+/// What signs report links: the key from `[serve] link_key_env` when it is set, else a
+/// random key drawn now and held only in memory.
+fn report_links(config: &Config) -> Result<ReportLinks, CommandError> {
+    let ttl = report_link_ttl(config)?;
+    let key = match link_key_from_env(config)? {
+        Some(key) => key,
+        None => LinkKey::random().map_err(|e| CommandError::new(Exit::Internal, e.to_string()))?,
+    };
+    Ok(ReportLinks { key, ttl })
+}
+
 fn say(quiet: bool, line: &str) {
     if !quiet {
         let _ = writeln!(std::io::stderr(), "diag serve: {}", one_line(line, 400));
@@ -72,7 +143,9 @@ fn say(quiet: bool, line: &str) {
 pub fn cmd_serve(g: &GlobalArgs, args: &ServeArgs) -> Result<(), CommandError> {
     let (config, path) = live_config(g)?;
     let token = token(&config)?;
-    let notify = notify_target(&config)?;
+    let read_token = read_token(&config, token.as_deref())?;
+    let links = report_links(&config)?;
+    let notify = notify_target(&config, Some(links.clone()))?;
     let listen = args
         .listen
         .clone()
@@ -90,6 +163,11 @@ pub fn cmd_serve(g: &GlobalArgs, args: &ServeArgs) -> Result<(), CommandError> {
         drain: Duration::from_secs(s.drain_secs),
         lookback: Duration::from_secs(s.lookback_secs),
         poll: serve::POLL,
+        read_token,
+        links,
+        header_read_timeout: Duration::from_secs(s.header_read_timeout_secs),
+        body_read_timeout: Duration::from_secs(s.body_read_timeout_secs),
+        max_connections: usize::try_from(s.max_connections).unwrap_or(usize::MAX),
     };
     let result = rt.block_on(async {
         let shutdown = Shutdown::default();

@@ -3,7 +3,11 @@
 //! store port's records, read whole from A and written in one transaction into B, so the copy
 //! exports byte for byte as the original. Idempotent and resumable: a run already in B is
 //! left as it is, so a copy that was interrupted is finished by running it again. RUNNING
-//! runs are not copied (they are not final); they are counted.
+//! runs are not copied (they are not final); they are counted. A run's alert group
+//! (`run_alert`) goes with it, and then the queue of `diag serve` (`alert_queue`): each
+//! notification once per identity, in its state, with the runs it names as far as they were
+//! copied; a claimed one is not copied (its claim belongs to a process on the source), and
+//! is counted.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -12,7 +16,7 @@ use clap::{Args, Subcommand};
 
 use super::common::{open_options, write_text};
 use super::{CommandError, GlobalArgs};
-use diag_core::store::{RunFilter, RunStatus};
+use diag_core::store::{QueueState, RunFilter, RunStatus};
 
 /// Work on whole run stores.
 #[derive(Debug, Args)]
@@ -80,22 +84,39 @@ fn cmd_copy(g: &GlobalArgs, args: &CopyArgs, out: &mut dyn Write) -> Result<(), 
         }
         if to.get_run(&run_id)?.is_some() {
             present += 1;
-            continue;
-        }
-        let Some(whole) = from.read_whole(&run_id)? else {
-            // Deleted from the source meanwhile (gc): nothing to copy.
-            continue;
-        };
-        if to.import_run(&whole)? {
-            copied += 1;
         } else {
-            present += 1;
+            let Some(whole) = from.read_whole(&run_id)? else {
+                // Deleted from the source meanwhile (gc): nothing to copy.
+                continue;
+            };
+            if to.import_run(&whole)? {
+                copied += 1;
+            } else {
+                present += 1;
+            }
+        }
+        // The alert group the run investigated goes with it (also for a run an interrupted
+        // copy left without it).
+        if let Some(alerts) = from.run_alerts(&run_id)? {
+            to.import_run_alerts(&run_id, &alerts)?;
+        }
+    }
+    // Then the queue of `diag serve`, after the runs its notifications name.
+    let (mut queued, mut queue_present, mut claimed) = (0u64, 0u64, 0u64);
+    for entry in from.queue_entries()? {
+        if entry.state == QueueState::Claimed {
+            claimed += 1;
+        } else if to.import_notification(&entry)? {
+            queued += 1;
+        } else {
+            queue_present += 1;
         }
     }
     write_text(
         out,
         &format!(
-            "copied {copied} run(s) from {} to {}; {present} already there; {running} RUNNING not copied\n",
+            "copied {copied} run(s) from {} to {}; {present} already there; {running} RUNNING not copied\n\
+             copied {queued} alert notification(s); {queue_present} already there; {claimed} claimed not copied\n",
             from.describe(),
             to.describe()
         ),

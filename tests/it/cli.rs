@@ -441,6 +441,7 @@ fn every_schema_is_valid_and_every_committed_run_file_follows_diag_run_v2() {
         "diag_run_v1.json",
         "diag_run_v2.json",
         "investigate.v1.json",
+        "serve_status.v1.json",
     ] {
         let schema = read_json(&repo_file("docs/schema").join(name));
         jsonschema::meta::validate(&schema)

@@ -44,6 +44,9 @@ fn a_recorded_live_run_replays_green_and_byte_identical_apart_from_run_ids() {
     assert_eq!(asked["status"], "SUCCESS");
     assert_eq!(asked["effective_verdict"], "PASS");
     assert_eq!(asked["evaluation"]["tool_calls"], 2);
+    // The plan's two steps ran before the Executor's first turn (`[executor] run_plan_steps`
+    // is on by default), so the model, shown their results, answered with its evidence at
+    // once: four model calls, the two tool calls before the Executor's.
 
     let text = std::fs::read_to_string(env.path("rec.json")).unwrap();
     assert!(!text.contains(KEY), "the run file carries the API key");
@@ -57,19 +60,68 @@ fn a_recorded_live_run_replays_green_and_byte_identical_apart_from_run_ids() {
         .iter()
         .map(|x| x["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        kinds,
-        ["model", "model", "tool", "tool", "model", "model", "model"]
-    );
+    assert_eq!(kinds, ["model", "tool", "tool", "model", "model", "model"]);
     assert!(exchanges
         .iter()
         .filter(|x| x["kind"] == "model")
         .all(|x| x["request_sha256"].is_string()));
+    let marked: Vec<(&str, bool)> = exchanges
+        .iter()
+        .filter(|x| x["kind"] == "tool")
+        .map(|x| (x["invocation_id"].as_str().unwrap(), x["plan_step"] == true))
+        .collect();
+    assert_eq!(marked, [("inv-1", true), ("inv-2", true)]);
     // The tool outputs are the real log lines.
-    assert!(exchanges[2]["output"]["matches"][0]["line"]
+    assert!(exchanges[1]["output"]["matches"][0]["line"]
         .as_str()
         .unwrap()
         .contains("upstream returned 502 from payment-service"));
+    // The trace says where the calls came from.
+    let trace = env.run(&["trace", asked["run_id"].as_str().unwrap()]);
+    trace.expect(0);
+    let plan_lines = trace
+        .stdout
+        .lines()
+        .filter(|l| l.contains("search_logs") && l.contains("plan step"))
+        .count();
+    assert_eq!(plan_lines, 2, "{}", trace.stdout);
+    // The report's timeline shows them between the Planner's call and the Executor's turn.
+    let md = env.run(&[
+        "report",
+        asked["run_id"].as_str().unwrap(),
+        "--format",
+        "md",
+    ]);
+    md.expect(0);
+    let at = |what: &str| {
+        md.stdout
+            .find(what)
+            .unwrap_or_else(|| panic!("{what} in\n{}", md.stdout))
+    };
+    let planner = at("planner · model call, turn 1");
+    let steps = [
+        at("inv-1 search\\_logs · plan step"),
+        at("inv-2 search\\_logs · plan step"),
+    ];
+    let executor = at("executor · model call, turn 1");
+    assert!(
+        steps.iter().all(|&s| planner < s && s < executor),
+        "{}",
+        md.stdout
+    );
+    // The store's export places the plan's calls where they ran, marked, and replays green.
+    env.run(&[
+        "export",
+        asked["run_id"].as_str().unwrap(),
+        "-o",
+        "exported.json",
+    ])
+    .expect(0);
+    let exported = read_json(&env.path("exported.json"));
+    assert_eq!(exported["exchanges"], rec["exchanges"]);
+    env.run(&["replay", "exported.json"])
+        .expect(0)
+        .quiet_stderr();
     drop(server);
 
     // Offline from here: the server is gone.
@@ -146,7 +198,8 @@ fn a_recorded_live_run_replays_green_and_byte_identical_apart_from_run_ids() {
 
 /// `diag trace --json` of a run cut while its Verifier waited on the model: FAILED
 /// (`interrupted`), no answer, no evaluation, and the trace of what had finished: four
-/// nodes, the Executor's two tool calls and the three model calls before the Verifier's.
+/// nodes, the plan's two tool calls and the two model calls before the Verifier's (the
+/// Planner's, and the Executor's one turn, which starts from the plan's results).
 fn interrupted_trace(env: &TestEnv, run_id: &str) -> Value {
     let out = env.run(&["trace", run_id, "--json"]);
     out.expect(0);
@@ -166,8 +219,13 @@ fn interrupted_trace(env: &TestEnv, run_id: &str) -> Value {
         nodes,
         ["planner", "executor", "gatekeeper", "verified_input"]
     );
-    assert_eq!(doc["tool_invocations"].as_array().unwrap().len(), 2);
-    assert_eq!(doc["agent_steps"].as_array().unwrap().len(), 3);
+    let invocations = doc["tool_invocations"].as_array().unwrap();
+    assert_eq!(invocations.len(), 2);
+    assert!(
+        invocations.iter().all(|i| i["agent"] == "planner"),
+        "{doc:#}"
+    );
+    assert_eq!(doc["agent_steps"].as_array().unwrap().len(), 2);
     doc
 }
 
@@ -301,7 +359,10 @@ fn a_run_recorded_with_other_limits_replays_green_under_them() {
     let server = Aimock::start_with("graph.json", Some(KEY));
     let env = live_env(&server);
     let mut config = std::fs::read_to_string(env.path("diag.toml")).unwrap();
-    config.push_str("[limits]\nmax_turns = 1\nmax_tool_calls = 20\n");
+    // The Executor model's own calls meet the turn limit, so the plan's steps are not run.
+    config.push_str(
+        "[limits]\nmax_turns = 1\nmax_tool_calls = 20\n[executor]\nrun_plan_steps = false\n",
+    );
     std::fs::write(env.path("diag.toml"), config).unwrap();
 
     let out = env.run(&[

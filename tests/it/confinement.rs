@@ -209,7 +209,8 @@ async fn outside_content_reaches_no_model_request_store_run_file_or_export() {
         .unwrap();
     }
     // `checkout-a.log` sorts before `checkout-service.log`: were it read, its line would be
-    // the limit-1 search's one match.
+    // the limit-1 search's one match. The journal below counts the Executor model's own
+    // turns, so the configuration does not run the plan's steps first.
     symlink(&secret, logs.join("checkout-a.log")).unwrap();
     symlink(&outside_dir, logs.join("checkout")).unwrap();
     fs::write(
@@ -217,6 +218,7 @@ async fn outside_content_reaches_no_model_request_store_run_file_or_export() {
         format!(
             "[models.default]\nbase_url = {:?}\nmodel = \"diag-confine\"\n\
              api_key_env = \"DIAG_CONFINE_KEY\"\ntimeout_secs = 60\n\
+             [executor]\nrun_plan_steps = false\n\
              [tools.search_logs]\npaths = [{:?}]\n\
              [tools.search_runbooks]\npaths = [{:?}]\n",
             server.base_url(),

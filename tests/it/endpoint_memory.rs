@@ -127,7 +127,7 @@ fn a_second_process_sends_the_remembered_form_first_and_a_changed_server_is_lear
     assert_eq!(
         doc["endpoints"],
         json!([{"base_url": server.base_url(), "model": MODEL, "structured_output": null,
-                "context_tokens": null, "learned_at": null}]),
+                "context_tokens": null, "refused_sampling": [], "learned_at": null}]),
         "the first run started knowing nothing"
     );
 
@@ -153,7 +153,7 @@ fn a_second_process_sends_the_remembered_form_first_and_a_changed_server_is_lear
         doc["endpoints"],
         json!([{"base_url": server.base_url(), "model": MODEL,
                 "structured_output": "json_object_schema", "context_tokens": null,
-                "learned_at": first_learned_at}]),
+                "refused_sampling": [], "learned_at": first_learned_at}]),
     );
     let out = env.run(&["trace", &second]);
     out.expect(0).quiet_stderr();
@@ -210,4 +210,94 @@ fn a_second_process_sends_the_remembered_form_first_and_a_changed_server_is_lear
     let doc = trace_json(&env, replayed["run_id"].as_str().unwrap());
     assert_eq!(doc["endpoints"], json!([]));
     assert_eq!(remembered(&env, &server), relearned);
+}
+
+/// The graph's fixtures behind one that answers the first request as OpenAI's reasoning models
+/// answer a temperature they do not take: HTTP 400 naming `temperature`.
+fn refusing_temperature_once() -> Value {
+    let mut fixtures = vec![json!({
+        "match": {"sequenceIndex": 0},
+        "response": {
+            "error": {
+                "message": "Unsupported value: 'temperature' does not support 0 with this model. \
+                            Only the default (1) value is supported.",
+                "type": "invalid_request_error",
+                "param": "temperature",
+                "code": "unsupported_value"
+            },
+            "status": 400
+        }
+    })];
+    let graph = read_json(&repo_file("tests/fixtures/aimock/graph.json"));
+    fixtures.extend(graph["fixtures"].as_array().unwrap().iter().cloned());
+    json!({ "fixtures": fixtures })
+}
+
+/// The chat requests of the journal: whether each carried `temperature`, and the status aimock
+/// answered.
+fn temperatures(rt: &tokio::runtime::Runtime, server: &Aimock) -> Vec<(bool, u64)> {
+    rt.block_on(server.journal())
+        .iter()
+        .filter(|e| {
+            e["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/chat/completions"))
+        })
+        .map(|e| {
+            (
+                e["body"].get("temperature").is_some(),
+                e["response"]["status"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_endpoint_that_refuses_temperature_is_sent_none_again_in_the_run_or_the_next_process() {
+    use diag_core::model::{RefusedSampling, SamplingParameter};
+    let rt = runtime();
+    let server = Aimock::start_with("graph.json", Some(KEY));
+    rt.block_on(server.replace_fixtures(&refusing_temperature_once()));
+    let env = live_env(&server);
+
+    // The first request goes with the configured temperature (0 by default) and is refused;
+    // the same request goes again at once without it, and no later request of the run sends
+    // it.
+    let first = ask(&env);
+    let requests = temperatures(&rt, &server);
+    assert_eq!(requests[..2], [(true, 400), (false, 200)], "{requests:?}");
+    assert!(
+        requests[2..].iter().all(|r| *r == (false, 200)),
+        "{requests:?}"
+    );
+    let refused = RefusedSampling::default().with(SamplingParameter::Temperature);
+    assert_eq!(remembered(&env, &server).refused_sampling, refused);
+    assert_eq!(
+        trace_json(&env, &first)["endpoints"][0]["refused_sampling"],
+        json!([]),
+        "the first run started knowing nothing"
+    );
+
+    // A second process against a server that would take anything sends no temperature at all.
+    let graph = read_json(&repo_file("tests/fixtures/aimock/graph.json"));
+    rt.block_on(server.replace_fixtures(&graph));
+    rt.block_on(server.clear_journal());
+    let second = ask(&env);
+    let requests = temperatures(&rt, &server);
+    assert!(!requests.is_empty());
+    assert!(requests.iter().all(|r| *r == (false, 200)), "{requests:?}");
+    assert_eq!(
+        trace_json(&env, &second)["endpoints"][0]["refused_sampling"],
+        json!(["temperature"])
+    );
+    let out = env.run(&["trace", &second]);
+    out.expect(0).quiet_stderr();
+    assert!(
+        out.stdout.contains(&format!(
+            "  {} {MODEL}: refuses temperature, learned ",
+            server.base_url()
+        )),
+        "{}",
+        out.stdout
+    );
 }

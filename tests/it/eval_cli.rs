@@ -39,6 +39,8 @@ fn eval_env(server: &Aimock) -> TestEnv {
         model("ungrounded", ""),
         model("fooled", ""),
         "[agents]\ndefault = \"grounded\"\n".to_string(),
+        // The models' scores and figures come from their own scripted tool calls.
+        "[executor]\nrun_plan_steps = false\n".to_string(),
     ]
     .concat();
     std::fs::write(env.path("diag.toml"), text).unwrap();

@@ -22,7 +22,8 @@ const QUESTION: &str = "why does checkout return 502 since 14:00?";
 const INSTRUCTION: &str = "Your tool calls are over";
 
 /// A configuration whose Executor uses `executor_model` with `structured_output`, every other
-/// agent the good model, under the extra `limits` lines.
+/// agent the good model, under the extra `limits` lines. The loop's ends under test come from
+/// the Executor model's own calls, so the plan's steps are not run first.
 fn env_for(
     server: &Aimock,
     executor_model: &str,
@@ -40,6 +41,7 @@ fn env_for(
              api_key_env = {KEY_VAR:?}\ntimeout_secs = 30\n\
              structured_output = {structured_output:?}\n\
              [agents]\ndefault = \"good\"\nexecutor = \"exec\"\n\
+             [executor]\nrun_plan_steps = false\n\
              [tools.search_logs]\npaths = [{logs:?}]\n\
              [limits]\n{limits}",
             url = server.base_url(),
@@ -146,6 +148,11 @@ fn ask_with_one_evidence_turn(env: &TestEnv, server: &Aimock, requests: usize, t
 
     let rec = read_json(&env.path("rec.json"));
     assert_schema("diag_run_v2.json", &rec);
+    // The turn continues the Executor's conversation: its declared input, with the run's
+    // clock, is still the first user message.
+    let input: Value =
+        serde_json::from_str(body["messages"][1]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(input["run_clock"]["now"], rec["started_at"], "{input:#}");
     let marked: Vec<&Value> = rec["exchanges"]
         .as_array()
         .unwrap()

@@ -278,12 +278,12 @@ fn matchers_select_alerts_and_silenced_ones_come_only_when_asked() {
 }
 
 /// A result webhook on 127.0.0.1: keeps each request's head and body, answers 200.
-struct Capture {
-    url: String,
-    got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+pub(crate) struct Capture {
+    pub(crate) url: String,
+    pub(crate) got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
 }
 
-fn capture() -> Capture {
+pub(crate) fn capture() -> Capture {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

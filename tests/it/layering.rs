@@ -47,6 +47,8 @@ const LAYERS: &[Layer] = &[
         third_party: Some(&[
             "form_urlencoded",
             "futures",
+            // Default features off: validation only, no remote or file references.
+            "jsonschema",
             "pulldown-cmark",
             "serde",
             "serde_json",

@@ -1,9 +1,12 @@
-//! A real (tiny) model: llama.cpp's OpenAI-compatible server (llama-cpp-python) serving
-//! SmolLM2-135M-Instruct on 127.0.0.1, started by the test (`scripts/install-peers` installs
-//! both; a missing install fails). With structured output the Planner's contract is met; a
-//! whole `diag ask` ends stored with a defined status and no panic; the Executor's evidence turn
-//! returns a document that meets its contract; a request longer than the server's context ends
-//! `context_overflow` with the server's own message in the trace.
+//! A real (tiny) model: llama.cpp's own OpenAI-compatible server (`llama-server --jinja`)
+//! serving SmolLM2-135M-Instruct on 127.0.0.1, started by the test (`scripts/install-peers`
+//! installs both; a missing install fails). The server is identified as llama.cpp and sent each
+//! contract's grammar form, and the Planner's contract is met; a whole `diag ask` ends stored
+//! with a defined status and no panic, its Planner request carrying the bounded plan grammar,
+//! its Executor loop requests tools without `response_format`, and its evidence turn following;
+//! the Executor's evidence turn returns a document that meets its contract; a request longer
+//! than the server's context ends `context_overflow` with the server's own message in the
+//! trace. Protocol assertions only: quality figures are `scripts/bench-model`'s.
 //!
 //! Answers are kept short (`max_tokens`) and runs few, so the suite stays quick on two cores.
 //! Nothing here depends on timing: every wait is for a condition, with a generous bound.
@@ -35,9 +38,13 @@ use diag_testkit::{demo, LlamaServer, SMOLLM2};
 
 const QUESTION: &str = "why does checkout return 502 since 14:00?";
 
-/// Small answers: enough for a plan of a few steps, short enough for two busy cores.
+/// The run clock of the demo incident: the tools and the prompts read it.
+const DEMO_NOW: &str = "2026-11-30T14:10:00Z";
+
+/// Small answers: enough for a plan held to its grammar form (at most 6 steps), short enough
+/// for two busy cores.
 const MAX_TOKENS: MaxTokensConfig = MaxTokensConfig {
-    planner: 384,
+    planner: 768,
     executor: 256,
     verifier: 256,
     composer: 256,
@@ -53,12 +60,10 @@ impl RunHooks for Exchanges {
     }
 }
 
-/// Sampling for the Planner tests. At temperature 0 this model copies its first step verbatim
-/// until the list is full (a duplicate step id, which the parser refuses: the contract says
-/// ids are unique, and no grammar can say so); at a low temperature with the server's fixed
-/// seed it does not, and the run is reproducible. `docs/BENCHMARKS.md` has the spread over
-/// ten runs at the server's default temperature.
-const PLAN_TEMPERATURE: f32 = 0.2;
+/// Sampling for the Planner tests: greedy, as diag's default. Held to the plan's grammar form
+/// the model may copy its first step until the list is full; the grammar leaves step ids out
+/// and the parser numbers them by position, so such a plan still meets the contract.
+const PLAN_TEMPERATURE: f32 = 0.0;
 
 /// The real nodes over the demo logs (and runbooks, with `runbooks`), every agent on `server`
 /// with `setting`, under `limits`: the nodes, the exchanges they record and the catalog's
@@ -77,9 +82,7 @@ fn live_nodes(
         ));
     }
     let config = Config::parse(&tools_toml, "live.toml").unwrap();
-    let clock = Arc::new(FixedClock(
-        Timestamp::parse_rfc3339("2026-11-30T14:10:00Z").unwrap(),
-    ));
+    let clock = Arc::new(FixedClock(Timestamp::parse_rfc3339(DEMO_NOW).unwrap()));
     let tools = Arc::new(RegistryTools {
         registry: builtin_registry(&config).unwrap(),
         clock: clock.clone(),
@@ -98,6 +101,8 @@ fn live_nodes(
         hooks: exchanges.clone(),
         clock,
         limits,
+        // As a configuration that does not set `[executor] run_plan_steps`.
+        run_plan_steps: true,
     });
     let nodes = real_nodes(NodeDeps {
         invoker: agents,
@@ -118,7 +123,10 @@ async fn plan(
         ..Limits::default()
     };
     let (nodes, exchanges, catalog) = live_nodes(server, setting, true, limits);
-    let mut state = DiagnosisState::new(QUESTION);
+    let mut state = DiagnosisState::new(
+        QUESTION,
+        diag_core::protocol::RunClock::at(Timestamp::parse_rfc3339(DEMO_NOW).unwrap()),
+    );
     nodes
         .planner
         .run(
@@ -149,17 +157,17 @@ async fn with_structured_output_the_planner_meets_its_contract() {
     let plan_doc = state.round.plan.as_ref().unwrap();
     assert!(!plan_doc.steps.is_empty());
     assert!(plan_doc.steps.iter().all(|s| catalog.contains(&s.tool)));
-    // llama.cpp refuses `json_schema` (HTTP 500, "Input should be 'text' or 'json_object'"):
-    // `auto` stepped down to `json_object` with the schema, which it compiles to a grammar.
+    // The server named itself llama.cpp (`GET /v1/models`): under `auto` the plan went as
+    // `json_object` with its grammar form, at once, in one recorded call.
     assert_eq!(
         answer.structured_output,
         Some(StructuredOutput::JsonObjectSchema)
     );
-    assert_eq!(
-        exchanges.len(),
-        1,
-        "one recorded call: the refusal is inside it"
-    );
+    assert_eq!(exchanges.len(), 1, "one call, nothing refused");
+    let contract = exchanges[0].request.response_format.as_ref().unwrap();
+    let grammar = contract.grammar.as_ref().expect("the plan's grammar form");
+    assert_eq!(grammar["properties"]["steps"]["maxItems"], 6);
+    assert_eq!(grammar["properties"]["steps"]["minItems"], 1);
 
     // The same model, the same request, without the contract on the wire: no plan.
     let (exchanges, state, _) = plan(&server, StructuredOutputSetting::Off).await;
@@ -199,7 +207,10 @@ async fn execute(server: &LlamaServer) -> (Vec<ModelExchange>, DiagnosisState) {
         ..Limits::default()
     };
     let (nodes, exchanges, _) = live_nodes(server, StructuredOutputSetting::Auto, false, limits);
-    let mut state = DiagnosisState::new(QUESTION);
+    let mut state = DiagnosisState::new(
+        QUESTION,
+        diag_core::protocol::RunClock::at(Timestamp::parse_rfc3339(DEMO_NOW).unwrap()),
+    );
     let names = ["search_logs"];
     state.round.plan = Some(
         parse_plan(DEMO_PLAN, &names, PlannerMode::Normal, None).expect("the demo plan parses"),
@@ -271,6 +282,100 @@ async fn the_evidence_turn_returns_a_document_that_meets_the_contract() {
         seen.join("\n"),
         server.log()
     );
+}
+
+/// One diagnosis against llama-server, through the Planner and the Executor, as the protocol
+/// has it: the Planner's request goes with the plan's bounded grammar form and is answered; the
+/// Executor's loop requests offer tools and carry no `response_format` (recorded as `off`), and
+/// the server answers them; and the Executor's document comes from its evidence turn (no tools,
+/// the run-built grammar) unless the loop's own answer already met the contract. Quality is
+/// `scripts/bench-model`'s; this asserts only what was sent and that it was taken.
+#[tokio::test]
+async fn a_diagnosis_keeps_tools_and_contracts_apart_and_the_server_takes_every_request() {
+    let server = LlamaServer::start(8192);
+    let limits = Limits {
+        max_turns: 2,
+        max_tokens: MaxTokensConfig {
+            executor: 512,
+            ..MAX_TOKENS
+        },
+        ..Limits::default()
+    };
+    let (nodes, exchanges, _) = live_nodes(&server, StructuredOutputSetting::Auto, true, limits);
+    let mut state = DiagnosisState::new(
+        QUESTION,
+        diag_core::protocol::RunClock::at(Timestamp::parse_rfc3339(DEMO_NOW).unwrap()),
+    );
+    let config = RunConfig::new("s-live-model", "run-live-protocol");
+    nodes.planner.run(&mut state, &config).await;
+    if state.round.planner_status != Some(AgentStatus::Completed) {
+        // The protocol of the Executor does not depend on this model's plan.
+        state.round.plan = Some(
+            parse_plan(DEMO_PLAN, &["search_logs"], PlannerMode::Normal, None)
+                .expect("the demo plan parses"),
+        );
+        state.round.planner_status = Some(AgentStatus::Completed);
+    }
+    nodes.executor.run(&mut state, &config).await;
+    let recorded = exchanges.0.lock().unwrap().clone();
+    let log = server.log();
+    for x in &recorded {
+        assert!(
+            x.outcome.is_ok(),
+            "{} turn {} was not taken: {:?}
+{log}",
+            x.agent,
+            x.turn,
+            x.outcome
+        );
+    }
+    let planner = &recorded[0];
+    assert_eq!(planner.agent.as_str(), "planner");
+    let grammar = planner
+        .request
+        .response_format
+        .as_ref()
+        .unwrap()
+        .grammar
+        .as_ref();
+    assert_eq!(grammar.unwrap()["properties"]["steps"]["maxItems"], 6);
+    assert_eq!(
+        planner.outcome.as_ref().unwrap().structured_output,
+        Some(StructuredOutput::JsonObjectSchema)
+    );
+    let executor: Vec<&ModelExchange> = recorded
+        .iter()
+        .filter(|x| x.agent.as_str() == "executor")
+        .collect();
+    let (turns, rest): (Vec<&ModelExchange>, Vec<&ModelExchange>) =
+        executor.into_iter().partition(|x| !x.request.evidence_turn);
+    assert!(!turns.is_empty(), "the Executor's loop asked the model");
+    for x in &turns {
+        assert!(!x.request.tools.is_empty(), "the loop offers tools");
+        assert_eq!(
+            x.outcome.as_ref().unwrap().structured_output,
+            Some(StructuredOutput::Off),
+            "no response_format beside tools"
+        );
+    }
+    match rest.as_slice() {
+        [turn] => {
+            assert!(
+                turn.request.tools.is_empty(),
+                "the evidence turn offers no tool"
+            );
+            assert_eq!(
+                turn.outcome.as_ref().unwrap().structured_output,
+                Some(StructuredOutput::JsonObjectSchema)
+            );
+        }
+        [] => assert_eq!(
+            state.round.executor_status,
+            Some(ExecutorStatus::Completed),
+            "no evidence turn: the loop's own answer met the contract"
+        ),
+        more => panic!("{} evidence turns", more.len()),
+    }
 }
 
 /// A conversation that holds a tool-call turn (an assistant message with tool calls and no
@@ -388,7 +493,7 @@ fn a_request_longer_than_the_context_ends_context_overflow_with_the_servers_mess
     let answer = asked["answer"].as_str().unwrap();
     assert!(answer.contains("(`context_overflow`)"), "{answer}");
     assert!(
-        answer.contains("maximum context length is 512 tokens"),
+        answer.contains("exceeds the available context size (512 tokens)"),
         "{answer}"
     );
     assert!(
@@ -401,7 +506,7 @@ fn a_request_longer_than_the_context_ends_context_overflow_with_the_servers_mess
     assert!(text.contains("failed model calls"), "{text}");
     assert!(text.contains("context_overflow"), "{text}");
     assert!(
-        text.contains("This model's maximum context length is 512 tokens"),
+        text.contains("exceeds the available context size (512 tokens)"),
         "the server's message is in the trace:\n{text}"
     );
 

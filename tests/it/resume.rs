@@ -20,13 +20,15 @@ const KEY: &str = "sk-diag-resume-key-7d21e9";
 const KEY_VAR: &str = "DIAG_RESUME_KEY";
 const QUESTION: &str = "why does checkout return 502 since 14:00?";
 
-/// Writes `diag.toml` for `server` with the demo logs and runbooks, plus `extra`.
+/// Writes `diag.toml` for `server` with the demo logs and runbooks, plus `extra`. The runs
+/// below count the Executor model's own turns and calls, so the plan's steps are not run.
 fn configure(env: &TestEnv, server: &Aimock, extra: &str) {
     std::fs::write(
         env.path("diag.toml"),
         format!(
             "[models.default]\nbase_url = {:?}\nmodel = \"diag-live-model\"\n\
              api_key_env = {KEY_VAR:?}\ntimeout_secs = 60\n\
+             [executor]\nrun_plan_steps = false\n\
              [tools.search_logs]\npaths = [{:?}]\n\
              [tools.search_runbooks]\npaths = [{:?}]\n{extra}",
             server.base_url(),

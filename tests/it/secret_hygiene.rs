@@ -72,6 +72,7 @@ fn config(server: &Aimock, composer_echoes_the_key: bool) -> String {
         "[models.main]\nbase_url = \"{}\"\nmodel = \"diag-hygiene\"\napi_key_env = \"{KEY_VAR}\"\n\
          timeout_secs = 60\n\
          [models.echo]\nbase_url = \"{}\"\nmodel = \"key-echo\"\napi_key_env = \"{KEY_VAR}\"\n\
+         [executor]\nrun_plan_steps = false\n\
          [agents]\ndefault = \"main\"\n",
         server.base_url(),
         server.base_url(),
@@ -518,4 +519,173 @@ fn the_postgres_password_is_nowhere_in_the_store_outputs_or_logs() {
         "the PostgreSQL password leaked into: {leaks:#?}"
     );
     assert!(evidence.0.len() >= 5 * 17, "{}", evidence.0.len());
+}
+
+/// `diag serve`'s secrets: the webhook token, the read token, the report link key and the
+/// result webhook's token.
+const SERVE_READ_TOKEN: &str = "hygiene-read-token-5d2c8e1f9a";
+const SERVE_LINK_KEY: &str = "hygiene-link-key-0f6b3e9d2a7c4815e0b9d3f6a2c7e4b1";
+const SERVE_NOTIFY_TOKEN: &str = "hygiene-notify-token-8e4a1c7f3b";
+
+#[test]
+fn the_serve_tokens_and_link_key_are_nowhere_in_the_store_outputs_metrics_or_logs() {
+    use crate::investigate::capture;
+    use crate::serve::{am_to, env, now, one_alert, post, request, Serve, KEY as SERVE_KEY, TOKEN};
+    use diag_testkit::alertmanager::alert;
+
+    let server = Aimock::start_with("graph.json", Some(SERVE_KEY));
+    let hook = capture();
+    let mut env = env(
+        &server,
+        "concurrency = 1\nread_token_env = \"DIAG_HYGIENE_READ\"\n",
+    );
+    env.set_env("DIAG_HYGIENE_READ", SERVE_READ_TOKEN);
+    env.set_env("DIAG_SERVE_LINK_KEY", SERVE_LINK_KEY);
+    env.set_env("DIAG_HYGIENE_NOTIFY", SERVE_NOTIFY_TOKEN);
+    let mut config = std::fs::read_to_string(env.path("diag.toml")).unwrap();
+    config.push_str(&format!(
+        "[notify]\nurl = {:?}\ntoken_env = \"DIAG_HYGIENE_NOTIFY\"\n\
+         report_base_url = \"http://diag.example\"\n",
+        hook.url
+    ));
+    std::fs::write(env.path("diag.toml"), config).unwrap();
+    let secrets = [TOKEN, SERVE_READ_TOKEN, SERVE_LINK_KEY, SERVE_NOTIFY_TOKEN];
+    let mut evidence = Evidence(Vec::new());
+
+    // Every log of every dependency on.
+    let mut serve = Serve::start(&env, &[("DIAG_LOG", "trace")]);
+    let am = am_to(&[&serve], 1);
+    am.post_alerts(&json!([alert(
+        "CheckoutHigh502Rate",
+        "checkout-service",
+        &now(),
+        &[]
+    )]));
+    serve.poll("the result posted", |_| {
+        (hook.got.lock().unwrap().len() == 1).then_some(())
+    });
+    let (head, post_body) = hook.got.lock().unwrap()[0].clone();
+    // The result webhook is where the notify token goes, in its header only.
+    assert!(head.contains(SERVE_NOTIFY_TOKEN), "{head}");
+    evidence.add(
+        "the result webhook's body",
+        post_body.to_string().as_bytes(),
+    );
+    let run = post_body["run_id"].as_str().unwrap().to_string();
+    let link = post_body["report_url"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("http://diag.example")
+        .unwrap()
+        .to_string();
+    let bare = format!("/runs/{run}/report");
+    let mut answer = |what: &str, method: &str, path: &str, token: Option<&str>, body: &[u8]| {
+        let (code, head, text) = request(&serve.addr, method, path, token, body);
+        evidence.add(format!("{what}: {code} {head}"), text.as_bytes());
+        code
+    };
+    assert_eq!(answer("report by link", "GET", &link, None, b""), 200);
+    assert_eq!(
+        answer(
+            "md report by link",
+            "GET",
+            &format!("{link}&format=md"),
+            None,
+            b""
+        ),
+        200
+    );
+    assert_eq!(
+        answer(
+            "report, read token",
+            "GET",
+            &bare,
+            Some(SERVE_READ_TOKEN),
+            b""
+        ),
+        200
+    );
+    assert_eq!(
+        answer("report, webhook token", "GET", &bare, Some(TOKEN), b""),
+        403
+    );
+    let alert_body = one_alert("HygieneDirect");
+    assert_eq!(
+        answer(
+            "webhook, read token",
+            "POST",
+            "/alertmanager",
+            Some(SERVE_READ_TOKEN),
+            &alert_body
+        ),
+        401
+    );
+    assert_eq!(
+        answer(
+            "webhook, link key as token",
+            "POST",
+            "/alertmanager",
+            Some(SERVE_LINK_KEY),
+            &alert_body
+        ),
+        401
+    );
+    assert_eq!(answer("metrics", "GET", "/metrics", None, b""), 200);
+    assert_eq!(answer("healthz", "GET", "/healthz", None, b""), 200);
+    assert_eq!(post(&serve, Some(TOKEN), &alert_body).0, 202);
+    serve.poll("the direct alert investigated", |s| {
+        (s.done() == 2).then_some(())
+    });
+
+    for (what, args) in [
+        ("serve status --json", vec!["serve", "status", "--json"]),
+        ("serve status", vec!["serve", "status"]),
+        ("runs --json", vec!["runs", "--json"]),
+        ("trace --json", vec!["trace", run.as_str(), "--json"]),
+        ("trace", vec!["trace", run.as_str()]),
+        ("export", vec!["export", run.as_str()]),
+        ("report", vec!["report", run.as_str(), "--format", "html"]),
+    ] {
+        let out = env.run_with(&args, |cmd| {
+            cmd.env("DIAG_LOG", "trace");
+        });
+        out.expect(0);
+        evidence.add(format!("{what}: stdout"), out.stdout.as_bytes());
+        evidence.add(format!("{what}: stderr"), out.stderr.as_bytes());
+    }
+    serve.signal(libc::SIGTERM);
+    assert_eq!(serve.wait().code(), Some(0), "{}", serve.stderr());
+    evidence.add(
+        "diag serve's stderr (DIAG_LOG=trace)",
+        serve.stderr().as_bytes(),
+    );
+    assert!(
+        serve.stderr().contains("TRACE") || serve.stderr().contains("DEBUG"),
+        "the logs were on: {}",
+        serve.stderr()
+    );
+
+    // Raw bytes of every file of the store, after the last writer closed it.
+    let db = env.db();
+    diag_store_sqlite::SqliteStore::open(&db)
+        .unwrap()
+        .checkpoint()
+        .unwrap();
+    for entry in std::fs::read_dir(db.parent().unwrap()).unwrap() {
+        let path = entry.unwrap().path();
+        evidence.add(path.display().to_string(), &std::fs::read(&path).unwrap());
+    }
+    let db_bytes = std::fs::read(&db).unwrap();
+    assert!(
+        db_bytes.windows(19).any(|w| w == b"CheckoutHigh502Rate"),
+        "the raw database holds the alerts"
+    );
+
+    let leaks = evidence.leaks_of(&secrets);
+    assert!(leaks.is_empty(), "a serve secret leaked into: {leaks:#?}");
+    assert!(
+        evidence.0.len() >= 25,
+        "every output was checked ({})",
+        evidence.0.len()
+    );
 }

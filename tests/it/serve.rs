@@ -23,13 +23,15 @@ use crate::support::cli_env::{self, TestEnv};
 use diag_testkit::alertmanager::{alert, Alertmanager, AmConfig, Webhook};
 use diag_testkit::{bounded, postgres, Aimock};
 
-const KEY: &str = "sk-diag-serve-key-93d1e7";
-const KEY_VAR: &str = "DIAG_SERVE_TEST_KEY";
-const TOKEN: &str = "serve-token-5f0a9c27e4b1";
+pub(crate) const KEY: &str = "sk-diag-serve-key-93d1e7";
+pub(crate) const KEY_VAR: &str = "DIAG_SERVE_TEST_KEY";
+pub(crate) const TOKEN: &str = "serve-token-5f0a9c27e4b1";
+/// The read token, where a test sets one.
+const READ: &str = "serve-read-token-2e8d41b7";
 
 /// A test environment whose models are `server`'s, with the serve token set and `serve`
 /// (a `[serve]` table's lines) appended to the configuration.
-fn env(server: &Aimock, serve: &str) -> TestEnv {
+pub(crate) fn env(server: &Aimock, serve: &str) -> TestEnv {
     let mut env = cli_env::live_model_env(&server.base_url(), "diag-live-model", KEY_VAR, KEY);
     env.set_env("DIAG_SERVE_TOKEN", TOKEN);
     let mut config = std::fs::read_to_string(env.path("diag.toml")).unwrap();
@@ -39,16 +41,16 @@ fn env(server: &Aimock, serve: &str) -> TestEnv {
 }
 
 /// One `diag serve` process; killed (SIGKILL) when dropped if it still runs.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Serve {
     /// Starts `diag serve --listen 127.0.0.1:0` with `extra` variables, and waits for the
     /// line that says where it listens.
-    fn start(env: &TestEnv, extra: &[(&str, &str)]) -> Serve {
+    pub(crate) fn start(env: &TestEnv, extra: &[(&str, &str)]) -> Serve {
         let mut cmd = env.command();
         cmd.args(["--config", "diag.toml", "serve", "--listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
@@ -82,15 +84,19 @@ impl Serve {
         Serve { child, addr, lines }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.lines.lock().unwrap().join("\n")
     }
 
-    fn signal(&self, signal: libc::c_int) {
+    pub(crate) fn signal(&self, signal: libc::c_int) {
         let pid = i32::try_from(self.child.id()).unwrap();
         // SAFETY: a signal to our own child process.
         assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
@@ -103,7 +109,7 @@ impl Serve {
     }
 
     /// Waits (bounded) for the process to end.
-    fn wait(&mut self) -> ExitStatus {
+    pub(crate) fn wait(&mut self) -> ExitStatus {
         let deadline = Instant::now() + bounded::LIMIT;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -120,7 +126,7 @@ impl Serve {
 
     /// Polls `ready` until it returns a value, failing (with the server's stderr) if the
     /// process ends first or nothing comes within the limit.
-    fn poll<T>(&mut self, what: &str, mut ready: impl FnMut(&Serve) -> Option<T>) -> T {
+    pub(crate) fn poll<T>(&mut self, what: &str, mut ready: impl FnMut(&Serve) -> Option<T>) -> T {
         let deadline = Instant::now() + bounded::LIMIT;
         loop {
             if let Some(v) = ready(self) {
@@ -141,13 +147,13 @@ impl Serve {
         }
     }
 
-    fn healthz(&self) -> Value {
+    pub(crate) fn healthz(&self) -> Value {
         let (code, _, body) = request(&self.addr, "GET", "/healthz", None, b"");
         assert_eq!(code, 200, "{body}");
         serde_json::from_str(&body).unwrap()
     }
 
-    fn done(&self) -> u64 {
+    pub(crate) fn done(&self) -> u64 {
         self.healthz()["queue"]["done"].as_u64().unwrap()
     }
 }
@@ -162,7 +168,7 @@ impl Drop for Serve {
 }
 
 /// Polls `ready` for up to the limit (several processes: none of them is the one to watch).
-fn poll<T>(what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn poll<T>(what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + bounded::LIMIT;
     loop {
         if let Some(v) = ready() {
@@ -174,7 +180,7 @@ fn poll<T>(what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
 }
 
 /// One HTTP/1.1 request on a new connection: (status, head in lower case, body).
-fn request(
+pub(crate) fn request(
     addr: &str,
     method: &str,
     path: &str,
@@ -208,12 +214,12 @@ fn request(
     (code, head.to_ascii_lowercase(), body.to_string())
 }
 
-fn post(serve: &Serve, token: Option<&str>, body: &[u8]) -> (u16, String, String) {
+pub(crate) fn post(serve: &Serve, token: Option<&str>, body: &[u8]) -> (u16, String, String) {
     request(&serve.addr, "POST", "/alertmanager", token, body)
 }
 
 /// A webhook body (payload version `version`) of `alerts`, grouped under `name`.
-fn payload(version: &str, name: &str, alerts: Value) -> Vec<u8> {
+pub(crate) fn payload(version: &str, name: &str, alerts: Value) -> Vec<u8> {
     json!({
         "version": version,
         "groupKey": format!("{{}}:{{alertname=\"{name}\"}}"),
@@ -230,7 +236,7 @@ fn payload(version: &str, name: &str, alerts: Value) -> Vec<u8> {
     .into_bytes()
 }
 
-fn webhook_alert(labels: Value, fingerprint: &str) -> Value {
+pub(crate) fn webhook_alert(labels: Value, fingerprint: &str) -> Value {
     json!({
         "status": "firing",
         "labels": labels,
@@ -243,7 +249,7 @@ fn webhook_alert(labels: Value, fingerprint: &str) -> Value {
 }
 
 /// One firing alert named `name`, as a webhook body.
-fn one_alert(name: &str) -> Vec<u8> {
+pub(crate) fn one_alert(name: &str) -> Vec<u8> {
     payload(
         "4",
         name,
@@ -252,14 +258,14 @@ fn one_alert(name: &str) -> Vec<u8> {
 }
 
 /// The stored runs (`diag runs --json`).
-fn runs(env: &TestEnv) -> Vec<Value> {
+pub(crate) fn runs(env: &TestEnv) -> Vec<Value> {
     let out = env.run(&["runs", "--json", "--limit", "1000"]);
     out.expect(0);
     out.json()["runs"].as_array().unwrap().clone()
 }
 
 /// `diag trace RUN --json`.
-fn trace(env: &TestEnv, run_id: &str) -> Value {
+pub(crate) fn trace(env: &TestEnv, run_id: &str) -> Value {
     let out = env.run(&["trace", run_id, "--json"]);
     out.expect(0);
     out.json()
@@ -267,7 +273,7 @@ fn trace(env: &TestEnv, run_id: &str) -> Value {
 
 /// The queue as `(state, attempts, runs)` per notification, oldest first, read from the
 /// SQLite file (read-only: nothing here sweeps or claims).
-fn sqlite_queue(env: &TestEnv) -> Vec<(String, i64, Vec<String>)> {
+pub(crate) fn sqlite_queue(env: &TestEnv) -> Vec<(String, i64, Vec<String>)> {
     let conn =
         rusqlite::Connection::open_with_flags(env.db(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .unwrap();
@@ -284,7 +290,7 @@ fn sqlite_queue(env: &TestEnv) -> Vec<(String, i64, Vec<String>)> {
 }
 
 /// Alertmanager sending every group to `serves` with the token.
-fn am_to(serves: &[&Serve], group_wait_s: u32) -> Alertmanager {
+pub(crate) fn am_to(serves: &[&Serve], group_wait_s: u32) -> Alertmanager {
     Alertmanager::start(&AmConfig {
         webhooks: serves
             .iter()
@@ -301,7 +307,7 @@ fn am_to(serves: &[&Serve], group_wait_s: u32) -> Alertmanager {
 /// Now, as Alertmanager takes a `startsAt`. Alertmanager sends a group at once, without its
 /// `group_wait`, when its first alert started longer ago than that: alerts meant to arrive as
 /// one group start now.
-fn now() -> String {
+pub(crate) fn now() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap()
@@ -335,7 +341,11 @@ fn most_at_once(runs: &[Value]) -> usize {
 #[test]
 fn alertmanager_deliveries_make_one_run_per_group_and_resolved_ones_are_recorded_only() {
     let server = Aimock::start_with("graph.json", Some(KEY));
-    let env = env(&server, "concurrency = 2\n");
+    let mut env = env(
+        &server,
+        "concurrency = 2\nread_token_env = \"DIAG_SERVE_READ_TEST\"\n",
+    );
+    env.set_env("DIAG_SERVE_READ_TEST", READ);
     let mut serve = Serve::start(&env, &[]);
     let am = am_to(&[&serve], 1);
     let now = now();
@@ -385,21 +395,23 @@ fn alertmanager_deliveries_make_one_run_per_group_and_resolved_ones_are_recorded
     );
     let run_id = stored[0]["run_id"].as_str().unwrap();
 
-    // The report of a run, HTML or Markdown, with the token; an unknown run is 404.
+    // The report of a run, HTML or Markdown, with the read token; an unknown run is 404; the
+    // webhook token opens no report.
     let path = format!("/runs/{run_id}/report");
-    let (code, head, html) = request(&serve.addr, "GET", &path, Some(TOKEN), b"");
+    let (code, head, html) = request(&serve.addr, "GET", &path, Some(READ), b"");
     assert_eq!(code, 200, "{html}");
     assert!(head.contains("content-type: text/html"), "{head}");
     assert!(html.contains("<h2>Alert</h2>"), "{html}");
     let md_path = format!("{path}?format=md");
-    let (code, head, md) = request(&serve.addr, "GET", &md_path, Some(TOKEN), b"");
+    let (code, head, md) = request(&serve.addr, "GET", &md_path, Some(READ), b"");
     assert_eq!(code, 200, "{md}");
     assert!(head.contains("content-type: text/markdown"), "{head}");
     assert!(md.contains(run_id), "{md}");
     let unknown = "/runs/run-nonexistent/report";
-    let (code, _, body) = request(&serve.addr, "GET", unknown, Some(TOKEN), b"");
+    let (code, _, body) = request(&serve.addr, "GET", unknown, Some(READ), b"");
     assert_eq!(code, 404, "{body}");
     assert_eq!(request(&serve.addr, "GET", &path, None, b"").0, 401);
+    assert_eq!(request(&serve.addr, "GET", &path, Some(TOKEN), b"").0, 403);
 
     // The alerts resolve: Alertmanager sends resolved notifications, recorded, not run.
     let ended = self::now();
@@ -570,7 +582,7 @@ fn a_burst_of_200_alerts_is_queued_and_each_group_investigated_once_with_the_con
 }
 
 /// Waits until a run is RUNNING with its Verifier waiting on the slow model; returns its id.
-fn verifier_waiting(env: &TestEnv, serve: &mut Serve) -> String {
+pub(crate) fn verifier_waiting(env: &TestEnv, serve: &mut Serve) -> String {
     let db = env.db();
     serve.poll("a run waiting on its Verifier", |_| {
         let conn =

@@ -404,7 +404,7 @@ fn store_copy_carries_runs_between_backends_with_byte_identical_exports() {
     let live = diag_testkit::open_sqlite(Path::new(sqlite)).unwrap();
     let rec = live.create_run(new_run("run-still-going", "s", 0)).unwrap();
     let out = copy(sqlite, back);
-    assert!(out.ends_with("1 RUNNING not copied\n"), "{out}");
+    assert!(out.contains("1 RUNNING not copied\n"), "{out}");
     drop(rec);
     drop(live);
     assert!(

@@ -11,5 +11,6 @@
 
 pub mod alertmanager;
 pub mod investigate;
+pub mod links;
 pub mod notify;
 pub mod serve;

@@ -12,9 +12,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use diag_core::alert::AlertGroup;
+use diag_core::clock::Timestamp;
 use diag_core::text::one_line;
 
 use crate::investigate::GroupOutcome;
+use crate::links::ReportLinks;
 
 /// The `schema` member of a result webhook's body.
 pub const NOTIFY_SCHEMA: &str = "diag.alert_result.v1";
@@ -29,6 +31,26 @@ pub struct NotifyTarget {
     /// The root under which `diag serve` serves reports (`…/runs/RUN_ID/report`), for the
     /// link; `None`: no link.
     pub report_base: Option<String>,
+    /// What signs each link so that it opens that one report in a browser
+    /// ([`crate::links`]); `None`: a bare link, which opens only with `diag serve`'s read
+    /// token.
+    pub links: Option<ReportLinks>,
+}
+
+impl NotifyTarget {
+    /// The link to `run_id`'s report made at `now`, if the target has a report root.
+    pub fn report_url(&self, run_id: &str, now: Timestamp) -> Option<String> {
+        let base = self.report_base.as_ref()?;
+        let query = self
+            .links
+            .as_ref()
+            .map(|l| l.query(run_id, now))
+            .unwrap_or_default();
+        Some(format!(
+            "{}/runs/{run_id}/report{query}",
+            base.trim_end_matches('/')
+        ))
+    }
 }
 
 /// The body of one result webhook.
@@ -57,15 +79,14 @@ pub struct AlertSummary {
     pub starts_at: Option<diag_core::clock::Timestamp>,
 }
 
-/// The result message for `group`'s run.
-pub fn message(target: &NotifyTarget, group: &AlertGroup, outcome: &GroupOutcome) -> ResultMessage {
-    let report_url = target.report_base.as_ref().map(|base| {
-        format!(
-            "{}/runs/{}/report",
-            base.trim_end_matches('/'),
-            outcome.run_id
-        )
-    });
+/// The result message for `group`'s run, made at `now` (when its report link's time starts).
+pub fn message(
+    target: &NotifyTarget,
+    group: &AlertGroup,
+    outcome: &GroupOutcome,
+    now: Timestamp,
+) -> ResultMessage {
+    let report_url = target.report_url(&outcome.run_id, now);
     let title = group.title();
     let mut markdown = format!("### diag: {}\n\n", markdown_text(&title));
     markdown.push_str(&format!(

@@ -24,6 +24,9 @@ pub struct Config {
     /// Which named model each agent uses.
     #[serde(default)]
     pub agents: AgentsConfig,
+    /// How the Executor gathers its evidence.
+    #[serde(default)]
+    pub executor: ExecutorConfig,
     #[serde(default)]
     pub tools: ToolsConfig,
     /// MCP servers started over stdio.
@@ -80,6 +83,23 @@ pub struct ServeConfig {
     pub drain_secs: u64,
     /// How far before an alert started its question looks, in seconds.
     pub lookback_secs: u64,
+    /// The environment variable holding a token that opens any run's report (for tools);
+    /// none: reports open only by their signed links. It never posts alerts.
+    pub read_token_env: Option<String>,
+    /// The environment variable holding the key that signs report links (at least 32 bytes);
+    /// when it is not set, `diag serve` draws a random key at start, and its links stop
+    /// opening when it stops.
+    pub link_key_env: String,
+    /// How long a report link opens: a duration like `30d`, `12h`, `45m`.
+    pub report_link_ttl: String,
+    /// Seconds a connection has to send a whole request head, counted from when it waits for
+    /// one: a new connection that sends nothing, and a kept-alive one idle between
+    /// requests, is closed after it.
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request has to send its whole body; a slower one gets 408.
+    pub body_read_timeout_secs: u64,
+    /// Connections open at once at most; one past it is closed as soon as it is accepted.
+    pub max_connections: u32,
 }
 
 impl Default for ServeConfig {
@@ -94,6 +114,12 @@ impl Default for ServeConfig {
             concurrency: 2,
             drain_secs: 30,
             lookback_secs: 15 * 60,
+            read_token_env: None,
+            link_key_env: "DIAG_SERVE_LINK_KEY".into(),
+            report_link_ttl: "30d".into(),
+            header_read_timeout_secs: 10,
+            body_read_timeout_secs: 30,
+            max_connections: 512,
         }
     }
 }
@@ -111,7 +137,14 @@ pub struct ModelConfig {
     pub timeout_secs: u64,
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_secs: u64,
-    pub temperature: Option<f32>,
+    /// The sampling temperature sent with every request to this model (0 to 2): 0 when not
+    /// set, so every agent decodes greedily unless told otherwise. An endpoint that refuses
+    /// the parameter is sent none from then on (learned like the structured-output form).
+    #[serde(default)]
+    pub temperature: f32,
+    /// The sampling seed sent with every request when set (llama.cpp, vLLM and OpenAI take
+    /// `seed`); an endpoint that refuses it is sent none from then on.
+    pub seed: Option<u64>,
     /// The most completion tokens any request to this model asks for (a cap on the agents'
     /// `[limits.max_tokens]`).
     pub max_tokens: Option<u32>,
@@ -146,6 +179,24 @@ pub struct AgentsConfig {
     pub executor: Option<String>,
     pub verifier: Option<String>,
     pub composer: Option<String>,
+}
+
+/// `[executor]`: how the Executor gathers its evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorConfig {
+    /// Run the plan's steps as tool calls before the Executor's first model turn, so it starts
+    /// from their recorded outputs and only adds the calls it needs. On by default: a model
+    /// that does not call tools has no evidence otherwise.
+    pub run_plan_steps: bool,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            run_plan_steps: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -401,6 +452,15 @@ impl Config {
             ),
             ("serve.max_queue", self.serve.max_queue == 0),
             ("serve.concurrency", self.serve.concurrency == 0),
+            (
+                "serve.header_read_timeout_secs",
+                self.serve.header_read_timeout_secs == 0,
+            ),
+            (
+                "serve.body_read_timeout_secs",
+                self.serve.body_read_timeout_secs == 0,
+            ),
+            ("serve.max_connections", self.serve.max_connections == 0),
         ] {
             if zero {
                 return Err(invalid(key.into(), "must be at least 1"));
@@ -433,6 +493,12 @@ impl Config {
                 return Err(invalid(
                     format!("models.{name}.max_tokens"),
                     "must be at least 1",
+                ));
+            }
+            if !(m.temperature.is_finite() && (0.0..=2.0).contains(&m.temperature)) {
+                return Err(invalid(
+                    format!("models.{name}.temperature"),
+                    "must be a number from 0 to 2",
                 ));
             }
             if m.context_tokens.is_some_and(|n| n < 256) {
@@ -839,6 +905,25 @@ max_tool_calls = 4
         assert_eq!(c.limits.max_tool_calls, 4);
         assert_eq!(c.limits.max_turns, 8);
         assert_eq!(c.mcp[0].args, ["/srv/runbooks"]);
+        assert!(c.executor.run_plan_steps, "on unless set off");
+    }
+
+    #[test]
+    fn the_plan_steps_setting_is_read_and_checked_by_key() {
+        let c = Config::parse("[executor]\nrun_plan_steps = false\n", "f.toml").unwrap();
+        assert!(!c.executor.run_plan_steps);
+        let c = Config::parse("[executor]\nrun_plan_steps = true\n", "f.toml").unwrap();
+        assert!(c.executor.run_plan_steps);
+        for (text, key) in [
+            (
+                "[executor]\nrun_plan_steps = \"yes\"\n",
+                "executor.run_plan_steps",
+            ),
+            ("[executor]\nrun_plans = false\n", "executor.run_plans"),
+        ] {
+            let e = Config::parse(text, "f.toml").unwrap_err().to_string();
+            assert!(e.contains(&format!("key `{key}`")), "{e}");
+        }
     }
 
     #[test]
@@ -916,7 +1001,8 @@ max_tool_calls = 4
             (
                 "colour = true\n",
                 "config bad.toml: key `colour`: unknown key (expected one of `models`, \
-                 `agents`, `tools`, `mcp`, `limits`, `store`, `notify`, `serve`) (line 1)",
+                 `agents`, `executor`, `tools`, `mcp`, `limits`, `store`, `notify`, `serve`) \
+                 (line 1)",
             ),
         ];
         for (text, want) in cases {
@@ -932,6 +1018,12 @@ max_tool_calls = 4
         assert_eq!(c.serve.listen, "127.0.0.1:9464");
         assert_eq!(c.serve.token_env, "DIAG_SERVE_TOKEN");
         assert!(!c.serve.allow_no_token);
+        assert_eq!(c.serve.read_token_env, None);
+        assert_eq!(c.serve.link_key_env, "DIAG_SERVE_LINK_KEY");
+        assert_eq!(c.serve.report_link_ttl, "30d");
+        assert_eq!(c.serve.header_read_timeout_secs, 10);
+        assert_eq!(c.serve.body_read_timeout_secs, 30);
+        assert_eq!(c.serve.max_connections, 512);
         let c = Config::parse(
             "[notify]\nurl = \"https://chat.example/hook\"\ntoken_env = \"T\"\n\
              [serve]\nconcurrency = 4\n",
@@ -948,6 +1040,15 @@ max_tool_calls = 4
             ("[notify]\nurl = \"ftp://x\"\n", "notify.url"),
             ("[serve]\nconcurrency = 0\n", "serve.concurrency"),
             ("[serve]\nmax_body_bytes = 0\n", "serve.max_body_bytes"),
+            (
+                "[serve]\nheader_read_timeout_secs = 0\n",
+                "serve.header_read_timeout_secs",
+            ),
+            (
+                "[serve]\nbody_read_timeout_secs = 0\n",
+                "serve.body_read_timeout_secs",
+            ),
+            ("[serve]\nmax_connections = 0\n", "serve.max_connections"),
             ("[serve]\nlisten_on = \"x\"\n", "serve.listen_on"),
         ] {
             let e = Config::parse(text, "f.toml").unwrap_err().to_string();
@@ -964,6 +1065,11 @@ max_tool_calls = 4
             StructuredOutputSetting::Auto
         );
         assert_eq!(c.models["a"].context_tokens, None);
+        assert_eq!(
+            c.models["a"].temperature, 0.0,
+            "greedy unless told otherwise"
+        );
+        assert_eq!(c.models["a"].seed, None);
         assert_eq!(c.limits.max_tokens, MaxTokensConfig::DEFAULT);
         let c = Config::parse(
             &format!(
@@ -979,6 +1085,19 @@ max_tool_calls = 4
         );
         assert_eq!(c.models["a"].context_tokens, Some(2048));
         assert_eq!(c.limits.max_tokens.planner, 300);
+        let c = Config::parse(
+            &format!(
+                "{model}temperature = 0.7
+seed = 42
+"
+            ),
+            "f.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.models["a"].temperature, c.models["a"].seed),
+            (0.7, Some(42))
+        );
         assert_eq!(
             c.limits.max_tokens.executor,
             MaxTokensConfig::DEFAULT.executor
@@ -993,6 +1112,19 @@ max_tool_calls = 4
                 "models.a.context_tokens",
             ),
             (format!("{model}max_tokens = 0\n"), "models.a.max_tokens"),
+            (
+                format!("{model}temperature = 2.5\n"),
+                "models.a.temperature",
+            ),
+            (
+                format!("{model}temperature = -0.1\n"),
+                "models.a.temperature",
+            ),
+            (
+                format!("{model}temperature = nan\n"),
+                "models.a.temperature",
+            ),
+            (format!("{model}seed = -1\n"), "models.a.seed"),
             (
                 "[limits.max_tokens]\nverifier = 10\n".to_string(),
                 "limits.max_tokens.verifier",

@@ -28,7 +28,7 @@ use diag_core::clock::Clock;
 use diag_core::graph::{EngineError, Event, InvokeOptions, NodeKind, Observer, RunConfig};
 use diag_core::ids::IdSource;
 use diag_core::limits::Limits;
-use diag_core::protocol::ToolInvocation;
+use diag_core::protocol::{RunClock, ToolInvocation};
 use diag_core::store::alerts::RunAlerts;
 use diag_core::store::{
     FinishError, NewRun, Recorder as StoreRecorder, RunStatus, RunSummary, Store, StoreError,
@@ -60,6 +60,9 @@ pub struct AskDeps {
     /// Whether the run stores its limits and exports them into its run file: `false` only
     /// for a replay of a file that records none, whose export records none either.
     pub record_limits: bool,
+    /// Run the plan's steps as tool calls before the Executor's first turn (a live run's
+    /// `[executor] run_plan_steps`; a replay: when its recording has them).
+    pub run_plan_steps: bool,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
     pub store: Store,
@@ -282,6 +285,7 @@ struct EarlyFailure<'a> {
     run_id: String,
     session_id: String,
     question: String,
+    started_at: diag_core::clock::Timestamp,
 }
 
 impl EarlyFailure<'_> {
@@ -298,7 +302,7 @@ impl EarlyFailure<'_> {
             self.run_id,
             self.session_id,
             RunEnd::Failed { failure },
-            DiagnosisState::new(self.question),
+            DiagnosisState::new(self.question, RunClock::at(self.started_at)),
             tape.map(|t| t.exchanges()),
         ))
     }
@@ -315,6 +319,8 @@ struct Started<'a> {
     tape: Option<Arc<Recorder>>,
     /// The tool catalog, read once: stored with the run and handed to the nodes.
     catalog: Vec<diag_core::tools::ToolSpec>,
+    /// The run's recorded start: every agent is shown it as the run's clock.
+    started_at: diag_core::clock::Timestamp,
     /// The clock's elapsed time when the run began.
     began: std::time::Duration,
     /// Why what the store remembered of the run's endpoints was not recorded with it.
@@ -329,6 +335,7 @@ impl<'a> Started<'a> {
                 run_id: self.run_id,
                 session_id: self.session_id,
                 question: self.question,
+                started_at: self.started_at,
             },
             self.tape,
         )
@@ -517,6 +524,7 @@ fn start_run(
         recorder,
         tape,
         catalog,
+        started_at,
         began,
         endpoints_warning,
     })
@@ -542,6 +550,7 @@ fn compile_graph(
         hooks: Arc::new(TeeHooks(hooks)),
         clock: deps.clock.clone(),
         limits: deps.limits,
+        run_plan_steps: deps.run_plan_steps,
     });
     topology::compile((deps.nodes)(NodeDeps {
         invoker: agents,
@@ -567,7 +576,7 @@ async fn invoke_graph(
         progress,
     };
     let invoked = AssertUnwindSafe(graph.invoke(
-        DiagnosisState::new(started.question.clone()),
+        DiagnosisState::new(started.question.clone(), RunClock::at(started.started_at)),
         &started.config,
         InvokeOptions {
             step_limit: STEP_LIMIT,

@@ -35,6 +35,7 @@ pub fn live_deps(env: &LiveEnvironment, clock: Arc<dyn Clock>, store: &Store) ->
         tools: env.tools.clone(),
         limits: env.limits,
         record_limits: true,
+        run_plan_steps: env.run_plan_steps,
         clock,
         ids: Arc::new(RandomIds),
         store: store.clone(),

@@ -92,8 +92,9 @@ pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
 }
 
 /// The dependencies that serve a run file: recorded models for the four agents, recorded
-/// tools, the limits the file records (today's defaults when it records none), and the clock
-/// pinned to `started_at`. The tape reports any divergence.
+/// tools, the limits the file records (today's defaults when it records none), the plan's
+/// steps run when the recording has them, and the clock pinned to `started_at`. The tape
+/// reports any divergence.
 pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (AskDeps, Arc<Tape>) {
     let tape = Tape::new(run.exchanges.clone(), run.tools.clone());
     let mut overrides: HashMap<AgentRole, Arc<dyn ChatModel>> = HashMap::new();
@@ -118,6 +119,7 @@ pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (Ask
         tools: Arc::new(RecordedTools { tape: tape.clone() }),
         limits: run.limits(),
         record_limits: run.limits.is_some(),
+        run_plan_steps: tape.has_plan_steps(),
         clock: Arc::new(FixedClock(run.started_at)),
         ids,
         store: store.clone(),

@@ -125,6 +125,8 @@ pub struct LiveEnvironment {
     pub tools: Arc<RegistryTools>,
     /// The configured limits.
     pub limits: Limits,
+    /// `[executor] run_plan_steps`.
+    pub run_plan_steps: bool,
     pub mcp_servers: Vec<McpServer>,
     /// What the model endpoints taught, shared by `models` (pass it to [`live_with`] to keep
     /// it for another setup).
@@ -147,7 +149,8 @@ fn openai_config(m: &ModelConfig) -> OpenAiConfig {
     c.api_key_env = m.api_key_env.clone();
     c.request_timeout = m.request_timeout();
     c.connect_timeout = m.connect_timeout();
-    c.temperature = m.temperature;
+    c.temperature = Some(m.temperature);
+    c.seed = m.seed;
     c.max_tokens = m.max_tokens;
     c.structured_output = m.structured_output;
     c.context_tokens = m.context_tokens;
@@ -330,6 +333,7 @@ pub async fn live_with(
         models,
         tools: Arc::new(RegistryTools { registry, clock }),
         limits: config.limits,
+        run_plan_steps: config.executor.run_plan_steps,
         mcp_servers: servers,
         endpoints: endpoints.clone(),
         endpoints_used: endpoints_used(config),

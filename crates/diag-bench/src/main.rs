@@ -218,7 +218,10 @@ fn bench_graph(
                     };
                     graph
                         .invoke(
-                            DiagnosisState::new("why does checkout return 502?"),
+                            DiagnosisState::new(
+                                "why does checkout return 502?",
+                                diag_core::protocol::RunClock::at(clock.now()),
+                            ),
                             &config,
                             opts,
                         )
@@ -465,12 +468,13 @@ async fn stored_run(
     run_id: &str,
 ) -> Result<DiagnosisState, String> {
     let question = "why does checkout return 502?";
+    let started_at = clock.now();
     let recorder = store
         .create_run(NewRun {
             run_id: run_id.to_string(),
             session_id: "bench-session".to_string(),
             question: question.to_string(),
-            started_at: clock.now(),
+            started_at,
             tools: Vec::new(),
             limits: None,
             resumed_from: None,
@@ -486,7 +490,11 @@ async fn stored_run(
         observer: &mut observer,
     };
     let state = graph
-        .invoke(DiagnosisState::new(question), &config, opts)
+        .invoke(
+            DiagnosisState::new(question, diag_core::protocol::RunClock::at(started_at)),
+            &config,
+            opts,
+        )
         .await
         .map_err(|f| f.error.to_string())?;
     if let Some(e) = recorder.take_error() {

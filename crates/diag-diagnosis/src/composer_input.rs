@@ -18,11 +18,12 @@ use serde::{Deserialize, Serialize};
 use super::state::DiagnosisState;
 use crate::protocol::grounding::{context_of_evidence, EvidenceContext};
 use crate::protocol::{
-    ToolInvocation, Verdict, VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
+    RunClock, ToolInvocation, Verdict, VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComposerInput {
+    pub run_clock: RunClock,
     pub effective_verdict: Verdict,
     pub allowed_claims: Vec<AllowedClaim>,
     pub missing_information: Vec<String>,
@@ -130,6 +131,10 @@ pub struct AnswerMaterial {
     pub recommendations: Vec<String>,
     pub dropped_items: u32,
     pub context: EvidenceContext,
+    /// The question alone, and each allowed claim (in order) with the evidence context of
+    /// its own verified evidence: what places the citations of an answer that has none.
+    pub question_context: EvidenceContext,
+    pub claim_contexts: Vec<(String, EvidenceContext)>,
 }
 
 impl AnswerMaterial {
@@ -147,12 +152,30 @@ impl AnswerMaterial {
         let (missing_information, dropped_missing) =
             grounded_items(&result.missing_information, &context);
         let (recommendations, dropped_recs) = grounded_items(&result.recommendations, &context);
+        let mut question_context = EvidenceContext::new();
+        question_context.push_text(question);
+        let claim_contexts = allowed
+            .iter()
+            .map(|claim| {
+                let own: Vec<VerifiedEvidence> = verified_evidence
+                    .iter()
+                    .filter(|e| e.claim_id == claim.claim_id)
+                    .cloned()
+                    .collect();
+                (
+                    claim.claim_id.clone(),
+                    context_of_evidence(run_id, &own, invocations),
+                )
+            })
+            .collect();
         AnswerMaterial {
             allowed_claims: allowed,
             missing_information,
             recommendations,
             dropped_items: dropped_missing.saturating_add(dropped_recs),
             context,
+            question_context,
+            claim_contexts,
         }
     }
 
@@ -165,11 +188,14 @@ impl AnswerMaterial {
     }
 }
 
+/// The Composer's declared input: the run's clock, the effective verdict and the material.
 pub fn build_composer_input(
+    run_clock: &RunClock,
     effective_verdict: Verdict,
     material: &AnswerMaterial,
 ) -> ComposerInput {
     ComposerInput {
+        run_clock: run_clock.clone(),
         effective_verdict,
         allowed_claims: material.allowed_claims.clone(),
         missing_information: material.missing_information.clone(),
@@ -239,7 +265,7 @@ pub fn composer_input_from_state(
         .effective_verdict
         .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
     let material = answer_material_from_state(state, run_id, invocations)?;
-    Ok(build_composer_input(verdict, &material))
+    Ok(build_composer_input(&state.run_clock, verdict, &material))
 }
 
 /// The serialized Composer input built from `material`. The first call builds and stores
@@ -257,7 +283,7 @@ pub fn composer_input_json(
         .round
         .effective_verdict
         .ok_or(ComposerInputError::MissingEffectiveVerdict)?;
-    let input = build_composer_input(verdict, material);
+    let input = build_composer_input(&state.run_clock, verdict, material);
     let text = serde_json::to_string(&input).map_err(|_| ComposerInputError::Serialize)?;
     state.round.composer_input = Some(text.clone());
     state.round.dropped_items = material.dropped_items;

@@ -370,7 +370,10 @@ mod tests {
     #[test]
     fn run_summary_carries_what_the_final_state_says() {
         let finished_at = Timestamp::from_unix_ms(1_700_000_000_000);
-        let mut state = DiagnosisState::new("why 502s?");
+        let mut state = DiagnosisState::new(
+            "why 502s?",
+            crate::protocol::RunClock::at(crate::clock::Timestamp::from_unix_ms(0)),
+        );
         let empty = run_summary(&state, finished_at, 12);
         assert_eq!(
             empty,

@@ -18,16 +18,18 @@ use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use super::topology::DiagnosisNodes;
 use super::verified_input::{build_verified_input, verifier_input_json};
 use crate::agent::{
-    AgentFailure, AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError,
+    AgentFailure, AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError, PlanCall,
 };
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::model::OutputSchema;
+use crate::protocol::composer::place_citations;
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run_with_question};
+use crate::protocol::grounding::answer_markers;
 use crate::protocol::schema;
 use crate::protocol::{
     bounded_token_text, check_answer_citations, check_answer_tokens, check_executor_references,
     effective_verdict, parse_composer, parse_executor, parse_plan, parse_verifier, Plan,
-    PlannerMode, RetryContext, Verdict,
+    PlannerMode, RetryContext, RunClock, Verdict,
 };
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -63,6 +65,7 @@ fn serialize<T: Serialize>(input: &T) -> String {
 /// The Planner's declared input.
 #[derive(Serialize)]
 pub struct PlannerInput<'a> {
+    pub run_clock: &'a RunClock,
     pub diagnosis_context: &'a DiagnosisContext,
     pub tool_catalog: &'a [ToolSpec],
     pub mode: PlannerMode,
@@ -73,6 +76,7 @@ pub struct PlannerInput<'a> {
 /// The Executor's declared input.
 #[derive(Serialize)]
 pub struct ExecutorInput<'a> {
+    pub run_clock: &'a RunClock,
     pub diagnosis_context: &'a DiagnosisContext,
     pub plan: &'a Plan,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,6 +97,20 @@ fn contract(name: &str, schema: serde_json::Value) -> Option<OutputSchema> {
         name: name.to_string(),
         schema,
         grammar: None,
+    })
+}
+
+/// An output contract with a grammar form of its own, for servers that compile the schema
+/// to a grammar (openspec/specs/agent-runtime/spec.md, "contracts a small model can keep").
+fn contract_with_grammar(
+    name: &str,
+    schema: serde_json::Value,
+    grammar: serde_json::Value,
+) -> Option<OutputSchema> {
+    Some(OutputSchema {
+        name: name.to_string(),
+        schema,
+        grammar: Some(grammar),
     })
 }
 
@@ -117,7 +135,20 @@ fn evidence_turn(
             })
             .unwrap_or_default(),
         relevance,
+        question: context.question.clone(),
     }
+}
+
+/// The plan's steps as the tool calls the runtime may run before the Executor's first turn.
+fn plan_calls(plan: &Plan) -> Vec<PlanCall> {
+    plan.steps
+        .iter()
+        .map(|s| PlanCall {
+            step_id: s.id.clone(),
+            tool: s.tool.clone(),
+            arguments: serde_json::Value::Object(s.arguments.clone()),
+        })
+        .collect()
 }
 
 /// What an agent attempt's result says for the Fallback: the failure, or none.
@@ -145,6 +176,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 PlannerMode::Normal => None,
             };
             let input = PlannerInput {
+                run_clock: &state.run_clock,
                 diagnosis_context: &state.context,
                 tool_catalog: &self.deps.catalog,
                 mode: state.planner_mode,
@@ -163,11 +195,13 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 input: serialize(&input),
                 correction: None,
                 completed_queries: Vec::new(),
-                output_schema: contract(
+                output_schema: contract_with_grammar(
                     crate::protocol::planner::SCHEMA,
                     schema::planner(&tools, state.planner_mode, retry),
+                    schema::planner_grammar(&tools, state.planner_mode, retry),
                 ),
                 evidence: None,
+                plan_calls: Vec::new(),
             };
             let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -221,6 +255,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                 PlannerMode::Normal => None,
             };
             let input = ExecutorInput {
+                run_clock: &state.run_clock,
                 diagnosis_context: &state.context,
                 plan,
                 retry_context: retry,
@@ -240,6 +275,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                     schema::executor(&names),
                 ),
                 evidence: Some(evidence_turn(&state.context, plan, retry)),
+                plan_calls: plan_calls(plan),
             };
             let before = self.deps.log.invocations(config.run_id()).len();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -401,11 +437,13 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                 input,
                 correction: None,
                 completed_queries: Vec::new(),
-                output_schema: contract(
+                output_schema: contract_with_grammar(
                     crate::protocol::verifier::SCHEMA,
                     schema::verifier(&verified_ids),
+                    schema::verifier_grammar(&verified_ids),
                 ),
                 evidence: None,
+                plan_calls: Vec::new(),
             };
             let result = self.deps.invoker.invoke(&request, config).await;
             state.last_failure = failure_of(AgentRole::Verifier, &result);
@@ -515,11 +553,13 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                 input,
                 correction,
                 completed_queries: Vec::new(),
-                output_schema: contract(
+                output_schema: contract_with_grammar(
                     crate::protocol::composer::SCHEMA,
                     schema::composer(&allowed),
+                    schema::composer_grammar(&allowed),
                 ),
                 evidence: None,
+                plan_calls: Vec::new(),
             };
             let result = self.deps.invoker.invoke(&request, config).await;
             state.last_failure = failure_of(AgentRole::Composer, &result);
@@ -568,6 +608,22 @@ impl ComposerNode {
         material: &AnswerMaterial,
     ) -> (AgentStatus, Step<Status>) {
         let allowed = material.allowed_ids();
+        // An answer without a single inline marker gets its citations placed from what its
+        // facts bind to; markers a model wrote are checked as they are.
+        let placed = if answer_markers(&rendered).is_empty() && !allowed.is_empty() {
+            place_citations(
+                &rendered,
+                &material.question_context,
+                &material.claim_contexts,
+            )
+        } else {
+            None
+        };
+        let (rendered, cited_claims, placed_markers) = match placed {
+            Some(p) => (p.markdown, p.cited_claims, Some(p.markers)),
+            None => (rendered, cited_claims.to_vec(), None),
+        };
+        let cited_claims = cited_claims.as_slice();
         if let Err(v) = check_answer_citations(&rendered, cited_claims, &allowed) {
             let s = AgentStatus::InvalidOutput;
             state.round.composer_refusal = Some(v.to_string());
@@ -589,9 +645,12 @@ impl ComposerNode {
             Ok(()) => {
                 state.final_answer = Some(rendered);
                 let s = AgentStatus::Completed;
-                let step = agent_step(&s)
+                let mut step = agent_step(&s)
                     .with("cited_claims", cited_claims.len())
                     .with("answer_tokens", check.checked);
+                if let Some(n) = placed_markers {
+                    step = step.with("citations_placed", n);
+                }
                 (s, step)
             }
             Err(v) => {

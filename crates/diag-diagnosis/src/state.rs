@@ -8,7 +8,7 @@ use crate::agent::AgentFailure;
 use crate::graph::{Event, GraphState};
 use crate::protocol::grounding::{TokenKind, Unbound};
 use crate::protocol::{
-    ExecutorOutput, GateStatus, GatekeeperRaw, Plan, PlannerMode, RetryContext, Verdict,
+    ExecutorOutput, GateStatus, GatekeeperRaw, Plan, PlannerMode, RetryContext, RunClock, Verdict,
     VerifiedEvidence, VerifiedExecutorOutput, VerifierResult,
 };
 
@@ -94,6 +94,9 @@ pub struct RoundState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DiagnosisState {
     pub context: DiagnosisContext,
+    /// The run's clock, from its recorded start: every agent's declared input carries it as
+    /// `run_clock`.
+    pub run_clock: RunClock,
     /// 1 for the first evidence round, 2 after Retry Prepare.
     #[serde(rename = "round")]
     pub round_number: u32,
@@ -120,14 +123,16 @@ pub struct DiagnosisState {
 }
 
 impl DiagnosisState {
-    /// The initial state of a run: the question only, mode NORMAL, zero counters, no events.
-    pub fn new(question: impl Into<String>) -> Self {
+    /// The initial state of a run: the question and the run's clock only, mode NORMAL, zero
+    /// counters, no events.
+    pub fn new(question: impl Into<String>, run_clock: RunClock) -> Self {
         let question = question.into();
         DiagnosisState {
             context: DiagnosisContext {
                 original_question: question.clone(),
                 question,
             },
+            run_clock,
             round_number: 1,
             planner_mode: PlannerMode::Normal,
             round: RoundState::default(),
@@ -236,7 +241,10 @@ mod tests {
 
     #[test]
     fn no_round_field_survives_begin_evidence_round() {
-        let mut state = DiagnosisState::new("why does checkout return 502?");
+        let mut state = DiagnosisState::new(
+            "why does checkout return 502?",
+            crate::protocol::RunClock::at(crate::clock::Timestamp::from_unix_ms(0)),
+        );
         state.round = filled_round();
         state.begin_evidence_round();
         assert_eq!(state.round, RoundState::default());
@@ -246,7 +254,10 @@ mod tests {
 
     #[test]
     fn run_fields_survive_begin_evidence_round() {
-        let mut state = DiagnosisState::new("why does checkout return 502?");
+        let mut state = DiagnosisState::new(
+            "why does checkout return 502?",
+            crate::protocol::RunClock::at(crate::clock::Timestamp::from_unix_ms(0)),
+        );
         state.round = filled_round();
         state.evidence_retry_count = 1;
         state.degraded = true;
@@ -261,7 +272,11 @@ mod tests {
 
     #[test]
     fn the_serialized_state_keeps_its_flat_shape() {
-        let value = serde_json::to_value(DiagnosisState::new("q")).unwrap();
+        let value = serde_json::to_value(DiagnosisState::new(
+            "q",
+            crate::protocol::RunClock::at(crate::clock::Timestamp::from_unix_ms(0)),
+        ))
+        .unwrap();
         assert_eq!(value["round"], 1);
         assert!(
             value.get("plan").is_some(),

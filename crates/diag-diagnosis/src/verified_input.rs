@@ -14,7 +14,8 @@ use super::state::{DiagnosisContext, DiagnosisState};
 use crate::protocol::gatekeeper::{binding_trusted, normalize};
 use crate::protocol::{
     Audit, BindingFailure, CheckedBinding, ClaimRefusal, CriticalGap, ExecutorOutput, GateStatus,
-    GatekeeperRaw, TokenKind, Verdict, VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput,
+    GatekeeperRaw, RunClock, TokenKind, Verdict, VerifiedClaim, VerifiedEvidence,
+    VerifiedExecutorOutput,
 };
 
 /// Why no projection could be built; each routes to the pre-verification Fallback.
@@ -197,6 +198,7 @@ pub fn refused_claims_view(raw: &GatekeeperRaw) -> Vec<RefusedClaimView> {
 /// Exactly what the Verifier is shown, and nothing else.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VerifierInput {
+    pub run_clock: RunClock,
     pub diagnosis_context: DiagnosisContext,
     pub verified_executor_output: VerifiedExecutorOutput,
     pub verified_evidence: Vec<VerifiedEvidence>,
@@ -259,6 +261,7 @@ pub fn build_verifier_input(state: &DiagnosisState) -> Result<VerifierInput, Ver
         None
     };
     Ok(VerifierInput {
+        run_clock: state.run_clock.clone(),
         diagnosis_context: state.context.clone(),
         verified_executor_output: verified.clone(),
         verified_evidence: state.round.verified_evidence.clone(),

@@ -186,6 +186,49 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock that reads `start` at its first reading and advances with real time from then: the
+/// clock of a run pinned to an earlier instant (`diag ask --at`), whose recorded start is
+/// exactly that instant and whose durations are still real.
+#[derive(Debug)]
+pub struct StartingClock {
+    start: Timestamp,
+    first_read: std::sync::OnceLock<Instant>,
+}
+
+impl StartingClock {
+    pub fn new(start: Timestamp) -> Self {
+        StartingClock {
+            start,
+            first_read: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The time since the first reading; zero at the first reading itself, so it reads
+    /// `start` exactly.
+    fn since_first_read(&self) -> Duration {
+        let mut first = false;
+        let at = self.first_read.get_or_init(|| {
+            first = true;
+            Instant::now()
+        });
+        if first {
+            Duration::ZERO
+        } else {
+            at.elapsed()
+        }
+    }
+}
+
+impl Clock for StartingClock {
+    fn now(&self) -> Timestamp {
+        self.start.saturating_add(self.since_first_read())
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.since_first_read()
+    }
+}
+
 /// A clock pinned to one instant: every reading is the same, every duration zero.
 #[derive(Debug, Clone, Copy)]
 pub struct FixedClock(pub Timestamp);
@@ -217,6 +260,15 @@ mod tests {
         let c = FixedClock(Timestamp::from_unix_ms(1_000));
         assert_eq!(c.now(), c.now());
         assert_eq!(c.elapsed(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_starting_clock_reads_its_start_first_and_never_goes_back() {
+        let start = Timestamp::parse_rfc3339("2026-11-30T14:11:00Z").unwrap();
+        let c = StartingClock::new(start);
+        assert_eq!(c.now(), start, "the first reading is the start itself");
+        assert!(c.now() >= start);
+        assert_eq!(StartingClock::new(start).elapsed(), Duration::ZERO);
     }
 
     #[test]

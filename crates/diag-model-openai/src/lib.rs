@@ -37,6 +37,7 @@ use reqwest::{StatusCode, Url};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
+use diag_core::model::sampling::{self, RefusedSampling, SamplingParameter};
 use diag_core::model::structured::{self, EndpointMemory, StructuredOutputSetting};
 use diag_core::model::Endpoint;
 use diag_core::model::{
@@ -84,8 +85,10 @@ pub struct OpenAiConfig {
     pub request_timeout: Duration,
     /// Extra attempts after a transient failure (0 disables the transport retry).
     pub max_transport_retries: u32,
-    /// Used when the request does not set its own.
+    /// Used when the request does not set its own; `None` sends none.
     pub temperature: Option<f32>,
+    /// The sampling seed sent with every request when set.
+    pub seed: Option<u64>,
     /// The most completion tokens any request may ask for; a request asking for fewer keeps
     /// its own, one without its own uses this.
     pub max_tokens: Option<u32>,
@@ -106,6 +109,7 @@ impl OpenAiConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_transport_retries: DEFAULT_MAX_TRANSPORT_RETRIES,
             temperature: None,
+            seed: None,
             max_tokens: None,
             structured_output: StructuredOutputSetting::Auto,
             context_tokens: None,
@@ -148,6 +152,39 @@ impl fmt::Debug for ApiKey {
     }
 }
 
+/// The sampling parameters one request is sent with.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sampling {
+    temperature: Option<f32>,
+    seed: Option<u64>,
+}
+
+impl Sampling {
+    /// These parameters less those `refused`.
+    fn without(self, refused: RefusedSampling) -> Sampling {
+        Sampling {
+            temperature: self
+                .temperature
+                .filter(|_| !refused.refuses(SamplingParameter::Temperature)),
+            seed: self
+                .seed
+                .filter(|_| !refused.refuses(SamplingParameter::Seed)),
+        }
+    }
+
+    /// The parameters it sends.
+    fn sent(self) -> Vec<SamplingParameter> {
+        let mut sent = Vec::new();
+        if self.temperature.is_some() {
+            sent.push(SamplingParameter::Temperature);
+        }
+        if self.seed.is_some() {
+            sent.push(SamplingParameter::Seed);
+        }
+        sent
+    }
+}
+
 /// A chat model behind an OpenAI-compatible `/chat/completions` endpoint.
 pub struct OpenAiModel {
     model: String,
@@ -158,6 +195,7 @@ pub struct OpenAiModel {
     connect_timeout: Duration,
     max_transport_retries: u32,
     temperature: Option<f32>,
+    seed: Option<u64>,
     max_tokens: Option<u32>,
     structured_output: StructuredOutputSetting,
     context_tokens: Option<u32>,
@@ -171,6 +209,8 @@ pub struct OpenAiModel {
     /// server before this instant (the node's technical retry, or another agent sharing the
     /// endpoint, waits for it instead of hitting the same 429).
     not_before: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Whether this adapter already asked its server what it is ([`Self::identify_server`]).
+    identified: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -184,6 +224,7 @@ impl fmt::Debug for OpenAiModel {
             .field("connect_timeout", &self.connect_timeout)
             .field("max_transport_retries", &self.max_transport_retries)
             .field("temperature", &self.temperature)
+            .field("seed", &self.seed)
             .field("max_tokens", &self.max_tokens)
             .field("structured_output", &self.structured_output)
             .field("context_tokens", &self.context_tokens)
@@ -249,12 +290,14 @@ impl OpenAiModel {
             connect_timeout: config.connect_timeout,
             max_transport_retries: config.max_transport_retries,
             temperature: config.temperature,
+            seed: config.seed,
             max_tokens: config.max_tokens,
             structured_output: config.structured_output,
             context_tokens: config.context_tokens,
             api_key_env: config.api_key_env,
             memory: EndpointMemory::default(),
             not_before: std::sync::Mutex::new(None),
+            identified: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -290,11 +333,15 @@ impl OpenAiModel {
     }
 
     /// How `request`'s output contract goes on the wire in `form`: not at all without a
-    /// contract, and beside tools only as `json_schema` (servers that take it take it beside
-    /// tools; a `json_object` grammar would leave the model no way to call a tool).
+    /// contract, and never beside tools. A server that constrains output compiles the contract
+    /// to a grammar over the whole answer (llama.cpp, Ollama, vLLM's guided decoding), which
+    /// leaves the model no way to write a tool call; the OpenAI-compatible API does not say
+    /// which servers do, so no request that offers tools carries one. The Executor's evidence
+    /// document then comes from its evidence turn, which offers no tools
+    /// (openspec/specs/agent-runtime/spec.md). The answer records the form as `off`.
     fn form_for(request: &ChatRequest, form: StructuredOutput) -> Option<StructuredOutput> {
         request.response_format.as_ref()?;
-        if !request.tools.is_empty() && form != StructuredOutput::JsonSchema {
+        if !request.tools.is_empty() {
             return Some(StructuredOutput::Off);
         }
         Some(form)
@@ -303,11 +350,30 @@ impl OpenAiModel {
     /// The JSON body sent for `request` (`stream: false`) with the structured-output form this
     /// endpoint currently takes. The key is never part of it.
     pub fn wire_request(&self, request: &ChatRequest) -> Value {
-        self.wire_request_in(request, Self::form_for(request, self.structured_form()))
+        self.wire_request_in(
+            request,
+            Self::form_for(request, self.structured_form()),
+            self.sampling(request),
+        )
     }
 
-    /// The JSON body for `request` with its output contract sent in `form`.
-    fn wire_request_in(&self, request: &ChatRequest, form: Option<StructuredOutput>) -> Value {
+    /// The sampling parameters `request` goes with: its own temperature or the configured
+    /// one, and the configured seed, less those the endpoint refused (its [`EndpointMemory`]).
+    fn sampling(&self, request: &ChatRequest) -> Sampling {
+        Sampling {
+            temperature: request.temperature.or(self.temperature),
+            seed: self.seed,
+        }
+        .without(self.memory.learned(&self.learned_key).refused_sampling)
+    }
+
+    /// The JSON body for `request` with its output contract sent in `form` and `sampling`.
+    fn wire_request_in(
+        &self,
+        request: &ChatRequest,
+        form: Option<StructuredOutput>,
+        sampling: Sampling,
+    ) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.model.clone()));
         body.insert(
@@ -327,8 +393,11 @@ impl OpenAiModel {
                 body.insert("tool_choice".into(), json!(choice.as_str()));
             }
         }
-        if let Some(t) = request.temperature.or(self.temperature) {
+        if let Some(t) = sampling.temperature {
             body.insert("temperature".into(), json!(t));
+        }
+        if let Some(seed) = sampling.seed {
+            body.insert("seed".into(), json!(seed));
         }
         let max_tokens = match (request.max_tokens, self.max_tokens) {
             (Some(r), Some(m)) => Some(r.min(m)),
@@ -350,9 +419,16 @@ impl OpenAiModel {
     /// once in the next form when the server refuses that one (`auto`, learned in the
     /// [`EndpointMemory`] from then on). What was used is recorded on the answer or the error.
     async fn complete_negotiated(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        if request.response_format.is_some() && request.tools.is_empty() {
+            self.identify_server().await;
+        }
+        // The sampling parameters this call saw refused, left out even were the memory not
+        // to keep them.
+        let mut dropped = RefusedSampling::default();
         loop {
             let form = Self::form_for(request, self.structured_form());
-            let outcome = self.complete_with_retries(request, form).await;
+            let sampling = self.sampling(request).without(dropped);
+            let outcome = self.complete_with_retries(request, form, sampling).await;
             let mut err = match outcome {
                 Ok(mut response) => {
                     response.structured_output = form;
@@ -386,6 +462,32 @@ impl OpenAiModel {
                     )),
                 }
             }
+            // A refused sampling parameter (one that was sent, named by a 400 or 422) is
+            // learned, and the request goes again at once without it; each pass drops at
+            // least one more (`dropped`), so this ends.
+            let refused_sampling = match (refused, err.status) {
+                (None, Some(status)) => {
+                    sampling::refused_sampling(status, &err.message, &sampling.sent())
+                }
+                _ => RefusedSampling::default(),
+            };
+            if !refused_sampling.is_empty() {
+                let names: Vec<&str> = refused_sampling
+                    .parameters()
+                    .iter()
+                    .map(|p| p.as_str())
+                    .collect();
+                tracing::info!(
+                    model = %self.model,
+                    refused = %names.join(", "),
+                    "the endpoint refused a sampling parameter; sending it no more"
+                );
+                self.memory.learn(&self.learned_key, |l| {
+                    l.refused_sampling = l.refused_sampling.union(refused_sampling);
+                });
+                dropped = dropped.union(refused_sampling);
+                continue;
+            }
             if err.class == ErrorClass::ContextOverflow && self.context_tokens.is_none() {
                 if let Some(n) = err.context_tokens {
                     self.memory
@@ -407,12 +509,63 @@ impl OpenAiModel {
         }
     }
 
+    /// Under `auto`, before the first output contract sent to an endpoint that taught nothing
+    /// yet: asks the server what it is (`GET {base}/models`, once per adapter, bounded). A
+    /// llama.cpp server (`owned_by: "llamacpp"`) compiles every contract to a grammar and
+    /// takes llama.cpp's own form (`json_object` with `schema`), in which diag sends each
+    /// contract's grammar form: list bounds, ids by position and the other rules a strict
+    /// `json_schema` form leaves out ([`diag_core::model::OutputSchema::grammar`]). That form
+    /// is learned like a refusal's (and kept by the run store). Any other answer, or none,
+    /// teaches nothing: `json_schema` is tried first as before.
+    async fn identify_server(&self) {
+        use std::sync::atomic::Ordering;
+        if self.structured_output != StructuredOutputSetting::Auto
+            || self.memory.learned(&self.learned_key).form.is_some()
+            || self.identified.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let mut url = self.endpoint.clone();
+        let path = url.path().to_string();
+        let base = path.strip_suffix("/chat/completions").unwrap_or(&path);
+        url.set_path(&format!("{base}/models"));
+        let asked = self
+            .client
+            .get(url)
+            .timeout(min(self.request_timeout, IDENTIFY_TIMEOUT))
+            .send()
+            .await;
+        let Ok(response) = asked else {
+            return;
+        };
+        if !response.status().is_success() {
+            return;
+        }
+        let Ok(bytes) = self.read_body(response).await else {
+            return;
+        };
+        let Ok(models) = serde_json::from_slice::<Value>(&bytes) else {
+            return;
+        };
+        if is_llama_cpp_server(&models) {
+            tracing::info!(
+                model = %self.model,
+                form = StructuredOutput::JsonObjectSchema.as_str(),
+                "the endpoint is a llama.cpp server: output contracts go as its grammar form"
+            );
+            self.memory.learn(&self.learned_key, |l| {
+                l.form = Some(StructuredOutput::JsonObjectSchema)
+            });
+        }
+    }
+
     async fn complete_with_retries(
         &self,
         request: &ChatRequest,
         form: Option<StructuredOutput>,
+        sampling: Sampling,
     ) -> Result<ChatResponse, ModelError> {
-        let body = serde_json::to_vec(&self.wire_request_in(request, form))
+        let body = serde_json::to_vec(&self.wire_request_in(request, form, sampling))
             .map_err(|e| ModelError::permanent(format!("cannot encode the request: {e}")))?;
         self.wait_for_the_server().await?;
         let mut retries_used: u32 = 0;
@@ -630,6 +783,23 @@ impl ChatModel for OpenAiModel {
     fn evidence_turn(&self) -> bool {
         self.structured_output != StructuredOutputSetting::Off
     }
+}
+
+/// The longest the adapter waits for a server to say what it is.
+pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether a `GET /models` answer is llama.cpp's server: it lists its models with
+/// `owned_by: "llamacpp"`.
+pub fn is_llama_cpp_server(models: &Value) -> bool {
+    models
+        .get("data")
+        .and_then(Value::as_array)
+        .is_some_and(|data| {
+            !data.is_empty()
+                && data
+                    .iter()
+                    .all(|m| m.get("owned_by").and_then(Value::as_str) == Some("llamacpp"))
+        })
 }
 
 fn read_api_key(var: &str, env: &impl Fn(&str) -> Option<OsString>) -> Result<ApiKey, ConfigError> {

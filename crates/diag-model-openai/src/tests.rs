@@ -351,6 +351,40 @@ fn wire_request_has_the_openai_shape() {
 }
 
 #[test]
+fn sampling_goes_as_configured_less_what_the_endpoint_refused() {
+    use diag_core::model::{EndpointMemory, SamplingParameter};
+    let mut config = OpenAiConfig::new("http://127.0.0.1:9/v1", "m1");
+    config.temperature = Some(0.0);
+    config.seed = Some(42);
+    let memory = EndpointMemory::default();
+    let model = OpenAiModel::new(config.clone())
+        .unwrap()
+        .with_endpoint_memory(memory.clone());
+    let request = ChatRequest::new(vec![Message::user("hi")]);
+    let body = model.wire_request(&request);
+    assert_eq!(
+        (&body["temperature"], &body["seed"]),
+        (&json!(0.0), &json!(42))
+    );
+    let key = learned_key("http://127.0.0.1:9/v1", "m1").unwrap();
+    memory.learn(&key, |l| {
+        l.refused_sampling = l.refused_sampling.with(SamplingParameter::Temperature);
+    });
+    let body = model.wire_request(&request);
+    assert!(body.get("temperature").is_none(), "{body}");
+    assert_eq!(body["seed"], json!(42), "only what was refused is left out");
+    // Another model on the same endpoint shares what it taught.
+    let sibling = OpenAiModel::new(config)
+        .unwrap()
+        .with_endpoint_memory(memory.clone());
+    memory.learn(&key, |l| {
+        l.refused_sampling = l.refused_sampling.with(SamplingParameter::Seed);
+    });
+    let body = sibling.wire_request(&request);
+    assert!(body.get("temperature").is_none() && body.get("seed").is_none());
+}
+
+#[test]
 fn output_contracts_go_on_the_wire_in_the_configured_form() {
     use diag_core::model::{OutputSchema, StructuredOutputSetting};
     let schema = OutputSchema {
@@ -385,19 +419,43 @@ fn output_contracts_go_on_the_wire_in_the_configured_form() {
     assert!(wire(StructuredOutputSetting::Off, &request)
         .get("response_format")
         .is_none());
-    // Beside tools only json_schema is sent: a json_object grammar leaves no way to call one.
+    // Beside tools no contract is sent in any form: a grammar over the whole answer leaves the
+    // model no way to call a tool.
     request.tools = vec![ToolSpec {
         name: "t".into(),
         description: String::new(),
         parameters: json!(null),
     }];
-    assert!(wire(StructuredOutputSetting::JsonObject, &request)
-        .get("response_format")
-        .is_none());
-    assert_eq!(
-        wire(StructuredOutputSetting::JsonSchema, &request)["response_format"]["type"],
-        "json_schema"
-    );
+    for setting in [
+        StructuredOutputSetting::Auto,
+        StructuredOutputSetting::JsonSchema,
+        StructuredOutputSetting::JsonObject,
+        StructuredOutputSetting::Off,
+    ] {
+        assert!(
+            wire(setting, &request).get("response_format").is_none(),
+            "{setting:?}"
+        );
+    }
+}
+
+#[test]
+fn a_llama_cpp_server_is_told_by_its_model_list() {
+    use crate::is_llama_cpp_server;
+    let llama = json!({"models": [{"name": "qwen"}], "object": "list", "data": [
+        {"id": "qwen", "object": "model", "created": 1, "owned_by": "llamacpp",
+         "meta": {"n_ctx_train": 32768}}]});
+    assert!(is_llama_cpp_server(&llama));
+    for other in [
+        json!({"object": "list", "data": [{"id": "gpt-4o", "owned_by": "openai"}]}),
+        json!({"object": "list", "data": []}),
+        json!({"object": "list", "data": [{"id": "a", "owned_by": "llamacpp"},
+            {"id": "b", "owned_by": "vllm"}]}),
+        json!({"data": "llamacpp"}),
+        json!(null),
+    ] {
+        assert!(!is_llama_cpp_server(&other), "{other}");
+    }
 }
 
 #[test]

@@ -177,7 +177,8 @@ pub fn alert_text(alerts: Option<&diag_core::store::alerts::RunAlerts>) -> Strin
 }
 
 /// What the store remembered of a run's model endpoints when it started, one line each:
-/// `endpoints` then `BASE_URL MODEL: structured_output FORM, context N tokens, learned AT`
+/// `endpoints` then `BASE_URL MODEL: structured_output FORM, context N tokens, refuses
+/// temperature, learned AT`
 /// (or `nothing remembered`). Empty for a run that recorded none.
 pub fn endpoints_text(endpoints: &[diag_core::store::EndpointLearning]) -> String {
     use std::fmt::Write as _;
@@ -192,6 +193,9 @@ pub fn endpoints_text(endpoints: &[diag_core::store::EndpointLearning]) -> Strin
         }
         if let Some(n) = e.context_tokens {
             said.push(format!("context {n} tokens"));
+        }
+        for p in e.refused_sampling.parameters() {
+            said.push(format!("refuses {}", p.as_str()));
         }
         let said = match (said.is_empty(), e.learned_at) {
             (true, _) | (_, None) => "nothing remembered".to_string(),

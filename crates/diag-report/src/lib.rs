@@ -24,6 +24,7 @@ pub mod terminal;
 pub mod timeline;
 pub mod view;
 
+use diag_core::agent::content_calls::answer_tool_calls;
 use diag_core::agent::runtime::AgentStepRecord;
 use diag_core::graph::{Event, GraphShape};
 use diag_core::protocol::ToolInvocation;
@@ -34,8 +35,8 @@ use diag_core::store::{Store, StoreError};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelCall {
     pub step: AgentStepRecord,
-    /// Tool calls in the model's answer (0 for a failed call or a final answer); these are the
-    /// next invocations of the run, in order.
+    /// Tool calls in the model's answer, its own or written in its content (0 for a failed
+    /// call or a final answer); these are the next invocations of the run, in order.
     pub tool_calls: usize,
 }
 
@@ -64,11 +65,12 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<Option<RunData>, StoreE
     let model_calls = steps
         .into_iter()
         .map(|s| ModelCall {
-            tool_calls: exchanges
-                .iter()
-                .find(|x| x.seq == s.seq)
-                .and_then(|x| x.exchange.outcome.as_ref().ok())
-                .map_or(0, |r| r.tool_calls.len()),
+            tool_calls: exchanges.iter().find(|x| x.seq == s.seq).map_or(0, |x| {
+                x.exchange
+                    .outcome
+                    .as_ref()
+                    .map_or(0, |r| answer_tool_calls(&x.exchange.request.tools, r).len())
+            }),
             step: s.step,
         })
         .collect();

@@ -14,6 +14,8 @@
 
 use super::view::is_invocation_id;
 use super::RunData;
+use diag_core::agent::runtime::PLAN_STEP_AGENT;
+use diag_core::agent::AgentRole;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKind {
@@ -106,6 +108,28 @@ pub fn layout(data: &RunData) -> Timeline {
                 continue;
             }
             used[i] = true;
+            // The plan's steps, run before the Executor's first turn of their round: one batch.
+            let plan_start = rows.len();
+            let mut plan_slowest: Option<(usize, u64)> = None;
+            let first_turn = s.agent == AgentRole::Executor && s.turn == 1;
+            while let Some(inv) = data
+                .invocations
+                .get(next_invocation)
+                .filter(|inv| first_turn && inv.agent == PLAN_STEP_AGENT && inv.round == s.round)
+            {
+                next_invocation += 1;
+                let d = unit(inv.duration_ms);
+                if plan_slowest.is_none_or(|(_, m)| d > m) {
+                    plan_slowest = Some((rows.len(), d));
+                }
+                rows.push(tool_row(inv, cursor, d));
+            }
+            for (j, row) in rows.iter_mut().enumerate().skip(plan_start) {
+                row.critical = plan_slowest.is_some_and(|(k, _)| k == j);
+            }
+            if let Some((_, m)) = plan_slowest {
+                cursor = cursor.saturating_add(m);
+            }
             let d = unit(s.duration_ms);
             rows.push(Row {
                 kind: RowKind::Model,
@@ -180,9 +204,14 @@ fn tool_row(inv: &diag_core::protocol::ToolInvocation, start: u64, duration: u64
     Row {
         kind: RowKind::Tool,
         label: format!(
-            "{} {}",
+            "{} {}{}",
             super::view::bounded(&inv.invocation_id, 16),
-            super::view::bounded(&inv.tool_name, 40)
+            super::view::bounded(&inv.tool_name, 40),
+            if inv.agent == PLAN_STEP_AGENT {
+                " · plan step"
+            } else {
+                ""
+            }
         ),
         status: inv.status.as_str().to_string(),
         round: inv.round,

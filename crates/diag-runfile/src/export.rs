@@ -2,7 +2,11 @@
 //! model exchanges and tool invocations, which the store keeps in two tables, back in the
 //! order they happened.
 
+use diag_core::agent::content_calls::answer_tool_calls;
+use diag_core::agent::runtime::PLAN_STEP_AGENT;
+use diag_core::agent::AgentRole;
 use diag_core::limits::Limits;
+use diag_core::protocol::ToolInvocation;
 use diag_core::store::{RunStatus, Store, StoreError};
 
 use crate::{
@@ -24,8 +28,10 @@ pub enum ExportError {
 }
 
 /// Builds the run file of a stored run. Model exchanges and tool invocations live in two
-/// tables; each Executor turn that requested k tool calls is followed by exactly k recorded
-/// invocations (blocked ones included), which restores the order they happened in.
+/// tables; each Executor turn that requested k tool calls (its own, or written in its content)
+/// is followed by exactly k recorded invocations (blocked ones included), and the plan's
+/// steps (agent `planner`) come before the Executor turn they were run for, which restores
+/// the order they happened in.
 pub fn from_store(store: &Store, run_id: &str) -> Result<RunFile, ExportError> {
     let run = store
         .get_run(run_id)?
@@ -34,15 +40,24 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<RunFile, ExportError> {
         return Err(ExportError::Running(run.run_id));
     }
     let exchanges = store.exchanges(run_id)?;
-    let mut invocations = store.invocations(run_id)?.into_iter();
+    let mut invocations = store.invocations(run_id)?.into_iter().peekable();
     let mut out = Vec::new();
     for x in exchanges {
         let m = x.exchange;
+        // The plan's steps, run before the Executor's first turn of their round, come right
+        // before that turn.
+        if m.agent == AgentRole::Executor && m.turn == 1 {
+            while let Some(inv) =
+                invocations.next_if(|i| i.agent == PLAN_STEP_AGENT && i.round == m.round)
+            {
+                out.push(tool_record(inv));
+            }
+        }
         let (response, error, calls) = match &m.outcome {
             Ok(r) => (
                 Some(RecordedResponse::from_response(r)),
                 None,
-                r.tool_calls.len(),
+                answer_tool_calls(&m.request.tools, r).len(),
             ),
             Err(e) => (None, Some(RecordedError::from_error(e)), 0),
         };
@@ -59,15 +74,15 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<RunFile, ExportError> {
             error,
         }));
         for inv in invocations.by_ref().take(calls) {
-            out.push(Exchange::Tool(ToolRecord {
-                invocation_id: inv.invocation_id,
-                tool_name: inv.tool_name,
-                arguments: inv.arguments,
-                output: inv.output,
-                status: inv.status,
-            }));
+            out.push(tool_record(inv));
         }
     }
+    // Plan steps whose Executor turn never came (their result could not be recorded).
+    out.extend(
+        invocations
+            .filter(|i| i.agent == PLAN_STEP_AGENT)
+            .map(tool_record),
+    );
     Ok(RunFile {
         format: FORMAT.to_string(),
         question: run.question.clone(),
@@ -94,5 +109,17 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<RunFile, ExportError> {
             degraded: run.degraded,
             answer: run.answer.clone(),
         }),
+    })
+}
+
+/// A stored invocation as a run file's tool exchange.
+fn tool_record(inv: ToolInvocation) -> Exchange {
+    Exchange::Tool(ToolRecord {
+        plan_step: inv.agent == PLAN_STEP_AGENT,
+        invocation_id: inv.invocation_id,
+        tool_name: inv.tool_name,
+        arguments: inv.arguments,
+        output: inv.output,
+        status: inv.status,
     })
 }

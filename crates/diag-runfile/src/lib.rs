@@ -316,6 +316,15 @@ pub struct ToolRecord {
     pub output: Value,
     #[serde(deserialize_with = "named")]
     pub status: InvocationStatus,
+    /// A plan step diag ran before the Executor's first turn (recorded with the agent
+    /// `planner`); absent for a call a model asked for. A replay runs the plan's steps when
+    /// its recording holds such calls.
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "only_true"
+    )]
+    pub plan_step: bool,
 }
 
 /// What a replay must reproduce.

@@ -176,10 +176,18 @@ impl Reusing {
     }
 
     /// The stored result of this tool call, or `None` when it is to be made live.
-    fn tool(&self, name: &str, arguments: &Value, budget_blocked: bool) -> Option<ToolRecord> {
+    fn tool(
+        &self,
+        name: &str,
+        arguments: &Value,
+        budget_blocked: bool,
+        plan_step: bool,
+    ) -> Option<ToolRecord> {
         let mut st = self.serving()?;
         let at = self.tape.position();
-        let taken = self.tape.next_tool(name, arguments, budget_blocked);
+        let taken = self
+            .tape
+            .next_tool(name, arguments, budget_blocked, plan_step);
         // A call outside the original catalog is served blocked, but may still diverge.
         match (taken, self.tape.diverged()) {
             (Ok(record), None) => {
@@ -249,12 +257,22 @@ impl ToolRunner for ResumedTools {
     }
 
     fn run<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a> {
-        match self.reusing.tool(name, arguments, false) {
+        match self.reusing.tool(name, arguments, false, false) {
             Some(record) => Box::pin(std::future::ready(ToolResult {
                 status: record.status,
                 output: record.output,
             })),
             None => self.live.run(name, arguments),
+        }
+    }
+
+    fn run_plan_step<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a> {
+        match self.reusing.tool(name, arguments, false, true) {
+            Some(record) => Box::pin(std::future::ready(ToolResult {
+                status: record.status,
+                output: record.output,
+            })),
+            None => self.live.run_plan_step(name, arguments),
         }
     }
 
@@ -264,7 +282,7 @@ impl ToolRunner for ResumedTools {
         arguments: &'a Value,
         result: ToolResult,
     ) -> ToolResultFuture<'a> {
-        match self.reusing.tool(name, arguments, true) {
+        match self.reusing.tool(name, arguments, true, false) {
             Some(_) => Box::pin(std::future::ready(result)),
             None => self.live.blocked(name, arguments, result),
         }

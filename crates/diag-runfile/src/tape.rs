@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{Exchange, ModelRecord, RecordedError, RecordedResponse, ToolRecord};
 use diag_core::agent::runtime::{
-    ModelExchange, RunHooks, ToolResult, ToolResultFuture, ToolRunner,
+    ModelExchange, RunHooks, ToolResult, ToolResultFuture, ToolRunner, PLAN_STEP_AGENT,
 };
 use diag_core::agent::AgentRole;
 use diag_core::graph::RunConfig;
@@ -160,6 +160,14 @@ impl Tape {
             .any(|x| matches!(x, Exchange::Model(m) if m.evidence_turn))
     }
 
+    /// Whether the recorded run ran the plan's steps before the Executor's first turn: then
+    /// the replay does too (the runtime decides which, the recording checks them).
+    pub fn has_plan_steps(&self) -> bool {
+        self.exchanges
+            .iter()
+            .any(|x| matches!(x, Exchange::Tool(t) if t.plan_step))
+    }
+
     /// The recorded limits of the next exchange, when it is a model call for `role`.
     fn next_limits(&self, role: AgentRole) -> RequestLimits {
         let Ok(st) = self.state.lock() else {
@@ -190,12 +198,14 @@ impl Tape {
 
     /// The next exchange as the tool call `name(arguments)`. `budget_blocked` says the
     /// runtime blocked the call itself (call budget spent), which matches only a recorded
-    /// `blocked` call; a call the runner answers may match any recorded status.
+    /// `blocked` call; a call the runner answers may match any recorded status. `plan_step`
+    /// says the runtime ran it from the plan, which matches only a call recorded as one.
     pub(super) fn next_tool(
         &self,
         name: &str,
         arguments: &Value,
         budget_blocked: bool,
+        plan_step: bool,
     ) -> Result<ToolRecord, String> {
         let mut st = self
             .state
@@ -220,6 +230,18 @@ impl Tape {
         };
         if record.tool_name != name {
             let m = format!("expected tool {}, got {name}", record.tool_name);
+            return Err(self.diverge(&mut st, m));
+        }
+        if record.plan_step != plan_step {
+            let (recorded, replayed) = if plan_step {
+                ("a model's call", "a plan step")
+            } else {
+                ("a plan step", "a model's call")
+            };
+            let m = format!(
+                "tool call {} ({name}) is recorded as {recorded}, replayed as {replayed}",
+                record.invocation_id
+            );
             return Err(self.diverge(&mut st, m));
         }
         if canonical_json(&record.arguments) != canonical_json(arguments) {
@@ -338,14 +360,11 @@ impl ToolRunner for RecordedTools {
     }
 
     fn run<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a> {
-        let result = match self.tape.next_tool(name, arguments, false) {
-            Ok(record) => ToolResult {
-                status: record.status,
-                output: record.output,
-            },
-            Err(message) => divergence_result(&message),
-        };
-        Box::pin(std::future::ready(result))
+        Box::pin(std::future::ready(self.served(name, arguments, false)))
+    }
+
+    fn run_plan_step<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a> {
+        Box::pin(std::future::ready(self.served(name, arguments, true)))
     }
 
     /// A budget-blocked call was recorded too (the recorder logs every invocation), so it
@@ -356,11 +375,24 @@ impl ToolRunner for RecordedTools {
         arguments: &'a Value,
         result: ToolResult,
     ) -> ToolResultFuture<'a> {
-        let result = match self.tape.next_tool(name, arguments, true) {
+        let result = match self.tape.next_tool(name, arguments, true, false) {
             Ok(_) => result,
             Err(message) => divergence_result(&message),
         };
         Box::pin(std::future::ready(result))
+    }
+}
+
+impl RecordedTools {
+    /// The recorded result of the next call, or the divergence as an error result.
+    fn served(&self, name: &str, arguments: &Value, plan_step: bool) -> ToolResult {
+        match self.tape.next_tool(name, arguments, false, plan_step) {
+            Ok(record) => ToolResult {
+                status: record.status,
+                output: record.output,
+            },
+            Err(message) => divergence_result(&message),
+        }
     }
 }
 
@@ -421,6 +453,7 @@ impl RunHooks for Recorder {
 impl InvocationLog for Recorder {
     fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String> {
         self.push(Exchange::Tool(ToolRecord {
+            plan_step: invocation.agent == PLAN_STEP_AGENT,
             invocation_id: invocation.invocation_id.clone(),
             tool_name: invocation.tool_name.clone(),
             arguments: invocation.arguments.clone(),
@@ -446,6 +479,7 @@ mod tests {
             arguments: serde_json::json!({"query": "502"}),
             output: serde_json::json!({"error": "tool call budget of 12 exhausted"}),
             status,
+            plan_step: false,
         })
     }
 

@@ -16,7 +16,7 @@ use diag_core::alert::AlertStatus;
 use diag_core::clock::Timestamp;
 use diag_core::store::alerts::{
     self, alerts_text, check_notification, check_run_alerts, consider, decode_group, decode_runs,
-    failure_text, Consider, QueueRow,
+    failure_text, Consider, QueueRow, QUEUE_COLUMNS,
 };
 use diag_core::store::{
     AlertStore, ClaimEnd, Claimed, Enqueued, NewNotification, QueueCounts, QueueEntry, QueueState,
@@ -33,11 +33,17 @@ fn queue_row(r: &Row) -> QueueRow {
         identity: r.get(1),
         state: r.get(2),
         status: r.get(3),
-        group_key: r.get(4),
-        received_at: r.get(5),
-        attempts: r.get(6),
-        runs: r.get(7),
-        failure: r.get(8),
+        receiver: r.get(4),
+        group_key: r.get(5),
+        alerts: r.get(6),
+        received_at: r.get(7),
+        attempts: r.get(8),
+        runs: r.get(9),
+        failure: r.get(10),
+        owner_host: r.get(11),
+        owner_pid: r.get(12),
+        lease_expires_at: r.get(13),
+        updated_at: r.get(14),
     }
 }
 
@@ -108,6 +114,27 @@ impl PgStore {
         )
         .map(|_| ())
         .map_err(|e| self.err(op, &e))
+    }
+}
+
+impl PgStore {
+    /// `runs` as far as each one is a stored run, inside the caller's transaction.
+    fn stored_runs(
+        &self,
+        tx: &mut Tx<'_>,
+        runs: &[String],
+        op: &'static str,
+    ) -> Result<Vec<String>, PgError> {
+        let mut kept = Vec::new();
+        for run in runs {
+            let exists = tx
+                .query_opt("SELECT 1 FROM diagnosis_run WHERE run_id = $1", &[run])
+                .map_err(|e| self.err(op, &e))?;
+            if exists.is_some() {
+                kept.push(run.clone());
+            }
+        }
+        Ok(kept)
     }
 }
 
@@ -329,11 +356,19 @@ impl AlertStore for PgStore {
                         &[&id, &now],
                     )
                 }
-                ClaimEnd::Failed { failure } => tx.execute(
-                    "UPDATE alert_queue SET state = 'failed', failure = $2, updated_at = $3 \
-                     WHERE id = $1",
-                    &[&id, &failure_text(failure), &now],
-                ),
+                ClaimEnd::Failed { failure } => {
+                    // A run id drawn for a run that never started is not kept.
+                    let runs = decode_runs(&runs)?;
+                    let stored = self.stored_runs(tx, &runs, op)?;
+                    if stored != runs {
+                        self.set_runs(tx, id, &stored, op)?;
+                    }
+                    tx.execute(
+                        "UPDATE alert_queue SET state = 'failed', failure = $2, updated_at = $3 \
+                         WHERE id = $1",
+                        &[&id, &failure_text(failure), &now],
+                    )
+                }
                 ClaimEnd::Released => tx.execute(
                     "UPDATE alert_queue SET state = 'queued', \
                      attempts = greatest(attempts - 1, 0), owner_host = NULL, owner_pid = NULL, \
@@ -348,8 +383,7 @@ impl AlertStore for PgStore {
     fn queue_entry(&self, id: i64) -> Result<Option<QueueEntry>, StoreError> {
         Ok(decode_entries(self.rows(
             "read an alert notification",
-            "SELECT id, identity, state, status, group_key, received_at, attempts, runs, \
-             failure FROM alert_queue WHERE id = $1",
+            &format!("SELECT {QUEUE_COLUMNS} FROM alert_queue WHERE id = $1"),
             &[&id],
         )?)?
         .pop())
@@ -358,8 +392,7 @@ impl AlertStore for PgStore {
     fn queue_entries(&self) -> Result<Vec<QueueEntry>, StoreError> {
         decode_entries(self.rows(
             "read the alert queue",
-            "SELECT id, identity, state, status, group_key, received_at, attempts, runs, \
-             failure FROM alert_queue ORDER BY id",
+            &format!("SELECT {QUEUE_COLUMNS} FROM alert_queue ORDER BY id"),
             &[],
         )?)
     }
@@ -374,5 +407,68 @@ impl AlertStore for PgStore {
             alerts::decode_counts(rows.iter().map(|r| (r.get(0), r.get(1))))
                 .map_err(PgError::from)?,
         )
+    }
+
+    fn import_run_alerts(&self, run_id: &str, a: &RunAlerts) -> Result<bool, StoreError> {
+        check_run_alerts(a).map_err(PgError::from)?;
+        let text = alerts_text(&a.group).map_err(PgError::from)?;
+        let now = self.now().to_string();
+        let op = "copy a run's alerts";
+        Ok(self.write(op, |tx| {
+            let status: Option<String> = tx
+                .query_opt(
+                    "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
+                    &[&run_id],
+                )
+                .map_err(|e| self.err(op, &e))?
+                .map(|r| r.get(0));
+            alerts::require_copied_run(run_id, status.as_deref())?;
+            let n = tx
+                .execute(
+                    "INSERT INTO run_alert (run_id, identity, source, group_key, alerts, \
+                     recorded_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id) DO NOTHING",
+                    &[
+                        &run_id,
+                        &a.identity,
+                        &a.source.as_str(),
+                        &a.group.group_key,
+                        &text,
+                        &now,
+                    ],
+                )
+                .map_err(|e| self.err(op, &e))?;
+            Ok(n == 1)
+        })?)
+    }
+
+    fn import_notification(&self, entry: &QueueEntry) -> Result<bool, StoreError> {
+        alerts::check_importable(entry).map_err(PgError::from)?;
+        let text = alerts_text(&entry.group).map_err(PgError::from)?;
+        let op = "copy an alert notification";
+        Ok(self.write(op, |tx| {
+            let runs = self.stored_runs(tx, &entry.runs, op)?;
+            let n = tx
+                .execute(
+                    "INSERT INTO alert_queue (identity, state, status, receiver, group_key, \
+                     alerts, received_at, attempts, runs, failure, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     ON CONFLICT (identity) DO NOTHING",
+                    &[
+                        &entry.identity,
+                        &entry.state.as_str(),
+                        &entry.status.as_str(),
+                        &entry.receiver,
+                        &entry.group.group_key,
+                        &text,
+                        &entry.received_at.to_string(),
+                        &i64::from(entry.attempts),
+                        &alerts::runs_text(&runs),
+                        &entry.failure,
+                        &entry.updated_at.to_string(),
+                    ],
+                )
+                .map_err(|e| self.err(op, &e))?;
+            Ok(n == 1)
+        })?)
     }
 }

@@ -1,14 +1,19 @@
 //! What model endpoints taught (`endpoint_learning`) and what each run started with
-//! (`run_endpoint`), schema version 2; the rules are diag-core's
+//! (`run_endpoint`), schema versions 2 and 4 (the refused sampling parameters); the rules are diag-core's
 //! (`diag_core::store::learnings`).
 
 use tokio_postgres::Row;
 
 use super::error::PgError;
 use super::PgStore;
+use diag_core::model::SamplingParameter;
 use diag_core::store::codec::stored_int;
 use diag_core::store::learnings::{self, form_text};
 use diag_core::store::{EndpointLearning, EndpointLearnings, RecordError, StoreError};
+
+/// The columns of a learning, in the order [`decode`] reads them.
+const COLUMNS: &str =
+    "base_url, model, form, context_tokens, learned_at, refuses_temperature, refuses_seed";
 
 fn decode(r: &Row) -> Result<EndpointLearning, PgError> {
     let form: Option<String> = r.get(2);
@@ -18,6 +23,7 @@ fn decode(r: &Row) -> Result<EndpointLearning, PgError> {
         r.get(1),
         form.as_deref(),
         r.get(3),
+        [r.get(5), r.get(6)],
         at.as_deref(),
     )?)
 }
@@ -30,8 +36,10 @@ impl EndpointLearnings for PgStore {
     fn endpoint_learnings(&self) -> Result<Vec<EndpointLearning>, StoreError> {
         decode_all(self.rows(
             "read what endpoints taught",
-            "SELECT base_url, model, form, context_tokens, learned_at FROM endpoint_learning \
-             ORDER BY base_url COLLATE \"C\", model COLLATE \"C\"",
+            &format!(
+                "SELECT {COLUMNS} FROM endpoint_learning \
+                 ORDER BY base_url COLLATE \"C\", model COLLATE \"C\""
+            ),
             &[],
         )?)
     }
@@ -40,14 +48,20 @@ impl EndpointLearnings for PgStore {
         let at = l.learned_at.map(|t| t.to_string());
         let context = l.context_tokens.map(|n| stored_int(u64::from(n)));
         let form = form_text(l.structured_output);
+        let temperature = l.refuses(SamplingParameter::Temperature);
+        let seed = l.refuses(SamplingParameter::Seed);
         Ok(self.write("keep what an endpoint taught", |tx| {
             tx.execute(
                 "INSERT INTO endpoint_learning (base_url, model, form, context_tokens, \
-                 learned_at) VALUES ($1, $2, $3, $4, $5) \
+                 learned_at, refuses_temperature, refuses_seed) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
                  ON CONFLICT (base_url, model) DO UPDATE SET \
                  form = coalesce(excluded.form, endpoint_learning.form), \
                  context_tokens = coalesce(excluded.context_tokens, \
                  endpoint_learning.context_tokens), \
+                 refuses_temperature = coalesce(excluded.refuses_temperature, \
+                 endpoint_learning.refuses_temperature), \
+                 refuses_seed = coalesce(excluded.refuses_seed, endpoint_learning.refuses_seed), \
                  learned_at = excluded.learned_at",
                 &[
                     &l.endpoint.base_url,
@@ -55,6 +69,8 @@ impl EndpointLearnings for PgStore {
                     &form,
                     &context,
                     &at,
+                    &temperature,
+                    &seed,
                 ],
             )
             .map(|_| ())
@@ -73,9 +89,12 @@ impl EndpointLearnings for PgStore {
                 let form = form_text(l.structured_output);
                 let context = l.context_tokens.map(|n| stored_int(u64::from(n)));
                 let at = l.learned_at.map(|t| t.to_string());
+                let temperature = l.refuses(SamplingParameter::Temperature);
+                let seed = l.refuses(SamplingParameter::Seed);
                 match tx.execute(
                     "INSERT INTO run_endpoint (run_id, base_url, model, form, context_tokens, \
-                     learned_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                     learned_at, refuses_temperature, refuses_seed) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                     &[
                         &run_id,
                         &l.endpoint.base_url,
@@ -83,6 +102,8 @@ impl EndpointLearnings for PgStore {
                         &form,
                         &context,
                         &at,
+                        &temperature,
+                        &seed,
                     ],
                 ) {
                     Ok(_) => {}
@@ -104,8 +125,10 @@ impl EndpointLearnings for PgStore {
     fn run_endpoints(&self, run_id: &str) -> Result<Vec<EndpointLearning>, StoreError> {
         decode_all(self.rows(
             "read the run's endpoints",
-            "SELECT base_url, model, form, context_tokens, learned_at FROM run_endpoint \
-             WHERE run_id = $1 ORDER BY base_url COLLATE \"C\", model COLLATE \"C\"",
+            &format!(
+                "SELECT {COLUMNS} FROM run_endpoint \
+                 WHERE run_id = $1 ORDER BY base_url COLLATE \"C\", model COLLATE \"C\""
+            ),
             &[&run_id],
         )?)
     }

@@ -162,9 +162,20 @@ CREATE TABLE alert_queue (
 CREATE INDEX alert_queue_pending ON alert_queue (id) WHERE state IN ('queued', 'claimed');
 "#;
 
+/// Version 4, the sampling parameters an endpoint refused (`learnings.rs`; the SQLite store's
+/// version 9): `refuses_temperature` and `refuses_seed`, `true` once the endpoint refused the
+/// parameter and NULL otherwise, on what endpoints taught and on what each run started with.
+/// Rows written before have NULL in both: nothing refused.
+const V4_SAMPLING_REFUSALS: &str = r#"
+ALTER TABLE endpoint_learning ADD COLUMN refuses_temperature boolean;
+ALTER TABLE endpoint_learning ADD COLUMN refuses_seed boolean;
+ALTER TABLE run_endpoint ADD COLUMN refuses_temperature boolean;
+ALTER TABLE run_endpoint ADD COLUMN refuses_seed boolean;
+"#;
+
 /// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`.
 /// Append-only: a released migration is never edited.
-const MIGRATIONS: &[&str] = &[V1, V2_ENDPOINT_LEARNINGS, V3_ALERTS];
+const MIGRATIONS: &[&str] = &[V1, V2_ENDPOINT_LEARNINGS, V3_ALERTS, V4_SAMPLING_REFUSALS];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -9,7 +9,7 @@ use super::{SqliteError, SqliteStore};
 use diag_core::alert::AlertStatus;
 use diag_core::store::alerts::{
     self, alerts_text, check_notification, check_run_alerts, consider, decode_group, decode_runs,
-    failure_text, Consider, QueueRow,
+    failure_text, Consider, QueueRow, QUEUE_COLUMNS,
 };
 use diag_core::store::backend;
 use diag_core::store::{
@@ -18,21 +18,23 @@ use diag_core::store::{
 };
 use diag_owner::{Owner, RunOwner};
 
-/// The columns of a [`QueueRow`].
-const ENTRY_COLUMNS: &str = "SELECT id, identity, state, status, group_key, received_at, \
-     attempts, runs, failure FROM alert_queue";
-
 fn queue_row(r: &Row<'_>) -> rusqlite::Result<QueueRow> {
     Ok(QueueRow {
         id: r.get(0)?,
         identity: r.get(1)?,
         state: r.get(2)?,
         status: r.get(3)?,
-        group_key: r.get(4)?,
-        received_at: r.get(5)?,
-        attempts: r.get(6)?,
-        runs: r.get(7)?,
-        failure: r.get(8)?,
+        receiver: r.get(4)?,
+        group_key: r.get(5)?,
+        alerts: r.get(6)?,
+        received_at: r.get(7)?,
+        attempts: r.get(8)?,
+        runs: r.get(9)?,
+        failure: r.get(10)?,
+        owner_host: r.get(11)?,
+        owner_pid: r.get(12)?,
+        lease_expires_at: r.get(13)?,
+        updated_at: r.get(14)?,
     })
 }
 
@@ -88,6 +90,26 @@ impl SqliteStore {
             })
             .map(|_| ())
             .map_err(|e| self.err(op, e))
+    }
+
+    /// `runs` as far as each one is a stored run, inside the caller's transaction.
+    fn stored_runs(
+        &self,
+        tx: &Connection,
+        runs: &[String],
+        op: &'static str,
+    ) -> Result<Vec<String>, SqliteError> {
+        let mut kept = Vec::new();
+        for run in runs {
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM diagnosis_run WHERE run_id = ?1")
+                .and_then(|mut s| s.query_row([run], |_| Ok(())).optional())
+                .map_err(|e| self.err(op, e))?;
+            if exists.is_some() {
+                kept.push(run.clone());
+            }
+        }
+        Ok(kept)
     }
 
     fn entries(
@@ -378,12 +400,19 @@ impl AlertStore for SqliteStore {
                     )
                     .and_then(|mut s| s.execute(params![id, now]))
                 }
-                ClaimEnd::Failed { failure } => tx
-                    .prepare_cached(
+                ClaimEnd::Failed { failure } => {
+                    // A run id drawn for a run that never started is not kept.
+                    let runs = decode_runs(&held.runs)?;
+                    let stored = self.stored_runs(tx, &runs, op)?;
+                    if stored != runs {
+                        self.set_runs(tx, id, &stored, op)?;
+                    }
+                    tx.prepare_cached(
                         "UPDATE alert_queue SET state = 'failed', failure = ?2, updated_at = ?3 \
                          WHERE id = ?1",
                     )
-                    .and_then(|mut s| s.execute(params![id, failure_text(failure), now])),
+                    .and_then(|mut s| s.execute(params![id, failure_text(failure), now]))
+                }
                 ClaimEnd::Released => tx
                     .prepare_cached(
                         "UPDATE alert_queue SET state = 'queued', \
@@ -401,7 +430,7 @@ impl AlertStore for SqliteStore {
         Ok(self
             .entries(
                 "read an alert notification",
-                &format!("{ENTRY_COLUMNS} WHERE id = ?1"),
+                &format!("SELECT {QUEUE_COLUMNS} FROM alert_queue WHERE id = ?1"),
                 [id],
             )?
             .pop())
@@ -410,7 +439,7 @@ impl AlertStore for SqliteStore {
     fn queue_entries(&self) -> Result<Vec<QueueEntry>, StoreError> {
         self.entries(
             "read the alert queue",
-            &format!("{ENTRY_COLUMNS} ORDER BY id"),
+            &format!("SELECT {QUEUE_COLUMNS} FROM alert_queue ORDER BY id"),
             [],
         )
     }
@@ -429,5 +458,65 @@ impl AlertStore for SqliteStore {
             rows
         };
         Ok(alerts::decode_counts(rows).map_err(SqliteError::from)?)
+    }
+
+    fn import_run_alerts(&self, run_id: &str, a: &RunAlerts) -> Result<bool, StoreError> {
+        check_run_alerts(a).map_err(SqliteError::from)?;
+        let text = alerts_text(&a.group).map_err(SqliteError::from)?;
+        let now = self.now().to_string();
+        let op = "copy a run's alerts";
+        Ok(self.write(op, |tx| {
+            alerts::require_copied_run(run_id, self.run_status(tx, run_id)?.as_deref())?;
+            let n = tx
+                .prepare_cached(
+                    "INSERT INTO run_alert (run_id, identity, source, group_key, alerts, \
+                     recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run_id) DO NOTHING",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run_id,
+                        a.identity,
+                        a.source.as_str(),
+                        a.group.group_key,
+                        text,
+                        now
+                    ])
+                })
+                .map_err(|e| self.err(op, e))?;
+            Ok(n == 1)
+        })?)
+    }
+
+    fn import_notification(&self, entry: &QueueEntry) -> Result<bool, StoreError> {
+        alerts::check_importable(entry).map_err(SqliteError::from)?;
+        let text = alerts_text(&entry.group).map_err(SqliteError::from)?;
+        let op = "copy an alert notification";
+        Ok(self.write(op, |tx| {
+            let runs = self.stored_runs(tx, &entry.runs, op)?;
+            let n = tx
+                .prepare_cached(
+                    "INSERT INTO alert_queue (identity, state, status, receiver, group_key, \
+                     alerts, received_at, attempts, runs, failure, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+                     ON CONFLICT (identity) DO NOTHING",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        entry.identity,
+                        entry.state.as_str(),
+                        entry.status.as_str(),
+                        entry.receiver,
+                        entry.group.group_key,
+                        text,
+                        entry.received_at.to_string(),
+                        i64::from(entry.attempts),
+                        alerts::runs_text(&runs),
+                        entry.failure,
+                        entry.updated_at.to_string(),
+                    ])
+                })
+                .map_err(|e| self.err(op, e))?;
+            Ok(n == 1)
+        })?)
     }
 }

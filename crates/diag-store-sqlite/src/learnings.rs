@@ -1,28 +1,50 @@
 //! What model endpoints taught (`endpoint_learning`) and what each run started with
-//! (`run_endpoint`), schema version 7; the rules are diag-core's
+//! (`run_endpoint`), schema versions 7 and 9 (the refused sampling parameters); the rules are diag-core's
 //! (`diag_core::store::learnings`).
 
 use rusqlite::{params, Row};
 
 use super::{SqliteError, SqliteStore};
+use diag_core::model::SamplingParameter;
 use diag_core::store::backend;
 use diag_core::store::codec::stored_int;
 use diag_core::store::learnings::{self, form_text};
 use diag_core::store::{EndpointLearning, EndpointLearnings, StoreError};
 
+/// The columns of a learning, in the order [`raw`] reads them.
+const COLUMNS: &str =
+    "base_url, model, form, context_tokens, learned_at, refuses_temperature, refuses_seed";
+
 /// The raw columns of a learning, decoded once the cursor is done.
-type Raw = (String, String, Option<String>, Option<i64>, Option<String>);
+type Raw = (
+    String,
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    [Option<bool>; 2],
+);
 
 fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        [r.get(5)?, r.get(6)?],
+    ))
 }
 
-fn decode((base_url, model, form, context, at): Raw) -> Result<EndpointLearning, SqliteError> {
+fn decode(
+    (base_url, model, form, context, at, refuses): Raw,
+) -> Result<EndpointLearning, SqliteError> {
     Ok(learnings::decode(
         base_url,
         model,
         form.as_deref(),
         context,
+        refuses,
         at.as_deref(),
     )?)
 }
@@ -54,8 +76,7 @@ impl EndpointLearnings for SqliteStore {
     fn endpoint_learnings(&self) -> Result<Vec<EndpointLearning>, StoreError> {
         self.learnings_of(
             "read what endpoints taught",
-            "SELECT base_url, model, form, context_tokens, learned_at FROM endpoint_learning \
-             ORDER BY base_url, model",
+            &format!("SELECT {COLUMNS} FROM endpoint_learning ORDER BY base_url, model"),
             [],
         )
     }
@@ -66,10 +87,14 @@ impl EndpointLearnings for SqliteStore {
         Ok(self.write("keep what an endpoint taught", |tx| {
             tx.prepare_cached(
                 "INSERT INTO endpoint_learning (base_url, model, form, context_tokens, \
-                 learned_at) VALUES (?1, ?2, ?3, ?4, ?5) \
+                 learned_at, refuses_temperature, refuses_seed) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
                  ON CONFLICT (base_url, model) DO UPDATE SET \
                  form = coalesce(excluded.form, form), \
                  context_tokens = coalesce(excluded.context_tokens, context_tokens), \
+                 refuses_temperature = coalesce(excluded.refuses_temperature, \
+                 refuses_temperature), \
+                 refuses_seed = coalesce(excluded.refuses_seed, refuses_seed), \
                  learned_at = excluded.learned_at",
             )
             .and_then(|mut s| {
@@ -78,7 +103,9 @@ impl EndpointLearnings for SqliteStore {
                     l.endpoint.model,
                     form_text(l.structured_output),
                     context,
-                    at
+                    at,
+                    l.refuses(SamplingParameter::Temperature),
+                    l.refuses(SamplingParameter::Seed),
                 ])
             })
             .map(|_| ())
@@ -98,7 +125,8 @@ impl EndpointLearnings for SqliteStore {
                 let changed = tx
                     .prepare_cached(concat!(
                         "INSERT INTO run_endpoint (run_id, base_url, model, form, \
-                         context_tokens, learned_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6",
+                         context_tokens, learned_at, refuses_temperature, refuses_seed) \
+                         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8",
                         " WHERE EXISTS (SELECT 1 FROM diagnosis_run WHERE run_id = ?1 \
                          AND status = 'RUNNING')"
                     ))
@@ -110,6 +138,8 @@ impl EndpointLearnings for SqliteStore {
                             form_text(l.structured_output),
                             l.context_tokens.map(|n| stored_int(u64::from(n))),
                             l.learned_at.map(|t| t.to_string()),
+                            l.refuses(SamplingParameter::Temperature),
+                            l.refuses(SamplingParameter::Seed),
                         ])
                     });
                 self.inserted(tx, run_id, changed, "run endpoint", || {
@@ -123,8 +153,9 @@ impl EndpointLearnings for SqliteStore {
     fn run_endpoints(&self, run_id: &str) -> Result<Vec<EndpointLearning>, StoreError> {
         self.learnings_of(
             "read the run's endpoints",
-            "SELECT base_url, model, form, context_tokens, learned_at FROM run_endpoint \
-             WHERE run_id = ?1 ORDER BY base_url, model",
+            &format!(
+                "SELECT {COLUMNS} FROM run_endpoint WHERE run_id = ?1 ORDER BY base_url, model"
+            ),
             [run_id],
         )
     }

@@ -482,9 +482,23 @@ fn configure(conn: &Connection, path: &Path, read_only: bool) -> Result<(), Sqli
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
             .map_err(|e| fail("enable incremental vacuum", e))?;
     }
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(|e| fail("enable WAL mode", e))?;
+    // Switching a new file to WAL needs its lock for a moment, and SQLite answers busy at
+    // once, without its busy handler, while another process holds it (several processes
+    // creating one store together, each migrating it in turn): wait for it within the busy
+    // timeout, as a write would.
+    let deadline = std::time::Instant::now() + conn_busy_timeout(conn);
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+            Ok(mode) => break mode,
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(fail("enable WAL mode", e)),
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(RecordError::Invalid(format!(
             "{} cannot use WAL mode (journal mode stays {mode})",

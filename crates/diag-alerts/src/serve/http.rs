@@ -7,7 +7,11 @@
 //!   `Retry-After` when the queue is full or the store cannot be written (Alertmanager
 //!   delivers again). A refused request stores nothing.
 //! - `GET /runs/RUN_ID/report`: the stored run's report, HTML (`?format=md`: Markdown); 404
-//!   for an unknown run.
+//!   for an unknown run. It opens by a signed link (`?expires=…&sig=…`, [`crate::links`]:
+//!   403 for another run, a changed expiry or an expired link) or with the read token; the
+//!   webhook token gets 403. Every answer is `Cache-Control: private`, `Referrer-Policy:
+//!   no-referrer`, with the file reports' Content-Security-Policy.
+//! - `GET /metrics`: no token; Prometheus' text format ([`super::metrics`]).
 //! - `GET /healthz`: no token; `{"status": "ok", "queue": {counts}}`, 503 when the store
 //!   does not answer.
 //!
@@ -33,7 +37,9 @@ use diag_core::text::one_line;
 use diag_report::Format;
 
 use super::limits::{authorized, read_body, retry_after_secs, BodyError};
+use super::metrics::{self, Refusal, Taken};
 use super::Shared;
+use crate::links::{self, LinkCheck};
 
 /// How long Alertmanager is asked to wait when the queue is full or the store unavailable.
 const RETRY_AFTER_BUSY_SECS: u64 = 10;
@@ -43,6 +49,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/alertmanager", post(webhook))
         .route("/", post(webhook))
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
         .route("/runs/{run_id}/report", get(report))
         .fallback(not_found)
         .with_state(shared)
@@ -83,44 +90,90 @@ async fn not_found() -> Response {
 }
 
 async fn webhook(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let response = take_webhook(&shared, request).await;
+    if let Some(reason) = response.extensions().get::<Refusal>() {
+        shared.metrics.refused(*reason);
+    }
+    response
+}
+
+/// A refusal, marked with its reason for the metrics.
+fn refused(reason: Refusal, response: Response) -> Response {
+    let mut response = response;
+    response.extensions_mut().insert(reason);
+    response
+}
+
+async fn take_webhook(shared: &Shared, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    if !token_ok(&shared, &parts.headers) {
-        return unauthorized();
+    if !token_ok(shared, &parts.headers) {
+        return refused(Refusal::unauthorized, unauthorized());
     }
     let settings = &shared.server.settings;
-    let body = match read_body(&parts.headers, body, settings.max_body_bytes).await {
-        Ok(b) => b,
-        Err(BodyError::TooLarge) => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!(
-                    "the body is larger than {} bytes ([serve] max_body_bytes)",
-                    settings.max_body_bytes
+    let read = tokio::time::timeout(
+        settings.body_read_timeout,
+        read_body(&parts.headers, body, settings.max_body_bytes),
+    )
+    .await;
+    let body = match read {
+        Err(_) => {
+            return refused(
+                Refusal::body_timeout,
+                error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &format!(
+                        "the body was not sent within {} s ([serve] body_read_timeout_secs)",
+                        settings.body_read_timeout.as_secs()
+                    ),
                 ),
             )
         }
-        Err(BodyError::Unreadable(e)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("the body could not be read: {e}"),
+        Ok(Ok(b)) => b,
+        Ok(Err(BodyError::TooLarge)) => {
+            return refused(
+                Refusal::too_large,
+                error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "the body is larger than {} bytes ([serve] max_body_bytes)",
+                        settings.max_body_bytes
+                    ),
+                ),
+            )
+        }
+        Ok(Err(BodyError::Unreadable(e))) => {
+            return refused(
+                Refusal::unreadable,
+                error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the body could not be read: {e}"),
+                ),
             )
         }
     };
     if let Err(wait) = shared.rate.take(Instant::now()) {
-        return with_retry_after(
-            error(
-                StatusCode::TOO_MANY_REQUESTS,
-                &format!(
-                    "more than {} requests a second ([serve] max_requests_per_sec)",
-                    settings.max_requests_per_sec
+        return refused(
+            Refusal::rate_limited,
+            with_retry_after(
+                error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &format!(
+                        "more than {} requests a second ([serve] max_requests_per_sec)",
+                        settings.max_requests_per_sec
+                    ),
                 ),
+                retry_after_secs(wait),
             ),
-            retry_after_secs(wait),
         );
     }
     let notification = match parse_webhook(&body) {
         Ok(n) => n,
-        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(e) => {
+            return refused(
+                Refusal::bad_document,
+                error(StatusCode::BAD_REQUEST, &e.to_string()),
+            )
+        }
     };
     // A firing notification queues its firing alerts; one whose alerts have all resolved is
     // recorded as resolved, never investigated.
@@ -134,10 +187,13 @@ async fn webhook(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     let store = shared.server.store.clone();
     let max_queue = settings.max_queue;
     let queued = tokio::task::spawn_blocking(move || store.enqueue(&record, max_queue)).await;
-    let busy = |message: String| {
-        with_retry_after(
-            error(StatusCode::SERVICE_UNAVAILABLE, &message),
-            RETRY_AFTER_BUSY_SECS,
+    let busy = |reason: Refusal, message: String| {
+        refused(
+            reason,
+            with_retry_after(
+                error(StatusCode::SERVICE_UNAVAILABLE, &message),
+                RETRY_AFTER_BUSY_SECS,
+            ),
         )
     };
     match queued {
@@ -146,21 +202,34 @@ async fn webhook(State(shared): State<Arc<Shared>>, request: Request) -> Respons
                 shared.wake.notify_one();
             }
             tracing::info!(id, %status, "alert notification queued");
+            shared.metrics.taken(Taken::queued);
             accepted(id, false, status)
         }
-        Ok(Ok(Enqueued::Duplicate(id))) => accepted(id, true, status),
-        Ok(Ok(Enqueued::Full)) => busy(format!(
-            "the queue holds {max_queue} notifications ([serve] max_queue); try again later"
-        )),
+        Ok(Ok(Enqueued::Duplicate(id))) => {
+            shared.metrics.taken(Taken::duplicate);
+            accepted(id, true, status)
+        }
+        Ok(Ok(Enqueued::Full)) => busy(
+            Refusal::queue_full,
+            format!(
+                "the queue holds {max_queue} notifications ([serve] max_queue); try again later"
+            ),
+        ),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "a notification could not be queued");
             (shared.server.events)(format!(
                 "warning: a notification could not be queued: {}",
                 one_line(&e.to_string(), 300)
             ));
-            busy(format!("the run store is unavailable: {e}"))
+            busy(
+                Refusal::store_unavailable,
+                format!("the run store is unavailable: {e}"),
+            )
         }
-        Err(e) => busy(format!("the notification could not be queued: {e}")),
+        Err(e) => busy(
+            Refusal::store_unavailable,
+            format!("the notification could not be queued: {e}"),
+        ),
     }
 }
 
@@ -170,6 +239,29 @@ fn accepted(id: i64, duplicate: bool, status: AlertStatus) -> Response {
         Json(json!({ "queued": id, "duplicate": duplicate, "status": status.as_str() })),
     )
         .into_response()
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let store = shared.server.store.clone();
+    let counts = match tokio::task::spawn_blocking(move || store.queue_counts()).await {
+        Ok(Ok(counts)) => Some(counts),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "the queue could not be read for /metrics");
+            None
+        }
+        Err(_) => None,
+    };
+    match shared.metrics.render(counts) {
+        Ok(text) => {
+            let mut r = Response::new(Body::from(text));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(metrics::CONTENT_TYPE),
+            );
+            r
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
 }
 
 async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
@@ -188,33 +280,84 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
+/// Who may read a report: a signed link to that run, or the read token. The webhook token
+/// never opens one (403, so that a reader is not told to send it). `None`: the request may
+/// read it; else the refusal.
+fn report_refusal(
+    shared: &Shared,
+    run_id: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    let settings = &shared.server.settings;
+    let forbidden = |message: &str| error(StatusCode::FORBIDDEN, message);
+    match (query.get("expires"), query.get("sig")) {
+        (Some(expires), Some(sig)) => {
+            let now = shared.server.clock.now();
+            return match links::check(&settings.links.key, run_id, expires, sig, now) {
+                LinkCheck::Valid => None,
+                LinkCheck::Expired => Some(forbidden("this report link has expired")),
+                LinkCheck::Forged => Some(forbidden("this report link is not valid")),
+            };
+        }
+        (None, None) => {}
+        _ => {
+            return Some(forbidden(
+                "this report link is not valid (it needs both expires and sig)",
+            ))
+        }
+    }
+    if headers.contains_key(header::AUTHORIZATION) {
+        if let Some(read) = &settings.read_token {
+            if authorized(headers, read) {
+                return None;
+            }
+        }
+        if let Some(webhook) = &settings.token {
+            if authorized(headers, webhook) {
+                return Some(forbidden(
+                    "the webhook token does not open reports (use a report link or the read token)",
+                ));
+            }
+        }
+        return Some(forbidden("this token does not open reports"));
+    }
+    let mut r = error(
+        StatusCode::UNAUTHORIZED,
+        "a report opens by its link (expires and sig) or with the read token",
+    );
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Some(r)
+}
+
 async fn report(
     State(shared): State<Arc<Shared>>,
     Path(run_id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if !token_ok(&shared, &headers) {
-        return unauthorized();
+    if let Some(refused) = report_refusal(&shared, &run_id, &query, &headers) {
+        return with_report_headers(refused);
     }
     let format = match query.get("format").map(String::as_str) {
         None | Some("html") => Format::Html,
         Some("md") => Format::Md,
         Some(other) => {
-            return error(
+            return with_report_headers(error(
                 StatusCode::BAD_REQUEST,
                 &format!(
                     "unknown report format {:?} (html or md)",
                     one_line(other, 20)
                 ),
-            )
+            ))
         }
     };
     let store = shared.server.store.clone();
     let id = run_id.clone();
     let rendered =
         tokio::task::spawn_blocking(move || diag_report::stored_report(&store, &id, format)).await;
-    match rendered {
+    let response = match rendered {
         Ok(Ok(Some(text))) => {
             let content_type = match format {
                 Format::Html => "text/html; charset=utf-8",
@@ -223,10 +366,6 @@ async fn report(
             let mut r = Response::new(Body::from(text));
             r.headers_mut()
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-            r.headers_mut().insert(
-                header::X_CONTENT_TYPE_OPTIONS,
-                HeaderValue::from_static("nosniff"),
-            );
             r
         }
         Ok(Ok(None)) => error(
@@ -235,5 +374,27 @@ async fn report(
         ),
         Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-    }
+    };
+    with_report_headers(response)
+}
+
+/// What every answer of the report route carries: kept out of shared caches, no referrer
+/// (the link is the authority: it must not leak to a page the report links to), and the
+/// file reports' Content-Security-Policy (nothing loads or runs).
+fn with_report_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(diag_report::html::CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }

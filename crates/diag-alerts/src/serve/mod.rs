@@ -19,8 +19,10 @@
 //! Nothing here prints: what happens is told to the caller's [`EventSink`] as one line each,
 //! and logged with `tracing`. The token is never logged, stored or echoed.
 
+pub mod conn;
 pub mod http;
 pub mod limits;
+pub mod metrics;
 pub mod worker;
 
 use std::net::SocketAddr;
@@ -35,6 +37,7 @@ use diag_ask::AskDeps;
 use diag_core::clock::Clock;
 use diag_core::store::Store;
 
+use crate::links::ReportLinks;
 use crate::notify::NotifyTarget;
 
 /// How often an idle worker looks at the queue without being woken (work another instance
@@ -47,8 +50,8 @@ pub const HTTP_GRACE: Duration = Duration::from_secs(5);
 /// The bounds and settings of one server (`[serve]` of the configuration).
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The bearer token every route but `/healthz` requires; `None`: no token (only when the
-    /// configuration says `allow_no_token = true`).
+    /// The bearer token the webhook requires; `None`: no token (only when the configuration
+    /// says `allow_no_token = true`). It never opens a report.
     pub token: Option<String>,
     /// Largest webhook body taken; a larger one gets 413.
     pub max_body_bytes: usize,
@@ -64,6 +67,17 @@ pub struct Settings {
     pub lookback: Duration,
     /// How often an idle worker looks at the queue unwoken ([`POLL`]).
     pub poll: Duration,
+    /// A token that opens any run's report (`Authorization: Bearer`), never the webhook.
+    pub read_token: Option<String>,
+    /// What signs and checks report links.
+    pub links: ReportLinks,
+    /// How long a connection has to send a whole request head, from when it waits for one
+    /// (a new connection, or a kept-alive one between requests).
+    pub header_read_timeout: Duration,
+    /// How long a request has to send its whole body.
+    pub body_read_timeout: Duration,
+    /// Connections open at once at most.
+    pub max_connections: usize,
 }
 
 /// Where the server tells what happens: one line each (a run started or finished, a
@@ -107,14 +121,36 @@ pub enum ServeError {
     Http(String),
 }
 
-/// Binds the listening socket (`127.0.0.1:0` picks a free port: [`local_addr`] says which).
+/// How many connections the kernel queues for the accept loop: a burst of new connections
+/// (thousands of clients at once) waits there rather than in SYN retries. The kernel caps it
+/// at `net.core.somaxconn`.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds the listening socket (`127.0.0.1:0` picks a free port: [`local_addr`] says which),
+/// with a backlog of [`LISTEN_BACKLOG`].
 pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, ServeError> {
-    tokio::net::TcpListener::bind(addr)
+    let failed = |detail: String| ServeError::Listen {
+        addr: diag_core::text::one_line(addr, 100),
+        detail,
+    };
+    let at = tokio::net::lookup_host(addr)
         .await
-        .map_err(|e| ServeError::Listen {
-            addr: diag_core::text::one_line(addr, 100),
-            detail: e.to_string(),
-        })
+        .map_err(|e| failed(e.to_string()))?
+        .next()
+        .ok_or_else(|| failed("the address resolves to nothing".into()))?;
+    let socket = if at.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(|e| failed(e.to_string()))?;
+    socket
+        .set_reuseaddr(true)
+        .map_err(|e| failed(e.to_string()))?;
+    socket.bind(at).map_err(|e| failed(e.to_string()))?;
+    socket
+        .listen(LISTEN_BACKLOG)
+        .map_err(|e| failed(e.to_string()))
 }
 
 /// The address a listener is bound to.
@@ -132,6 +168,7 @@ pub(crate) struct Shared {
     pub wake: Notify,
     pub rate: limits::RateLimiter,
     pub shutdown: Shutdown,
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// Serves on `listener` until `shutdown.stop`, then drains: the HTTP side stops accepting,
@@ -145,11 +182,17 @@ pub async fn run(
     let rate = limits::RateLimiter::new(server.settings.max_requests_per_sec);
     let concurrency = server.settings.concurrency.max(1);
     let drain = server.settings.drain;
+    let limits = conn::ConnLimits {
+        max_connections: server.settings.max_connections,
+        header_read_timeout: server.settings.header_read_timeout,
+    };
+    let metrics = Arc::new(metrics::Metrics::new());
     let shared = Arc::new(Shared {
         server,
         wake: Notify::new(),
         rate,
         shutdown: shutdown.clone(),
+        metrics: metrics.clone(),
     });
 
     let mut workers = tokio::task::JoinSet::new();
@@ -158,11 +201,7 @@ pub async fn run(
     }
     let app = http::router(shared.clone());
     let stop = shutdown.stop.clone();
-    let mut http = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-    });
+    let mut http = tokio::spawn(conn::serve(listener, app, limits, metrics, stop));
 
     let mut http_done = false;
     tokio::select! {
@@ -176,8 +215,7 @@ pub async fn run(
                 shutdown.interrupt.cancel();
                 while workers.join_next().await.is_some() {}
                 return Err(ServeError::Http(match ended {
-                    Ok(Ok(())) => "it stopped".into(),
-                    Ok(Err(e)) => e.to_string(),
+                    Ok(()) => "it stopped".into(),
                     Err(e) => e.to_string(),
                 }));
             }

@@ -11,16 +11,18 @@
 //!
 //! How a claim ends: the run finished (SUCCESS or FAILED) → `Investigated`; the run was
 //! interrupted by the shutdown → `Released` (queued again, the attempt given back); no run
-//! could be started at all → `Failed`.
+//! could be started at all → `Failed`, with why, and without the run id drawn for it (the
+//! store keeps on a notification only runs that exist).
 
 use std::sync::Arc;
 
 use diag_core::alert::AlertGroup;
 use diag_core::graph::NoopObserver;
-use diag_core::store::alerts::{AlertSource, ClaimEnd, Claimed};
+use diag_core::store::alerts::{not_started, AlertSource, ClaimEnd, Claimed};
 use diag_core::store::{RecordError, StoreError};
 use diag_core::text::one_line;
 
+use super::metrics::FinishedRun;
 use super::Shared;
 use crate::investigate::{investigate, GroupRun};
 use crate::notify;
@@ -174,8 +176,9 @@ async fn run_claimed(shared: &Shared, index: u32, claimed: Claimed) -> bool {
         Ok(o) => {
             say(format!("{title}: run {} {}", o.run_id, o.status.as_str()));
             end_claim(shared, id, &title, Ended::Investigated(o.run_id.clone())).await;
+            count_finished(shared, &o.run_id).await;
             if let Some(target) = &server.notify {
-                let message = notify::message(target, &group, &o);
+                let message = notify::message(target, &group, &o, server.clock.now());
                 if let Err(e) = notify::post(target, &message).await {
                     say(format!("warning: {e}"));
                 }
@@ -191,9 +194,40 @@ async fn run_claimed(shared: &Shared, index: u32, claimed: Claimed) -> bool {
                 "{title}: no run could be started: {}",
                 one_line(&failure, 300)
             ));
-            end_claim(shared, id, &title, Ended::Failed(failure)).await;
+            // The run id drawn for it is not kept: the store keeps only runs that exist.
+            end_claim(shared, id, &title, Ended::Failed(not_started(&failure))).await;
             false
         }
+    }
+}
+
+/// Counts a finished run in the metrics, as the store holds it (its status, verdict,
+/// duration and model calls).
+async fn count_finished(shared: &Shared, run_id: &str) {
+    let store = shared.server.store.clone();
+    let id = run_id.to_string();
+    let read = blocking(move || {
+        let Some(run) = store.get_run(&id)? else {
+            return Ok(None);
+        };
+        let steps = store.agent_steps(&id)?;
+        Ok(Some(FinishedRun {
+            status: run.status,
+            verdict: run.effective_verdict.map(|v| v.as_str()),
+            duration_secs: run.duration_ms.unwrap_or(0) as f64 / 1000.0,
+            calls: steps
+                .iter()
+                .map(|s| (s.step.agent, s.step.prompt_tokens, s.step.completion_tokens))
+                .collect(),
+        }))
+    })
+    .await;
+    match read {
+        Ok(Some(run)) => shared.metrics.finished(&run),
+        Ok(None) => {}
+        Err(e) => (shared.server.events)(format!(
+            "warning: run {run_id} could not be counted in the metrics: {e}"
+        )),
     }
 }
 

@@ -8,9 +8,11 @@ use std::time::Duration;
 use diag_core::agent::fit::estimate;
 use diag_core::agent::runtime::{
     AgentModels, AgentStepRecord, ModelAgents, ModelExchange, RunHooks, StepStatus, ToolResult,
-    ToolResultFuture, ToolRunner,
+    ToolResultFuture, ToolRunner, PLAN_STEP_AGENT,
 };
-use diag_core::agent::{AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError};
+use diag_core::agent::{
+    AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError, PlanCall,
+};
 use diag_core::clock::{FixedClock, Timestamp};
 use diag_core::graph::RunConfig;
 use diag_core::limits::Limits;
@@ -104,6 +106,7 @@ fn rig(limits: Limits, barrier: Option<usize>) -> Rig {
         hooks: hooks.clone(),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
         limits,
+        run_plan_steps: true,
     };
     Rig {
         model,
@@ -123,6 +126,7 @@ fn request(role: AgentRole) -> AgentRequest {
         completed_queries: Vec::new(),
         output_schema: None,
         evidence: None,
+        plan_calls: Vec::new(),
     }
 }
 
@@ -640,6 +644,7 @@ fn evidence_request() -> AgentRequest {
     executor.evidence = Some(EvidenceTurn {
         kept_claim_ids: Vec::new(),
         relevance: vec!["checkout 502".into()],
+        question: "why 502?".into(),
     });
     executor
 }
@@ -712,21 +717,107 @@ async fn a_loop_answer_cut_at_the_token_limit_gets_the_evidence_turn() {
     assert_eq!(r.model.requests().len(), 2);
 }
 
+/// An evidence document with one claim on `inv-1` of [`EchoTools`] called with
+/// `{"query": "502"}`, quoting `quote` at `/matches/0/line`.
+fn claim_doc(quote: &str) -> String {
+    json!({
+        "schema": "executor_evidence_v2",
+        "claims": [{
+            "claim_id": "c1",
+            "text": "The log line repeats the query 502",
+            "bindings": [{
+                "source_invocation_id": "inv-1",
+                "tool_name": "search_logs",
+                "raw_path": "/matches/0/line",
+                "quote": quote
+            }]
+        }]
+    })
+    .to_string()
+}
+
 #[tokio::test]
 async fn a_loop_answer_that_meets_the_contract_needs_no_evidence_turn() {
     let r = rig(Limits::default(), None);
     r.model.with_evidence_turn();
+    // The quote is in the recorded output at its pointer: the Gatekeeper would take it.
+    let doc = claim_doc(r#"echo {"query":"502"}"#);
     r.model
         .tool_calls(&[("call_1", "search_logs", json!({"query": "502"}))])
+        .text(&doc);
+    let reply = r
+        .agents
+        .invoke(&evidence_request(), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, doc);
+    assert_eq!(r.model.requests().len(), 2);
+    assert!(r.model.requests().iter().all(|q| !q.evidence_turn));
+}
+
+#[tokio::test]
+async fn a_loop_document_with_made_up_quotes_gets_the_evidence_turn() {
+    let r = rig(Limits::default(), None);
+    r.model.with_evidence_turn();
+    // Contract-valid and citing a known invocation, but its quote is nowhere in that output:
+    // the Gatekeeper would refuse every claim.
+    let made_up = claim_doc("upstream returned 502 from payment-service");
+    r.model
+        .tool_calls(&[("call_1", "search_logs", json!({"query": "502"}))])
+        .text(&made_up)
         .text(EVIDENCE_DOC);
     let reply = r
         .agents
         .invoke(&evidence_request(), &config())
         .await
         .unwrap();
+    assert_eq!(reply.content, EVIDENCE_DOC, "the evidence turn's answer");
+    let requests = r.model.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[2].evidence_turn);
+    // The turn sees the loop's document, as it sees a prose answer.
+    let shown = &requests[2].messages[requests[2].messages.len() - 2];
+    assert_eq!(shown.role, Role::Assistant);
+    assert_eq!(shown.content.as_deref(), Some(made_up.as_str()));
+
+    // A document without claims, while the run recorded something to cite, gets it too.
+    let r = rig(Limits::default(), None);
+    r.model.with_evidence_turn();
+    r.model
+        .tool_calls(&[("call_1", "search_logs", json!({"query": "502"}))])
+        .text(EVIDENCE_DOC)
+        .text(EVIDENCE_DOC);
+    r.agents
+        .invoke(&evidence_request(), &config())
+        .await
+        .unwrap();
+    assert_eq!(r.model.requests().len(), 3);
+    assert!(r.model.requests()[2].evidence_turn);
+
+    // With nothing recorded to cite, a document without claims stands.
+    let r = rig(Limits::default(), None);
+    r.model.with_evidence_turn();
+    r.model.text(EVIDENCE_DOC);
+    let reply = r
+        .agents
+        .invoke(&evidence_request(), &config())
+        .await
+        .unwrap();
     assert_eq!(reply.content, EVIDENCE_DOC);
+    assert_eq!(r.model.requests().len(), 1);
+
+    // A model without the evidence turn keeps today's behaviour: the document is its reply.
+    let r = rig(Limits::default(), None);
+    r.model
+        .tool_calls(&[("call_1", "search_logs", json!({"query": "502"}))])
+        .text(&made_up);
+    let reply = r
+        .agents
+        .invoke(&evidence_request(), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, made_up);
     assert_eq!(r.model.requests().len(), 2);
-    assert!(r.model.requests().iter().all(|q| !q.evidence_turn));
 }
 
 #[tokio::test]
@@ -777,6 +868,7 @@ async fn each_agent_uses_its_own_model_when_configured() {
         hooks: Arc::new(Recorder::default()),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
         limits: Limits::default(),
+        run_plan_steps: true,
     };
     assert_eq!(
         agents
@@ -1099,6 +1191,7 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
         hooks: recorder.clone(),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
         limits: Limits::default(),
+        run_plan_steps: true,
     };
     let mut executor = request(AgentRole::Executor);
     executor.output_schema = Some(OutputSchema {
@@ -1126,8 +1219,351 @@ async fn a_fitted_and_refitted_run_replays_request_for_request() {
         hooks: Arc::new(Recorder::default()),
         clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
         limits: Limits::default(),
+        run_plan_steps: true,
     };
     let reply = replay.invoke(&executor, &config()).await.unwrap();
     assert_eq!(reply.content, "answer");
     assert_eq!(tape.divergence(), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan's steps, run before the Executor's first turn, and tool calls written in content.
+
+/// An Executor request whose plan has these steps: `(step id, tool, arguments)`.
+fn planned(steps: &[(&str, &str, Value)]) -> AgentRequest {
+    let mut executor = request(AgentRole::Executor);
+    executor.plan_calls = steps
+        .iter()
+        .map(|(id, tool, arguments)| PlanCall {
+            step_id: (*id).into(),
+            tool: (*tool).into(),
+            arguments: arguments.clone(),
+        })
+        .collect();
+    executor
+}
+
+#[tokio::test]
+async fn the_plans_steps_run_and_are_recorded_before_the_first_executor_turn() {
+    let r = rig(Limits::default(), None);
+    r.model
+        // The model repeats a plan step, then adds a call of its own.
+        .tool_calls(&[("m1", "search_logs", json!({"query": "502"}))])
+        .tool_calls(&[("m2", "search_logs", json!({"query": "pool"}))])
+        .text("{}");
+    let req = planned(&[
+        ("s1", "search_logs", json!({"query": "502"})),
+        ("s2", "search_logs", json!({"query": "timeout"})),
+        // The same call again (keys in another order) runs once.
+        ("s3", "search_logs", json!({"query": "502"})),
+    ]);
+    r.agents.invoke(&req, &config()).await.unwrap();
+
+    let invs = r.log.invocations("run-1");
+    let seen: Vec<(&str, &str, InvocationStatus)> = invs
+        .iter()
+        .map(|i| (i.invocation_id.as_str(), i.agent.as_str(), i.status))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("inv-1", PLAN_STEP_AGENT, InvocationStatus::Ok),
+            ("inv-2", PLAN_STEP_AGENT, InvocationStatus::Ok),
+            ("inv-3", "executor", InvocationStatus::Blocked),
+            ("inv-4", "executor", InvocationStatus::Ok),
+        ]
+    );
+    assert_eq!(PLAN_STEP_AGENT, "planner");
+    assert_eq!(invs[1].arguments, json!({"query": "timeout"}));
+    assert_eq!(invs[2].output["duplicate_of"], "inv-1");
+
+    // The first request already holds the plan's calls and their results, citable by id.
+    let reqs = r.model.requests();
+    let first = &reqs[0].messages;
+    assert_eq!(
+        first.len(),
+        5,
+        "system, input, the plan's calls, two results"
+    );
+    assert_eq!(first[2].role, Role::Assistant);
+    assert_eq!(first[2].content, None);
+    let calls: Vec<(&str, &str)> = first[2]
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str()))
+        .collect();
+    assert_eq!(calls, [("inv-1", "search_logs"), ("inv-2", "search_logs")]);
+    for (m, inv) in first[3..].iter().zip(&invs) {
+        assert_eq!(m.role, Role::Tool);
+        assert_eq!(m.tool_call_id.as_deref(), Some(inv.invocation_id.as_str()));
+        let shown: Value = serde_json::from_str(m.content.as_deref().unwrap()).unwrap();
+        assert_eq!(shown["invocation_id"], inv.invocation_id);
+        assert_eq!(shown["output"], inv.output);
+    }
+    // Model turns are numbered from 1: the plan's calls are no turn of the model.
+    let turns: Vec<u32> = r
+        .hooks
+        .steps
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, s)| s.turn)
+        .collect();
+    assert_eq!(turns, [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn the_plans_steps_spend_the_call_budget_and_skip_completed_queries() {
+    // Budget 2: the plan's first two distinct steps run, the third does not, and the model's
+    // own call is blocked by the budget.
+    let r = rig(
+        Limits {
+            max_tool_calls: 2,
+            ..Limits::default()
+        },
+        None,
+    );
+    r.model
+        .tool_calls(&[("m1", "search_logs", json!({"query": "new"}))])
+        .text("{}");
+    let req = planned(&[
+        ("s1", "search_logs", json!({"query": "a"})),
+        ("s2", "search_logs", json!({"query": "b"})),
+        ("s3", "search_logs", json!({"query": "c"})),
+    ]);
+    r.agents.invoke(&req, &config()).await.unwrap();
+    let invs = r.log.invocations("run-1");
+    let seen: Vec<(&Value, InvocationStatus)> = invs
+        .iter()
+        .map(|i| (&i.arguments["query"], i.status))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (&json!("a"), InvocationStatus::Ok),
+            (&json!("b"), InvocationStatus::Ok),
+            (&json!("new"), InvocationStatus::Blocked),
+        ]
+    );
+    assert!(invs[2].output["error"]
+        .as_str()
+        .unwrap()
+        .contains("budget of 2"));
+
+    // Round 2: a step that repeats a query the previous round completed is not run again.
+    let r = rig(Limits::default(), None);
+    r.model.text("{}");
+    let mut req = planned(&[
+        (
+            "s1",
+            "search_logs",
+            json!({"since": "14:00", "query": "502"}),
+        ),
+        ("s2", "search_logs", json!({"query": "pool"})),
+    ]);
+    req.round = 2;
+    req.completed_queries = vec![diag_core::protocol::QueryRef::new(
+        "search_logs",
+        &json!({"query": "502", "since": "14:00"}),
+    )];
+    r.agents.invoke(&req, &config()).await.unwrap();
+    let invs = r.log.invocations("run-1");
+    assert_eq!(invs.len(), 1);
+    assert_eq!(invs[0].arguments, json!({"query": "pool"}));
+    assert_eq!(
+        (invs[0].round, invs[0].invocation_id.as_str()),
+        (2, "inv-1")
+    );
+}
+
+#[tokio::test]
+async fn with_plan_steps_off_the_executor_starts_from_its_input_alone() {
+    let mut r = rig(Limits::default(), None);
+    r.agents.run_plan_steps = false;
+    r.model
+        .tool_calls(&[("m1", "search_logs", json!({"query": "502"}))])
+        .text("{}");
+    let req = planned(&[("s1", "search_logs", json!({"query": "502"}))]);
+    r.agents.invoke(&req, &config()).await.unwrap();
+    let invs = r.log.invocations("run-1");
+    let seen: Vec<(&str, &str, InvocationStatus)> = invs
+        .iter()
+        .map(|i| (i.invocation_id.as_str(), i.agent.as_str(), i.status))
+        .collect();
+    assert_eq!(seen, [("inv-1", "executor", InvocationStatus::Ok)]);
+    let first = &r.model.requests()[0].messages;
+    assert_eq!(
+        first.iter().map(|m| m.role).collect::<Vec<_>>(),
+        [Role::System, Role::User]
+    );
+}
+
+#[tokio::test]
+async fn a_fenced_json_tool_call_in_the_content_is_run_and_recorded() {
+    let r = rig(Limits::default(), None);
+    let written = "```json\n{\"name\": \"search_logs\", \"arguments\": {\"query\": \"502\"}}\n```";
+    r.model
+        .text(written)
+        // Prose mentioning a call is an answer.
+        .text("I would call {\"name\": \"search_logs\", \"arguments\": {}} next.");
+    let reply = r
+        .agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    assert!(
+        reply.content.starts_with("I would call"),
+        "{}",
+        reply.content
+    );
+    let invs = r.log.invocations("run-1");
+    assert_eq!(invs.len(), 1);
+    assert_eq!(
+        (invs[0].invocation_id.as_str(), invs[0].agent.as_str()),
+        ("inv-1", "executor")
+    );
+    assert_eq!(invs[0].arguments, json!({"query": "502"}));
+    assert_eq!(invs[0].status, InvocationStatus::Ok);
+    // The next request shows the call as the tool call it is, then its result.
+    let reqs = r.model.requests();
+    assert_eq!(reqs.len(), 2);
+    let messages = &reqs[1].messages;
+    let call = &messages[2];
+    assert_eq!(
+        (call.role, call.content.as_deref()),
+        (Role::Assistant, None)
+    );
+    assert_eq!(call.tool_calls.len(), 1);
+    assert_eq!(
+        (
+            call.tool_calls[0].id.as_str(),
+            call.tool_calls[0].name.as_str()
+        ),
+        ("call_0", "search_logs")
+    );
+    assert_eq!(messages[3].role, Role::Tool);
+    assert_eq!(messages[3].tool_call_id.as_deref(), Some("call_0"));
+
+    // A call to a tool that is not offered stays content: the answer.
+    let r = rig(Limits::default(), None);
+    let unknown = "{\"name\": \"delete_logs\", \"arguments\": {}}";
+    r.model.text(unknown);
+    let reply = r
+        .agents
+        .invoke(&request(AgentRole::Executor), &config())
+        .await
+        .unwrap();
+    assert_eq!(reply.content, unknown);
+    assert!(r.log.invocations("run-1").is_empty());
+}
+
+#[tokio::test]
+async fn a_run_with_plan_steps_and_a_content_call_replays_request_for_request() {
+    use diag_runfile::{Exchange, RecordedModel, RecordedTools, Recorder as RunRecorder, Tape};
+    let model = Arc::new(ScriptedModel::new());
+    model.with_evidence_turn();
+    model
+        .text("<tool_call>\n{\"name\": \"search_logs\", \"arguments\": {\"query\": \"pool\"}}\n</tool_call>")
+        .text(&claim_doc("upstream returned 502 from payment-service"))
+        .text(EVIDENCE_DOC);
+    let log = Arc::new(MemoryInvocationLog::new());
+    let recorder = RunRecorder::new(log.clone());
+    let tools = Arc::new(EchoTools { barrier: None });
+    let live = ModelAgents {
+        models: AgentModels::single(model.clone()),
+        tools: tools.clone(),
+        log: recorder.clone(),
+        hooks: recorder.clone(),
+        clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
+        limits: Limits::default(),
+        run_plan_steps: true,
+    };
+    let executor = {
+        let mut e = planned(&[("s1", "search_logs", json!({"query": "502"}))]);
+        e.evidence = evidence_request().evidence;
+        e
+    };
+    let reply = live.invoke(&executor, &config()).await.unwrap();
+    assert_eq!(reply.content, EVIDENCE_DOC);
+    let exchanges = recorder.exchanges();
+    let kinds: Vec<String> = exchanges
+        .iter()
+        .map(|x| match x {
+            Exchange::Model(m) => format!(
+                "model {}{}",
+                m.turn,
+                if m.evidence_turn { " evidence" } else { "" }
+            ),
+            Exchange::Tool(t) => format!(
+                "{} {}",
+                t.invocation_id,
+                if t.plan_step { "plan" } else { "model" }
+            ),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "inv-1 plan",
+            "model 1",
+            "inv-2 model",
+            "model 2",
+            "model 3 evidence"
+        ]
+    );
+
+    // Replay: the tape says the plan's steps ran, the content call is read again from the
+    // recorded content, and every request hashes the same.
+    let tape = Tape::new(exchanges.clone(), tools.catalog());
+    assert!(tape.has_plan_steps());
+    let replay_log = Arc::new(MemoryInvocationLog::new());
+    let replay = ModelAgents {
+        models: AgentModels::single(Arc::new(RecordedModel {
+            role: AgentRole::Executor,
+            tape: tape.clone(),
+        })),
+        tools: Arc::new(RecordedTools { tape: tape.clone() }),
+        log: replay_log.clone(),
+        hooks: Arc::new(Recorder::default()),
+        clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
+        limits: Limits::default(),
+        run_plan_steps: tape.has_plan_steps(),
+    };
+    let replayed = replay.invoke(&executor, &config()).await.unwrap();
+    assert_eq!(replayed.content, EVIDENCE_DOC);
+    assert_eq!(tape.divergence(), None);
+    assert_eq!(replay_log.invocations("run-1"), log.invocations("run-1"));
+
+    // A recording whose plan mark is taken away no longer reproduces.
+    let unmarked: Vec<Exchange> = exchanges
+        .into_iter()
+        .map(|x| match x {
+            Exchange::Tool(mut t) => {
+                t.plan_step = false;
+                Exchange::Tool(t)
+            }
+            m => m,
+        })
+        .collect();
+    let tape = Tape::new(unmarked, tools.catalog());
+    let replay = ModelAgents {
+        models: AgentModels::single(Arc::new(RecordedModel {
+            role: AgentRole::Executor,
+            tape: tape.clone(),
+        })),
+        tools: Arc::new(RecordedTools { tape: tape.clone() }),
+        log: Arc::new(MemoryInvocationLog::new()),
+        hooks: Arc::new(Recorder::default()),
+        clock: Arc::new(FixedClock(Timestamp::from_unix_ms(0))),
+        limits: Limits::default(),
+        // As the unmarked file would say, or as the marked one: either way it diverges.
+        run_plan_steps: true,
+    };
+    let _ = replay.invoke(&executor, &config()).await;
+    let d = tape.divergence().expect("diverged");
+    assert!(
+        d.message
+            .contains("recorded as a model's call, replayed as a plan step"),
+        "{d}"
+    );
 }

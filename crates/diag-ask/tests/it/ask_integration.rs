@@ -347,6 +347,9 @@ fn rig_with(busy_timeout: Duration) -> Rig {
         }),
         limits: Limits::default(),
         record_limits: false,
+        // These runs script the Executor model's own tool calls; plan steps have tests of
+        // their own (`plan_steps`).
+        run_plan_steps: false,
         clock: Arc::new(FixedClock(T0)),
         ids: Arc::new(SequentialIds::default()),
         store: store.clone(),
@@ -1775,6 +1778,89 @@ async fn record_returns_every_exchange_in_order_matching_the_store() {
         assert_eq!(t.output, s.output);
         assert_eq!(t.status, s.status);
     }
+}
+
+/// With the plan's steps on and a tool call the model wrote in its content, the recording, the
+/// store's export and a replay all agree: the plan's calls come before the Executor's first
+/// turn, marked, and the content call follows the turn that wrote it.
+#[tokio::test]
+async fn plan_steps_and_a_content_call_record_export_and_replay_alike() {
+    let mut r = rig();
+    r.deps.run_plan_steps = true;
+    text(&r.model, &plan_json(), PLANNER_TOKENS);
+    text(
+        &r.model,
+        "<tool_call>\n{\"name\": \"search_logs\", \"arguments\": {\"query\": \"pool\"}}\n</tool_call>",
+        EXECUTOR_TURN1_TOKENS,
+    );
+    // `inv-1` is the plan's `search_logs` step.
+    text(
+        &r.model,
+        &evidence_json(bound_claim("inv-1")),
+        EXECUTOR_TURN2_TOKENS,
+    );
+    text(&r.model, &verdict_json("PASS", &["c1"]), VERIFIER_TOKENS);
+    text(&r.model, &composer_json(ANSWER), COMPOSER_TOKENS);
+    let out = ask(
+        &r.deps,
+        request(None),
+        AskOptions::new(&mut NoopObserver).recording(true),
+    )
+    .await
+    .expect("ask");
+    assert_eq!(out.status(), RunStatus::Success, "{:?}", out.failure());
+    let recorded = out.recorded.clone().expect("exchanges were recorded");
+    let kinds: Vec<String> = recorded
+        .iter()
+        .map(|x| match x {
+            Exchange::Model(m) => format!("{}#{}", m.agent, m.turn),
+            Exchange::Tool(t) if t.plan_step => format!("{} plan", t.invocation_id),
+            Exchange::Tool(t) => t.invocation_id.clone(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "planner#1",
+            "inv-1 plan",
+            "inv-2 plan",
+            "executor#1",
+            "inv-3",
+            "executor#2",
+            "verifier#1",
+            "composer#1"
+        ]
+    );
+    let stored = r.store.invocations(&out.run_id).unwrap();
+    let agents: Vec<&str> = stored.iter().map(|i| i.agent.as_str()).collect();
+    assert_eq!(agents, ["planner", "planner", "executor"]);
+    assert_eq!(stored[2].arguments, json!({"query": "pool"}));
+
+    // The store's export is the recording.
+    let exported = diag_runfile::export::from_store(&r.store, &out.run_id).expect("export");
+    assert_eq!(exported.exchanges, recorded);
+
+    // A replay of the recording, into another store, reproduces the run.
+    let file = diag_ask::replay::run_file_of(
+        &out,
+        QUESTION,
+        T0,
+        Limits::default(),
+        r.deps.tools.catalog(),
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let other = diag_testkit::open_sqlite_with(
+        dir.path().join("replay.db"),
+        store_options(Duration::from_secs(5)),
+    )
+    .expect("open store");
+    let replayed = diag_ask::replay::replay(&file, &other, Arc::new(SequentialIds::default()))
+        .await
+        .expect("replay");
+    assert_eq!(replayed.divergence, None);
+    assert_eq!(Some(&replayed.actual), file.expected.as_ref());
+    let again = diag_runfile::export::from_store(&other, &replayed.outcome.run_id).expect("export");
+    assert_eq!(again.exchanges, recorded);
 }
 
 #[tokio::test]

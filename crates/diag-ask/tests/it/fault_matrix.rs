@@ -449,6 +449,8 @@ impl Env {
             }),
             limits: Limits::default(),
             record_limits: false,
+            // The faults are injected into the calls the Executor model makes itself.
+            run_plan_steps: false,
             clock,
             ids: self.ids.clone(),
             store: self.store.clone(),

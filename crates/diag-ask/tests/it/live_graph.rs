@@ -67,6 +67,8 @@ async fn run_over(server: &Aimock, request_timeout: Duration) -> Run {
         hooks: Arc::new(NoHooks),
         clock: clock.clone(),
         limits: Limits::default(),
+        // The Executor model's own two concurrent calls are the point here.
+        run_plan_steps: false,
     });
     let graph = topology::compile(real_nodes(NodeDeps {
         invoker: agents,
@@ -77,7 +79,10 @@ async fn run_over(server: &Aimock, request_timeout: Duration) -> Run {
     let mut observer = NoopObserver;
     let state = graph
         .invoke(
-            DiagnosisState::new("why does checkout return 502 since 14:00?"),
+            DiagnosisState::new(
+                "why does checkout return 502 since 14:00?",
+                diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+            ),
             &RunConfig::new("s-live", "run-live"),
             InvokeOptions {
                 step_limit: STEP_LIMIT,

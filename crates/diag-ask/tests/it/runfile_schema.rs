@@ -82,7 +82,8 @@ fn seed() -> Value {
              "max_tokens": 2048, "fit": {"context_tokens": 8192, "max_tokens": 2048},
              "evidence_turn": true},
             {"kind": "tool", "invocation_id": "inv-1", "tool_name": "search_logs",
-             "arguments": {"query": "502"}, "output": {"matches": []}, "status": "ok"},
+             "arguments": {"query": "502"}, "output": {"matches": []}, "status": "ok",
+             "plan_step": true},
             {"kind": "model", "agent": "verifier", "round": 1, "attempt": 1, "turn": 1,
              "error": {"class": "transient", "message": "HTTP 503", "status": 503,
                        "context_tokens": 2048, "usage": {"prompt_tokens": 3000, "completion_tokens": 0},
@@ -204,6 +205,10 @@ const ENUM_SITES: &[(&str, &[&str])] = &[
     (
         "/$defs/tool_exchange/properties/status",
         &["/exchanges/1/status"],
+    ),
+    (
+        "/$defs/tool_exchange/properties/plan_step",
+        &["/exchanges/1/plan_step"],
     ),
     ("/$defs/expected/properties/status", &["/expected/status"]),
     (

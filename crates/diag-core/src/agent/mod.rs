@@ -62,6 +62,19 @@ pub struct AgentRequest {
     /// build the schema from the run's evidence. `None` for the other agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<EvidenceTurn>,
+    /// For the Executor: the plan's steps, which the runtime runs as tool calls before the
+    /// model's first turn when the run is set to (openspec/specs/agent-runtime/spec.md).
+    /// Empty for the other agents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan_calls: Vec<PlanCall>,
+}
+
+/// One plan step as a tool call: the step's id, its tool and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanCall {
+    pub step_id: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
 }
 
 /// What the Executor's evidence turn needs from the node (openspec/specs/agent-runtime/spec.md):
@@ -73,6 +86,10 @@ pub struct EvidenceTurn {
     pub kept_claim_ids: Vec<String>,
     /// The plan's hypotheses and step goals.
     pub relevance: Vec<String>,
+    /// The operator's question, whose tokens a claim may repeat: the loop's own evidence
+    /// document is checked as the Gatekeeper will check it.
+    #[serde(default)]
+    pub question: String,
 }
 
 /// The agent's final text; tool calls made on the way are recorded by the tool recorder.
@@ -264,6 +281,7 @@ impl AgentInvoker for ScriptedInvoker {
         Box::pin(std::future::ready(result))
     }
 }
+pub mod content_calls;
 pub mod fit;
 pub mod prompts;
 pub mod runtime;

@@ -16,23 +16,23 @@ pub struct Prompt {
 
 const PLANNER: Prompt = Prompt {
     id: "planner",
-    version: 1,
-    text: include_str!("../../../../prompts/planner.v1.md"),
+    version: 2,
+    text: include_str!("../../../../prompts/planner.v2.md"),
 };
 const EXECUTOR: Prompt = Prompt {
     id: "executor",
-    version: 1,
-    text: include_str!("../../../../prompts/executor.v1.md"),
+    version: 2,
+    text: include_str!("../../../../prompts/executor.v2.md"),
 };
 const VERIFIER: Prompt = Prompt {
     id: "verifier",
-    version: 1,
-    text: include_str!("../../../../prompts/verifier.v1.md"),
+    version: 2,
+    text: include_str!("../../../../prompts/verifier.v2.md"),
 };
 const COMPOSER: Prompt = Prompt {
     id: "composer",
-    version: 1,
-    text: include_str!("../../../../prompts/composer.v1.md"),
+    version: 2,
+    text: include_str!("../../../../prompts/composer.v2.md"),
 };
 
 /// The user message that asks for the Executor's evidence document in its evidence turn,

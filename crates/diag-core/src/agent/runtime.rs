@@ -11,6 +11,7 @@ use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::content_calls::answer_tool_calls;
 use super::fit::{estimate, fit, Draft};
 use super::prompts::{self, PromptAudit};
 use super::{AgentInvoker, AgentReply, AgentRequest, AgentRole, InvokeError, InvokeFuture};
@@ -19,8 +20,9 @@ use crate::graph::RunConfig;
 use crate::limits::Limits;
 use crate::model::{
     ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Fit, Message, ModelError,
-    OutputSchema, ToolChoice, Usage,
+    OutputSchema, ToolCall, ToolChoice, Usage,
 };
+use crate::protocol::gatekeeper::{normalize, validate_run_with_question, GateStatus};
 use crate::protocol::parse::check_executor_reference_ids;
 use crate::protocol::{executor, parse_executor, schema};
 use crate::protocol::{InvocationStatus, QueryRef, ToolInvocation};
@@ -41,6 +43,12 @@ pub type ToolResultFuture<'a> =
 pub trait ToolRunner: Send + Sync {
     fn catalog(&self) -> Vec<ToolSpec>;
     fn run<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a>;
+
+    /// A plan step run before the Executor's first turn: run like any call. A replay checks
+    /// that the recording has the call as the plan's.
+    fn run_plan_step<'a>(&'a self, name: &'a str, arguments: &'a Value) -> ToolResultFuture<'a> {
+        self.run(name, arguments)
+    }
 
     /// A call the runtime blocked without running it, because the Executor's call budget was
     /// spent; `result` is what will be recorded. A runner that only runs calls has nothing to
@@ -162,6 +170,21 @@ pub struct ModelAgents {
     pub clock: Arc<dyn Clock>,
     /// The run's limits; the runtime reads `max_turns`, `max_tool_calls` and `max_tokens`.
     pub limits: Limits,
+    /// Run the plan's steps as tool calls before the Executor's first model turn
+    /// (`[executor] run_plan_steps`; a replay: when its recording has them).
+    pub run_plan_steps: bool,
+}
+
+/// The `agent` recorded for a tool call the runtime made from a plan step before the
+/// Executor's first turn: the call is the Planner's step, not the Executor model's request.
+pub const PLAN_STEP_AGENT: &str = "planner";
+
+/// What the Executor's loop starts from: the calls already made for it (the plan's steps),
+/// which spend its budget and which a model call repeating one is a duplicate of.
+#[derive(Default)]
+struct LoopStart {
+    calls_made: u32,
+    made: HashMap<QueryRef, String>,
 }
 
 struct CallSite<'a> {
@@ -465,8 +488,13 @@ impl ModelAgents {
             .evidence
             .as_ref()
             .filter(|_| self.models.for_role(request.role).evidence_turn());
+        let start = if self.run_plan_steps {
+            self.run_plan(request, config, &mut draft).await?
+        } else {
+            LoopStart::default()
+        };
         let (end, last_turn) = self
-            .tool_loop(request, config, &mut draft, evidence.is_some())
+            .tool_loop(request, config, &mut draft, evidence.is_some(), start)
             .await?;
         let Some(evidence) = evidence else {
             return end.into_result(self.limits.max_tool_calls);
@@ -477,11 +505,33 @@ impl ModelAgents {
             .map(|i| i.invocation_id.as_str())
             .collect();
         let kept: Vec<&str> = evidence.kept_claim_ids.iter().map(String::as_str).collect();
+        let leaves = schema::evidence_leaves(
+            &invocations,
+            &evidence.relevance,
+            schema::MAX_EVIDENCE_LEAVES,
+        );
         if let LoopEnd::Answered(content) = &end {
-            let meets = parse_executor(content)
-                .and_then(|output| check_executor_reference_ids(&output, &kept, &ids))
-                .is_ok();
-            if meets {
+            // The loop's document stands when it meets the contract and the Gatekeeper would
+            // not refuse every claim of it (quotes a model made up are found at no pointer);
+            // a document without claims stands only when the run has nothing to cite.
+            let stands = parse_executor(content)
+                .and_then(|output| {
+                    check_executor_reference_ids(&output, &kept, &ids).map(|()| output)
+                })
+                .is_ok_and(|output| {
+                    let raw = validate_run_with_question(
+                        config.run_id(),
+                        &evidence.question,
+                        &output,
+                        &invocations,
+                    );
+                    match normalize(Some(&raw)) {
+                        GateStatus::Reject => false,
+                        _ if output.claims.is_empty() => leaves.is_empty(),
+                        GateStatus::Pass | GateStatus::LowConfid => true,
+                    }
+                });
+            if stands {
                 return Ok(AgentReply {
                     content: content.clone(),
                 });
@@ -491,11 +541,6 @@ impl ModelAgents {
                 .messages
                 .push(Message::assistant(Some(content.clone()), Vec::new()));
         }
-        let leaves = schema::evidence_leaves(
-            &invocations,
-            &evidence.relevance,
-            schema::MAX_EVIDENCE_LEAVES,
-        );
         let (guidance, grammar) = schema::executor_evidence(&leaves, &ids, &kept);
         draft
             .request
@@ -527,24 +572,156 @@ impl ModelAgents {
         })
     }
 
+    /// The plan's steps as tool calls, before the Executor's first model turn: each step not
+    /// already made (the same tool and canonical arguments as an earlier step, or, in round 2,
+    /// as a query the previous round completed) runs in plan order, as far as the tool-call
+    /// budget goes. The calls are recorded with the agent [`PLAN_STEP_AGENT`] and invocation
+    /// ids after the run's last, then shown to the model as one assistant turn of tool calls
+    /// (each call's id is its invocation id) and their results, as if it had made them.
+    async fn run_plan(
+        &self,
+        request: &AgentRequest,
+        config: &RunConfig,
+        draft: &mut Draft,
+    ) -> Result<LoopStart, InvokeError> {
+        let mut start = LoopStart::default();
+        let base = self.log.invocations(config.run_id()).len();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        for step in &request.plan_calls {
+            if calls.len() >= usize::try_from(self.limits.max_tool_calls).unwrap_or(usize::MAX) {
+                break;
+            }
+            let query = QueryRef::new(&step.tool, &step.arguments);
+            if start.made.contains_key(&query) || request.completed_queries.contains(&query) {
+                continue;
+            }
+            let id = format!("inv-{}", base + calls.len() + 1);
+            tracing::debug!(
+                invocation = %id,
+                step = %crate::text::one_line(&step.step_id, 64),
+                "plan step run before the executor's first turn"
+            );
+            start.made.insert(query, id.clone());
+            calls.push(ToolCall {
+                id,
+                name: step.tool.clone(),
+                arguments: step.arguments.clone(),
+            });
+        }
+        if calls.is_empty() {
+            return Ok(start);
+        }
+        start.calls_made = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+        let results = join_all(calls.iter().map(|call| async move {
+            let began = self.clock.elapsed();
+            let result = self.tools.run_plan_step(&call.name, &call.arguments).await;
+            let ms = crate::clock::millis(self.clock.elapsed().saturating_sub(began));
+            (result, ms)
+        }))
+        .await;
+        draft
+            .request
+            .messages
+            .push(Message::assistant(None, calls.clone()));
+        for (call, (result, duration_ms)) in calls.iter().zip(results) {
+            self.record_and_show(
+                request,
+                config,
+                draft,
+                RecordedCall {
+                    id: &call.id,
+                    call,
+                    agent: PLAN_STEP_AGENT,
+                    result,
+                    duration_ms,
+                },
+            )?;
+        }
+        Ok(start)
+    }
+
+    /// Records one tool call's result and, once it is kept, shows it to the model as the
+    /// tool result of `call`. A result that could not be kept is never shown: the Executor
+    /// stops there and fails.
+    fn record_and_show(
+        &self,
+        request: &AgentRequest,
+        config: &RunConfig,
+        draft: &mut Draft,
+        c: RecordedCall<'_>,
+    ) -> Result<(), InvokeError> {
+        let RecordedCall {
+            id,
+            call,
+            agent,
+            result,
+            duration_ms,
+        } = c;
+        tracing::debug!(
+            invocation = %id,
+            agent,
+            tool = %crate::text::one_line(&call.name, 64),
+            status = result.status.as_str(),
+            duration_ms,
+            "tool call"
+        );
+        let recorded = self.log.record(
+            config,
+            ToolInvocation {
+                run_id: config.run_id().to_string(),
+                session_id: config.session_id().to_string(),
+                invocation_id: id.to_string(),
+                agent: agent.to_string(),
+                round: request.round,
+                tool_name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                output: result.output.clone(),
+                status: result.status,
+                duration_ms,
+            },
+        );
+        // openspec/specs/tools/spec.md: each result is recorded before the model sees it.
+        if let Err(why) = recorded {
+            return Err(InvokeError::Permanent(format!(
+                "tool result {id} could not be recorded, so it is not shown to the model: {why}"
+            )));
+        }
+        let shown = json!({
+            "invocation_id": id,
+            "tool": call.name,
+            "status": result.status.as_str(),
+            "output": result.output,
+        });
+        draft
+            .tool_results
+            .push((draft.request.messages.len(), shown.clone()));
+        draft
+            .request
+            .messages
+            .push(Message::tool_result(call.id.clone(), shown.to_string()));
+        Ok(())
+    }
+
     /// The Executor's bounded tool loop: model → tool calls → recorded results → model, until
     /// the model answers without a tool call, the turns run out, or it repeats itself; with
-    /// `budget_ends`, also once the tool-call budget is spent. Returns how it ended and the
-    /// last turn it used.
+    /// `budget_ends`, also once the tool-call budget is spent. It starts from the calls made
+    /// for it (`start`: the plan's steps). A tool call the model writes in its content
+    /// ([`answer_tool_calls`]) is a tool call. Returns how it ended and the last turn it used.
     async fn tool_loop(
         &self,
         request: &AgentRequest,
         config: &RunConfig,
         draft: &mut Draft,
         budget_ends: bool,
+        start: LoopStart,
     ) -> Result<(LoopEnd, u32), InvokeError> {
         let max_turns = self.limits.max_turns;
-        let mut calls_made: u32 = 0;
+        let mut calls_made: u32 = start.calls_made;
         let mut last_blocked = false;
         let mut repeats_in_a_row: u32 = 0;
-        // The calls this invocation asked for, by tool and canonical arguments: the
+        // The calls made for this invocation, by tool and canonical arguments: the
         // invocation id of the first.
-        let mut made: HashMap<QueryRef, String> = HashMap::new();
+        let mut made: HashMap<QueryRef, String> = start.made;
         let mut turn: u32 = 1;
         while turn <= max_turns {
             let (response, used) = self
@@ -561,20 +738,26 @@ impl ModelAgents {
                 };
             }
             turn = used + 1;
-            if response.tool_calls.is_empty() {
+            let tool_calls = answer_tool_calls(&draft.request.tools, &response);
+            if tool_calls.is_empty() {
                 return Ok((
                     LoopEnd::Answered(response.content.unwrap_or_default()),
                     used,
                 ));
             }
+            // Calls read from the content are shown to the model as the calls they are.
+            let content = if response.tool_calls.is_empty() {
+                None
+            } else {
+                response.content.clone()
+            };
             // Invocation ids are run-local and follow the model's order, across rounds.
             let recorded_before = self.log.invocations(config.run_id());
             let base = recorded_before.len();
             // A call that repeats one already made (in this invocation, or a completed query
             // of the previous round, openspec/specs/diagnosis-graph/spec.md) is not run and spends no budget; neither is a
             // call past the budget.
-            let planned: Vec<(String, Option<Refusal>)> = response
-                .tool_calls
+            let planned: Vec<(String, Option<Refusal>)> = tool_calls
                 .iter()
                 .enumerate()
                 .map(|(i, call)| {
@@ -608,7 +791,7 @@ impl ModelAgents {
                 })
                 .collect();
             let budget = self.limits.max_tool_calls;
-            let results = join_all(response.tool_calls.iter().zip(&planned).map(
+            let results = join_all(tool_calls.iter().zip(&planned).map(
                 |(call, (_, refusal))| async move {
                     let began = self.clock.elapsed();
                     let result = match refusal {
@@ -632,13 +815,13 @@ impl ModelAgents {
                 },
             ))
             .await;
-            draft.request.messages.push(Message::assistant(
-                response.content.clone(),
-                response.tool_calls.clone(),
-            ));
+            draft
+                .request
+                .messages
+                .push(Message::assistant(content, tool_calls.clone()));
             last_blocked = true;
             for ((call, (id, refusal)), (result, duration_ms)) in
-                response.tool_calls.iter().zip(&planned).zip(results)
+                tool_calls.iter().zip(&planned).zip(results)
             {
                 last_blocked &= result.status == InvocationStatus::Blocked;
                 if matches!(refusal, Some(Refusal::Duplicate { .. })) {
@@ -646,48 +829,18 @@ impl ModelAgents {
                 } else {
                     repeats_in_a_row = 0;
                 }
-                tracing::debug!(
-                    invocation = %id,
-                    tool = %crate::text::one_line(&call.name, 64),
-                    status = result.status.as_str(),
-                    duration_ms,
-                    "tool call"
-                );
-                let recorded = self.log.record(
+                self.record_and_show(
+                    request,
                     config,
-                    ToolInvocation {
-                        run_id: config.run_id().to_string(),
-                        session_id: config.session_id().to_string(),
-                        invocation_id: id.clone(),
-                        agent: request.role.as_str().to_string(),
-                        round: request.round,
-                        tool_name: call.name.clone(),
-                        arguments: call.arguments.clone(),
-                        output: result.output.clone(),
-                        status: result.status,
+                    draft,
+                    RecordedCall {
+                        id,
+                        call,
+                        agent: request.role.as_str(),
+                        result,
                         duration_ms,
                     },
-                );
-                // openspec/specs/tools/spec.md: each result is recorded before the model sees it. One that could
-                // not be kept is never shown: the Executor stops here and fails.
-                if let Err(why) = recorded {
-                    return Err(InvokeError::Permanent(format!(
-                        "tool result {id} could not be recorded, so it is not shown to the model: {why}"
-                    )));
-                }
-                let shown = json!({
-                    "invocation_id": id,
-                    "tool": call.name,
-                    "status": result.status.as_str(),
-                    "output": result.output,
-                });
-                draft
-                    .tool_results
-                    .push((draft.request.messages.len(), shown.clone()));
-                draft
-                    .request
-                    .messages
-                    .push(Message::tool_result(call.id.clone(), shown.to_string()));
+                )?;
             }
             if repeats_in_a_row >= MAX_REPEATS_IN_A_ROW {
                 return Ok((
@@ -715,6 +868,15 @@ impl ModelAgents {
         };
         Ok((LoopEnd::Stopped(stopped), turn - 1))
     }
+}
+
+/// One tool call to record and show: its invocation id, the call, who made it, its result.
+struct RecordedCall<'a> {
+    id: &'a str,
+    call: &'a ToolCall,
+    agent: &'a str,
+    result: ToolResult,
+    duration_ms: u64,
 }
 
 /// How the Executor's tool loop ended, when no model call failed.

@@ -13,9 +13,11 @@ use thiserror::Error;
 use crate::tools::ToolSpec;
 
 pub mod endpoint;
+pub mod sampling;
 pub mod structured;
 
 pub use endpoint::{Endpoint, LearnedSink};
+pub use sampling::{RefusedSampling, SamplingParameter};
 pub use structured::{EndpointMemory, Learned, StructuredOutputSetting};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

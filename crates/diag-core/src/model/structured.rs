@@ -299,6 +299,8 @@ pub struct Learned {
     pub form: Option<StructuredOutput>,
     /// The context size a context-length error stated.
     pub context_tokens: Option<u32>,
+    /// The sampling parameters it refused (`super::sampling`): never sent to it again.
+    pub refused_sampling: super::RefusedSampling,
 }
 
 /// What each endpoint (its base URL and model name, [`Endpoint`]) taught, shared by the
@@ -376,6 +378,7 @@ mod tests {
         let both = Learned {
             form: Some(StructuredOutput::JsonObject),
             context_tokens: Some(2048),
+            ..Learned::default()
         };
         assert_eq!(memory.learned(&m), both);
         assert_eq!(clone.learned(&m), both);
@@ -399,7 +402,7 @@ mod tests {
         let m = Endpoint::new("http://h/v1", "m");
         let known = Learned {
             form: Some(StructuredOutput::JsonObjectSchema),
-            context_tokens: None,
+            ..Learned::default()
         };
         let memory = EndpointMemory::remembering([(m.clone(), known)], Some(told.clone()));
         assert_eq!(
@@ -415,7 +418,7 @@ mod tests {
             .learn(&m, |l| l.form = Some(StructuredOutput::JsonObject));
         let now = Learned {
             form: Some(StructuredOutput::JsonObject),
-            context_tokens: None,
+            ..Learned::default()
         };
         assert_eq!(*told.0.lock().unwrap(), vec![(m, now)]);
     }

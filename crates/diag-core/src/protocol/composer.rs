@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::grounding::is_claim_id;
+use super::grounding::{is_claim_id, EvidenceContext, SalientToken};
 
 /// The schema name the Composer must return.
 pub const SCHEMA: &str = "composer_answer_v1";
@@ -78,12 +78,219 @@ fn marker_at(text: &str, open: usize) -> Option<(usize, Vec<String>)> {
     }
 }
 
+/// An answer with the citations diag placed in it ([`place_citations`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedCitations {
+    /// The answer with a marker after each sentence that states a fact of a claim.
+    pub markdown: String,
+    /// The claims the markers cite, in allowed order.
+    pub cited_claims: Vec<String>,
+    /// How many markers were placed.
+    pub markers: usize,
+}
+
+/// Places the citations of an answer that has none (openspec/specs/verified-evidence/spec.md,
+/// "Citations diag places"). Each sentence of running text (a line, cut after `.`, `!` or `?`
+/// followed by a space; fenced code, headings and table rows are left alone) is read like
+/// the whole answer: its salient tokens that the question does not show are the facts it
+/// needs a claim for, and it cites the fewest allowed claims whose evidence shows them (the
+/// claim showing most of the facts left first, ties in allowed order), as a marker before
+/// its closing punctuation. A sentence none of whose facts a claim shows gets no marker; the
+/// token check, run on the answer afterwards as on any answer, refuses what no evidence
+/// shows. `None` when no sentence got a marker.
+///
+/// `claims` are the allowed claims in allowed order, each with the evidence context of its
+/// own verified evidence; `question` is the context of the operator's question alone.
+pub fn place_citations(
+    markdown: &str,
+    question: &EvidenceContext,
+    claims: &[(String, EvidenceContext)],
+) -> Option<PlacedCitations> {
+    let mut out = String::with_capacity(markdown.len() + 64);
+    let mut cited: Vec<&str> = Vec::new();
+    let mut markers = 0;
+    let mut fence: Option<&str> = None;
+    for (n, line) in markdown.split('\n').enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let trimmed = line.trim_start();
+        if let Some(open) = fence {
+            if trimmed.starts_with(open) {
+                fence = None;
+            }
+            out.push_str(line);
+            continue;
+        }
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fence = Some(&trimmed[..3]);
+            out.push_str(line);
+            continue;
+        }
+        if trimmed.starts_with('#') || trimmed.starts_with('|') || line.starts_with("    ") {
+            out.push_str(line);
+            continue;
+        }
+        let mut at = 0;
+        for end in sentence_ends(line) {
+            let sentence = &line[at..end];
+            let ids = sentence_claims(sentence, question, claims);
+            if ids.is_empty() {
+                out.push_str(sentence);
+            } else {
+                let body = sentence.trim_end();
+                let cut = body.trim_end_matches(['.', '!', '?', ':', ';', ',']).len();
+                out.push_str(&body[..cut]);
+                out.push_str(" [");
+                out.push_str(&ids.join(", "));
+                out.push(']');
+                out.push_str(&sentence[cut..]);
+                markers += 1;
+                for id in ids {
+                    if !cited.contains(&id) {
+                        cited.push(id);
+                    }
+                }
+            }
+            at = end;
+        }
+    }
+    if markers == 0 {
+        return None;
+    }
+    let cited_claims = claims
+        .iter()
+        .map(|(id, _)| id.as_str())
+        .filter(|id| cited.contains(id))
+        .map(str::to_string)
+        .collect();
+    Some(PlacedCitations {
+        markdown: out,
+        cited_claims,
+        markers,
+    })
+}
+
+/// The byte offsets where the sentences of `line` end: after `.`, `!` or `?` followed by
+/// whitespace (so `2.5` and `v1.2.3` are not cut), and at the end of the line.
+fn sentence_ends(line: &str) -> Vec<usize> {
+    let bytes = line.as_bytes();
+    let mut ends = Vec::new();
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(b, b'.' | b'!' | b'?')
+            && bytes.get(i + 1).is_some_and(|n| *n == b' ' || *n == b'\t')
+        {
+            ends.push(i + 1);
+        }
+    }
+    if ends.last() != Some(&line.len()) {
+        ends.push(line.len());
+    }
+    ends
+}
+
+/// The claims a sentence cites: the fewest whose evidence shows the sentence's facts that
+/// the question does not (greedy, most facts first, ties in allowed order).
+fn sentence_claims<'a>(
+    sentence: &str,
+    question: &EvidenceContext,
+    claims: &'a [(String, EvidenceContext)],
+) -> Vec<&'a str> {
+    let mut needed: Vec<SalientToken> = question.check(sentence).unbound;
+    let shown: Vec<Vec<SalientToken>> = claims
+        .iter()
+        .map(|(_, cx)| {
+            let unbound = cx.check(sentence).unbound;
+            needed
+                .iter()
+                .filter(|t| !unbound.contains(t))
+                .cloned()
+                .collect()
+        })
+        .collect();
+    let mut picked: Vec<usize> = Vec::new();
+    while !needed.is_empty() {
+        let best = shown
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !picked.contains(i))
+            .map(|(i, facts)| (i, facts.iter().filter(|t| needed.contains(t)).count()))
+            .filter(|(_, n)| *n > 0)
+            .fold(None, |best: Option<(usize, usize)>, (i, n)| match best {
+                Some((_, m)) if m >= n => best,
+                _ => Some((i, n)),
+            });
+        let Some((i, _)) = best else {
+            break;
+        };
+        needed.retain(|t| !shown[i].contains(t));
+        picked.push(i);
+    }
+    picked.sort_unstable();
+    picked.into_iter().map(|i| claims[i].0.as_str()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ids(text: &str) -> Vec<Vec<String>> {
         citation_markers(text).into_iter().map(|m| m.ids).collect()
+    }
+
+    fn cx(texts: &[&str]) -> EvidenceContext {
+        let mut cx = EvidenceContext::new();
+        for t in texts {
+            cx.push_text(t);
+        }
+        cx
+    }
+
+    fn demo_claims() -> Vec<(String, EvidenceContext)> {
+        vec![
+            (
+                "c1".into(),
+                cx(&["settlement-batch holds 50 of 50 connections of payment-db"]),
+            ),
+            (
+                "c2".into(),
+                cx(&["2026-11-30T14:02:11Z checkout upstream returned 502"]),
+            ),
+        ]
+    }
+
+    #[test]
+    fn each_sentence_cites_the_claims_that_show_its_facts() {
+        let question = cx(&["why does checkout return 502 since 14:00?"]);
+        let answer = "The settlement-batch job held 50 connections. Checkout answered 502 \
+                      since 14:02.\n\n- payment-db was full at 14:02\n- Look at the pool.";
+        let placed = place_citations(answer, &question, &demo_claims()).unwrap();
+        assert_eq!(
+            placed.markdown,
+            "The settlement-batch job held 50 connections [c1]. Checkout answered 502 since \
+             14:02 [c2].\n\n- payment-db was full at 14:02 [c1, c2]\n- Look at the pool."
+        );
+        assert_eq!(placed.cited_claims, ["c1", "c2"]);
+        assert_eq!(placed.markers, 3);
+        assert_eq!(
+            citation_markers(&placed.markdown).len(),
+            3,
+            "every placed marker reads as a citation"
+        );
+    }
+
+    #[test]
+    fn code_headings_tables_and_facts_no_claim_shows_get_no_marker() {
+        let question = cx(&["why does checkout return 502 since 14:00?"]);
+        let answer = "## settlement-batch\n```\nsettlement-batch 50\n```\n| 50 | x |\n\
+                      Checkout returns 502 since 14:00. The job held 80 connections.";
+        assert_eq!(place_citations(answer, &question, &demo_claims()), None);
+        let mixed = "The job held 80 connections on payment-db.";
+        let placed = place_citations(mixed, &question, &demo_claims()).unwrap();
+        assert_eq!(
+            placed.markdown, "The job held 80 connections on payment-db [c1].",
+            "a marker says which claim shows what it can; the token check still refuses 80"
+        );
     }
 
     #[test]

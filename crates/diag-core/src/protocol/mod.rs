@@ -13,6 +13,7 @@ pub mod json_pointer;
 pub mod parse;
 pub mod planner;
 pub mod retry;
+pub mod run_clock;
 pub mod schema;
 pub mod verified;
 pub mod verifier;
@@ -35,5 +36,6 @@ pub use parse::{
 };
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};
 pub use retry::{canonical_json, CriticalGap, QueryRef, RetryContext};
+pub use run_clock::RunClock;
 pub use verified::{VerifiedClaim, VerifiedEvidence, VerifiedExecutorOutput};
 pub use verifier::{effective_verdict, ClaimCheck, Fact, Verdict, Verification, VerifierResult};

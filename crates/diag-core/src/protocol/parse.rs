@@ -361,10 +361,19 @@ pub fn parse_plan(
         PlannerMode::EvidenceGapOnly => Some(retry.ok_or(ContractViolation::MissingRetryContext)?),
     };
 
+    // An id left out is the item's position (`h1`, `s1`, …): the grammar form of the
+    // contract asks for none, so a small model held to it cannot repeat one. An id that is
+    // given must still be unique among the given and the positional ones.
+    let positional = |prefix: &str, i: usize| format!("{prefix}{}", i + 1);
+    let hypothesis_objects = doc.optional_objects("hypotheses")?;
+    let hypothesis_ids = hypothesis_objects
+        .iter()
+        .enumerate()
+        .map(|(i, h)| optional_id(h, || positional("h", i)))
+        .collect::<Result<Vec<_>>>()?;
     let mut hypotheses = Vec::new();
     let mut seen = Seen::default();
-    for h in doc.optional_objects("hypotheses")? {
-        let id = h.text("id")?;
+    for (h, id) in hypothesis_objects.iter().zip(&hypothesis_ids) {
         seen.insert(id, || h.field("id"))?;
         hypotheses.push(PlanHypothesis {
             id: id.to_string(),
@@ -379,9 +388,15 @@ pub fn parse_plan(
         });
     }
     let mut steps = Vec::with_capacity(steps_field.len());
+    let step_objects = objects(steps_field, &doc.field("steps"))?;
+    let step_ids = step_objects
+        .iter()
+        .enumerate()
+        .map(|(i, s)| optional_id(s, || positional("s", i)))
+        .collect::<Result<Vec<_>>>()?;
     let mut seen = Seen::default();
-    for s in objects(steps_field, &doc.field("steps"))? {
-        let id = s.text("id")?;
+    for (s, id) in step_objects.into_iter().zip(&step_ids) {
+        let id = id.as_str();
         seen.insert(id, || s.field("id"))?;
         let goal = s.text("goal")?;
         let tool = s.text("tool")?;
@@ -429,6 +444,14 @@ pub fn parse_plan(
         hypotheses,
         steps,
     })
+}
+
+/// An item's `id`: the given one (non-blank), or `fallback()` when it is absent or `null`.
+fn optional_id(item: &Obj<'_>, fallback: impl FnOnce() -> String) -> Result<String> {
+    match item.optional("id") {
+        None => Ok(fallback()),
+        Some(_) => Ok(item.text("id")?.to_string()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -734,11 +757,16 @@ pub fn parse_composer(text: &str, allowed_claims: &[String]) -> Result<ComposerA
     check_schema(&doc, composer::SCHEMA)?;
     let allowed: HashSet<&str> = allowed_claims.iter().map(String::as_str).collect();
     let answer_markdown = doc.text("answer_markdown")?.to_string();
-    let cited_claims = references(
-        doc.array("cited_claims")?,
-        &doc.field("cited_claims"),
-        &allowed,
-    )?;
+    // `cited_claims` is a set: an id listed again says nothing new (a small model repeats
+    // its last item), so repeats are dropped rather than refused; every id is still checked.
+    let listed = doc.array("cited_claims")?;
+    let mut unique: Vec<Value> = Vec::with_capacity(listed.len());
+    for v in listed {
+        if !(v.is_string() && unique.contains(v)) {
+            unique.push(v.clone());
+        }
+    }
+    let cited_claims = references(&unique, &doc.field("cited_claims"), &allowed)?;
     Ok(ComposerAnswer {
         answer_markdown,
         cited_claims,

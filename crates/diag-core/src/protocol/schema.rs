@@ -203,6 +203,45 @@ pub fn planner(tools: &[(&str, &Value)], mode: PlannerMode, retry: Option<&Retry
     )
 }
 
+/// The grammar form of `planner_plan_v1` ([`crate::model::OutputSchema::grammar`], for
+/// servers that compile the schema to a grammar): hypotheses and steps carry no `id` (the
+/// parser numbers them by position, so a model held to a grammar cannot repeat one), at most
+/// [`GRAMMAR_HYPOTHESES`] hypotheses and between 1 and [`GRAMMAR_STEPS`] steps.
+pub fn planner_grammar(
+    tools: &[(&str, &Value)],
+    mode: PlannerMode,
+    retry: Option<&RetryContext>,
+) -> Value {
+    let mut plan = planner(tools, mode, retry);
+    strip_ids(&mut plan["properties"]["hypotheses"]["items"]);
+    plan["properties"]["hypotheses"]["maxItems"] = json!(GRAMMAR_HYPOTHESES);
+    plan["properties"]["steps"]["maxItems"] = json!(GRAMMAR_STEPS);
+    let steps = &mut plan["properties"]["steps"]["items"];
+    match steps.get_mut("anyOf").and_then(Value::as_array_mut) {
+        Some(alternatives) => alternatives.iter_mut().for_each(strip_ids),
+        None => strip_ids(steps),
+    }
+    plan
+}
+
+/// Most steps the Planner's grammar form allows, as its prompt asks: a small model held to a
+/// grammar repeats its last step until the list is full, and every step is a tool call.
+pub const GRAMMAR_STEPS: usize = 6;
+
+/// Most hypotheses the Planner's grammar form allows: a small model held to a grammar fills a
+/// list to its bound, and every hypothesis costs tokens before the first step.
+pub const GRAMMAR_HYPOTHESES: usize = 3;
+
+/// An object schema without its `id` property.
+fn strip_ids(item: &mut Value) {
+    if let Some(props) = item.get_mut("properties").and_then(Value::as_object_mut) {
+        props.remove("id");
+    }
+    if let Some(required) = item.get_mut("required").and_then(Value::as_array_mut) {
+        required.retain(|r| r != "id");
+    }
+}
+
 /// `executor_evidence_v2`, with `tool_name` one of the catalog's tools.
 pub fn executor(tool_names: &[&str]) -> Value {
     let binding = object(
@@ -256,6 +295,12 @@ pub fn executor(tool_names: &[&str]) -> Value {
         &["schema", "claims"],
     )
 }
+
+/// Longest free text (a limitation, a hypothesis, a reason) in the evidence turn's grammar
+/// form, in characters.
+pub const GRAMMAR_TEXT_CHARS: usize = 240;
+/// Most entries of a list of free text in the evidence turn's grammar form.
+pub const GRAMMAR_LIST_ITEMS: usize = 3;
 
 /// Most pointers the evidence turn's schema offers ([`evidence_leaves`]): the leaves most
 /// relevant to the plan, across every successful invocation of the run.
@@ -485,16 +530,26 @@ pub fn executor_evidence(
     // `grammar`: the form a server holds the model to token by token, where one more rule
     // costs nothing in the prompt.
     let document = |claims: Value, grammar: bool| {
+        // Under a grammar, free text is bounded and lists are short: a small model held to a
+        // grammar repeats a sentence until the token limit if nothing ends it.
+        let (prose, list_max) = if grammar {
+            (
+                json!({"type": "string", "minLength": 1, "maxLength": GRAMMAR_TEXT_CHARS}),
+                GRAMMAR_LIST_ITEMS,
+            )
+        } else {
+            (text(), MAX_ITEMS)
+        };
         let no_evidence = if invocation_ids.is_empty() {
             none()
         } else {
             json!({
                 "type": "array",
                 "items": object(
-                    vec![("query_ref", one_of(invocation_ids)), ("reason", text())],
+                    vec![("query_ref", one_of(invocation_ids)), ("reason", prose.clone())],
                     &["query_ref", "reason"],
                 ),
-                "maxItems": MAX_ITEMS,
+                "maxItems": list_max,
             })
         };
         object(
@@ -508,19 +563,19 @@ pub fn executor_evidence(
                         "items": object(
                             vec![
                                 ("id", text()),
-                                ("text", text()),
+                                ("text", prose.clone()),
                                 ("status", one_of(&["unverified", "supported", "refuted"])),
                             ],
                             &["id", "text", "status"],
                         ),
-                        "maxItems": MAX_HYPOTHESES,
+                        "maxItems": list_max.min(MAX_HYPOTHESES),
                     }),
                 ),
                 ("no_evidence", no_evidence),
                 (
                     "limitations",
                     if grammar {
-                        json!({"type": "array", "items": text(), "minItems": 1, "maxItems": MAX_ITEMS})
+                        json!({"type": "array", "items": prose, "minItems": 1, "maxItems": list_max})
                     } else {
                         texts(MAX_ITEMS)
                     },
@@ -599,6 +654,46 @@ pub fn verifier(verified_claim_ids: &[String]) -> Value {
             "allowed_claims",
         ],
     )
+}
+
+/// `groundedness` in the Verifier's grammar form: one of eleven tenths, so a model held to a
+/// grammar writes a number in range and stops.
+fn tenths() -> Value {
+    json!({"enum": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]})
+}
+
+/// The grammar form of `verifier_verdict_v1`: a `PASS` allows at least one claim (the
+/// parser refuses a PASS that allows none), `LOW_CONFID` and `REJECT` may allow none;
+/// `groundedness` is one of eleven tenths; every list is bounded as in [`verifier`].
+pub fn verifier_grammar(verified_claim_ids: &[String]) -> Value {
+    let base = verifier(verified_claim_ids);
+    let mut pass = base.clone();
+    pass["properties"]["verdict"] = one_of(&["PASS"]);
+    pass["properties"]["groundedness"] = tenths();
+    if verified_claim_ids.is_empty() {
+        // Nothing to allow: no PASS is possible, so only the other verdicts are offered.
+        let mut other = base;
+        other["properties"]["verdict"] = one_of(&["LOW_CONFID", "REJECT"]);
+        other["properties"]["groundedness"] = tenths();
+        return other;
+    }
+    pass["properties"]["allowed_claims"]["minItems"] = json!(1);
+    let mut other = base;
+    other["properties"]["verdict"] = one_of(&["LOW_CONFID", "REJECT"]);
+    other["properties"]["groundedness"] = tenths();
+    json!({"anyOf": [pass, other]})
+}
+
+/// Longest `answer_markdown` the Composer's grammar form allows, in characters: well under
+/// 300 words of Markdown, so an answer held to a grammar ends before the token limit.
+pub const GRAMMAR_ANSWER_CHARS: usize = 1800;
+
+/// The grammar form of `composer_answer_v1`: the answer bounded to [`GRAMMAR_ANSWER_CHARS`]
+/// and `cited_claims` to one entry per allowed claim.
+pub fn composer_grammar(allowed_claims: &[String]) -> Value {
+    let mut answer = composer(allowed_claims);
+    answer["properties"]["answer_markdown"]["maxLength"] = json!(GRAMMAR_ANSWER_CHARS);
+    answer
 }
 
 /// `composer_answer_v1` citing only the Verifier-allowed claims.

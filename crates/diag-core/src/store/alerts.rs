@@ -178,19 +178,36 @@ pub enum ClaimEnd<'a> {
     Released,
 }
 
-/// One queued notification, as `diag serve` and the tests read the queue.
+/// One queued notification, as `diag serve status`, `diag store copy` and the tests read the
+/// queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueEntry {
     pub id: i64,
     pub identity: String,
     pub state: QueueState,
     pub status: AlertStatus,
-    pub group_key: String,
+    /// The Alertmanager receiver that delivered it.
+    pub receiver: String,
+    pub group: AlertGroup,
     pub received_at: Timestamp,
     pub attempts: u32,
-    /// The runs its claims started, oldest first.
+    /// The runs its claims started, oldest first; each one a stored run.
     pub runs: Vec<String>,
     pub failure: Option<String>,
+    /// Who holds its claim (state `claimed` only).
+    pub claim: Option<ClaimHolder>,
+    /// When its state last changed (for a claim: when it was claimed, or its run added).
+    pub updated_at: Timestamp,
+}
+
+/// The process that holds a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimHolder {
+    /// The host id of the process (`diag_owner`), when it recorded one.
+    pub host: Option<String>,
+    pub pid: i64,
+    /// Until when its lease holds, unless its heartbeat renews it.
+    pub lease_expires_at: Option<Timestamp>,
 }
 
 /// How many notifications are in each state.
@@ -238,6 +255,15 @@ pub trait AlertStore: Send + Sync {
     fn queue_entries(&self) -> Result<Vec<QueueEntry>, StoreError>;
     /// How many notifications are in each state.
     fn queue_counts(&self) -> Result<QueueCounts, StoreError>;
+
+    /// Copies a run's alert group from another store (`diag store copy`): the run must be
+    /// stored here, finished; `false` when it already has its alerts.
+    fn import_run_alerts(&self, run_id: &str, alerts: &RunAlerts) -> Result<bool, StoreError>;
+    /// Copies a notification from another store's queue (`diag store copy`) under a new id,
+    /// in its state (a `claimed` one is refused: its claim belongs to a process of the other
+    /// store), with its runs as far as they are stored here; `false` when a notification of
+    /// its identity is already here.
+    fn import_notification(&self, entry: &QueueEntry) -> Result<bool, StoreError>;
 }
 
 /// Most characters of a notification's stored failure.
@@ -371,36 +397,95 @@ pub fn require_claimed(id: i64, state: Option<&str>, mine: bool) -> Result<(), R
     }
 }
 
-/// One queue row as a backend reads it (`id, identity, state, status, group_key, received_at,
-/// attempts, runs, failure`), to be decoded once the cursor is done.
+/// The columns of a [`QueueRow`], in its order, for a backend's `SELECT`.
+pub const QUEUE_COLUMNS: &str = "id, identity, state, status, receiver, group_key, alerts, \
+     received_at, attempts, runs, failure, owner_host, owner_pid, lease_expires_at, updated_at";
+
+/// One queue row as a backend reads it ([`QUEUE_COLUMNS`]), to be decoded once the cursor is
+/// done.
 #[derive(Debug, Clone)]
 pub struct QueueRow {
     pub id: i64,
     pub identity: String,
     pub state: String,
     pub status: String,
+    pub receiver: String,
     pub group_key: String,
+    pub alerts: String,
     pub received_at: String,
     pub attempts: i64,
     pub runs: String,
     pub failure: Option<String>,
+    pub owner_host: Option<String>,
+    pub owner_pid: Option<i64>,
+    pub lease_expires_at: Option<String>,
+    pub updated_at: String,
 }
 
 impl QueueRow {
     pub fn decode(self) -> Result<QueueEntry, RecordError> {
+        let state = QueueState::parse(&self.state)?;
+        let claim = match (state, self.owner_pid) {
+            (QueueState::Claimed, Some(pid)) => Some(ClaimHolder {
+                host: self.owner_host,
+                pid,
+                lease_expires_at: self
+                    .lease_expires_at
+                    .as_deref()
+                    .map(|t| super::codec::time("alert notification lease", t))
+                    .transpose()?,
+            }),
+            _ => None,
+        };
         Ok(QueueEntry {
             id: self.id,
             identity: self.identity,
-            state: QueueState::parse(&self.state)?,
+            state,
             status: AlertStatus::parse(&self.status)
                 .ok_or_else(|| RecordError::decode("alert status", &self.status))?,
-            group_key: self.group_key,
+            receiver: self.receiver,
+            group: decode_group(self.group_key, &self.alerts)?,
             received_at: super::codec::time("alert notification received_at", &self.received_at)?,
             attempts: decode_attempts(self.attempts)?,
             runs: decode_runs(&self.runs)?,
             failure: self.failure,
+            claim,
+            updated_at: super::codec::time("alert notification updated_at", &self.updated_at)?,
         })
     }
+}
+
+/// A notification another store holds, checked before it is copied in: its identity is its
+/// group's, and it is not `claimed`.
+pub fn check_importable(entry: &QueueEntry) -> Result<(), RecordError> {
+    check_identity("alert notification", &entry.identity, &entry.group)?;
+    if entry.state == QueueState::Claimed {
+        return Err(RecordError::Invalid(format!(
+            "alert notification {} is claimed by a process of its store; it is copied once \
+             its claim ends",
+            entry.id
+        )));
+    }
+    Ok(())
+}
+
+/// A run's alerts are copied after the run, and only once it is finished (`status` is the
+/// stored status of `run_id`, `None` for an unknown run).
+pub fn require_copied_run(run_id: &str, status: Option<&str>) -> Result<(), RecordError> {
+    match status {
+        None => Err(RecordError::Invalid(format!(
+            "the alerts of run {run_id} are copied after the run"
+        ))),
+        Some("RUNNING") => Err(RecordError::Invalid(format!(
+            "run {run_id} is RUNNING: its alerts are copied once it is finished"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The failure a notification keeps when no run could be started for it.
+pub fn not_started(failure: &str) -> String {
+    format!("no run could be started: {}", failure.trim())
 }
 
 /// Counts by state read back as `(state, count)` rows.

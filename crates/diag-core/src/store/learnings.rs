@@ -10,7 +10,8 @@
 //!   again here before anything is written, so no backend stores a credential);
 //! - a learning merges into what is stored: a field it leaves `None` keeps the stored value
 //!   (a form only steps down and a context size is only ever stated, so two processes that
-//!   learn different things of one endpoint both keep theirs), and its time replaces the
+//!   learn different things of one endpoint both keep theirs), a refused sampling parameter
+//!   is added to those stored (a refusal is never forgotten), and its time replaces the
 //!   stored time;
 //! - [`StoreSink`]: a failed write never fails a diagnosis; it is logged (`tracing`) and kept
 //!   for its owner to show ([`StoreSink::failures`]);
@@ -23,7 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{RecordError, Store, StoreError};
 use crate::clock::{Clock, Timestamp};
-use crate::model::{Endpoint, EndpointMemory, Learned, LearnedSink, StructuredOutput};
+use crate::model::{
+    Endpoint, EndpointMemory, Learned, LearnedSink, RefusedSampling, SamplingParameter,
+    StructuredOutput,
+};
 
 /// What one endpoint taught, as a store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +38,9 @@ pub struct EndpointLearning {
     pub structured_output: Option<StructuredOutput>,
     /// The context size it stated.
     pub context_tokens: Option<u32>,
+    /// The sampling parameters it refused (`["temperature"]`), never sent to it again.
+    #[serde(default)]
+    pub refused_sampling: RefusedSampling,
     /// When it last taught something; `None` in a run's record of an endpoint the store knew
     /// nothing of.
     pub learned_at: Option<Timestamp>,
@@ -45,6 +52,7 @@ impl EndpointLearning {
         Learned {
             form: self.structured_output,
             context_tokens: self.context_tokens,
+            refused_sampling: self.refused_sampling,
         }
     }
 
@@ -54,8 +62,15 @@ impl EndpointLearning {
             endpoint,
             structured_output: None,
             context_tokens: None,
+            refused_sampling: RefusedSampling::default(),
             learned_at: None,
         }
+    }
+
+    /// The stored flag of a sampling parameter: `Some(true)` when refused, else `None` (a
+    /// write of `None` keeps what is stored: a refusal is never forgotten).
+    pub fn refuses(&self, p: SamplingParameter) -> Option<bool> {
+        self.refused_sampling.refuses(p).then_some(true)
     }
 }
 
@@ -70,20 +85,23 @@ fn form_of(text: Option<&str>) -> Result<Option<StructuredOutput>, RecordError> 
 }
 
 /// A learning from its stored columns (`base_url`, `model`, `form`, `context_tokens`,
-/// `learned_at`), as every backend keeps them.
+/// `refuses_temperature`, `refuses_seed`, `learned_at`), as every backend keeps them.
 pub fn decode(
     base_url: String,
     model: String,
     form: Option<&str>,
     context_tokens: Option<i64>,
+    refuses: [Option<bool>; 2],
     learned_at: Option<&str>,
 ) -> Result<EndpointLearning, RecordError> {
+    let [temperature, seed] = refuses.map(|r| r == Some(true));
     Ok(EndpointLearning {
         endpoint: Endpoint { base_url, model },
         structured_output: form_of(form)?,
         context_tokens: context_tokens
             .map(|n| u32::try_from(n).map_err(|e| RecordError::decode("context tokens", e)))
             .transpose()?,
+        refused_sampling: RefusedSampling { temperature, seed },
         learned_at: learned_at
             .map(|t| super::codec::time("endpoint learned_at", t))
             .transpose()?,
@@ -95,8 +113,9 @@ pub trait EndpointLearnings: Send + Sync {
     /// Everything the store remembers, by base URL then model.
     fn endpoint_learnings(&self) -> Result<Vec<EndpointLearning>, StoreError>;
     /// Merges `learning` into the stored row of its endpoint (creating it): its `Some` fields
-    /// replace the stored ones, its `None` fields keep them, its time replaces the stored
-    /// time. Called by [`Store::learn_endpoint`], which checks the key and the time.
+    /// replace the stored ones, its `None` fields keep them, its refused sampling parameters
+    /// are added to the stored ones ([`EndpointLearning::refuses`]), its time replaces the
+    /// stored time. Called by [`Store::learn_endpoint`], which checks the key and the time.
     fn upsert_endpoint_learning(&self, learning: &EndpointLearning) -> Result<(), StoreError>;
     /// Stores with a RUNNING run what the store remembered of its endpoints when it started
     /// (one row per endpoint, written once).
@@ -122,6 +141,7 @@ impl Store {
             endpoint: checked(endpoint)?,
             structured_output: learned.form,
             context_tokens: learned.context_tokens,
+            refused_sampling: learned.refused_sampling,
             learned_at: Some(at),
         };
         self.upsert_endpoint_learning(&learning)

@@ -54,8 +54,8 @@ use crate::graph::Event;
 use crate::protocol::ToolInvocation;
 
 pub use alerts::{
-    AlertSource, AlertStore, ClaimEnd, Claimed, Enqueued, NewNotification, QueueCounts, QueueEntry,
-    QueueState, RunAlerts, MAX_ATTEMPTS,
+    AlertSource, AlertStore, ClaimEnd, ClaimHolder, Claimed, Enqueued, NewNotification,
+    QueueCounts, QueueEntry, QueueState, RunAlerts, MAX_ATTEMPTS,
 };
 pub use error::{RecordError, StoreError, StoreErrorKind};
 pub use learnings::{EndpointLearning, EndpointLearnings, StoreSink};

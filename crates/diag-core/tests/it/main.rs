@@ -9,6 +9,7 @@
 //! directory, installs a global subscriber or panic hook, or uses a fixed port or path
 //! (openspec/specs/testing/spec.md).
 
+mod contract_grammar;
 mod evidence_schema;
 mod fuzz_contracts;
 mod grounding_properties;

@@ -686,8 +686,12 @@ fn planner_hypotheses_are_optional_but_typed() {
             "missing_field", "hypotheses[0].statement";
         "blank statement" => [set("/hypotheses/0/statement", json!(" "))],
             "blank_field", "hypotheses[0].statement";
-        "no id" => [rm("/hypotheses/0/id")], "missing_field", "hypotheses[0].id";
+        "no id" => [rm("/hypotheses/0/id")], "ok", "";
+        "null id" => [set("/hypotheses/0/id", json!(null))], "ok", "";
         "numeric id" => [set("/hypotheses/0/id", json!(1))], "wrong_type", "hypotheses[0].id";
+        "positional id taken" => [set("/hypotheses", json!([{"statement": "a"},
+                                                            {"id": "h1", "statement": "b"}]))],
+            "duplicate_id", "hypotheses[1].id";
         "duplicate id" => [set("/hypotheses", json!([{"id": "h1", "statement": "a"},
                                                      {"id": "h1", "statement": "b"}]))],
             "duplicate_id", "hypotheses[1].id";
@@ -717,6 +721,29 @@ fn planner_mode_must_be_known_and_expected() {
 }
 
 #[test]
+fn ids_left_out_are_numbered_by_position() {
+    let doc = json!({"schema": "planner_plan_v1", "mode": "NORMAL",
+        "hypotheses": [{"statement": "a"}, {"statement": "b"}],
+        "steps": [{"goal": "g", "tool": "search_logs", "arguments": {"query": "502"}},
+                  {"id": "x", "goal": "g", "tool": "search_logs", "arguments": {"query": "503"}},
+                  {"goal": "g", "tool": "query_metrics", "arguments": {}}]});
+    let plan = plan_normal(&doc.to_string()).unwrap();
+    let ids: Vec<&str> = plan.hypotheses.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, ["h1", "h2"]);
+    let ids: Vec<&str> = plan.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["s1", "x", "s3"]);
+}
+
+#[test]
+fn a_claim_cited_twice_is_cited_once() {
+    let t = edited(
+        composer_doc(),
+        &[set("/cited_claims", json!(["c1", "c1", "c1"]))],
+    );
+    assert_eq!(composer(&t).unwrap().cited_claims, ["c1"]);
+}
+
+#[test]
 fn planner_steps_violations() {
     let cases: Vec<Case> = table![
         "no steps" => [rm("/steps")], "missing_field", "`steps`";
@@ -724,7 +751,9 @@ fn planner_steps_violations() {
         "steps object" => [set("/steps", json!({}))], "wrong_type", "steps";
         "empty steps" => [set("/steps", json!([]))], "empty_list", "`steps`";
         "step not object" => [set("/steps/1", json!("search"))], "wrong_type", "steps[1]";
-        "no id" => [rm("/steps/1/id")], "missing_field", "steps[1].id";
+        "no id" => [rm("/steps/1/id")], "ok", "";
+        "positional id taken" => [rm("/steps/0/id"), set("/steps/1/id", json!("s1"))],
+            "duplicate_id", "steps[1].id";
         "blank id" => [set("/steps/0/id", json!(""))], "blank_field", "steps[0].id";
         "duplicate id" => [set("/steps/1/id", json!("s1"))], "duplicate_id", "steps[1].id";
         "no goal" => [rm("/steps/0/goal")], "missing_field", "steps[0].goal";
@@ -1310,8 +1339,8 @@ fn composer_violations() {
         "citations string" => [set("/cited_claims", json!("c1"))], "wrong_type", "cited_claims";
         "cites disallowed" => [set("/cited_claims", json!(["c1", "c2"]))],
             "unknown_reference", "cited_claims[1]";
-        "cites twice" => [set("/cited_claims", json!(["c1", "c1"]))],
-            "duplicate_id", "cited_claims[1]";
+        "cites twice, then disallowed" => [set("/cited_claims", json!(["c1", "c1", "c2"]))],
+            "unknown_reference", "cited_claims[1]";
         "cites null" => [set("/cited_claims", json!([null]))], "wrong_type", "cited_claims[0]";
     ];
     run_table(composer_doc, composer, cases);
@@ -1473,13 +1502,20 @@ fn null_in_every_field_of_every_contract() {
         "plan",
         plan_doc(),
         plan_normal,
-        &["/hypotheses", "/steps/0/arguments/", "/steps/1/arguments/"],
+        &[
+            "/hypotheses",
+            "/hypotheses/0/id",
+            "/steps/0/id",
+            "/steps/1/id",
+            "/steps/0/arguments/",
+            "/steps/1/arguments/",
+        ],
     );
     null_everywhere(
         "gap plan",
         gap_plan_doc(),
         plan_gap,
-        &["/steps/0/arguments/"],
+        &["/steps/0/id", "/steps/0/arguments/"],
     );
     null_everywhere(
         "executor",

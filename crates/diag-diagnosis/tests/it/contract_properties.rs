@@ -838,7 +838,10 @@ fn pipeline(w: &World) -> Result<(), TestCaseError> {
     let projected: Vec<String> = vout.claims.iter().map(|c| c.claim_id.clone()).collect();
     prop_assert_eq!(&projected, &verified);
 
-    let mut state = DiagnosisState::new(QUESTION);
+    let mut state = DiagnosisState::new(
+        QUESTION,
+        diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+    );
     state.round.executor_output = Some(w.output.clone());
     state.round.gatekeeper_raw = Some(raw.clone());
     state.round.gatekeeper_status = Some(status);
@@ -1025,7 +1028,10 @@ fn graph_run(w: &World, composer_answers: &AtomicU32) -> Result<(), TestCaseErro
     let config = RunConfig::new(SESSION, RUN);
     let clock = FixedClock(Timestamp::from_unix_ms(1_790_000_000_000));
     let state = futures::executor::block_on(graph.invoke(
-        DiagnosisState::new(QUESTION),
+        DiagnosisState::new(
+            QUESTION,
+            diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+        ),
         &config,
         InvokeOptions {
             step_limit: STEP_LIMIT,

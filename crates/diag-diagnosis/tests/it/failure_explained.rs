@@ -41,7 +41,10 @@ async fn run(model: Arc<ScriptedInvoker>) -> DiagnosisState {
     let mut observer = NoopObserver;
     graph
         .invoke(
-            DiagnosisState::new("why does checkout return 502 since 14:00?"),
+            DiagnosisState::new(
+                "why does checkout return 502 since 14:00?",
+                diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+            ),
             &RunConfig::new("s-1", "run-1"),
             InvokeOptions {
                 step_limit: STEP_LIMIT,

@@ -667,7 +667,7 @@ async fn run_with(h: &Harness, config: RunConfig, tweak: impl FnOnce(&mut Diagno
     let clock = FixedClock(T0);
     let state = graph
         .invoke(
-            DiagnosisState::new(QUESTION),
+            DiagnosisState::new(QUESTION, diag_core::protocol::RunClock::at(T0)),
             &config,
             InvokeOptions {
                 step_limit: STEP_LIMIT,
@@ -1087,6 +1087,13 @@ async fn two_round_run() -> (Harness, Done) {
     (h, done)
 }
 
+/// The run's clock every agent input carries: the run's start (`T0`, the start the harness
+/// gives the state) and its UTC date.
+fn run_clock() -> Value {
+    let at = T0.to_string();
+    json!({"now": at, "today": at[..10]})
+}
+
 #[tokio::test]
 async fn the_planner_serializes_only_its_declared_input() {
     let (h, _) = two_round_run().await;
@@ -1095,7 +1102,7 @@ async fn the_planner_serializes_only_its_declared_input() {
 
     assert_eq!(
         keys(&inputs[0]),
-        set(&["diagnosis_context", "tool_catalog", "mode"])
+        set(&["run_clock", "diagnosis_context", "tool_catalog", "mode"])
     );
     assert_eq!(
         inputs[0]["diagnosis_context"],
@@ -1109,9 +1116,18 @@ async fn the_planner_serializes_only_its_declared_input() {
 
     assert_eq!(
         keys(&inputs[1]),
-        set(&["diagnosis_context", "tool_catalog", "mode", "retry_context"])
+        set(&[
+            "run_clock",
+            "diagnosis_context",
+            "tool_catalog",
+            "mode",
+            "retry_context"
+        ])
     );
     assert_eq!(inputs[1]["mode"], "EVIDENCE_GAP_ONLY");
+    for input in &inputs {
+        assert_eq!(input["run_clock"], run_clock());
+    }
 
     for text in h.inputs(AgentRole::Planner) {
         assert_absent(&text, &NEVER, "the planner input");
@@ -1131,7 +1147,10 @@ async fn the_executor_serializes_only_its_declared_input() {
     let inputs = h.json_inputs(AgentRole::Executor);
     assert_eq!(inputs.len(), 2);
 
-    assert_eq!(keys(&inputs[0]), set(&["diagnosis_context", "plan"]));
+    assert_eq!(
+        keys(&inputs[0]),
+        set(&["run_clock", "diagnosis_context", "plan"])
+    );
     // The plan as parsed: the Planner's steps and hypotheses, nothing else.
     assert_eq!(
         keys(&inputs[0]["plan"]),
@@ -1140,9 +1159,12 @@ async fn the_executor_serializes_only_its_declared_input() {
     assert_eq!(inputs[0]["plan"]["steps"][0]["tool"], "search_logs");
     assert_eq!(
         keys(&inputs[1]),
-        set(&["diagnosis_context", "plan", "retry_context"])
+        set(&["run_clock", "diagnosis_context", "plan", "retry_context"])
     );
     assert_eq!(inputs[1]["plan"]["mode"], "EVIDENCE_GAP_ONLY");
+    for input in &inputs {
+        assert_eq!(input["run_clock"], run_clock());
+    }
 
     for text in h.inputs(AgentRole::Executor) {
         // No tool output reaches the Executor through its input (only through its tools),
@@ -1158,6 +1180,7 @@ async fn the_verifier_serializes_only_its_declared_input() {
     let inputs = h.json_inputs(AgentRole::Verifier);
     assert_eq!(inputs.len(), 2);
     let declared = [
+        "run_clock",
         "diagnosis_context",
         "verified_executor_output",
         "verified_evidence",
@@ -1175,6 +1198,9 @@ async fn the_verifier_serializes_only_its_declared_input() {
     );
     assert_eq!(inputs[1]["retry_context"]["round"], 2);
     assert_eq!(inputs[1]["retry_context"]["critical_gaps"][0]["id"], "g1");
+    for input in &inputs {
+        assert_eq!(input["run_clock"], run_clock());
+    }
     assert_eq!(
         keys(&inputs[0]["gatekeeper_audit"]),
         set(&["claims", "bindings", "passed", "failed", "unbound_claims"])
@@ -1207,12 +1233,14 @@ async fn the_composer_serializes_only_its_declared_input() {
     assert_eq!(
         keys(input),
         set(&[
+            "run_clock",
             "effective_verdict",
             "allowed_claims",
             "missing_information",
             "recommendations"
         ])
     );
+    assert_eq!(input["run_clock"], run_clock());
     assert_eq!(input["effective_verdict"], "PASS");
     let ids: Vec<&str> = input["allowed_claims"]
         .as_array()
@@ -2734,7 +2762,10 @@ async fn model_written_identifiers_must_have_their_strict_formats() {
 #[test]
 fn low_confid_continues_only_with_an_accepted_claim() {
     use diag_diagnosis::scripted;
-    let mut s = DiagnosisState::new(QUESTION);
+    let mut s = DiagnosisState::new(
+        QUESTION,
+        diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+    );
     // A passed binding of a refused claim is not enough.
     let mut raw = scripted::steps::raw(Some("fail"), Some("low-confid"), 1, 0);
     raw.refused_claims.push(diag_core::protocol::RefusedClaim {
@@ -2970,10 +3001,12 @@ async fn rule_inline_citations_and_cited_claims_agree() {
 #[tokio::test]
 async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
     // Failing, then passing on the technical retry: no citation at all although c1 is
-    // allowed, then the same answer citing c1.
+    // allowed, and no fact of the answer that c1's evidence shows (so diag has no citation
+    // to place), then the answer citing c1.
+    const FACTLESS: &str = "the cause is not clear from here";
     let h = Harness::planned(exec_pass());
     h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
-        .reply(AgentRole::Composer, composer_raw(ANSWER, &[]))
+        .reply(AgentRole::Composer, composer_raw(FACTLESS, &[]))
         .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
     let done = run(&h).await;
     assert_eq!(
@@ -2994,6 +3027,16 @@ async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
     );
     assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
     assert!(!done.state.degraded);
+
+    // An answer without a marker whose facts c1's evidence shows gets its citation placed
+    // (verified-evidence spec, "Citations diag places"): completed at once.
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_raw(ANSWER, &[]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.answer(), cited(ANSWER, &["c1"]));
+    assert_eq!(detail_int(done.events_of(C)[0], "citations_placed"), 1);
 }
 
 #[tokio::test]

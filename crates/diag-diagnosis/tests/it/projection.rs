@@ -313,7 +313,10 @@ fn verified_state() -> DiagnosisState {
     let out = mixed_output();
     let (raw, status) = gate(&out);
     let (verified, evidence) = build_verified_input(&out, &raw, status).unwrap();
-    let mut s = DiagnosisState::new("why does checkout return 502?");
+    let mut s = DiagnosisState::new(
+        "why does checkout return 502?",
+        diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+    );
     s.round.executor_output = Some(out);
     s.round.gatekeeper_status = Some(status);
     s.round.ceiling = Some(ceiling(status));
@@ -337,6 +340,7 @@ fn the_verifier_input_holds_only_its_declared_fields() {
             "diagnosis_context",
             "gatekeeper_audit",
             "refused_claims",
+            "run_clock",
             "verified_evidence",
             "verified_executor_output"
         ]
@@ -646,8 +650,14 @@ fn the_composer_sees_only_verifier_allowed_claims_with_their_evidence() {
             "allowed_claims",
             "effective_verdict",
             "missing_information",
-            "recommendations"
+            "recommendations",
+            "run_clock"
         ]
+    );
+    assert_eq!(
+        v["run_clock"],
+        json!({"now": "1970-01-01T00:00:00.000Z", "today": "1970-01-01"}),
+        "the state's clock"
     );
     assert_eq!(v["effective_verdict"], "LOW_CONFID");
     let ids: Vec<&str> = v["allowed_claims"]
@@ -927,7 +937,10 @@ fn consulted_tools_come_from_this_runs_calls_that_ran() {
 
 #[test]
 fn the_pre_verification_failure_is_read_from_the_last_event() {
-    let mut s = DiagnosisState::new("q");
+    let mut s = DiagnosisState::new(
+        "q",
+        diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+    );
     assert_eq!(
         pre_verification_failure(&s),
         ("unknown".to_string(), "unknown".to_string())
@@ -1031,7 +1044,11 @@ fn post_material() -> (Vec<AllowedClaim>, Vec<String>, Vec<String>) {
         RUN,
         &invocations(),
     );
-    let input = build_composer_input(Verdict::LowConfid, &material);
+    let input = build_composer_input(
+        &diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+        Verdict::LowConfid,
+        &material,
+    );
     (
         input.allowed_claims,
         input.missing_information,

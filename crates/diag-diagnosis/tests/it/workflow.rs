@@ -128,7 +128,10 @@ async fn run(scripts: Scripts) -> Run {
     let clock = FixedClock(T0);
     let state = graph
         .invoke(
-            DiagnosisState::new(QUESTION),
+            DiagnosisState::new(
+                QUESTION,
+                diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+            ),
             &config(),
             InvokeOptions {
                 step_limit: STEP_LIMIT,
@@ -1815,7 +1818,10 @@ async fn invoke_diagnosis(
     let clock = FixedClock(T0);
     graph
         .invoke(
-            DiagnosisState::new(QUESTION),
+            DiagnosisState::new(
+                QUESTION,
+                diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0)),
+            ),
             &config(),
             InvokeOptions {
                 step_limit: limit,
@@ -1873,7 +1879,13 @@ async fn cancellation_before_start_runs_nothing() {
         .await
         .expect_err("cancelled");
     assert_eq!(failure.error, EngineError::Cancelled { node: P.into() });
-    assert_eq!(failure.state, DiagnosisState::new(QUESTION));
+    assert_eq!(
+        failure.state,
+        DiagnosisState::new(
+            QUESTION,
+            diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0))
+        )
+    );
     assert!(rec.started.is_empty());
     assert_eq!(g.planner.call_count(), 0);
 }
@@ -1973,7 +1985,10 @@ async fn cancellation_mid_node_keeps_the_events_so_far() {
     let cfg = config();
     let (result, ()) = tokio::join!(
         graph.invoke(
-            DiagnosisState::new(QUESTION),
+            DiagnosisState::new(
+                QUESTION,
+                diag_core::protocol::RunClock::at(diag_core::clock::Timestamp::from_unix_ms(0))
+            ),
             &cfg,
             InvokeOptions {
                 step_limit: STEP_LIMIT,

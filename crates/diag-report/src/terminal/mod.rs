@@ -5,7 +5,7 @@ use std::fmt::{Display, Write as _};
 
 pub mod grounding;
 
-use diag_core::agent::runtime::ModelExchange;
+use diag_core::agent::runtime::{ModelExchange, PLAN_STEP_AGENT};
 use diag_core::graph::{DetailValue, Event};
 use diag_core::model::ModelError;
 use diag_core::protocol::gatekeeper::CheckedBinding;
@@ -98,9 +98,15 @@ pub fn invocations(list: &[ToolInvocation]) -> String {
         out.push_str("  (none)\n");
     }
     for i in list {
+        // A plan step diag ran before the Executor's first turn says so.
+        let from = if i.agent == PLAN_STEP_AGENT {
+            "plan step  "
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "  {:<7} r{} {:<20} {:<7} {:>6} ms  {}",
+            "  {:<7} r{} {:<20} {:<7} {:>6} ms  {from}{}",
             i.invocation_id,
             i.round,
             one_line(&i.tool_name, 40),

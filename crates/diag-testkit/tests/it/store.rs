@@ -1523,7 +1523,9 @@ fn checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal() {
 mod endpoint_learnings {
     use super::*;
     use diag_core::clock::FixedClock;
-    use diag_core::model::{Endpoint, Learned, StructuredOutput};
+    use diag_core::model::{
+        Endpoint, Learned, RefusedSampling, SamplingParameter, StructuredOutput,
+    };
     use diag_core::store::EndpointLearning;
     use std::sync::Arc;
 
@@ -1539,6 +1541,7 @@ mod endpoint_learnings {
         Learned {
             form,
             context_tokens,
+            ..Learned::default()
         }
     }
 
@@ -1552,8 +1555,72 @@ mod endpoint_learnings {
             endpoint,
             structured_output: form,
             context_tokens,
+            refused_sampling: RefusedSampling::default(),
             learned_at: at.map(ts),
         }
+    }
+
+    /// A learning that only says the endpoint refused `refused`.
+    fn refusing(refused: &[SamplingParameter]) -> Learned {
+        Learned {
+            refused_sampling: refused
+                .iter()
+                .fold(RefusedSampling::default(), |r, p| r.with(*p)),
+            ..Learned::default()
+        }
+    }
+
+    #[test]
+    fn a_refused_sampling_parameter_is_kept_never_forgotten_and_recorded_with_a_run() {
+        use SamplingParameter::{Seed, Temperature};
+        use StructuredOutput::*;
+        for_each_fresh(|fresh| {
+            let name = fresh.name;
+            let store = fresh.open();
+            store
+                .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+                .unwrap();
+            store
+                .learn_endpoint(&local(), refusing(&[Temperature]), ts(2_000))
+                .unwrap();
+            let temperature = EndpointLearning {
+                refused_sampling: refusing(&[Temperature]).refused_sampling,
+                ..row(local(), Some(JsonObjectSchema), None, Some(2_000))
+            };
+            assert_eq!(
+                store.endpoint_learning(&local()).unwrap(),
+                Some(temperature),
+                "the refusal joins the form ({name})"
+            );
+            // A later learning that says nothing of sampling keeps the refusal; another
+            // refusal is added to it.
+            store
+                .learn_endpoint(&local(), learned(Some(Off), None), ts(3_000))
+                .unwrap();
+            store
+                .learn_endpoint(&local(), refusing(&[Seed]), ts(4_000))
+                .unwrap();
+            let both = refusing(&[Temperature, Seed]).refused_sampling;
+            assert_eq!(
+                store.endpoint_learning(&local()).unwrap(),
+                Some(EndpointLearning {
+                    refused_sampling: both,
+                    ..row(local(), Some(Off), None, Some(4_000))
+                }),
+                "{name}"
+            );
+            // A run records it as it starts, and a memory from the store starts from it.
+            store.create_run(new_run("run-s1", "ses-1", 0)).unwrap();
+            store
+                .record_started_endpoints("run-s1", &[local(), remote()])
+                .unwrap();
+            let started = store.run_endpoints("run-s1").unwrap();
+            assert_eq!(started[0].refused_sampling, both, "{name}");
+            assert!(started[1].refused_sampling.is_empty(), "{name}");
+            let (memory, _) = store.endpoint_memory(Arc::new(FixedClock(ts(9_000))));
+            assert_eq!(memory.learned(&local()).refused_sampling, both, "{name}");
+            assert!(memory.learned(&remote()).refused_sampling.is_empty());
+        });
     }
 
     #[test]
@@ -1789,7 +1856,7 @@ mod endpoint_learnings {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, diag_store_sqlite::SCHEMA_VERSION);
-        assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 8);
+        assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 9);
     }
 }
 
@@ -2025,7 +2092,7 @@ mod alert_store {
             assert_eq!(entry.identity, firing("a").identity, "{name}");
             assert_eq!(entry.state, QueueState::Queued, "{name}");
             assert_eq!(entry.status, AlertStatus::Firing, "{name}");
-            assert_eq!(entry.group_key, firing("a").group.group_key, "{name}");
+            assert_eq!(entry.group.group_key, firing("a").group.group_key, "{name}");
             assert_eq!(entry.received_at, ts(1_000), "{name}");
             assert_eq!((entry.attempts, entry.runs.len()), (0, 0), "{name}");
             assert_eq!(entry.failure, None, "{name}");
@@ -2175,6 +2242,150 @@ mod alert_store {
     }
 
     #[test]
+    fn a_claim_shows_its_holder_and_a_failed_one_keeps_only_runs_that_exist() {
+        for_each_backend(|name, store| {
+            let a = queued(store.enqueue(&firing("a"), 10).unwrap());
+            let waiting = store.queue_entry(a).unwrap().unwrap();
+            assert_eq!(waiting.claim, None, "{name}");
+            assert_eq!(waiting.receiver, "diag", "{name}");
+            assert_eq!(waiting.group, firing("a").group, "{name}");
+            assert_eq!(waiting.received_at, ts(1_000), "{name}");
+            store.claim().unwrap().unwrap();
+            let claimed = store.queue_entry(a).unwrap().unwrap();
+            let holder = claimed.claim.clone().expect("a claim shows its holder");
+            assert_eq!(holder.pid, i64::from(std::process::id()), "{name}");
+            assert!(holder.lease_expires_at.is_some(), "{name}");
+
+            // One run started and was swept; the id drawn for the next never became a run.
+            store.create_run(new_run("run-a1", "s", 0)).unwrap();
+            store
+                .finish_failed("run-a1", "interrupted", RunSummary::default())
+                .unwrap();
+            store.claim_started_run(a, "run-a1").unwrap();
+            store.claim_started_run(a, "run-never-started").unwrap();
+            store
+                .end_claim(
+                    a,
+                    ClaimEnd::Failed {
+                        failure: "no run could be started: the store refused it",
+                    },
+                )
+                .unwrap();
+            let failed = store.queue_entry(a).unwrap().unwrap();
+            assert_eq!(failed.state, QueueState::Failed, "{name}");
+            assert_eq!(failed.runs, ["run-a1"], "{name}: no run id without a run");
+            assert_eq!(failed.claim, None, "{name}");
+            assert_eq!(
+                failed.failure.as_deref(),
+                Some("no run could be started: the store refused it"),
+                "{name}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_queue_and_its_runs_alerts_copy_into_another_store_once() {
+        // The source: a SQLite store with a done, a failed, a resolved and a claimed
+        // notification, and the alert group of the done one's run.
+        let dir = tempfile::tempdir().unwrap();
+        let source = diag_testkit::open_sqlite(dir.path().join("source.db")).unwrap();
+        let alerts = RunAlerts::new(AlertSource::Webhook, group("done", AlertStatus::Firing, 0));
+        source.create_run(new_run("run-done", "s", 0)).unwrap();
+        source.record_run_alerts("run-done", &alerts).unwrap();
+        source.finish_success("run-done", summary("ok")).unwrap();
+        let done = queued(source.enqueue(&firing("done"), 10).unwrap());
+        let failed = queued(source.enqueue(&firing("failed"), 10).unwrap());
+        queued(source.enqueue(&resolved("gone"), 10).unwrap());
+        let claimed = queued(source.enqueue(&firing("claimed"), 10).unwrap());
+        for (id, run) in [(done, "run-done"), (failed, "run-elsewhere")] {
+            assert_eq!(source.claim().unwrap().unwrap().id, id);
+            source.claim_started_run(id, run).unwrap();
+        }
+        source
+            .end_claim(done, ClaimEnd::Investigated { run_id: "run-done" })
+            .unwrap();
+        source
+            .end_claim(failed, ClaimEnd::Failed { failure: "gave up" })
+            .unwrap();
+        assert_eq!(source.claim().unwrap().unwrap().id, claimed);
+        let entries = source.queue_entries().unwrap();
+
+        for_each_backend(|name, target| {
+            // The run first, as `diag store copy` does; its alerts with it, once.
+            assert_eq!(
+                refusal(target.import_run_alerts("run-done", &alerts).map(|_| ())),
+                Kind::Invalid,
+                "{name}: alerts before their run"
+            );
+            let whole = source.read_whole("run-done").unwrap().unwrap();
+            assert!(target.import_run(&whole).unwrap(), "{name}");
+            assert!(
+                target.import_run_alerts("run-done", &alerts).unwrap(),
+                "{name}"
+            );
+            assert!(
+                !target.import_run_alerts("run-done", &alerts).unwrap(),
+                "{name}"
+            );
+            assert_eq!(
+                target.run_alerts("run-done").unwrap(),
+                Some(alerts.clone()),
+                "{name}"
+            );
+            target.create_run(new_run("run-live", "s", 5)).unwrap();
+            assert_eq!(
+                refusal(target.import_run_alerts("run-live", &alerts).map(|_| ())),
+                Kind::Invalid,
+                "{name}: a RUNNING run's alerts wait until it is finished"
+            );
+
+            for e in &entries {
+                let copied = target.import_notification(e);
+                if e.state == QueueState::Claimed {
+                    assert_eq!(
+                        refusal(copied.map(|_| ())),
+                        Kind::Invalid,
+                        "{name}: a claim is not copied"
+                    );
+                } else {
+                    assert!(copied.unwrap(), "{name}");
+                    assert!(!target.import_notification(e).unwrap(), "{name}: once");
+                }
+            }
+            let back = target.queue_entries().unwrap();
+            assert_eq!(back.len(), 3, "{name}");
+            for (copy, original) in back.iter().zip(entries.iter()) {
+                assert_eq!(copy.identity, original.identity, "{name}");
+                assert_eq!(copy.state, original.state, "{name}");
+                assert_eq!(copy.group, original.group, "{name}");
+                assert_eq!(copy.receiver, original.receiver, "{name}");
+                assert_eq!(copy.received_at, original.received_at, "{name}");
+                assert_eq!(copy.updated_at, original.updated_at, "{name}");
+                assert_eq!(copy.attempts, original.attempts, "{name}");
+                assert_eq!(copy.failure, original.failure, "{name}");
+            }
+            assert_eq!(back[0].runs, ["run-done"], "{name}");
+            assert_eq!(
+                back[1].runs,
+                Vec::<String>::new(),
+                "{name}: a run the copy does not hold is not named"
+            );
+            assert_eq!(
+                target.queue_counts().unwrap(),
+                QueueCounts {
+                    done: 1,
+                    failed: 1,
+                    resolved: 1,
+                    ..QueueCounts::default()
+                },
+                "{name}"
+            );
+            // Nothing copied is claimable but what waited.
+            assert_eq!(target.claim().unwrap(), None, "{name}");
+        });
+    }
+
+    #[test]
     fn a_claim_whose_owner_is_gone_is_taken_again_and_given_up_after_max_attempts() {
         for_each_fresh(|fresh| {
             let name = fresh.name;
@@ -2317,8 +2528,16 @@ mod alert_store {
                 let store = fresh.open();
                 record_pass_run(&store, "run-old", "ses-1", 0);
             }
-            fresh.execute("DROP TABLE run_alert; DROP TABLE alert_queue;");
-            fresh.set_schema_version(fresh.schema_version() - 1);
+            // The store as the diag before alerts left it (SQLite 7, PostgreSQL 2): neither the
+            // alerts' tables nor what later migrations added.
+            fresh.execute(
+                "DROP TABLE run_alert; DROP TABLE alert_queue; \
+                 ALTER TABLE endpoint_learning DROP COLUMN refuses_temperature; \
+                 ALTER TABLE endpoint_learning DROP COLUMN refuses_seed; \
+                 ALTER TABLE run_endpoint DROP COLUMN refuses_temperature; \
+                 ALTER TABLE run_endpoint DROP COLUMN refuses_seed;",
+            );
+            fresh.set_schema_version(if fresh.is_sqlite() { 7 } else { 2 });
 
             let store = fresh.open();
             assert_eq!(
