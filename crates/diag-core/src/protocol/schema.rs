@@ -667,20 +667,17 @@ fn tenths() -> Value {
 /// `groundedness` is one of eleven tenths; every list is bounded as in [`verifier`].
 pub fn verifier_grammar(verified_claim_ids: &[String]) -> Value {
     let base = verifier(verified_claim_ids);
-    let mut pass = base.clone();
-    pass["properties"]["verdict"] = one_of(&["PASS"]);
-    pass["properties"]["groundedness"] = tenths();
-    if verified_claim_ids.is_empty() {
-        // Nothing to allow: no PASS is possible, so only the other verdicts are offered.
-        let mut other = base;
-        other["properties"]["verdict"] = one_of(&["LOW_CONFID", "REJECT"]);
-        other["properties"]["groundedness"] = tenths();
-        return other;
-    }
-    pass["properties"]["allowed_claims"]["minItems"] = json!(1);
-    let mut other = base;
+    let mut other = base.clone();
     other["properties"]["verdict"] = one_of(&["LOW_CONFID", "REJECT"]);
     other["properties"]["groundedness"] = tenths();
+    if verified_claim_ids.is_empty() {
+        // Nothing to allow: no PASS is possible, so only the other verdicts are offered.
+        return other;
+    }
+    let mut pass = base;
+    pass["properties"]["verdict"] = one_of(&["PASS"]);
+    pass["properties"]["groundedness"] = tenths();
+    pass["properties"]["allowed_claims"]["minItems"] = json!(1);
     json!({"anyOf": [pass, other]})
 }
 
