@@ -41,10 +41,10 @@ const QUESTION: &str = "why does checkout return 502 since 14:00?";
 /// The run clock of the demo incident: the tools and the prompts read it.
 const DEMO_NOW: &str = "2026-11-30T14:10:00Z";
 
-/// Small answers: enough for a plan held to its grammar form (at most 6 steps), short enough
-/// for two busy cores.
+/// Small answers: the Planner's default (a plan of 6 steps with every argument written, which
+/// this model writes in about 800 tokens), the others short enough for two busy cores.
 const MAX_TOKENS: MaxTokensConfig = MaxTokensConfig {
-    planner: 768,
+    planner: 1024,
     executor: 256,
     verifier: 256,
     composer: 256,

@@ -114,8 +114,9 @@ fn at_pins_the_clock_every_agent_sees_and_the_run_records_exports_and_replays() 
     for (body, agent) in requests.iter().zip(&agents) {
         assert_eq!(
             run_clock_of(body),
-            json!({"now": pinned, "today": "2026-11-30"}),
-            "{agent}"
+            json!({"now": pinned, "today": "2026-11-30", "window": {
+                "since": "2026-11-30T14:00:00.000Z", "until": pinned}}),
+            "{agent}: the question's \"since 14:00\" on the pinned day, up to now"
         );
         // Sampling as configured: temperature 0 when not set, the seed when set.
         assert_eq!(body["temperature"].as_f64(), Some(0.0), "{agent}");
@@ -168,12 +169,22 @@ fn without_at_every_agent_sees_the_run_s_own_start_and_temperature_0() {
     out.expect(0).quiet_stderr();
     let started = out.json()["run"]["started_at"].clone();
     let day = started.as_str().unwrap()[..10].to_string();
+    // "since 14:00": today's 14:00 when the run started after it, else yesterday's.
+    let started_ms = diag_core::clock::Timestamp::parse_rfc3339(started.as_str().unwrap())
+        .unwrap()
+        .unix_ms();
+    let day_ms = 86_400_000;
+    let mut since_ms = started_ms.div_euclid(day_ms) * day_ms + 14 * 3_600_000;
+    if since_ms > started_ms {
+        since_ms -= day_ms;
+    }
+    let since = diag_core::clock::Timestamp::from_unix_ms(since_ms).to_string();
     let requests = chat_requests(&rt, &server);
     assert!(requests.len() >= 4, "{requests:?}");
     for body in &requests {
         assert_eq!(
             run_clock_of(body),
-            json!({"now": started, "today": day}),
+            json!({"now": started, "today": day, "window": {"since": since, "until": started}}),
             "{}",
             agent_of(body)
         );

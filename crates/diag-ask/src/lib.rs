@@ -302,7 +302,10 @@ impl EarlyFailure<'_> {
             self.run_id,
             self.session_id,
             RunEnd::Failed { failure },
-            DiagnosisState::new(self.question, RunClock::at(self.started_at)),
+            {
+                let clock = RunClock::for_question(self.started_at, &self.question);
+                DiagnosisState::new(self.question, clock)
+            },
             tape.map(|t| t.exchanges()),
         ))
     }
@@ -576,7 +579,10 @@ async fn invoke_graph(
         progress,
     };
     let invoked = AssertUnwindSafe(graph.invoke(
-        DiagnosisState::new(started.question.clone(), RunClock::at(started.started_at)),
+        DiagnosisState::new(
+            started.question.clone(),
+            RunClock::for_question(started.started_at, &started.question),
+        ),
         &started.config,
         InvokeOptions {
             step_limit: STEP_LIMIT,

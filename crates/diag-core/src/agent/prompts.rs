@@ -16,13 +16,13 @@ pub struct Prompt {
 
 const PLANNER: Prompt = Prompt {
     id: "planner",
-    version: 2,
-    text: include_str!("../../../../prompts/planner.v2.md"),
+    version: 3,
+    text: include_str!("../../../../prompts/planner.v3.md"),
 };
 const EXECUTOR: Prompt = Prompt {
     id: "executor",
-    version: 2,
-    text: include_str!("../../../../prompts/executor.v2.md"),
+    version: 3,
+    text: include_str!("../../../../prompts/executor.v3.md"),
 };
 const VERIFIER: Prompt = Prompt {
     id: "verifier",

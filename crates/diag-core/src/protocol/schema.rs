@@ -415,9 +415,9 @@ fn collect_leaves(v: &Value, at: &mut String, out: &mut Vec<(String, String, boo
 /// the parser takes them), and a claim's id is one of `kept_claim_ids` (the prior verified
 /// claims an evidence retry keeps) or `c1` … `c12`. Returns the form for servers that take a
 /// schema as guidance (free text and quotes) and the form for servers that compile it to a
-/// grammar (each claim restates one leaf, quoting it whole, and at least one limitation is
-/// asked for, so no document it allows is an empty result). With no leaf to cite, the only
-/// documents either form allows have no claims.
+/// grammar (each claim restates one leaf, quoting it whole; with a leaf to cite at least one
+/// claim is asked for, and at least one limitation always, so no document it allows is an
+/// empty result). With no leaf to cite, the only documents either form allows have no claims.
 pub fn executor_evidence(
     leaves: &[EvidenceLeaf],
     invocation_ids: &[&str],
@@ -524,7 +524,11 @@ pub fn executor_evidence(
             } else {
                 json!({"anyOf": alternatives})
             };
-            json!({"type": "array", "items": claim, "maxItems": kept_claim_ids.len() + 1})
+            // At least one claim: with something to cite, a small model held to a grammar
+            // otherwise answers `claims: []` beside a limitation however much the outputs
+            // show, and the run ends before the Verifier. A claim it is held to restates a
+            // recorded value whole, so the Gatekeeper and the Verifier judge it like any.
+            json!({"type": "array", "items": claim, "minItems": 1, "maxItems": kept_claim_ids.len() + 1})
         }
     };
     // `grammar`: the form a server holds the model to token by token, where one more rule

@@ -208,6 +208,7 @@ proptest! {
         }
         if !leaves.is_empty() {
             prop_assert_eq!(&grammar["properties"]["claims"]["maxItems"], &json!(1));
+            prop_assert_eq!(&grammar["properties"]["claims"]["minItems"], &json!(1));
         }
 
         // A document that uses what the schemas offer validates against both; one that
@@ -230,7 +231,9 @@ proptest! {
             prop_assert!(!w.is_valid(&doc), "{}", doc);
         }
         let doc = document(Vec::new());
-        prop_assert!(g.is_valid(&doc) && w.is_valid(&doc));
+        prop_assert!(g.is_valid(&doc));
+        // Under a grammar, outputs with something to cite are restated by at least one claim.
+        prop_assert_eq!(w.is_valid(&doc), leaves.is_empty(), "{}", doc);
         // Under a grammar, no document is an empty result: a limitation is asked for.
         let bare = json!({"schema": "executor_evidence_v2", "claims": []});
         prop_assert!(g.is_valid(&bare) && !w.is_valid(&bare));
