@@ -16,6 +16,7 @@
 
 mod support;
 
+mod architecture_doc;
 mod bench_cli;
 mod cli;
 mod cli_live;
