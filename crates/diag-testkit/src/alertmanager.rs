@@ -4,6 +4,7 @@
 //! temporary folder, killed when dropped. Alerts are posted to its API v2 as Prometheus posts
 //! them; a webhook receiver can point it at a `diag serve`.
 
+use crate::OrFail;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -106,11 +107,11 @@ pub fn binary() -> PathBuf {
 impl Alertmanager {
     /// Starts an Alertmanager routing as `config` says, and waits until it is ready.
     pub fn start(config: &AmConfig) -> Alertmanager {
-        let dir = tempfile::tempdir().expect("a folder for Alertmanager");
+        let dir = tempfile::tempdir().or_fail("a folder for Alertmanager");
         let file = dir.path().join("am.yml");
-        std::fs::write(&file, config.yaml()).expect("write am.yml");
+        std::fs::write(&file, config.yaml()).or_fail("write am.yml");
         let port = free_port();
-        let log = std::fs::File::create(dir.path().join("am.log")).expect("am.log");
+        let log = std::fs::File::create(dir.path().join("am.log")).or_fail("am.log");
         let child = Command::new(binary())
             .arg(format!("--config.file={}", file.display()))
             .arg(format!(
@@ -121,7 +122,7 @@ impl Alertmanager {
             .arg("--cluster.listen-address=")
             .arg("--log.level=warn")
             .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
+            .stdout(log.try_clone().or_fail("log"))
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {BINARY}: {e}"));
@@ -165,16 +166,16 @@ impl Alertmanager {
     /// Posts alerts to `POST /api/v2/alerts`, as Prometheus does.
     pub fn post_alerts(&self, alerts: &Value) {
         let (code, body) = blocking_post(&format!("{}/api/v2/alerts", self.url()), alerts)
-            .expect("Alertmanager answers");
+            .or_fail("Alertmanager answers");
         assert_eq!(code, 200, "post alerts: {body}");
     }
 
     /// The alerts `GET /api/v2/alerts` lists (silenced and inhibited ones included).
     pub fn alerts(&self) -> Vec<Value> {
         let (code, body) =
-            blocking_get(&format!("{}/api/v2/alerts", self.url())).expect("Alertmanager answers");
+            blocking_get(&format!("{}/api/v2/alerts", self.url())).or_fail("Alertmanager answers");
         assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).expect("JSON")
+        serde_json::from_str(&body).or_fail("JSON")
     }
 
     /// Waits (bounded) until Alertmanager lists `n` alerts.
@@ -200,11 +201,11 @@ impl Alertmanager {
             "comment": "silenced by a test",
         });
         let (code, body) = blocking_post(&format!("{}/api/v2/silences", self.url()), &silence)
-            .expect("Alertmanager answers");
+            .or_fail("Alertmanager answers");
         assert_eq!(code, 200, "silence: {body}");
-        serde_json::from_str::<Value>(&body).expect("JSON")["silenceID"]
+        serde_json::from_str::<Value>(&body).or_fail("JSON")["silenceID"]
             .as_str()
-            .expect("silenceID")
+            .or_fail("silenceID")
             .to_string()
     }
 }
@@ -240,13 +241,13 @@ fn request(method: reqwest::Method, url: &str, body: Option<&Value>) -> Option<(
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .expect("a runtime");
+            .or_fail("a runtime");
         rt.block_on(async move {
             let client = reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .no_proxy()
                 .build()
-                .expect("HTTP client");
+                .or_fail("HTTP client");
             let mut r = client.request(method, &url);
             if let Some(body) = &body {
                 r = r.json(body);
@@ -257,7 +258,7 @@ fn request(method: reqwest::Method, url: &str, body: Option<&Value>) -> Option<(
         })
     })
     .join()
-    .expect("the request's thread")
+    .or_fail("the request's thread")
 }
 
 fn blocking_get(url: &str) -> Option<(u16, String)> {

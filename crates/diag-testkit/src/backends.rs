@@ -10,6 +10,7 @@
 //! The tables both backends keep under the same names are [`SHARED_TABLES`]; what a check
 //! reads there with SQL it reads with the same statement on both.
 
+use crate::OrFail;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,7 +64,7 @@ pub struct Fresh {
 impl Fresh {
     /// A store file that does not exist yet, in a folder that does not exist yet either.
     pub fn sqlite() -> Fresh {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().or_fail("a temporary folder");
         let location = dir.path().join("nested").join("diag.db");
         Fresh {
             name: "sqlite",
@@ -122,7 +123,7 @@ impl Fresh {
         } else {
             "SELECT version FROM diag_schema"
         };
-        self.query(sql).parse().unwrap()
+        self.query(sql).parse().or_fail("a schema version")
     }
 
     /// Sets the stored schema version behind diag's back.
@@ -130,7 +131,7 @@ impl Fresh {
         if self.is_sqlite() {
             raw(&self.location)
                 .pragma_update(None, "user_version", version)
-                .unwrap();
+                .or_fail("set user_version");
         } else {
             self.execute(&format!("UPDATE diag_schema SET version = {version}"));
         }
@@ -140,7 +141,7 @@ impl Fresh {
     /// (its file, its checkpoint, its integrity check).
     pub fn sqlite_store(&self) -> Option<SqliteStore> {
         self.is_sqlite()
-            .then(|| SqliteStore::open(&self.location).unwrap())
+            .then(|| SqliteStore::open(&self.location).or_fail("open the SQLite store"))
     }
 
     /// The store, opened with its backend's defaults, as a command opens it.
@@ -190,7 +191,9 @@ impl Fresh {
     #[track_caller]
     pub fn execute(&self, sql: &str) {
         match &self.url {
-            None => raw(&self.location).execute_batch(sql).unwrap(),
+            None => raw(&self.location)
+                .execute_batch(sql)
+                .or_fail("run SQL on the store file"),
             Some(url) => {
                 postgres::server().psql(url, sql);
             }
@@ -235,7 +238,7 @@ impl Fresh {
             .map(|t| {
                 self.query(&format!("SELECT count(*) FROM {t}"))
                     .parse()
-                    .unwrap()
+                    .or_fail("a row count")
             })
             .collect()
     }

@@ -1,6 +1,7 @@
 //! Waiting on child processes with a deadline: a command that hangs fails its test, naming
 //! the command, instead of stalling the whole suite.
 
+use crate::OrFail;
 use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
@@ -63,8 +64,8 @@ pub fn wait_with_output(mut child: Child, limit: Duration, what: &str) -> Output
     };
     Output {
         status,
-        stdout: stdout.join().expect("stdout reader"),
-        stderr: stderr.join().expect("stderr reader"),
+        stdout: stdout.join().or_fail("stdout reader"),
+        stderr: stderr.join().or_fail("stderr reader"),
     }
 }
 

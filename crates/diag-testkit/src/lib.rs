@@ -16,7 +16,10 @@
 //! `tests/it/support/`.
 //!
 //! This is test code: a helper that cannot do its job panics, and the panic is the calling
-//! test's failure report, so `unwrap` and `expect` are allowed here.
+//! test's failure report. It says what the helper could not do ([`OrFail`]): `unwrap` and
+//! `expect` are denied here as in every crate.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod alertmanager;
 pub mod backends;
@@ -37,17 +40,44 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// How a helper fails the calling test when it cannot do its job: with what it could not do
+/// and why, at the caller's line.
+pub trait OrFail<T> {
+    /// The value, or a panic naming `what` (and the error, for a `Result`).
+    fn or_fail(self, what: &str) -> T;
+}
+
+impl<T, E: std::fmt::Debug> OrFail<T> for Result<T, E> {
+    #[track_caller]
+    fn or_fail(self, what: &str) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => panic!("{what}: {e:?}"),
+        }
+    }
+}
+
+impl<T> OrFail<T> for Option<T> {
+    #[track_caller]
+    fn or_fail(self, what: &str) -> T {
+        match self {
+            Some(v) => v,
+            None => panic!("{what}: none"),
+        }
+    }
+}
+
 /// The repository root (for fixtures and schemas), whichever crate's tests ask.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
-        .expect("the repository root, two folders above crates/diag-testkit")
+        .or_fail("the repository root, two folders above crates/diag-testkit")
 }
 
 /// A JSON file's document.
 pub fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("read JSON")).expect("JSON")
+    serde_json::from_str(&std::fs::read_to_string(path).or_fail("read JSON")).or_fail("JSON")
 }
 
 /// A table row's name, said on stderr (which the failing test's report shows) when the row's
@@ -79,7 +109,7 @@ pub fn free_port() -> u16 {
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
-            .expect("a free local port")
+            .or_fail("a free local port")
             .port();
         if GIVEN
             .lock()
@@ -121,7 +151,7 @@ impl Aimock {
         let port = free_port();
         let log =
             std::env::temp_dir().join(format!("diag-aimock-{}-{port}.log", std::process::id()));
-        let log_file = std::fs::File::create(&log).expect("aimock log file");
+        let log_file = std::fs::File::create(&log).or_fail("aimock log file");
         let mut command = Command::new("node");
         command
             .arg(&cli)
@@ -132,7 +162,7 @@ impl Aimock {
             // journal leaves out.
             .arg("--metrics")
             .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("log file"))
+            .stdout(log_file.try_clone().or_fail("log file"))
             .stderr(log_file);
         match api_key {
             Some(key) => command.env("AIMOCK_API_KEYS", key),
@@ -188,13 +218,13 @@ impl Aimock {
         if let Some(key) = self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.expect("journal request");
+        let response = request.send().await.or_fail("journal request");
         assert!(
             response.status().is_success(),
             "journal: {}",
             response.status()
         );
-        response.json().await.expect("journal JSON")
+        response.json().await.or_fail("journal JSON")
     }
 
     /// Replaces every fixture with `fixtures` (`{"fixtures": [...]}`, the file format), as a
@@ -207,9 +237,9 @@ impl Aimock {
             clear = clear.bearer_auth(key);
             add = add.bearer_auth(key);
         }
-        let cleared = clear.send().await.expect("clear the fixtures");
+        let cleared = clear.send().await.or_fail("clear the fixtures");
         assert!(cleared.status().is_success(), "clear: {}", cleared.status());
-        let added = add.send().await.expect("add the fixtures");
+        let added = add.send().await.or_fail("add the fixtures");
         let status = added.status();
         assert!(
             status.is_success(),
@@ -224,7 +254,7 @@ impl Aimock {
         if let Some(key) = self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.expect("clear the journal");
+        let response = request.send().await.or_fail("clear the journal");
         assert!(
             response.status().is_success(),
             "journal reset: {}",
@@ -241,16 +271,16 @@ impl Aimock {
         let text = request
             .send()
             .await
-            .expect("metrics request")
+            .or_fail("metrics request")
             .text()
             .await
-            .expect("metrics text");
+            .or_fail("metrics text");
         let series = format!(
             "aimock_requests_total{{method=\"POST\",path=\"/v1/chat/completions\",status=\"{status}\"}} "
         );
         text.lines()
             .find_map(|l| l.strip_prefix(&series))
-            .map(|n| n.trim().parse().expect("a counter"))
+            .map(|n| n.trim().parse().or_fail("a counter"))
             .unwrap_or(0)
     }
 
@@ -318,7 +348,7 @@ fn control_client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
-        .expect("an HTTP client")
+        .or_fail("an HTTP client")
 }
 
 /// llama.cpp's own OpenAI-compatible server (`llama-server`, built by `scripts/install-peers`
@@ -368,7 +398,7 @@ impl LlamaServer {
         let port = free_port();
         let log =
             std::env::temp_dir().join(format!("diag-llama-{}-{port}.log", std::process::id()));
-        let log_file = std::fs::File::create(&log).expect("llama log file");
+        let log_file = std::fs::File::create(&log).or_fail("llama log file");
         let child = Command::new(&server)
             .arg("-m")
             .arg(&model)
@@ -391,7 +421,7 @@ impl LlamaServer {
             // eight times slower than one; passive waiting also leaves the cores to others.
             .env("OMP_WAIT_POLICY", "PASSIVE")
             .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("log file"))
+            .stdout(log_file.try_clone().or_fail("log file"))
             .stderr(log_file)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {} ({e})", server.display()));

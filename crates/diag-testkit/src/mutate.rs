@@ -2,6 +2,7 @@
 //! character (delete, insert a JSON-significant snippet, replace, truncate, duplicate), and
 //! edits of a JSON value node by node (remove, replace, null, edit its text, duplicate, swap).
 
+use crate::OrFail;
 use diag_core::protocol::json_pointer;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
@@ -53,7 +54,7 @@ pub fn arb_node_op(values: BoxedStrategy<Value>) -> impl Strategy<Value = Node> 
 
 /// Applies `op` at the pointer `at` of `doc` (the root is never removed).
 pub fn apply_node(doc: &mut Value, at: &str, op: &Node) {
-    let tokens = json_pointer::tokens(at).unwrap();
+    let tokens = json_pointer::tokens(at).or_fail("a JSON pointer");
     let Some((last, parent_tokens)) = tokens.split_last() else {
         if let Node::Replace(v) = op {
             *doc = v.clone();
@@ -63,8 +64,8 @@ pub fn apply_node(doc: &mut Value, at: &str, op: &Node) {
     let mut parent = &mut *doc;
     for t in parent_tokens {
         parent = match parent {
-            Value::Object(m) => m.get_mut(t).unwrap(),
-            Value::Array(a) => &mut a[t.parse::<usize>().unwrap()],
+            Value::Object(m) => m.get_mut(t).or_fail("the pointer leads to a member"),
+            Value::Array(a) => &mut a[t.parse::<usize>().or_fail("an array index")],
             _ => unreachable!(),
         };
     }
@@ -80,7 +81,7 @@ pub fn apply_node(doc: &mut Value, at: &str, op: &Node) {
                 m.insert(last.clone(), Value::Null);
             }
             Node::Text(edits) => {
-                let v = m.get_mut(last).unwrap();
+                let v = m.get_mut(last).or_fail("the member to mutate");
                 *v = Value::String(edit_text(&text_of(v), edits));
             }
             // Objects have no order to duplicate or swap in; rename the member instead.
@@ -91,7 +92,7 @@ pub fn apply_node(doc: &mut Value, at: &str, op: &Node) {
             }
         },
         Value::Array(a) => {
-            let i: usize = last.parse().unwrap();
+            let i: usize = last.parse().or_fail("an array index");
             match op {
                 Node::Remove => {
                     a.remove(i);

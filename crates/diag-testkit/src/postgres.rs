@@ -58,6 +58,7 @@
 //! [`PgServer::fresh_db_tls`] each create a new, empty database with a unique name (process id
 //! and a counter), so parallel tests never share one.
 
+use crate::OrFail;
 use std::ffi::CString;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -150,7 +151,7 @@ impl PgServer {
             .spawn()
             .unwrap_or_else(|e| panic!("`{what}` cannot start: {e}"));
         // Written from a thread: psql may answer before it has read everything.
-        let mut stdin = child.stdin.take().expect("psql's stdin");
+        let mut stdin = child.stdin.take().or_fail("psql's stdin");
         let script = sql.to_string();
         let writer = std::thread::spawn(move || {
             let _ = stdin.write_all(script.as_bytes());
@@ -164,7 +165,7 @@ impl PgServer {
             String::from_utf8_lossy(&out.stderr),
             self.log().display()
         );
-        String::from_utf8(out.stdout).expect("psql's output is UTF-8")
+        String::from_utf8(out.stdout).or_fail("psql's output is UTF-8")
     }
 
     pub fn port(&self) -> u16 {
@@ -550,7 +551,7 @@ fn server_user() -> Result<Option<(u32, u32)>, String> {
     if unsafe { libc::geteuid() } != 0 {
         return Ok(None);
     }
-    let name = CString::new("postgres").expect("a C string");
+    let name = CString::new("postgres").or_fail("a C string");
     // SAFETY: a zeroed passwd is a valid out-parameter; getpwnam_r writes its strings into
     // `buf`, which outlives the call, and we read only the integers.
     unsafe {

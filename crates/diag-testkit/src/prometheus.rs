@@ -3,6 +3,7 @@
 //! free 127.0.0.1 port, its data in a temporary folder, killed when dropped. The series are
 //! read back with PromQL through the HTTP API, as a dashboard or an alert rule reads them.
 
+use crate::OrFail;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,7 +25,7 @@ impl Prometheus {
     /// Starts a Prometheus that scrapes `http://TARGET/metrics` (`TARGET` is `HOST:PORT`)
     /// every second, and waits until it is ready.
     pub fn scraping(target: &str) -> Prometheus {
-        let dir = tempfile::tempdir().expect("a folder for Prometheus");
+        let dir = tempfile::tempdir().or_fail("a folder for Prometheus");
         let file = dir.path().join("prometheus.yml");
         std::fs::write(
             &file,
@@ -33,9 +34,9 @@ impl Prometheus {
                  - job_name: diag\n  static_configs:\n  - targets: [{target:?}]\n"
             ),
         )
-        .expect("write prometheus.yml");
+        .or_fail("write prometheus.yml");
         let port = free_port();
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).or_fail("log");
         let child = Command::new(BINARY)
             .arg(format!("--config.file={}", file.display()))
             .arg(format!(
@@ -45,7 +46,7 @@ impl Prometheus {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
             .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
+            .stdout(log.try_clone().or_fail("log"))
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| {
@@ -93,19 +94,19 @@ impl Prometheus {
             &format!("{}/api/v1/query", self.url()),
             &[("query", promql)],
         )
-        .expect("a query URL");
-        let (code, body) = get(url.as_str()).expect("Prometheus answers");
+        .or_fail("a query URL");
+        let (code, body) = get(url.as_str()).or_fail("Prometheus answers");
         assert_eq!(code, 200, "{promql}: {body}");
-        let doc: Value = serde_json::from_str(&body).expect("JSON");
+        let doc: Value = serde_json::from_str(&body).or_fail("JSON");
         doc["data"]["result"]
             .as_array()
-            .expect("a vector result")
+            .or_fail("a vector result")
             .iter()
             .map(|s| {
                 let value = s["value"][1]
                     .as_str()
                     .and_then(|v| v.parse::<f64>().ok())
-                    .expect("a sample value");
+                    .or_fail("a sample value");
                 (s["metric"].clone(), value)
             })
             .collect()
@@ -133,18 +134,18 @@ fn get(url: &str) -> Option<(u16, String)> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .expect("a runtime");
+            .or_fail("a runtime");
         rt.block_on(async move {
             let client = reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .no_proxy()
                 .build()
-                .expect("HTTP client");
+                .or_fail("HTTP client");
             let r = client.get(&url).send().await.ok()?;
             let code = r.status().as_u16();
             Some((code, r.text().await.unwrap_or_default()))
         })
     })
     .join()
-    .expect("the request's thread")
+    .or_fail("the request's thread")
 }

@@ -1,6 +1,7 @@
 //! Builders shared by the store tests: realistic records of every kind, and a raw SQLite
 //! connection for looking at the file the way an operator's sqlite3 shell would.
 
+use crate::OrFail;
 use std::path::Path;
 
 use diag_core::agent::prompts;
@@ -184,9 +185,9 @@ pub fn summary(answer: &str) -> RunSummary {
 
 /// A plain connection to the store file, as the sqlite3 shell would open it.
 pub fn raw(path: &Path) -> rusqlite::Connection {
-    let conn = rusqlite::Connection::open(path).unwrap();
+    let conn = rusqlite::Connection::open(path).or_fail("open the store file");
     conn.busy_timeout(std::time::Duration::from_secs(5))
-        .unwrap();
+        .or_fail("set a busy timeout");
     conn
 }
 
@@ -207,7 +208,7 @@ pub fn counts(path: &Path) -> Vec<i64> {
         .iter()
         .map(|t| {
             conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
-                .unwrap()
+                .or_fail("count a table")
         })
         .collect()
 }
@@ -215,7 +216,7 @@ pub fn counts(path: &Path) -> Vec<i64> {
 pub fn integrity(path: &Path) -> String {
     raw(path)
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap()
+        .or_fail("PRAGMA integrity_check")
 }
 
 /// Records an invocation with the RunConfig of the run and session it names, as the agent
@@ -252,12 +253,12 @@ pub fn rows<T>(
     params: impl rusqlite::Params,
     row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> Vec<T> {
-    let mut stmt = conn.prepare(sql).unwrap();
+    let mut stmt = conn.prepare(sql).or_fail("prepare the query");
     let rows = stmt
         .query_map(params, row)
-        .unwrap()
+        .or_fail("run the query")
         .collect::<Result<Vec<_>, _>>()
-        .unwrap();
+        .or_fail("read the rows");
     rows
 }
 
@@ -279,7 +280,7 @@ pub fn assert_blob_refs_exact(path: &Path) {
             [],
             |r| r.get(0),
         )
-        .unwrap();
+        .or_fail("read the row");
     assert_eq!(dangling, 0, "references to missing blobs");
 }
 
@@ -293,9 +294,9 @@ pub fn request_text(path: &Path, run_id: &str, seq: i64) -> String {
             rusqlite::params![run_id, seq],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .unwrap();
+        .or_fail("read the packed request");
     let refs: Vec<(usize, i64)> = refs
-        .map(|r| serde_json::from_str(&r).unwrap())
+        .map(|r| serde_json::from_str(&r).or_fail("a blob reference"))
         .unwrap_or_default();
     let mut out = String::new();
     let mut prev = 0;
@@ -303,7 +304,7 @@ pub fn request_text(path: &Path, run_id: &str, seq: i64) -> String {
         out.push_str(&skeleton[prev..offset]);
         let body: String = conn
             .query_row("SELECT body FROM blob WHERE id = ?1", [id], |r| r.get(0))
-            .unwrap();
+            .or_fail("read a blob");
         out.push_str(&body);
         prev = offset;
     }
