@@ -42,14 +42,28 @@ const LAYERS: &[Layer] = &[
         tokio_features: Some(&["macros"]),
     },
     Layer {
-        name: "diag-core",
+        name: "diag-protocol",
         workspace: &["diag-graph"],
+        // No async runtime: the contracts and grounding are plain functions.
+        third_party: Some(&[
+            "pulldown-cmark",
+            "serde",
+            "serde_json",
+            "thiserror",
+            "unicode-normalization",
+            "unicode-properties",
+            "unicode-security",
+        ]),
+        tokio_features: Some(&[]),
+    },
+    Layer {
+        name: "diag-core",
+        workspace: &["diag-graph", "diag-protocol"],
         third_party: Some(&[
             "form_urlencoded",
             "futures",
             // Default features off: validation only, no remote or file references.
             "jsonschema",
-            "pulldown-cmark",
             "serde",
             "serde_json",
             "sha2",
@@ -58,9 +72,6 @@ const LAYERS: &[Layer] = &[
             "tokio",
             "tokio-util",
             "tracing",
-            "unicode-normalization",
-            "unicode-properties",
-            "unicode-security",
         ]),
         tokio_features: Some(&["time"]),
     },

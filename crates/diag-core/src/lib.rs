@@ -1,6 +1,6 @@
 //! `diag-core`: the contracts and the runtime a diagnosis runs on, as plain functions over plain
-//! data, and the ports it runs behind. The typed agent contracts and the Gatekeeper
-//! (`protocol`), the agent runtime (`agent`), and the ports the edges implement:
+//! data, and the ports it runs behind. The typed agent contracts and the Gatekeeper are the
+//! `diag-protocol` crate, re-exported as `protocol`; here are the agent runtime (`agent`), and the ports the edges implement:
 //! [`model::ChatModel`], [`tools::Tool`] and the registry, the run store
 //! ([`store::RunStore`] and [`store::Store`] over the plain records
 //! of [`store::records`]), [`clock::Clock`] and [`ids::IdSource`]. The diagnosis graph itself
@@ -19,6 +19,7 @@
 
 pub use diag_graph as graph;
 pub use diag_graph::clock;
+pub use diag_protocol as protocol;
 
 pub mod agent;
 pub mod alert;
@@ -28,7 +29,6 @@ pub mod hash;
 pub mod ids;
 pub mod limits;
 pub mod model;
-pub mod protocol;
 pub mod store;
 pub mod text;
 pub mod tools;

@@ -1,4 +1,4 @@
-//! diag-core's integration-test binary: the four agent-output parsers (`protocol_parsers`),
+//! diag-protocol's integration-test binary: the four agent-output parsers (`protocol_parsers`),
 //! the evidence turn's schema built from a run's evidence (`evidence_schema`),
 //! the same parsers under mutated documents (`fuzz_contracts`), and content grounding by facts
 //! as properties (`grounding_properties`). Every `.rs` file under `tests/it/` is a module of

@@ -203,7 +203,7 @@ pub fn planner(tools: &[(&str, &Value)], mode: PlannerMode, retry: Option<&Retry
     )
 }
 
-/// The grammar form of `planner_plan_v1` ([`crate::model::OutputSchema::grammar`], for
+/// The grammar form of `planner_plan_v1` (`diag_core::model::OutputSchema::grammar`, for
 /// servers that compile the schema to a grammar): hypotheses and steps carry no `id` (the
 /// parser numbers them by position, so a model held to a grammar cannot repeat one), at most
 /// [`GRAMMAR_HYPOTHESES`] hypotheses and between 1 and [`GRAMMAR_STEPS`] steps.

@@ -11,7 +11,7 @@ use diag_testkit::seeded;
 
 use std::sync::OnceLock;
 
-use diag_core::protocol::EvidenceContext;
+use diag_protocol::EvidenceContext;
 use proptest::prelude::*;
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 

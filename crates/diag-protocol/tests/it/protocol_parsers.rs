@@ -4,8 +4,8 @@
 
 use diag_testkit::mutate::all_pointers;
 
-use diag_core::protocol::parse::{json_document, MAX_OUTPUT_BYTES, SNIPPET_CHARS};
-use diag_core::protocol::{
+use diag_protocol::parse::{json_document, MAX_OUTPUT_BYTES, SNIPPET_CHARS};
+use diag_protocol::{
     check_answer_citations, check_answer_tokens, json_pointer, parse_composer, parse_executor,
     parse_plan, parse_verifier, ContractViolation, CriticalGap, EvidenceContext, PlannerMode,
     QueryRef, RetryContext, Verdict, Verification, VerifiedExecutorOutput,
@@ -105,20 +105,20 @@ fn allowed() -> Vec<String> {
     vec!["c1".into()]
 }
 
-fn plan_normal(text: &str) -> Result<diag_core::protocol::Plan, ContractViolation> {
+fn plan_normal(text: &str) -> Result<diag_protocol::Plan, ContractViolation> {
     parse_plan(text, TOOLS, PlannerMode::Normal, None)
 }
 
-fn plan_gap(text: &str) -> Result<diag_core::protocol::Plan, ContractViolation> {
+fn plan_gap(text: &str) -> Result<diag_protocol::Plan, ContractViolation> {
     let ctx = retry_ctx();
     parse_plan(text, TOOLS, PlannerMode::EvidenceGapOnly, Some(&ctx))
 }
 
-fn verifier(text: &str) -> Result<diag_core::protocol::VerifierResult, ContractViolation> {
+fn verifier(text: &str) -> Result<diag_protocol::VerifierResult, ContractViolation> {
     parse_verifier(text, &verified_ids())
 }
 
-fn composer(text: &str) -> Result<diag_core::protocol::ComposerAnswer, ContractViolation> {
+fn composer(text: &str) -> Result<diag_protocol::ComposerAnswer, ContractViolation> {
     parse_composer(text, &allowed())
 }
 
@@ -501,7 +501,7 @@ fn messages_quote_at_most_a_snippet_and_escape_control_characters() {
 
 #[test]
 fn reason_codes_are_distinct_snake_case() {
-    use diag_core::protocol::json_pointer::PointerError;
+    use diag_protocol::json_pointer::PointerError;
     let f = || "f".to_string();
     let all = vec![
         ContractViolation::EmptyOutput,

@@ -6,11 +6,11 @@
 
 use diag_testkit::seeded;
 
-use diag_core::protocol::json_pointer::resolve;
-use diag_core::protocol::schema::{
+use diag_protocol::json_pointer::resolve;
+use diag_protocol::schema::{
     evidence_leaves, executor_evidence, EvidenceLeaf, MAX_EVIDENCE_LEAVES, MAX_WHOLE_QUOTE_CHARS,
 };
-use diag_core::protocol::{
+use diag_protocol::{
     validate_run, Binding, Claim, ExecutorOutput, InvocationStatus, ToolInvocation,
 };
 use proptest::prelude::*;

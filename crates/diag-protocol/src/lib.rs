@@ -1,7 +1,17 @@
-//! The agent output contracts of `diag` as typed data: what the Planner, Executor, Verifier
-//! and Composer must return, what the Gatekeeper records, and what the deterministic stages
-//! build from them. Parsing model text into these types lives in [`parse`], one parser per
-//! contract shared by every caller.
+//! `diag-protocol`: the agent output contracts of `diag` as typed data: what the Planner,
+//! Executor, Verifier and Composer must return, what the Gatekeeper records, and what the
+//! deterministic stages build from them. Parsing model text into these types lives in
+//! [`parse`], one parser per contract shared by every caller; content grounding
+//! ([`grounding`]) and the Gatekeeper ([`gatekeeper`]) are plain functions over plain data.
+//!
+//! **Architecture invariant:** pure: no I/O crate, no tokio, no process-wide state. diag-core
+//! re-exports it as `diag_core::protocol`, so a grounding change compiles here and in what
+//! depends on the contracts, and this crate compiles without the agent runtime or the store.
+
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub use diag_graph::clock;
 
 pub mod composer;
 pub mod executor;

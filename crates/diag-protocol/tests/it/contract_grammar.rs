@@ -4,11 +4,11 @@
 //! small model does when it runs on (repeating an item, an id, a verdict without claims, an
 //! answer without end) is outside them.
 
-use diag_core::protocol::schema::{
+use diag_protocol::schema::{
     composer_grammar, planner_grammar, verifier_grammar, GRAMMAR_ANSWER_CHARS, GRAMMAR_HYPOTHESES,
     GRAMMAR_STEPS,
 };
-use diag_core::protocol::{parse_composer, parse_plan, parse_verifier, PlannerMode};
+use diag_protocol::{parse_composer, parse_plan, parse_verifier, PlannerMode};
 use serde_json::{json, Value};
 
 fn validator(schema: &Value) -> jsonschema::Validator {

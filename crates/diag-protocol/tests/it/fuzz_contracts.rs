@@ -9,7 +9,7 @@ use diag_testkit::seeded;
 
 use std::collections::HashSet;
 
-use diag_core::protocol::{
+use diag_protocol::{
     json_pointer, parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation,
     CriticalGap, PlannerMode, QueryRef, RetryContext, Verdict, Verification,
     VerifiedExecutorOutput,
