@@ -188,7 +188,7 @@ fn test_module_files(file: &Path, names: &[String]) -> Vec<PathBuf> {
 }
 
 /// The non-test code of every `.rs` file under `dir`: `(file, [(line number, line)])`.
-fn non_test_code(dir: &Path) -> Vec<(PathBuf, Vec<(usize, String)>)> {
+pub(crate) fn non_test_code(dir: &Path) -> Vec<(PathBuf, Vec<(usize, String)>)> {
     let files = rust_files(dir);
     let mut scanned = Vec::new();
     let mut test_only: Vec<PathBuf> = Vec::new();

@@ -10,7 +10,7 @@
 //! nothing depends on but tests.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The crates that are test code: a `[dev-dependencies]` entry of the packages whose
 /// integration tests use them, never a normal or build dependency, and named by no file under
@@ -555,4 +555,295 @@ fn no_subcommand_imports_another() {
         "subcommands importing another:\n{}",
         found.join("\n")
     );
+}
+
+/// A module's path in its crate from its file under `src/`: `model/structured.rs` →
+/// `model::structured`, `model/mod.rs` → `model`, `lib.rs` → the root (empty).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap_or(file);
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+fn is_path_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The modules a statement names by path: `crate::a::b`, `super::x`, `self::x` and, for the
+/// modules in `children`, `child::Item`; items of a group (`crate::a::{b, c}`) each. `at` is
+/// the module the statement is in; the result is the longest prefix of each path that is a
+/// module in `modules`.
+fn named_modules(
+    stmt: &str,
+    at: &[String],
+    modules: &BTreeSet<Vec<String>>,
+) -> BTreeSet<Vec<String>> {
+    let mut out = BTreeSet::new();
+    let chars: Vec<(usize, char)> = stmt.char_indices().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let (at_byte, c) = chars[i];
+        let starts_word = c.is_alphabetic() || c == '_';
+        let after_boundary = i == 0 || {
+            let p = chars[i - 1].1;
+            !is_path_char(p) && p != ':' && p != '$'
+        };
+        if !(starts_word && after_boundary) {
+            i += 1;
+            continue;
+        }
+        // The whole path from here: idents joined by `::`, maybe ending in a group.
+        let rest = &stmt[at_byte..];
+        let mut segments: Vec<String> = Vec::new();
+        let mut consumed = 0;
+        let mut group: Option<&str> = None;
+        loop {
+            let seg: String = rest[consumed..]
+                .chars()
+                .take_while(|c| is_path_char(*c))
+                .collect();
+            if seg.is_empty() {
+                if rest[consumed..].starts_with('{') {
+                    group = Some(&rest[consumed + 1..]);
+                }
+                break;
+            }
+            consumed += seg.len();
+            segments.push(seg);
+            if rest[consumed..].starts_with("::") {
+                consumed += 2;
+            } else {
+                break;
+            }
+        }
+        let advance = rest[..consumed].chars().count().max(1);
+        i += advance;
+        if segments.len() < 2 && group.is_none() {
+            continue;
+        }
+        // Where the path starts.
+        let (mut base, tail): (Vec<String>, &[String]) = match segments[0].as_str() {
+            "crate" => (Vec::new(), &segments[1..]),
+            "self" => (at.to_vec(), &segments[1..]),
+            "super" => {
+                let mut base = at.to_vec();
+                let mut k = 0;
+                while segments.get(k).map(String::as_str) == Some("super") {
+                    base.pop();
+                    k += 1;
+                }
+                (base, &segments[k..])
+            }
+            first => {
+                let mut child = at.to_vec();
+                child.push(first.to_string());
+                if !modules.contains(&child) {
+                    continue;
+                }
+                (at.to_vec(), &segments[..])
+            }
+        };
+        let mut paths: Vec<Vec<String>> = Vec::new();
+        base.extend(tail.iter().cloned());
+        paths.push(base.clone());
+        if let Some(group) = group {
+            let mut depth = 0;
+            let mut item = String::new();
+            let mut items = Vec::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        items.push(std::mem::take(&mut item));
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+            items.push(item);
+            for item in items {
+                let name: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| is_path_char(*c))
+                    .collect();
+                if !name.is_empty() && name != "self" {
+                    let mut p = base.clone();
+                    p.push(name);
+                    paths.push(p);
+                }
+            }
+        }
+        for mut path in paths {
+            while !path.is_empty() && !modules.contains(&path) {
+                path.pop();
+            }
+            out.insert(path);
+        }
+    }
+    out
+}
+
+/// The import graph of one crate's modules (outside tests): module → the modules it names,
+/// leaving out its own ancestors (a module using what its parent declares is how Rust nests
+/// modules, not a circle).
+fn module_graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let files: Vec<(PathBuf, Vec<(usize, String)>)> = crate::invariants::non_test_code(src)
+        .into_iter()
+        .filter(|(f, _)| !f.strip_prefix(src).is_ok_and(|r| r.starts_with("bin")))
+        .collect();
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|(f, _)| module_of(src, f)).collect();
+    let mut graph = BTreeMap::new();
+    for (file, code) in &files {
+        let at = module_of(src, file);
+        // Statements: a `use` that spans lines is read whole.
+        let mut stmts: Vec<String> = Vec::new();
+        let mut pending: Option<String> = None;
+        for (_, line) in code {
+            let t = line.trim();
+            if let Some(stmt) = pending.as_mut() {
+                stmt.push_str(t);
+                if t.ends_with(';') {
+                    stmts.extend(pending.take());
+                }
+                continue;
+            }
+            if t.contains("use ") && !t.ends_with(';') {
+                pending = Some(t.to_string());
+            } else {
+                stmts.push(t.to_string());
+            }
+        }
+        let edges: &mut BTreeSet<Vec<String>> = graph.entry(at.clone()).or_default();
+        for stmt in &stmts {
+            for target in named_modules(stmt, &at, &modules) {
+                if target != at && !at.starts_with(&target) {
+                    edges.insert(target);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The circles of `graph`: each strongly connected set of two or more modules, as
+/// `a → b → a` text.
+fn circles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<String> {
+    let reach = |from: &Vec<String>| -> BTreeSet<Vec<String>> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(m) = todo.pop() {
+            for next in graph.get(&m).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let name = |m: &Vec<String>| {
+        if m.is_empty() {
+            "crate".to_string()
+        } else {
+            m.join("::")
+        }
+    };
+    let mut out = Vec::new();
+    let mut reported: BTreeSet<Vec<String>> = BTreeSet::new();
+    for m in graph.keys() {
+        if reported.contains(m) {
+            continue;
+        }
+        let from_m = reach(m);
+        if !from_m.contains(m) {
+            continue;
+        }
+        let set: Vec<Vec<String>> = from_m
+            .iter()
+            .filter(|n| reach(n).contains(m))
+            .cloned()
+            .collect();
+        reported.extend(set.iter().cloned());
+        out.push(set.iter().map(name).collect::<Vec<_>>().join(" ↔ "));
+    }
+    out
+}
+
+#[test]
+fn no_module_imports_a_module_that_imports_it_back() {
+    let mut found = Vec::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut srcs = vec![("diag".to_string(), root.join("src"))];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        srcs.push((name, dir.join("src")));
+    }
+    for (krate, src) in srcs {
+        for circle in circles(&module_graph(&src)) {
+            found.push(format!("{krate}: {circle}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "import circles between modules:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_circle_check_reads_paths_groups_and_children() {
+    let modules: BTreeSet<Vec<String>> = [
+        vec![],
+        vec!["model".to_string()],
+        vec!["model".to_string(), "endpoint".to_string()],
+        vec!["model".to_string(), "structured".to_string()],
+        vec!["limits".to_string()],
+    ]
+    .into_iter()
+    .collect();
+    let at = vec!["model".to_string(), "structured".to_string()];
+    let named = named_modules(
+        "use super::endpoint::{Endpoint, LearnedSink}; let x = crate::limits::Limits::DEFAULT; diag_core::limits::X;",
+        &at,
+        &modules,
+    );
+    assert!(named.contains(&vec!["model".to_string(), "endpoint".to_string()]));
+    assert!(named.contains(&vec!["limits".to_string()]));
+    let at = vec!["model".to_string()];
+    let named = named_modules(
+        "pub use structured::{EndpointMemory, Learned};",
+        &at,
+        &modules,
+    );
+    assert!(named.contains(&vec!["model".to_string(), "structured".to_string()]));
+    let graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = [
+        (
+            vec!["a".to_string()],
+            [vec!["b".to_string()]].into_iter().collect(),
+        ),
+        (
+            vec!["b".to_string()],
+            [vec!["a".to_string()]].into_iter().collect(),
+        ),
+        (
+            vec!["c".to_string()],
+            [vec!["a".to_string()]].into_iter().collect(),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(circles(&graph), ["a ↔ b"]);
 }

@@ -8,9 +8,6 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::agent::AgentRole;
-use crate::tools::ToolLimits;
-
 /// `[limits]`: a member left out takes its default; a value below its minimum, or a member
 /// this build does not know, is refused where it is read (the configuration file or the run
 /// file), naming the member.
@@ -59,6 +56,22 @@ impl Limits {
     }
 }
 
+/// The limits of openspec/specs/tools/spec.md, as the tool registry applies them: the tool
+/// share of [`Limits`] (`Limits::tools`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLimits {
+    /// Per call.
+    pub timeout: Duration,
+    /// Serialized (compact JSON) size of one output.
+    pub max_output_bytes: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Limits::DEFAULT.tools()
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self::DEFAULT
@@ -93,15 +106,6 @@ impl MaxTokensConfig {
         verifier: 1536,
         composer: 1536,
     };
-
-    pub fn for_role(&self, role: AgentRole) -> u32 {
-        match role {
-            AgentRole::Planner => self.planner,
-            AgentRole::Executor => self.executor,
-            AgentRole::Verifier => self.verifier,
-            AgentRole::Composer => self.composer,
-        }
-    }
 }
 
 fn at_least<'de, D, N>(d: D, minimum: N) -> Result<N, D::Error>

@@ -27,6 +27,7 @@ pub mod run_clock;
 pub mod schema;
 pub mod verified;
 pub mod verifier;
+pub mod whitespace;
 
 pub use composer::ComposerAnswer;
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};

@@ -22,6 +22,18 @@ pub enum AgentRole {
     Composer,
 }
 
+impl crate::limits::MaxTokensConfig {
+    /// The completion tokens `role` asks for.
+    pub fn for_role(&self, role: AgentRole) -> u32 {
+        match role {
+            AgentRole::Planner => self.planner,
+            AgentRole::Executor => self.executor,
+            AgentRole::Verifier => self.verifier,
+            AgentRole::Composer => self.composer,
+        }
+    }
+}
+
 impl AgentRole {
     pub fn as_str(self) -> &'static str {
         match self {

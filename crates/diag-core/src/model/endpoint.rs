@@ -1,12 +1,10 @@
 //! What an endpoint taught is keyed by [`Endpoint`]: the base URL of an OpenAI-compatible
 //! server and the model name. The base URL is kept without what must never be stored or
 //! shown (userinfo, query, fragment), so the key can go into a run store and a trace as it
-//! is. A [`LearnedSink`] is told each time an endpoint teaches something new (the run store
-//! keeps it for the next process: `crate::store::learnings`).
+//! is. What it taught is `super::structured`'s, which names this key and not the other way
+//! round (the run store keeps it for the next process: `crate::store::learnings`).
 
 use serde::{Deserialize, Serialize};
-
-use super::structured::Learned;
 
 /// One model behind one server: the key of what it taught.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -50,13 +48,6 @@ pub fn strip_url(url: &str) -> String {
     // The userinfo ends at the last `@` of the authority (a password may hold an `@`).
     let host = authority.rsplit('@').next().unwrap_or_default();
     format!("{scheme}{host}{}", path.trim_end_matches('/'))
-}
-
-/// Told what an endpoint taught, each time it teaches something new: `learned` is all that
-/// endpoint taught so far. Implemented at the edge (the run store keeps it); a sink must not
-/// fail the model call that taught it, so it reports its own failures.
-pub trait LearnedSink: Send + Sync {
-    fn learned(&self, endpoint: &Endpoint, learned: Learned);
 }
 
 #[cfg(test)]

@@ -16,9 +16,9 @@ pub mod endpoint;
 pub mod sampling;
 pub mod structured;
 
-pub use endpoint::{Endpoint, LearnedSink};
+pub use endpoint::Endpoint;
 pub use sampling::{RefusedSampling, SamplingParameter};
-pub use structured::{EndpointMemory, Learned, StructuredOutputSetting};
+pub use structured::{EndpointMemory, Learned, LearnedSink, StructuredOutputSetting};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::endpoint::{Endpoint, LearnedSink};
+use super::endpoint::Endpoint;
 use super::{OutputSchema, StructuredOutput};
 
 /// The per-model `structured_output` setting.
@@ -290,6 +290,13 @@ fn number_after(text: &str, markers: &[&str]) -> Option<u64> {
             digits.parse().ok()
         })
     })
+}
+
+/// Told what an endpoint taught, each time it teaches something new: `learned` is all that
+/// endpoint taught so far. Implemented at the edge (the run store keeps it); a sink must not
+/// fail the model call that taught it, so it reports its own failures.
+pub trait LearnedSink: Send + Sync {
+    fn learned(&self, endpoint: &Endpoint, learned: Learned);
 }
 
 /// What one endpoint taught.

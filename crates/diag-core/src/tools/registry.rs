@@ -33,7 +33,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -47,21 +46,7 @@ const MAX_ERROR_CHARS: usize = 1000;
 /// Array keys whose trailing items may be dropped to fit the output cap, in order of priority.
 const LIST_KEYS: [&str; 3] = ["matches", "hits", "result"];
 
-/// The limits of openspec/specs/tools/spec.md, as the registry applies them: the tool share
-/// of [`crate::limits::Limits`] (`Limits::tools`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolLimits {
-    /// Per call.
-    pub timeout: Duration,
-    /// Serialized (compact JSON) size of one output.
-    pub max_output_bytes: usize,
-}
-
-impl Default for ToolLimits {
-    fn default() -> Self {
-        crate::limits::Limits::DEFAULT.tools()
-    }
-}
+pub use crate::limits::ToolLimits;
 
 /// How one call ended: what is recorded as the invocation's status and output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -36,10 +36,10 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::gatekeeper::normalize_whitespace;
 use super::invocation::ToolInvocation;
 use super::json_pointer;
 use super::verified::VerifiedEvidence;
+use super::whitespace::normalize_whitespace;
 use read::{normalize_plain, read_markdown, read_plain, Reading};
 use values::{Date, TimeOfDay};
 use words::{segment_tokens, Fact, Mode, Token};
