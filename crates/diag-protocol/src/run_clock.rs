@@ -18,6 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
+use crate::grounding::values::{self, Zone};
 
 /// The `run_clock` member of every agent's declared input.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,106 +67,22 @@ const MINUTE_MS: i64 = 60_000;
 const HOUR_MS: i64 = 60 * MINUTE_MS;
 const DAY_MS: i64 = 24 * HOUR_MS;
 
-/// Words that name a day other than the run's own, or a part of one: a clock time beside
-/// them cannot be placed on a day without guessing.
-const DAY_WORDS: &[&str] = &[
-    "yesterday",
-    "tomorrow",
-    "tonight",
+/// Words for a part of a day or a span of days, which the grounding reader's month, weekday
+/// and relative-day words ([`values`]) do not cover: a clock time beside them cannot be placed
+/// on a day without guessing.
+const DAY_PARTS: &[&str] = &[
     "night",
     "morning",
     "afternoon",
     "evening",
     "weekend",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "mon",
-    "tue",
-    "tues",
-    "wed",
-    "thu",
-    "thur",
-    "thurs",
-    "fri",
-    "sat",
-    "sun",
-    "january",
-    "february",
-    "march",
-    "april",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "jan",
-    "feb",
-    "mar",
-    "apr",
-    "jun",
-    "jul",
-    "aug",
-    "sep",
-    "sept",
-    "oct",
-    "nov",
-    "dec",
     "week",
     "weeks",
     "days",
 ];
 
-/// Zone names a clock time may be followed by that mean UTC.
-const UTC_WORDS: &[&str] = &["utc", "gmt", "z", "zulu"];
-
-/// Words after a clock time that name another zone: a window in them is not read.
-const ZONE_WORDS: &[&str] = &[
-    "cet",
-    "cest",
-    "eet",
-    "eest",
-    "wet",
-    "west",
-    "bst",
-    "ist",
-    "est",
-    "edt",
-    "cst",
-    "cdt",
-    "mst",
-    "mdt",
-    "pst",
-    "pdt",
-    "akst",
-    "akdt",
-    "hst",
-    "jst",
-    "kst",
-    "aest",
-    "aedt",
-    "acst",
-    "awst",
-    "nzst",
-    "nzdt",
-    "msk",
-    "sgt",
-    "hkt",
-    "brt",
-    "art",
-    "local",
-    "localtime",
-    "et",
-    "ct",
-    "mt",
-    "pt",
-];
+/// Words after a clock time that say its clock is the writer's own.
+const LOCAL_WORDS: &[&str] = &["local", "localtime"];
 
 /// One reading of the question: a window, or a sign that none can be read exactly.
 enum Reading {
@@ -194,8 +111,9 @@ pub fn question_window(question: &str, now: Timestamp) -> Option<QuestionWindow>
         }
         i += used.max(1);
     }
-    // A clock time beside a named day is on that day, not on the run's.
-    if clock_read && tokens.iter().any(|t| names_a_day(t)) {
+    // A clock time beside a named day is on that day, not on the run's. Read on the words as
+    // written: a weekday's abbreviation counts only capitalised (`sat`, `sun` are words).
+    if clock_read && question.split_whitespace().map(trim_word).any(names_a_day) {
         return None;
     }
     let first = *windows.first()?;
@@ -206,19 +124,25 @@ pub fn question_window(question: &str, now: Timestamp) -> Option<QuestionWindow>
 fn tokens(question: &str) -> Vec<String> {
     question
         .split_whitespace()
-        .map(|w| {
-            w.trim_matches(|c: char| {
-                matches!(c, ',' | ';' | '!' | '?' | '(' | ')' | '"' | '\'' | '`')
-            })
-            .trim_end_matches('.')
-            .to_lowercase()
-        })
+        .map(|w| trim_word(w).to_lowercase())
         .filter(|w| !w.is_empty())
         .collect()
 }
 
-fn names_a_day(token: &str) -> bool {
-    DAY_WORDS.contains(&token) || is_date(token)
+fn trim_word(w: &str) -> &str {
+    w.trim_matches(|c: char| matches!(c, ',' | ';' | '!' | '?' | '(' | ')' | '"' | '\'' | '`'))
+        .trim_end_matches('.')
+}
+
+/// A month, a weekday or a day named relative to another (today aside: it is the run's), read
+/// as grounding reads them, a part of a day, or a date.
+fn names_a_day(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    values::any_month_number(word).is_some()
+        || values::weekday_number(word).is_some()
+        || (values::relative_day_word(word) && lower != "today")
+        || DAY_PARTS.contains(&lower.as_str())
+        || is_date(word)
 }
 
 /// `YYYY-MM-DD` or a `YYYY/MM/DD` date on its own.
@@ -390,90 +314,55 @@ fn clock(rest: &[String], now: Timestamp) -> Option<(Option<Timestamp>, usize)> 
 }
 
 /// A clock time at the start of `rest` as milliseconds into a UTC day (`None` when a zone
-/// other than UTC follows it) and the tokens used.
+/// other than UTC follows it or is attached) and the tokens used. The time, `am`/`pm` and the
+/// zone are read by grounding's readers ([`values::parse_time`], [`values::meridiem`],
+/// [`values::parse_zone_word`]), so a zone it knows is never taken for UTC here.
 fn clock_of_day(rest: &[String]) -> Option<(Option<i64>, usize)> {
     let word = rest.first()?.as_str();
-    // "2pm", "2:30pm", "2 pm", "2:30 pm".
-    let (body, suffix, mut used) = if let Some(b) = word.strip_suffix("am") {
-        (b, Some(false), 1)
-    } else if let Some(b) = word.strip_suffix("pm") {
-        (b, Some(true), 1)
-    } else {
-        match rest.get(1).map(String::as_str) {
-            Some("am") => (word, Some(false), 2),
-            Some("pm") => (word, Some(true), 2),
-            _ => (word, None, 1),
-        }
+    // "2pm", "2:30pm", "2 pm", "2:30 p.m.".
+    let (body, pm, mut used) = match (word.strip_suffix("am"), word.strip_suffix("pm")) {
+        (Some(b), _) if !b.is_empty() => (b, Some(false), 1),
+        (_, Some(b)) if !b.is_empty() => (b, Some(true), 1),
+        _ => match rest.get(1).and_then(|w| values::meridiem(w)) {
+            Some(pm) => (word, Some(pm), 2),
+            None => (word, None, 1),
+        },
     };
-    let mut ms = match suffix {
-        None => hh_mm(word)?,
-        Some(pm) => {
-            let of_day = if body.contains(':') {
-                hh_mm(body)?
-            } else {
-                let digits = !body.is_empty() && body.chars().all(|c| c.is_ascii_digit());
-                digits.then(|| body.parse::<i64>().ok()).flatten()? * HOUR_MS
-            };
-            if !(HOUR_MS..13 * HOUR_MS).contains(&of_day) {
-                return None;
-            }
-            let base = of_day % (12 * HOUR_MS);
-            if pm {
-                base + 12 * HOUR_MS
-            } else {
-                base
+    let time = match values::parse_time(body) {
+        Some(t) => t,
+        // A bare hour only with `am`/`pm`.
+        None if pm.is_some() && !body.is_empty() && body.bytes().all(|b| b.is_ascii_digit()) => {
+            values::TimeOfDay {
+                secs: body.parse::<u32>().ok()?.checked_mul(3600)?,
+                precision: values::Precision::Minute,
+                zone: Zone::Unstated,
             }
         }
+        None => return None,
     };
-    match rest.get(used).map(String::as_str) {
-        Some(z) if UTC_WORDS.contains(&z) => used += 1,
-        Some(z) if ZONE_WORDS.contains(&z) || is_offset(z) => return Some((None, used + 1)),
-        _ => {}
-    }
-    // `14:00z`, `14:00utc`.
-    if let Some(t) = word.strip_suffix('z').or_else(|| word.strip_suffix("utc")) {
-        ms = hh_mm(t).unwrap_or(ms);
-    }
-    Some((Some(ms), used))
-}
-
-/// `+01:00`, `-0500`, `utc+1`, `gmt-5`.
-fn is_offset(word: &str) -> bool {
-    let w = word
-        .strip_prefix("utc")
-        .or_else(|| word.strip_prefix("gmt"))
-        .unwrap_or(word);
-    (w.starts_with('+') || w.starts_with('-'))
-        && w.len() > 1
-        && w[1..].chars().all(|c| c.is_ascii_digit() || c == ':')
-}
-
-/// `14:00`, `9:05`, `14:00:30`, `14:00z`, `14:00utc` as milliseconds into the day.
-fn hh_mm(word: &str) -> Option<i64> {
-    let word = word
-        .strip_suffix('z')
-        .or_else(|| word.strip_suffix("utc"))
-        .unwrap_or(word);
-    let mut parts = word.split(':');
-    let h = parts.next()?;
-    let m = parts.next()?;
-    let s = parts.next();
-    if parts.next().is_some() || h.is_empty() || h.len() > 2 || m.len() != 2 {
-        return None;
-    }
-    let num = |t: &str| -> Option<i64> {
-        t.chars()
-            .all(|c| c.is_ascii_digit())
-            .then(|| t.parse().ok())
-            .flatten()
+    let time = match pm {
+        Some(pm) => values::to_24h(time, pm)?,
+        None => time,
     };
-    let (h, m) = (num(h)?, num(m)?);
-    let s = match s {
-        Some(s) if s.len() == 2 => num(s)?,
-        Some(_) => return None,
-        None => 0,
-    };
-    (h < 24 && m < 60 && s < 60).then_some(h * HOUR_MS + m * MINUTE_MS + s * 1000)
+    let mut zone = time.zone.clone();
+    if zone == Zone::Unstated {
+        match rest.get(used).map(String::as_str) {
+            Some(w) if LOCAL_WORDS.contains(&w) => return Some((None, used + 1)),
+            Some(w) => {
+                let zone_word = values::parse_zone_word(w)
+                    .or_else(|| values::parse_offset(w).map(Zone::Offset));
+                if let Some(z) = zone_word {
+                    zone = z;
+                    used += 1;
+                }
+            }
+            None => {}
+        }
+    }
+    match zone {
+        Zone::Unstated | Zone::Offset(0) => Some((Some(i64::from(time.secs) * 1000), used)),
+        _ => Some((None, used)),
+    }
 }
 
 fn minus(t: Timestamp, ms: i64) -> Timestamp {
@@ -600,6 +489,9 @@ mod tests {
             "502 since 14:00 CET",
             "502 since 14:00 +01:00",
             "502 since 9am local",
+            "502 since 14:00 SAST",
+            "502 since 2 p.m. EST",
+            "502 since 14:00+01:00",
             "502 since 14:00 yesterday",
             "what happened on Monday after 14:00",
             "502 since 14:00 on 2026-11-29",
