@@ -39,7 +39,10 @@ pub fn remembered_endpoints(
     diag_core::model::EndpointMemory,
     std::sync::Arc<diag_core::store::StoreSink>,
 ) {
-    store.endpoint_memory(std::sync::Arc::new(diag_core::clock::SystemClock::new()))
+    diag_core::store::endpoint_memory(
+        store,
+        std::sync::Arc::new(diag_core::clock::SystemClock::new()),
+    )
 }
 
 /// One `diag: warning:` line on stderr per failure to read or keep what endpoints taught

@@ -25,6 +25,9 @@ use crate::layering::TEST_CODE;
 /// The crates that do no I/O of their own: no file, process or network module of std or tokio.
 const PURE: &[&str] = &[
     "diag-graph",
+    "diag-records",
+    "diag-alertmanager",
+    "diag-store",
     "diag-protocol",
     "diag-core",
     "diag-diagnosis",

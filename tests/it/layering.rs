@@ -41,9 +41,36 @@ const LAYERS: &[Layer] = &[
         ]),
         tokio_features: Some(&["macros"]),
     },
+    // The plain data a run records: below the contracts, the runtime and the store, so that a
+    // change to a grounding rule or to the runtime rebuilds no store.
+    Layer {
+        name: "diag-records",
+        workspace: &[],
+        third_party: Some(&["serde", "serde_json", "sha2", "thiserror"]),
+        tokio_features: Some(&[]),
+    },
+    Layer {
+        name: "diag-alertmanager",
+        workspace: &["diag-graph", "diag-records"],
+        third_party: Some(&[
+            "form_urlencoded",
+            "serde",
+            "serde_json",
+            "thiserror",
+        ]),
+        tokio_features: Some(&[]),
+    },
+    // The run store's port and shared rules: records only, never the contracts' checks or the
+    // agent runtime.
+    Layer {
+        name: "diag-store",
+        workspace: &["diag-alertmanager", "diag-graph", "diag-records"],
+        third_party: Some(&["serde", "serde_json", "thiserror", "tracing"]),
+        tokio_features: Some(&[]),
+    },
     Layer {
         name: "diag-protocol",
-        workspace: &["diag-graph"],
+        workspace: &["diag-graph", "diag-records"],
         // No async runtime: the contracts and grounding are plain functions.
         third_party: Some(&[
             "pulldown-cmark",
@@ -58,19 +85,21 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         name: "diag-core",
-        workspace: &["diag-graph", "diag-protocol"],
+        workspace: &[
+            "diag-alertmanager",
+            "diag-graph",
+            "diag-protocol",
+            "diag-records",
+            "diag-store",
+        ],
         third_party: Some(&[
-            "form_urlencoded",
             "futures",
             // Default features off: validation only, no remote or file references.
             "jsonschema",
             "serde",
             "serde_json",
-            "sha2",
             "thiserror",
-            "time",
             "tokio",
-            "tokio-util",
             "tracing",
         ]),
         tokio_features: Some(&["time"]),
@@ -158,19 +187,31 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         name: "diag-owner",
-        workspace: &["diag-core"],
+        workspace: &["diag-graph", "diag-records", "diag-store"],
         third_party: None,
         tokio_features: None,
     },
     Layer {
         name: "diag-store-sqlite",
-        workspace: &["diag-core", "diag-owner"],
+        workspace: &[
+            "diag-alertmanager",
+            "diag-graph",
+            "diag-owner",
+            "diag-records",
+            "diag-store",
+        ],
         third_party: None,
         tokio_features: None,
     },
     Layer {
         name: "diag-store-postgres",
-        workspace: &["diag-core", "diag-owner"],
+        workspace: &[
+            "diag-alertmanager",
+            "diag-graph",
+            "diag-owner",
+            "diag-records",
+            "diag-store",
+        ],
         third_party: None,
         tokio_features: None,
     },

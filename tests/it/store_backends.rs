@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use diag::stores::OpenOptions;
-use diag_core::agent::runtime::{RunHooks, StepStatus};
+use diag_core::agent::runtime::StepStatus;
 use diag_core::agent::AgentRole;
 use diag_core::graph::RunConfig;
 use diag_core::store::{RunFilter, RunStatus};

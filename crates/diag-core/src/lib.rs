@@ -17,18 +17,23 @@
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub use diag_alertmanager as alert;
 pub use diag_graph as graph;
 pub use diag_graph::clock;
 pub use diag_protocol as protocol;
+pub use diag_records as records;
+pub use diag_records::{env_vars, hash, text};
 
 pub mod agent;
-pub mod alert;
 pub mod de;
-pub mod env_vars;
-pub mod hash;
 pub mod ids;
 pub mod limits;
 pub mod model;
-pub mod store;
-pub mod text;
+pub mod recording;
+
+/// The run store (`diag-store`), with what ties it to the runtime ([`recording`]).
+pub mod store {
+    pub use crate::recording::{endpoint_memory, StoreSink};
+    pub use diag_store::*;
+}
 pub mod tools;

@@ -27,6 +27,8 @@
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod wire;
+
 use std::cmp::{max, min};
 use std::ffi::OsString;
 use std::fmt;
@@ -37,12 +39,13 @@ use reqwest::{StatusCode, Url};
 use serde_json::{json, Map, Value};
 use thiserror::Error;
 
-use diag_core::model::sampling::{self, RefusedSampling, SamplingParameter};
-use diag_core::model::structured::{self, EndpointMemory, StructuredOutputSetting};
 use diag_core::model::Endpoint;
 use diag_core::model::{
     ChatFuture, ChatModel, ChatRequest, ChatResponse, ErrorClass, FinishReason, Message,
     ModelError, Role, StructuredOutput, ToolCall, Usage,
+};
+use diag_core::model::{
+    EndpointMemory, RefusedSampling, SamplingParameter, StructuredOutputSetting,
 };
 use diag_core::tools::ToolSpec;
 
@@ -407,7 +410,7 @@ impl OpenAiModel {
             body.insert("max_tokens".into(), json!(m));
         }
         if let (Some(schema), Some(form)) = (&request.response_format, form) {
-            if let Some(format) = structured::response_format(schema, form) {
+            if let Some(format) = wire::response_format(schema, form) {
                 body.insert("response_format".into(), format);
             }
         }
@@ -439,7 +442,7 @@ impl OpenAiModel {
             err.structured_output = form;
             let refused = form.filter(|f| *f != StructuredOutput::Off).filter(|_| {
                 err.status
-                    .is_some_and(|s| structured::refuses_response_format(s, &err.message))
+                    .is_some_and(|s| wire::refuses_response_format(s, &err.message))
             });
             if let Some(refused) = refused {
                 match self.structured_output.after_refusal(refused) {
@@ -467,7 +470,7 @@ impl OpenAiModel {
             // least one more (`dropped`), so this ends.
             let refused_sampling = match (refused, err.status) {
                 (None, Some(status)) => {
-                    sampling::refused_sampling(status, &err.message, &sampling.sent())
+                    wire::refused_sampling(status, &err.message, &sampling.sent())
                 }
                 _ => RefusedSampling::default(),
             };
@@ -579,7 +582,7 @@ impl OpenAiModel {
             let refused_format = form.is_some_and(|f| f != StructuredOutput::Off)
                 && err
                     .status
-                    .is_some_and(|s| structured::refuses_response_format(s, &err.message));
+                    .is_some_and(|s| wire::refuses_response_format(s, &err.message));
             let wait = if err.class == ErrorClass::Transient
                 && !refused_format
                 && retries_used < self.max_transport_retries
@@ -670,8 +673,7 @@ impl OpenAiModel {
                 None => String::from_utf8_lossy(&bytes).into_owned(),
             };
             if status.is_client_error() || status.is_server_error() {
-                if let Some((limit, prompt)) = structured::context_overflow(&json_body, &full_text)
-                {
+                if let Some((limit, prompt)) = wire::context_overflow(&json_body, &full_text) {
                     err.class = ErrorClass::ContextOverflow;
                     err.context_tokens = limit;
                     err.usage = prompt.map(|p| Usage {
@@ -1187,7 +1189,7 @@ fn error_in_answer(error: &Value) -> ModelError {
         None => ModelError::permanent(format!("the endpoint answered with an error: {text}")),
     };
     let full = json_error_text(&json!({ "error": error })).unwrap_or_default();
-    if let Some((limit, prompt)) = structured::context_overflow(error, &full) {
+    if let Some((limit, prompt)) = wire::context_overflow(error, &full) {
         err.class = ErrorClass::ContextOverflow;
         err.context_tokens = limit;
         err.usage = prompt.map(|p| Usage {

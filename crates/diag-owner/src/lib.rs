@@ -32,8 +32,8 @@ mod liveness;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use diag_core::clock::Timestamp;
-use diag_core::env_vars::EnvVars;
+use diag_graph::clock::Timestamp;
+use diag_records::env_vars::EnvVars;
 
 pub use liveness::is_alive;
 
@@ -152,9 +152,9 @@ impl Leases {
     }
 
     /// When a lease taken or renewed at `now` runs out, as a store keeps it: RFC 3339 text of
-    /// the store's clock (`diag_core::store::lease_expiry`).
+    /// the store's clock (`diag_store::lease_expiry`).
     pub fn expiry(&self, now: Timestamp) -> String {
-        diag_core::store::lease_expiry(now, self.lease).to_string()
+        diag_store::lease_expiry(now, self.lease).to_string()
     }
 
     /// Starts the heartbeat of the handle whose shared state is `store`, once (with the

@@ -12,13 +12,12 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub use diag_graph::clock;
+pub use diag_records::{fallback, invocation};
 
 pub mod composer;
 pub mod executor;
-pub mod fallback;
 pub mod gatekeeper;
 pub mod grounding;
-pub mod invocation;
 pub mod json_pointer;
 pub mod parse;
 pub mod planner;

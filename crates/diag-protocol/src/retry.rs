@@ -38,12 +38,7 @@ impl QueryRef {
     }
 }
 
-/// Compact JSON with object keys sorted, so equal arguments compare equal as text.
-pub fn canonical_json(v: &serde_json::Value) -> String {
-    // serde_json's Map is a BTreeMap (the preserve_order feature is not enabled), so keys
-    // serialize sorted; a test below guards that assumption.
-    serde_json::to_string(v).unwrap_or_default()
-}
+pub use diag_records::json::canonical_json;
 
 #[cfg(test)]
 mod tests {

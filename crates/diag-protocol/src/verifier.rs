@@ -5,30 +5,7 @@ use serde::{Deserialize, Serialize};
 /// The schema name the Verifier must return.
 pub const SCHEMA: &str = "verifier_verdict_v1";
 
-/// A diagnostic verdict, ordered `REJECT < LOW_CONFID < PASS`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Verdict {
-    Reject,
-    LowConfid,
-    Pass,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Reject => "REJECT",
-            Verdict::LowConfid => "LOW_CONFID",
-            Verdict::Pass => "PASS",
-        }
-    }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use diag_records::verdict::Verdict;
 
 /// effective verdict = min(model verdict, gatekeeper ceiling).
 pub fn effective_verdict(model: Verdict, ceiling: Verdict) -> Verdict {

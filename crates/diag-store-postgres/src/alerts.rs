@@ -1,5 +1,5 @@
 //! Alerts (`run_alert`, `alert_queue`), schema version 3; the rules are diag-core's
-//! (`diag_core::store::alerts`). Many processes on many machines claim from one queue: a
+//! (`diag_store::alerts`). Many processes on many machines claim from one queue: a
 //! claim looks at the candidates one at a time in id order with
 //! `FOR UPDATE SKIP LOCKED`, so a row another claimant is looking at is passed over rather
 //! than waited for, and two claimants never take the same notification; the owner of a
@@ -12,17 +12,17 @@ use tokio_postgres::Row;
 use super::error::PgError;
 use super::tx::Tx;
 use super::PgStore;
-use diag_core::alert::AlertStatus;
-use diag_core::clock::Timestamp;
-use diag_core::store::alerts::{
+use diag_alertmanager::AlertStatus;
+use diag_graph::clock::Timestamp;
+use diag_owner::{Owner, RunOwner};
+use diag_store::alerts::{
     self, alerts_text, check_notification, check_run_alerts, consider, decode_group, decode_runs,
     failure_text, Consider, QueueRow, QUEUE_COLUMNS,
 };
-use diag_core::store::{
+use diag_store::{
     AlertStore, ClaimEnd, Claimed, Enqueued, NewNotification, QueueCounts, QueueEntry, QueueState,
     RecordError, RunAlerts, StoreError, INTERRUPTED,
 };
-use diag_owner::{Owner, RunOwner};
 
 /// The advisory lock key of queueing ("dgaq" in ASCII), apart from the migrations' key.
 const QUEUE_LOCK: i64 = 0x6467_6171;

@@ -27,9 +27,9 @@ use tokio_postgres::Config;
 
 use super::error::{code, one_line, PgError};
 use super::PgOptions;
-use crate::env_vars::EnvVars;
+use diag_records::env_vars::EnvVars;
 
-pub use diag_core::store::{is_postgres_url, POSTGRES_SCHEMES as SCHEMES};
+pub use diag_store::{is_postgres_url, POSTGRES_SCHEMES as SCHEMES};
 
 /// A parsed URL and the name of the store it gives for messages.
 pub(crate) struct Target {

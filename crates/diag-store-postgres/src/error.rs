@@ -4,7 +4,7 @@
 //! newer schema), and a failed TLS handshake to what is wrong with the certificate (untrusted,
 //! for another host, expired) or with `PGSSLROOTCERT`.
 
-use diag_core::store::{FinishError, RecordError, StoreError, StoreErrorKind};
+use diag_store::{FinishError, RecordError, StoreError, StoreErrorKind};
 use thiserror::Error;
 
 #[derive(Debug, Error)]

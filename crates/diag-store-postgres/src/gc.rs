@@ -18,8 +18,8 @@ use super::error::PgError;
 use super::records::StoredRun;
 use super::write::{EventRow, ExchangeRow, FinishParams};
 use super::{wait, PgStore};
-use diag_core::store::backend::{self, CopiedRun, Retention};
-use diag_core::store::{GcReport, RunMaintenance, RunWriter, StoreError};
+use diag_store::backend::{self, CopiedRun, Retention};
+use diag_store::{GcReport, RunMaintenance, RunWriter, StoreError};
 
 const BATCH: i64 = 500;
 

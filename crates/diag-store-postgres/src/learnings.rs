@@ -1,15 +1,15 @@
 //! What model endpoints taught (`endpoint_learning`) and what each run started with
 //! (`run_endpoint`), schema versions 2 and 4 (the refused sampling parameters); the rules are diag-core's
-//! (`diag_core::store::learnings`).
+//! (`diag_store::learnings`).
 
 use tokio_postgres::Row;
 
 use super::error::PgError;
 use super::PgStore;
-use diag_core::model::SamplingParameter;
-use diag_core::store::codec::stored_int;
-use diag_core::store::learnings::{self, form_text};
-use diag_core::store::{EndpointLearning, EndpointLearnings, RecordError, StoreError};
+use diag_records::endpoint::SamplingParameter;
+use diag_store::codec::stored_int;
+use diag_store::learnings::{self, form_text};
+use diag_store::{EndpointLearning, EndpointLearnings, RecordError, StoreError};
 
 /// The columns of a learning, in the order [`decode`] reads them.
 const COLUMNS: &str =

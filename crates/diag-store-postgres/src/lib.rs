@@ -1,11 +1,11 @@
 //! `diag-store-postgres`: the SQL and the connection handling of the PostgreSQL run store;
-//! the rules are in diag-core's store port ([`diag_core::store`]). The store is for a team
+//! the rules are in diag-core's store port ([`diag_store`]). The store is for a team
 //! whose runs are written from many machines at once (CI runners, on-call laptops, alert
 //! hooks) into one history. [`PgStore`] implements the port's traits
-//! ([`diag_core::store::RunReader`] in `read.rs`, [`diag_core::store::RunWriter`] in
-//! `write.rs`, [`diag_core::store::RunMaintenance`] in `gc.rs`) with the guarantees of the
+//! ([`diag_store::RunReader`] in `read.rs`, [`diag_store::RunWriter`] in
+//! `write.rs`, [`diag_store::RunMaintenance`] in `gc.rs`) with the guarantees of the
 //! SQLite store (openspec/specs/run-store/spec.md), and [`PgError`] becomes the port's
-//! [`diag_core::store::StoreError`] with its kind (`error.rs`). The store is chosen by a URL
+//! [`diag_store::StoreError`] with its kind (`error.rs`). The store is chosen by a URL
 //! (`--db postgres://…`, `DIAG_DB`, `[store] url`).
 //!
 //! # Guarantees
@@ -13,12 +13,12 @@
 //! - **As it happens.** Each model call (step and exchange together) and each tool
 //!   invocation is committed in its own transaction when it is reported; orchestration events
 //!   are held while deterministic nodes run and committed before the next agent node waits on
-//!   a model, by the one recorder every store shares (`diag_core::store::Recorder`).
+//!   a model, by the one recorder every store shares (`diag_store::Recorder`).
 //! - **Final.** Every trace write first locks its run row (`FOR SHARE`) and checks it is
 //!   RUNNING; a finish updates the row only while it is RUNNING. A finished run's trace cannot
 //!   change, and a finish and a concurrent sweep cannot both win.
 //! - **One transaction to finish.** The held events, the run's final row and, for a SUCCESS,
-//!   its evaluation, in the order `diag_core::store::backend::FinishPlan` runs them (a refused
+//!   its evaluation, in the order `diag_store::backend::FinishPlan` runs them (a refused
 //!   evaluation leaves the SUCCESS standing: `tx.rs`).
 //! - **Interrupted runs across machines.** A run's owner (host id, pid, start token) holds a
 //!   lease, renewed by a heartbeat while the handle lives (`diag_owner::Leases`, with the
@@ -55,7 +55,7 @@ mod heartbeat;
 mod learnings;
 mod read;
 mod records {
-    pub use diag_core::store::records::*;
+    pub use diag_store::records::*;
 }
 mod schema;
 mod tx;
@@ -64,19 +64,17 @@ mod write;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use diag_core::{agent, clock, env_vars, graph, model, protocol};
-
 pub use connect::{is_postgres_url, SCHEMES};
-pub use diag_core::store::records::{
+pub use diag_store::records::{
     EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
     StoredRun, StoredStep, INTERRUPTED,
 };
 pub use error::PgError;
 pub use schema::SCHEMA_VERSION;
 
-use crate::clock::{Clock, SystemClock};
-use diag_core::store::backend::Held;
-use diag_core::store::RunWriter;
+use diag_graph::clock::{Clock, SystemClock};
+use diag_store::backend::Held;
+use diag_store::RunWriter;
 use tokio_postgres::config::SslMode;
 
 /// How a store is opened.
@@ -115,7 +113,7 @@ struct Shared {
     /// `user@host:port/database`: what every error names.
     target: String,
     clock: Arc<dyn Clock>,
-    /// Orchestration events held per run until the next commit point (`diag_core::store::recorder`).
+    /// Orchestration events held per run until the next commit point (`diag_store::recorder`).
     held: Held<write::EventRow>,
     /// The leases of this handle's runs and alert claims, and their heartbeat, started with its
     /// first run or claim.
@@ -239,7 +237,7 @@ impl PgStore {
         PgError::postgres(&self.shared.target, op, e)
     }
 
-    fn now(&self) -> clock::Timestamp {
+    fn now(&self) -> diag_graph::clock::Timestamp {
         self.shared.clock.now()
     }
 
@@ -262,7 +260,7 @@ impl PgStore {
     /// and `f` runs again with each row under a savepoint of its own (`tx.rs`), so that what
     /// `f` returns reports each refused row beside the stored ones.
     /// The error of `f` may say more than this store's error (a finish's
-    /// [`diag_core::store::FinishError`]).
+    /// [`diag_store::FinishError`]).
     fn write_rows<T, E: From<PgError>>(
         &self,
         op: &'static str,

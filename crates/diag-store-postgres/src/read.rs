@@ -8,12 +8,12 @@ use super::records::{
     EvaluationRow, Reuse, RunFilter, RunRow, RunStatus, StoredExchange, StoredStep,
 };
 use super::{wait, PgStore};
-use crate::agent::runtime::{AgentStepRecord, ModelExchange};
-use crate::graph::Event;
-use crate::model::ChatRequest;
-use crate::protocol::ToolInvocation;
-use diag_core::store::codec::{self, enum_str, json, time};
-use diag_core::store::{RecordError, RunReader, StoreError};
+use diag_graph::Event;
+use diag_records::invocation::ToolInvocation;
+use diag_records::model::ChatRequest;
+use diag_records::step::{AgentStepRecord, ModelExchange};
+use diag_store::codec::{self, enum_str, json, time};
+use diag_store::{RecordError, RunReader, StoreError};
 
 type Decoded<T> = Result<T, PgError>;
 

@@ -13,13 +13,13 @@ use super::error::PgError;
 use super::records::NewRun;
 use super::tx::Tx;
 use super::{wait, PgStore};
-use crate::agent::runtime::{AgentStepRecord, ModelExchange};
-use crate::graph::Event;
-use crate::protocol::ToolInvocation;
-use diag_core::store::backend::{self, FinishPlan, FinishRow, FinishStatements};
-use diag_core::store::codec::{self, stored_int, EvaluationText, ExchangeText};
-use diag_core::store::{Finish, FinishError, FinishReport, RecordError, RunWriter, StoreError};
+use diag_graph::Event;
 use diag_owner::{Owner, StoredOwner};
+use diag_records::invocation::ToolInvocation;
+use diag_records::step::{AgentStepRecord, ModelExchange};
+use diag_store::backend::{self, FinishPlan, FinishRow, FinishStatements};
+use diag_store::codec::{self, stored_int, EvaluationText, ExchangeText};
+use diag_store::{Finish, FinishError, FinishReport, RecordError, RunWriter, StoreError};
 
 /// A value as its canonical JSON text ([`codec::canonical`]).
 pub(crate) fn canonical<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, PgError> {

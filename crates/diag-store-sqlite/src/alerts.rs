@@ -1,22 +1,22 @@
 //! Alerts (`run_alert`, `alert_queue`), schema version 8; the rules are diag-core's
-//! (`diag_core::store::alerts`). Every write of the queue is one `BEGIN IMMEDIATE`
+//! (`diag_store::alerts`). Every write of the queue is one `BEGIN IMMEDIATE`
 //! transaction, so the store's one writer at a time is also what hands each notification to
 //! one claimant: a claim reads the candidates and takes one under the write lock.
 
 use rusqlite::{ffi, params, Connection, OptionalExtension, Row};
 
 use super::{SqliteError, SqliteStore};
-use diag_core::alert::AlertStatus;
-use diag_core::store::alerts::{
+use diag_alertmanager::AlertStatus;
+use diag_owner::{Owner, RunOwner};
+use diag_store::alerts::{
     self, alerts_text, check_notification, check_run_alerts, consider, decode_group, decode_runs,
     failure_text, Consider, QueueRow, QUEUE_COLUMNS,
 };
-use diag_core::store::backend;
-use diag_core::store::{
+use diag_store::backend;
+use diag_store::{
     AlertStore, ClaimEnd, Claimed, Enqueued, NewNotification, QueueCounts, QueueEntry, QueueState,
     RecordError, RunAlerts, StoreError, INTERRUPTED,
 };
-use diag_owner::{Owner, RunOwner};
 
 fn queue_row(r: &Row<'_>) -> rusqlite::Result<QueueRow> {
     Ok(QueueRow {
@@ -149,7 +149,7 @@ struct Candidate {
 impl Candidate {
     /// Whether the owner of its claim is gone (`diag_owner::is_gone`); a claim without an
     /// owner cannot be renewed by anyone and counts as gone.
-    fn owner_gone(&self, now: diag_core::clock::Timestamp) -> bool {
+    fn owner_gone(&self, now: diag_graph::clock::Timestamp) -> bool {
         let Some(pid) = self.pid else {
             return true;
         };
@@ -160,7 +160,7 @@ impl Candidate {
             lease_expires_at: self
                 .lease
                 .as_deref()
-                .and_then(|t| diag_core::clock::Timestamp::parse_rfc3339(t).ok()),
+                .and_then(|t| diag_graph::clock::Timestamp::parse_rfc3339(t).ok()),
         };
         diag_owner::is_gone(&owner, now)
     }

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::hash::sha256_hex;
+use diag_records::hash::sha256_hex;
 
 /// The smallest part stored as a blob: below it, the blob's own row, its key and its
 /// reference cost more than the text they replace.

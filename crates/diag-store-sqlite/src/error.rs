@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use diag_core::store::{FinishError, RecordError, StoreError, StoreErrorKind};
+use diag_store::{FinishError, RecordError, StoreError, StoreErrorKind};
 use rusqlite::ffi;
 use thiserror::Error;
 

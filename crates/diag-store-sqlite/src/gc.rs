@@ -17,8 +17,8 @@ use rusqlite::params;
 
 use super::records::{SqliteGcReport, StoredRun};
 use super::{SqliteError, SqliteStore};
-use diag_core::store::backend::Retention;
-use diag_core::store::{GcReport, RunMaintenance, RunWriter, StoreError};
+use diag_store::backend::Retention;
+use diag_store::{GcReport, RunMaintenance, RunWriter, StoreError};
 
 /// Runs deleted per write transaction.
 const BATCH: usize = 256;

@@ -10,9 +10,9 @@ use super::packed::Packed;
 use super::records::StoredRun;
 use super::write::{canonical, EventRow, ExchangeRow, FinishParams};
 use super::{SqliteError, SqliteStore};
-use crate::hash::sha256_hex;
-use diag_core::store::backend::{self, CopiedRun};
-use diag_core::store::{RunReader, StoreError};
+use diag_records::hash::sha256_hex;
+use diag_store::backend::{self, CopiedRun};
+use diag_store::{RunReader, StoreError};
 
 impl SqliteStore {
     /// Writes `stored`, a finished run, unless a run of its id is already here. Returns

@@ -1,15 +1,15 @@
 //! What model endpoints taught (`endpoint_learning`) and what each run started with
 //! (`run_endpoint`), schema versions 7 and 9 (the refused sampling parameters); the rules are diag-core's
-//! (`diag_core::store::learnings`).
+//! (`diag_store::learnings`).
 
 use rusqlite::{params, Row};
 
 use super::{SqliteError, SqliteStore};
-use diag_core::model::SamplingParameter;
-use diag_core::store::backend;
-use diag_core::store::codec::stored_int;
-use diag_core::store::learnings::{self, form_text};
-use diag_core::store::{EndpointLearning, EndpointLearnings, StoreError};
+use diag_records::endpoint::SamplingParameter;
+use diag_store::backend;
+use diag_store::codec::stored_int;
+use diag_store::learnings::{self, form_text};
+use diag_store::{EndpointLearning, EndpointLearnings, StoreError};
 
 /// The columns of a learning, in the order [`raw`] reads them.
 const COLUMNS: &str =

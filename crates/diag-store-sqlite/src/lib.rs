@@ -1,13 +1,13 @@
 //! `diag-store-sqlite`: the run store: every diagnosis run and its whole trace in one SQLite
 //! file, written as the run happens, readable afterwards (`diag trace`, `diag runs`,
-//! `diag export`). It implements diag-core's run store port ([`diag_core::store::RunReader`]
-//! in `read.rs`, [`diag_core::store::RunWriter`] in `write.rs`,
-//! [`diag_core::store::RunMaintenance`] in `gc.rs`): the SQL and the connection handling; the
+//! `diag export`). It implements diag-core's run store port ([`diag_store::RunReader`]
+//! in `read.rs`, [`diag_store::RunWriter`] in `write.rs`,
+//! [`diag_store::RunMaintenance`] in `gc.rs`): the SQL and the connection handling; the
 //! rules that hold for every backend are the port's.
 //!
 //! **Architecture invariant:** this crate depends on `diag-core` (contracts, agent runtime
 //! records, ports), never on `diag-diagnosis`: the store persists the plain records of
-//! `diag_core::store::records` and cannot name the diagnosis graph's state (a `use` of it does
+//! `diag_store::records` and cannot name the diagnosis graph's state (a `use` of it does
 //! not compile). rusqlite is a dependency of this crate only.
 //!
 //! # Guarantees
@@ -16,7 +16,7 @@
 //!   invocation is committed in its own transaction the moment it is reported.
 //!   Orchestration events are held while deterministic nodes run and committed before the
 //!   next agent node waits on a model (the recorder both stores share,
-//!   `diag_core::store::recorder`), so a killed process leaves its
+//!   `diag_store::recorder`), so a killed process leaves its
 //!   partial trace behind.
 //! - **Crash and interruption.** WAL mode with `synchronous = NORMAL`: a killed process
 //!   loses nothing it committed (a power cut may lose the last transactions, never
@@ -28,7 +28,7 @@
 //!   `BEGIN IMMEDIATE` transaction, so writers queue on the busy timeout (5 s by default)
 //!   instead of failing on a lock upgrade; readers never block writers.
 //! - **Failures are values.** Every write returns [`SqliteError`]; nothing here panics on
-//!   I/O. The recorder's hooks (`diag_core::store::Recorder`) cannot return errors, so they keep the first one
+//!   I/O. The recorder's hooks (`diag_store::Recorder`) cannot return errors, so they keep the first one
 //!   for the caller to collect.
 //! - **No secrets.** The store writes only what the caller hands it; no record type carries
 //!   an API key or an authorization header, and the store adds no environment, config or
@@ -77,21 +77,18 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use diag_core::store::backend::Held;
-use diag_core::store::{RecordError, RunWriter};
+use diag_store::backend::Held;
+use diag_store::{RecordError, RunWriter};
 
 pub use error::SqliteError;
 pub use records::SqliteGcReport;
 pub use schema::SCHEMA_VERSION;
 
-// The core's modules under the paths this code had in the diag crate (`crate::graph::…`).
-use diag_core::{agent, clock, env_vars, graph, hash, protocol};
-
-use crate::clock::{Clock, SystemClock};
+use diag_graph::clock::{Clock, SystemClock};
 
 /// The environment variable that overrides [`SqliteStore::default_path`] (the CLI's `--db` wins
 /// over both).
-pub const DB_ENV: &str = crate::env_vars::EnvVars::DIAG_DB;
+pub const DB_ENV: &str = diag_records::env_vars::EnvVars::DIAG_DB;
 
 /// How a store is opened.
 #[derive(Clone)]
@@ -132,7 +129,7 @@ struct Shared {
     read_only: bool,
     clock: Arc<dyn Clock>,
     /// Orchestration events reported through a run's recorder and not yet committed, per
-    /// run (see `diag_core::store::recorder`). Every finish of a run commits its held events with it.
+    /// run (see `diag_store::recorder`). Every finish of a run commits its held events with it.
     held: Held<write::EventRow>,
     /// The leases of this handle's runs and alert claims, and their heartbeat, started with its
     /// first run or claim.
@@ -145,8 +142,8 @@ impl SqliteStore {
     /// the location is the same wherever `diag` runs and is documented in one sentence.
     pub fn default_path() -> Option<PathBuf> {
         default_path_from(
-            std::env::var_os(crate::env_vars::EnvVars::XDG_DATA_HOME),
-            std::env::var_os(crate::env_vars::EnvVars::HOME),
+            std::env::var_os(diag_records::env_vars::EnvVars::XDG_DATA_HOME),
+            std::env::var_os(diag_records::env_vars::EnvVars::HOME),
         )
     }
 
@@ -361,7 +358,7 @@ impl SqliteStore {
         SqliteError::sqlite(&self.shared.path, op, e)
     }
 
-    fn now(&self) -> crate::clock::Timestamp {
+    fn now(&self) -> diag_graph::clock::Timestamp {
         self.shared.clock.now()
     }
 
@@ -376,7 +373,7 @@ impl SqliteStore {
     }
 
     /// [`Self::write`] for a write whose error says more than this store's error (a finish's
-    /// [`diag_core::store::FinishError`]).
+    /// [`diag_store::FinishError`]).
     fn write_as<T, E: From<SqliteError>>(
         &self,
         op: &'static str,
@@ -566,7 +563,7 @@ mod tests {
         // Once a store is there, it opens and reads like any other.
         drop(SqliteStore::open(&path).unwrap());
         let store = SqliteStore::open_existing(&path, StoreOptions::default()).unwrap();
-        use diag_core::store::{RunFilter, RunReader};
+        use diag_store::{RunFilter, RunReader};
         assert!(store.list_runs(&RunFilter::default()).unwrap().is_empty());
     }
 }

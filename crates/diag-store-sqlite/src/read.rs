@@ -10,12 +10,12 @@ use super::records::{
     EvaluationRow, Reuse, RunFilter, RunRow, RunStatus, StoredExchange, StoredStep,
 };
 use super::{SqliteError, SqliteStore};
-use crate::agent::prompts::PromptAudit;
-use crate::agent::runtime::{AgentStepRecord, ModelExchange};
-use crate::graph::{Detail, Event};
-use crate::protocol::{InvocationStatus, ToolInvocation};
-use diag_core::store::codec::{self, enum_str, json, time};
-use diag_core::store::{RecordError, RunReader, StoreError};
+use diag_graph::{Detail, Event};
+use diag_records::invocation::{InvocationStatus, ToolInvocation};
+use diag_records::step::PromptAudit;
+use diag_records::step::{AgentStepRecord, ModelExchange};
+use diag_store::codec::{self, enum_str, json, time};
+use diag_store::{RecordError, RunReader, StoreError};
 
 /// A column that failed to decode, kept apart from SQLite errors until the row is done.
 type Decoded<T> = Result<T, SqliteError>;
@@ -417,7 +417,7 @@ impl RunReader for SqliteStore {
                 let text =
                     crate::blobs::rebuild(&raw.request, raw.request_blobs.as_deref(), &bodies)
                         .map_err(|detail| corrupt(raw.seq, detail))?;
-                if crate::hash::sha256_hex(text.as_bytes()) != raw.request_sha256 {
+                if diag_records::hash::sha256_hex(text.as_bytes()) != raw.request_sha256 {
                     return Err(corrupt(
                         raw.seq,
                         "the rebuilt text does not match its request_sha256".to_string(),

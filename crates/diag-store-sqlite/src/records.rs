@@ -1,10 +1,10 @@
 //! The values the store takes and hands back: the run store port's plain records
-//! (`diag_core::store::records`: a new run, the summary that finishes it, the stored run row,
+//! (`diag_store::records`: a new run, the summary that finishes it, the stored run row,
 //! the stored forms of steps and exchanges, list filters), and the gc report of this store.
 
 use serde::Serialize;
 
-pub use diag_core::store::records::*;
+pub use diag_store::records::*;
 
 /// What `gc` did, with what only this store knows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

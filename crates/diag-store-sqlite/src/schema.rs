@@ -246,7 +246,7 @@ CREATE TABLE run_endpoint (
 ) STRICT, WITHOUT ROWID;
 "#;
 
-/// Version 8, alerts (`alerts.rs`; the rules are `diag_core::store::alerts`): the alert group
+/// Version 8, alerts (`alerts.rs`; the rules are `diag_store::alerts`): the alert group
 /// a run investigated (`run_alert`, one per run, deleted with it, found by identity), and the
 /// durable queue of `diag serve` (`alert_queue`, one row per notification identity). A
 /// notification's runs are a JSON array of run ids, not foreign keys: `gc` may delete a run
@@ -447,8 +447,8 @@ mod tests {
     use super::*;
     use crate::records::NewRun;
     use crate::SqliteStore;
-    use diag_core::clock::Timestamp;
-    use diag_core::store::Store;
+    use diag_graph::clock::Timestamp;
+    use diag_store::Store;
     use serde_json::json;
 
     fn new_run(run_id: &str, limits: Option<serde_json::Value>) -> NewRun {

@@ -12,14 +12,14 @@ use serde_json::Value;
 use super::packed::Packed;
 use super::records::NewRun;
 use super::{SqliteError, SqliteStore};
-use crate::agent::runtime::{AgentStepRecord, ModelExchange};
-use crate::graph::Event;
-use crate::hash::sha256_hex;
-use crate::protocol::ToolInvocation;
-use diag_core::store::backend::{self, FinishPlan, FinishRow, FinishStatements};
-use diag_core::store::codec::{self, stored_int, EvaluationText};
-use diag_core::store::{Finish, FinishError, FinishReport, RecordError, RunWriter, StoreError};
+use diag_graph::Event;
 use diag_owner::{Owner, StoredOwner};
+use diag_records::hash::sha256_hex;
+use diag_records::invocation::ToolInvocation;
+use diag_records::step::{AgentStepRecord, ModelExchange};
+use diag_store::backend::{self, FinishPlan, FinishRow, FinishStatements};
+use diag_store::codec::{self, stored_int, EvaluationText};
+use diag_store::{Finish, FinishError, FinishReport, RecordError, RunWriter, StoreError};
 
 /// A value as its canonical JSON text ([`codec::canonical`]).
 pub(crate) fn canonical<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, SqliteError> {
@@ -528,7 +528,7 @@ impl SqliteStore {
 }
 
 /// The port's writes, each written here once; the rules on what may be finished how are
-/// diag-core's (`diag_core::store::Store`, `diag_core::store::backend`).
+/// diag-core's (`diag_store::Store`, `diag_store::backend`).
 impl RunWriter for SqliteStore {
     fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
         backend::check_new_run(run).map_err(SqliteError::from)?;

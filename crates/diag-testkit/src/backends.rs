@@ -15,7 +15,7 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use diag_core::agent::runtime::{RunHooks, StepStatus};
+use diag_core::agent::runtime::StepStatus;
 use diag_core::agent::AgentRole;
 use diag_core::graph::{Event, NodeKind, Observer, RunConfig};
 use diag_core::store::{RecordError, Recorder, Store, StoreError, StoreErrorKind};

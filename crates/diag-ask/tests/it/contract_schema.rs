@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use diag_ask::replay::replay;
 use diag_core::ids::SequentialIds;
-use diag_core::model::structured::strict_schema;
 use diag_core::protocol::parse::json_document;
+use diag_model_openai::wire::strict_schema;
 use diag_runfile::RunFile;
 use serde_json::Value;
 

@@ -4,7 +4,6 @@
 //! [`AgentInvoker`].
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -12,15 +11,7 @@ use thiserror::Error;
 
 use crate::graph::RunConfig;
 
-/// The four agents of the diagnosis graph.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentRole {
-    Planner,
-    Executor,
-    Verifier,
-    Composer,
-}
+pub use diag_records::step::AgentRole;
 
 impl crate::limits::MaxTokensConfig {
     /// The completion tokens `role` asks for.
@@ -31,23 +22,6 @@ impl crate::limits::MaxTokensConfig {
             AgentRole::Verifier => self.verifier,
             AgentRole::Composer => self.composer,
         }
-    }
-}
-
-impl AgentRole {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentRole::Planner => "planner",
-            AgentRole::Executor => "executor",
-            AgentRole::Verifier => "verifier",
-            AgentRole::Composer => "composer",
-        }
-    }
-}
-
-impl fmt::Display for AgentRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

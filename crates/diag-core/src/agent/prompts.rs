@@ -2,7 +2,6 @@
 //! audit entry every model call records (prompt id, version, sha256, size).
 
 use crate::hash::sha256_hex;
-use serde::{Deserialize, Serialize};
 
 use super::AgentRole;
 
@@ -51,14 +50,7 @@ pub fn prompt(role: AgentRole) -> &'static Prompt {
     }
 }
 
-/// Which prompt a model call used, without the prompt itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PromptAudit {
-    pub prompt_id: String,
-    pub version: u32,
-    pub sha256: String,
-    pub size: usize,
-}
+pub use diag_records::step::PromptAudit;
 
 impl Prompt {
     pub fn audit(&self) -> PromptAudit {

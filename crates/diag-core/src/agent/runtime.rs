@@ -8,12 +8,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::join_all;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::content_calls::answer_tool_calls;
 use super::fit::{estimate, fit, Draft};
-use super::prompts::{self, PromptAudit};
+use super::prompts::{self};
 use super::{AgentInvoker, AgentReply, AgentRequest, AgentRole, InvokeError, InvokeFuture};
 use crate::clock::Clock;
 use crate::graph::RunConfig;
@@ -65,64 +64,7 @@ pub trait ToolRunner: Send + Sync {
 }
 
 /// How a model call ended, as recorded in its agent step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    Ok,
-    Transient,
-    Permanent,
-    Truncated,
-    /// The request did not fit the model's context (refused by the server, or not sent).
-    ContextOverflow,
-}
-
-impl StepStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepStatus::Ok => "ok",
-            StepStatus::Transient => "transient",
-            StepStatus::Permanent => "permanent",
-            StepStatus::Truncated => "truncated",
-            StepStatus::ContextOverflow => "context_overflow",
-        }
-    }
-
-    /// The status of a call that failed with `class`.
-    pub fn of(class: ErrorClass) -> Self {
-        match class {
-            ErrorClass::Transient => StepStatus::Transient,
-            ErrorClass::Permanent => StepStatus::Permanent,
-            ErrorClass::ContextOverflow => StepStatus::ContextOverflow,
-        }
-    }
-}
-
-/// One model call: who made it, where in the run, how it ended and what it cost.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgentStepRecord {
-    pub agent: AgentRole,
-    pub round: u32,
-    pub attempt: u32,
-    pub turn: u32,
-    pub status: StepStatus,
-    pub model: String,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub finish_reason: Option<FinishReason>,
-    pub duration_ms: u64,
-    pub prompt: PromptAudit,
-}
-
-/// One model call with its normalized request and response, for export and replay.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelExchange {
-    pub agent: AgentRole,
-    pub round: u32,
-    pub attempt: u32,
-    pub turn: u32,
-    pub request: ChatRequest,
-    pub outcome: Result<ChatResponse, ModelError>,
-}
+pub use diag_records::step::{AgentStepRecord, ModelExchange, StepStatus};
 
 /// Observers of model calls (the run store implements these).
 pub trait RunHooks: Send + Sync {

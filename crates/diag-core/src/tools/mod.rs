@@ -8,8 +8,6 @@
 
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-
 use crate::graph::RunConfig;
 use crate::protocol::ToolInvocation;
 
@@ -20,13 +18,7 @@ pub mod registry;
 
 pub use registry::{AdmittedCall, RegistryError, ToolLimits, ToolOutcome, ToolRegistry};
 
-/// A tool as offered to a model: name, description, JSON Schema of its parameters.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: serde_json::Value,
-}
+pub use diag_records::tool::ToolSpec;
 
 /// Where recorded tool invocations are kept and looked up. Lookups are always scoped to one
 /// run: an invocation of another run, even of the same session, is never returned.

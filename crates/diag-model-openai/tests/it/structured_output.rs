@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use diag_core::model::structured::strict_schema;
 use diag_core::model::{
     ChatModel, ChatRequest, EndpointMemory, ErrorClass, Message, OutputSchema, StructuredOutput,
     StructuredOutputSetting, ToolChoice,
 };
 use diag_core::protocol::schema;
 use diag_core::tools::ToolSpec;
+use diag_model_openai::wire::strict_schema;
 use diag_model_openai::{OpenAiConfig, OpenAiModel};
 use serde_json::{json, Value};
 

@@ -1617,7 +1617,8 @@ mod endpoint_learnings {
             let started = store.run_endpoints("run-s1").unwrap();
             assert_eq!(started[0].refused_sampling, both, "{name}");
             assert!(started[1].refused_sampling.is_empty(), "{name}");
-            let (memory, _) = store.endpoint_memory(Arc::new(FixedClock(ts(9_000))));
+            let (memory, _) =
+                diag_core::store::endpoint_memory(&store, Arc::new(FixedClock(ts(9_000))));
             assert_eq!(memory.learned(&local()).refused_sampling, both, "{name}");
             assert!(memory.learned(&remote()).refused_sampling.is_empty());
         });
@@ -1753,7 +1754,8 @@ mod endpoint_learnings {
             store
                 .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
                 .unwrap();
-            let (memory, sink) = store.endpoint_memory(Arc::new(FixedClock(ts(9_000))));
+            let (memory, sink) =
+                diag_core::store::endpoint_memory(&store, Arc::new(FixedClock(ts(9_000))));
             assert_eq!(
                 memory.learned(&local()),
                 learned(Some(JsonObjectSchema), None)
@@ -1783,7 +1785,8 @@ mod endpoint_learnings {
                 "{name}: {failures:?}"
             );
             // And one that cannot be read gives a memory that starts empty, saying why.
-            let (memory, sink) = store.endpoint_memory(Arc::new(FixedClock(ts(9_000))));
+            let (memory, sink) =
+                diag_core::store::endpoint_memory(&store, Arc::new(FixedClock(ts(9_000))));
             assert_eq!(memory.learned(&local()), Learned::default());
             assert_eq!(sink.failures().len(), 1, "{name}");
         });

@@ -3,8 +3,8 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::json::canonical_json;
 use crate::model::ChatRequest;
-use crate::protocol::canonical_json;
 
 /// Lowercase hex sha256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -21,10 +21,10 @@ use super::{
     Finish, FinishError, FinishReport, NewRun, RecordError, Reuse, RunRow, RunStatus, StoreError,
     StoredRun, INTERRUPTED,
 };
-use crate::agent::runtime::ModelExchange;
-use crate::clock::Timestamp;
-use crate::graph::Event;
-use crate::protocol::retry::canonical_json;
+use diag_graph::clock::Timestamp;
+use diag_graph::Event;
+use diag_records::json::canonical_json;
+use diag_records::step::ModelExchange;
 
 /// A new run needs a non-blank run id.
 pub fn check_new_run(run: &NewRun) -> Result<(), RecordError> {
@@ -382,7 +382,7 @@ impl Retention {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::RunSummary;
+    use crate::RunSummary;
 
     const NOW: Timestamp = Timestamp::from_unix_ms(1_000_000);
 
@@ -737,7 +737,7 @@ mod tests {
             steps: Vec::new(),
             exchanges: Vec::new(),
             invocations: Vec::new(),
-            evaluation: Some(crate::store::EvaluationRow {
+            evaluation: Some(crate::EvaluationRow {
                 run_id: "r".into(),
                 metrics: serde_json::json!({"z": 1, "y": 0}),
                 created_at: created,

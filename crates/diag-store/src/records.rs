@@ -8,10 +8,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::runtime::{AgentStepRecord, ModelExchange};
-use crate::clock::Timestamp;
-use crate::protocol::{FallbackKind, Verdict};
-use crate::tools::ToolSpec;
+use diag_graph::clock::Timestamp;
+use diag_records::fallback::FallbackKind;
+use diag_records::step::{AgentStepRecord, ModelExchange};
+use diag_records::tool::ToolSpec;
+use diag_records::verdict::Verdict;
 
 /// The lifecycle of a run. Diagnosis quality is not a status: it lives in the verdict
 /// fields and `degraded`.
@@ -166,10 +167,10 @@ pub struct StoredExchange {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredRun {
     pub run: RunRow,
-    pub events: Vec<crate::graph::Event<String>>,
+    pub events: Vec<diag_graph::Event<String>>,
     pub steps: Vec<StoredStep>,
     pub exchanges: Vec<StoredExchange>,
-    pub invocations: Vec<crate::protocol::ToolInvocation>,
+    pub invocations: Vec<diag_records::invocation::ToolInvocation>,
     pub evaluation: Option<EvaluationRow>,
 }
 

@@ -33,6 +33,9 @@
 //! code and a hint, and the backend's own one-line message (a [`RecordError`] inside it where
 //! the record, not the store, failed).
 
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod alerts;
 pub mod backend;
 pub mod codec;
@@ -48,17 +51,17 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::agent::runtime::{AgentStepRecord, ModelExchange};
-use crate::clock::Timestamp;
-use crate::graph::Event;
-use crate::protocol::ToolInvocation;
+use diag_graph::clock::Timestamp;
+use diag_graph::Event;
+use diag_records::invocation::ToolInvocation;
+use diag_records::step::{AgentStepRecord, ModelExchange};
 
 pub use alerts::{
     AlertSource, AlertStore, ClaimEnd, ClaimHolder, Claimed, Enqueued, NewNotification,
     QueueCounts, QueueEntry, QueueState, RunAlerts, MAX_ATTEMPTS,
 };
 pub use error::{RecordError, StoreError, StoreErrorKind};
-pub use learnings::{EndpointLearning, EndpointLearnings, StoreSink};
+pub use learnings::{EndpointLearning, EndpointLearnings};
 pub use recorder::Recorder;
 pub use records::{
     EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
@@ -174,7 +177,7 @@ pub struct GcReport {
 /// How a run id the store does not have is reported to a user (the id shown bounded: it came
 /// from the user), by the command line and by `diag mcp` alike.
 pub fn unknown_run_message(run_id: &str) -> String {
-    format!("unknown run `{}`", crate::text::one_line(run_id, 80))
+    format!("unknown run `{}`", diag_records::text::one_line(run_id, 80))
 }
 
 /// What to do about an unknown run id.

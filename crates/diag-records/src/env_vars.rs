@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn no_module_reads_an_environment_variable_by_literal_name() {
-        // Every crate of the workspace: this crate is crates/diag-core. Test code is not
+        // Every crate of the workspace: this crate is crates/diag-records. Test code is not
         // diag's: a crate's `tests/` and the diag-testkit crate read the harness's own
         // variables (`PROPTEST_CASES`, `DIAG_PEERS_DIR`).
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -102,7 +102,7 @@ mod tests {
         }
         assert!(
             offenders.is_empty(),
-            "read these through crate::env_vars::EnvVars:\n{}",
+            "read these through diag_records::env_vars::EnvVars:\n{}",
             offenders.join("\n")
         );
         assert!(

@@ -1,9 +1,68 @@
-//! The sampling parameters diag sends (`temperature`, `seed`), and the recognition of an
-//! endpoint that refuses one (openspec/specs/model-endpoint/spec.md, "Sampling"). A refusal is
-//! learned like the structured-output form: the request goes again at once without the
-//! parameter, and the endpoint's [`super::EndpointMemory`] (and the run store) remember it.
+//! What an endpoint taught is keyed by [`Endpoint`]: the base URL of an OpenAI-compatible
+//! server and the model name. The base URL is kept without what must never be stored or
+//! shown (userinfo, query, fragment), so the key can go into a run store and a trace as it
+//! is. What it taught ([`Learned`]: a structured-output form, a context size, refused
+//! sampling parameters, [`SamplingParameter`]) is plain data the agent runtime's endpoint
+//! memory holds and the run store keeps for the next process.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::model::StructuredOutput;
+
+/// One model behind one server: the key of what it taught.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The base URL without userinfo, query or fragment, and without a trailing `/`
+    /// (see [`Endpoint::new`]).
+    pub base_url: String,
+    pub model: String,
+}
+
+impl Endpoint {
+    /// The key of `model` behind `base_url`, the URL stripped of `user:password@`, `?query`
+    /// and `#fragment` (a gateway's query may hold a key) and of a trailing `/`.
+    pub fn new(base_url: &str, model: &str) -> Endpoint {
+        Endpoint {
+            base_url: strip_url(base_url),
+            model: model.trim().to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.base_url, self.model)
+    }
+}
+
+/// `url` without userinfo, query, fragment and trailing `/`: only scheme, host, port and path
+/// are kept.
+pub fn strip_url(url: &str) -> String {
+    let url = url.trim();
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    let (scheme, rest) = match url.find("://") {
+        Some(at) => (&url[..at + 3], &url[at + 3..]),
+        None => ("", url),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, ""),
+    };
+    // The userinfo ends at the last `@` of the authority (a password may hold an `@`).
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    format!("{scheme}{host}{}", path.trim_end_matches('/'))
+}
+
+/// What one endpoint taught.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Learned {
+    /// The structured-output form to use from now on (after refusals).
+    pub form: Option<StructuredOutput>,
+    /// The context size a context-length error stated.
+    pub context_tokens: Option<u32>,
+    /// The sampling parameters it refused: never sent to it again.
+    pub refused_sampling: RefusedSampling,
+}
 
 /// A sampling parameter diag may send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -89,65 +148,23 @@ impl<'de> Deserialize<'de> for RefusedSampling {
     }
 }
 
-/// The sampling parameters, of those `sent`, that an error answer refuses: an HTTP 400 or 422
-/// whose text names the parameter as a word (OpenAI's reasoning models: "Unsupported value:
-/// 'temperature' does not support 0 with this model"; a strict server: "Unrecognized request
-/// argument supplied: seed"). Nothing for any other status, or a text that names none of them.
-pub fn refused_sampling(status: u16, text: &str, sent: &[SamplingParameter]) -> RefusedSampling {
-    if !matches!(status, 400 | 422) {
-        return RefusedSampling::default();
-    }
-    let lower = text.to_ascii_lowercase();
-    sent.iter()
-        .filter(|p| names_word(&lower, p.as_str()))
-        .fold(RefusedSampling::default(), |r, p| r.with(*p))
-}
-
-/// Whether `word` occurs in `text` with no letter, digit or `_` on either side.
-fn names_word(text: &str, word: &str) -> bool {
-    let inside = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-    text.match_indices(word).any(|(at, _)| {
-        !inside(text[..at].chars().next_back()) && !inside(text[at + word.len()..].chars().next())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use SamplingParameter::{Seed, Temperature};
 
     #[test]
-    fn a_refusal_names_a_sent_parameter_in_a_400_or_422() {
-        let openai = "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.";
-        assert_eq!(
-            refused_sampling(400, openai, &[Temperature, Seed]).parameters(),
-            vec![Temperature]
+    fn the_key_keeps_no_credentials_query_or_fragment() {
+        let e = Endpoint::new(
+            " https://user:p@ss@gw.example:8443/v1/?api-key=s3cret#x ",
+            " m ",
         );
-        assert_eq!(
-            refused_sampling(
-                422,
-                "Unrecognized request argument supplied: seed",
-                &[Temperature, Seed]
-            )
-            .parameters(),
-            vec![Seed]
-        );
-        // Not sent, other statuses, other words.
-        assert!(refused_sampling(400, openai, &[Seed]).is_empty());
-        assert!(refused_sampling(500, openai, &[Temperature]).is_empty());
-        assert!(refused_sampling(429, openai, &[Temperature]).is_empty());
-        assert!(refused_sampling(
-            400,
-            "the seeded cache is full; temperatures vary",
-            &[Temperature, Seed]
-        )
-        .is_empty());
-        assert!(refused_sampling(
-            400,
-            "maximum context length is 2048 tokens",
-            &[Temperature, Seed]
-        )
-        .is_empty());
+        assert_eq!(e.base_url, "https://gw.example:8443/v1");
+        assert_eq!(e.model, "m");
+        assert_eq!(strip_url("http://h:8080"), "http://h:8080");
+        assert_eq!(strip_url("http://h/v1/"), "http://h/v1");
+        assert_eq!(strip_url("http://k@h/v1?a=b"), "http://h/v1");
+        assert_eq!(e.to_string(), "https://gw.example:8443/v1 m");
     }
 
     #[test]

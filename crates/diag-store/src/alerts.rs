@@ -9,7 +9,7 @@
 //!   `interrupted` (it did not finish its work) ([`AlertStore::investigated_run`]): a live
 //!   process investigating a group now counts, so two `diag investigate` started by cron do
 //!   not both investigate it;
-//! - a notification is queued once per identity ([`crate::alert::AlertGroup::identity`]): a
+//! - a notification is queued once per identity ([`diag_alertmanager::AlertGroup::identity`]): a
 //!   delivery Alertmanager repeats is [`Enqueued::Duplicate`] and nothing is written;
 //! - a queue holds at most `max_pending` notifications waiting or being investigated; past that
 //!   a new one is [`Enqueued::Full`] and nothing is written (the webhook answers 503 and
@@ -36,8 +36,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{RecordError, StoreError};
-use crate::alert::{Alert, AlertGroup, AlertStatus};
-use crate::clock::Timestamp;
+use diag_alertmanager::{Alert, AlertGroup, AlertStatus};
+use diag_graph::clock::Timestamp;
 
 /// How many times a notification is claimed before it ends `failed`.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -271,7 +271,7 @@ pub const FAILURE_CHARS: usize = 500;
 
 /// A failure as a notification keeps it: one line of at most [`FAILURE_CHARS`] characters.
 pub fn failure_text(failure: &str) -> String {
-    crate::text::one_line(failure.trim(), FAILURE_CHARS)
+    diag_records::text::one_line(failure.trim(), FAILURE_CHARS)
 }
 
 /// The failure of a notification given up after `attempts` claims without an end.

@@ -1,13 +1,7 @@
-//! What an OpenAI-compatible server is asked for and what diag learns from its refusals:
-//! `response_format` in the forms servers take, the strict form of a contract schema, the
-//! recognition of a refused `response_format` and of a context-length error, and the
-//! [`EndpointMemory`] of what each endpoint taught (the `auto` structured-output rung and the
-//! context size).
-//!
-//! The memory is a value, not process state: whoever sets up the models (`diag-ask`'s
-//! `setup`, once per `diag ask`, `diag mcp` or `diag eval` process) makes one and hands it to
-//! every model adapter, so the models sharing an endpoint share what it taught; a test makes
-//! its own.
+//! What an OpenAI-compatible server is asked for and how its refusals read: `response_format`
+//! in the forms servers take, the strict form of a contract schema, the recognition of a
+//! refused `response_format`, of a refused sampling parameter and of a context-length error.
+//! What the adapter learns from them goes into the endpoint's `EndpointMemory` (diag-core).
 //!
 //! The forms, in the order `auto` tries them:
 //! 1. `json_schema`: `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`
@@ -17,67 +11,9 @@
 //! 3. plain `json_object`;
 //! 4. nothing.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::endpoint::Endpoint;
-use super::{OutputSchema, StructuredOutput};
-
-/// The per-model `structured_output` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StructuredOutputSetting {
-    /// Start with `json_schema` and step down, once per endpoint (for every model sharing the
-    /// [`EndpointMemory`]), each time the server refuses the form it was sent.
-    #[default]
-    Auto,
-    /// Always `json_schema` (strict where the schema allows it).
-    JsonSchema,
-    /// `json_object` with the schema; plain `json_object` if the server refuses the schema.
-    JsonObject,
-    /// Never send `response_format`.
-    Off,
-}
-
-impl StructuredOutputSetting {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StructuredOutputSetting::Auto => "auto",
-            StructuredOutputSetting::JsonSchema => "json_schema",
-            StructuredOutputSetting::JsonObject => "json_object",
-            StructuredOutputSetting::Off => "off",
-        }
-    }
-
-    /// The form to try first.
-    pub fn first(self) -> StructuredOutput {
-        match self {
-            StructuredOutputSetting::Auto | StructuredOutputSetting::JsonSchema => {
-                StructuredOutput::JsonSchema
-            }
-            StructuredOutputSetting::JsonObject => StructuredOutput::JsonObjectSchema,
-            StructuredOutputSetting::Off => StructuredOutput::Off,
-        }
-    }
-
-    /// The form to use after the server refused `refused`, if this setting allows one.
-    pub fn after_refusal(self, refused: StructuredOutput) -> Option<StructuredOutput> {
-        let next = match refused {
-            StructuredOutput::JsonSchema => StructuredOutput::JsonObjectSchema,
-            StructuredOutput::JsonObjectSchema => StructuredOutput::JsonObject,
-            StructuredOutput::JsonObject => StructuredOutput::Off,
-            StructuredOutput::Off => return None,
-        };
-        match (self, next) {
-            (StructuredOutputSetting::Auto, next) => Some(next),
-            (StructuredOutputSetting::JsonObject, StructuredOutput::JsonObject) => Some(next),
-            _ => None,
-        }
-    }
-}
+use diag_core::model::{OutputSchema, RefusedSampling, SamplingParameter, StructuredOutput};
 
 /// The `response_format` member for `schema` in `form`; `None` for [`StructuredOutput::Off`].
 pub fn response_format(schema: &OutputSchema, form: StructuredOutput) -> Option<Value> {
@@ -292,161 +228,32 @@ fn number_after(text: &str, markers: &[&str]) -> Option<u64> {
     })
 }
 
-/// Told what an endpoint taught, each time it teaches something new: `learned` is all that
-/// endpoint taught so far. Implemented at the edge (the run store keeps it); a sink must not
-/// fail the model call that taught it, so it reports its own failures.
-pub trait LearnedSink: Send + Sync {
-    fn learned(&self, endpoint: &Endpoint, learned: Learned);
+/// The sampling parameters, of those `sent`, that an error answer refuses: an HTTP 400 or 422
+/// whose text names the parameter as a word (OpenAI's reasoning models: "Unsupported value:
+/// 'temperature' does not support 0 with this model"; a strict server: "Unrecognized request
+/// argument supplied: seed"). Nothing for any other status, or a text that names none of them.
+pub fn refused_sampling(status: u16, text: &str, sent: &[SamplingParameter]) -> RefusedSampling {
+    if !matches!(status, 400 | 422) {
+        return RefusedSampling::default();
+    }
+    let lower = text.to_ascii_lowercase();
+    sent.iter()
+        .filter(|p| names_word(&lower, p.as_str()))
+        .fold(RefusedSampling::default(), |r, p| r.with(*p))
 }
 
-/// What one endpoint taught.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Learned {
-    /// The structured-output form to use from now on (after refusals).
-    pub form: Option<StructuredOutput>,
-    /// The context size a context-length error stated.
-    pub context_tokens: Option<u32>,
-    /// The sampling parameters it refused (`super::sampling`): never sent to it again.
-    pub refused_sampling: super::RefusedSampling,
-}
-
-/// What each endpoint (its base URL and model name, [`Endpoint`]) taught, shared by the
-/// models that hold a clone: cloning is cheap and every clone reads and writes the same table.
-/// A new one (`default`) knows nothing and tells no one; [`EndpointMemory::remembering`]
-/// starts from what was learned before and tells its [`LearnedSink`] what is learned anew.
-#[derive(Clone, Default)]
-pub struct EndpointMemory {
-    table: Arc<Mutex<HashMap<Endpoint, Learned>>>,
-    sink: Option<Arc<dyn LearnedSink>>,
-}
-
-impl std::fmt::Debug for EndpointMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EndpointMemory")
-            .field("table", &self.table)
-            .field("sink", &self.sink.is_some())
-            .finish()
-    }
-}
-
-impl EndpointMemory {
-    /// A memory that starts from `known` (what the endpoints taught before) and tells `sink`
-    /// each change that is learned from now on.
-    pub fn remembering(
-        known: impl IntoIterator<Item = (Endpoint, Learned)>,
-        sink: Option<Arc<dyn LearnedSink>>,
-    ) -> EndpointMemory {
-        EndpointMemory {
-            table: Arc::new(Mutex::new(known.into_iter().collect())),
-            sink,
-        }
-    }
-
-    /// What `endpoint` taught so far.
-    pub fn learned(&self, endpoint: &Endpoint) -> Learned {
-        self.table
-            .lock()
-            .map(|t| t.get(endpoint).copied().unwrap_or_default())
-            .unwrap_or_default()
-    }
-
-    /// Records what `endpoint` taught; a change is told to the sink (outside the lock).
-    pub fn learn(&self, endpoint: &Endpoint, update: impl FnOnce(&mut Learned)) {
-        let changed = match self.table.lock() {
-            Ok(mut t) => {
-                let entry = t.entry(endpoint.clone()).or_default();
-                let before = *entry;
-                update(entry);
-                (*entry != before).then_some(*entry)
-            }
-            Err(_) => None,
-        };
-        if let (Some(learned), Some(sink)) = (changed, &self.sink) {
-            sink.learned(endpoint, learned);
-        }
-    }
+/// Whether `word` occurs in `text` with no letter, digit or `_` on either side.
+fn names_word(text: &str, word: &str) -> bool {
+    let inside = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    text.match_indices(word).any(|(at, _)| {
+        !inside(text[..at].chars().next_back()) && !inside(text[at + word.len()..].chars().next())
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_endpoint_memory_is_shared_by_its_clones_only() {
-        let memory = EndpointMemory::default();
-        let clone = memory.clone();
-        let m = Endpoint::new("http://h/v1", "m");
-        let other = Endpoint::new("http://h/v1", "other");
-        assert_eq!(memory.learned(&m), Learned::default());
-        clone.learn(&m, |l| {
-            l.form = Some(StructuredOutput::JsonObject);
-        });
-        memory.learn(&m, |l| l.context_tokens = Some(2048));
-        let both = Learned {
-            form: Some(StructuredOutput::JsonObject),
-            context_tokens: Some(2048),
-            ..Learned::default()
-        };
-        assert_eq!(memory.learned(&m), both);
-        assert_eq!(clone.learned(&m), both);
-        assert_eq!(memory.learned(&other), Learned::default());
-        assert_eq!(
-            EndpointMemory::default().learned(&m),
-            Learned::default(),
-            "another memory knows nothing of it"
-        );
-    }
-
-    #[test]
-    fn a_remembering_memory_starts_from_what_it_knew_and_tells_its_sink_each_change() {
-        struct Told(Mutex<Vec<(Endpoint, Learned)>>);
-        impl LearnedSink for Told {
-            fn learned(&self, endpoint: &Endpoint, learned: Learned) {
-                self.0.lock().unwrap().push((endpoint.clone(), learned));
-            }
-        }
-        let told = Arc::new(Told(Mutex::new(Vec::new())));
-        let m = Endpoint::new("http://h/v1", "m");
-        let known = Learned {
-            form: Some(StructuredOutput::JsonObjectSchema),
-            ..Learned::default()
-        };
-        let memory = EndpointMemory::remembering([(m.clone(), known)], Some(told.clone()));
-        assert_eq!(
-            memory.learned(&m),
-            known,
-            "what was known is not told again"
-        );
-        assert!(told.0.lock().unwrap().is_empty());
-        memory.learn(&m, |l| l.form = Some(StructuredOutput::JsonObjectSchema));
-        assert!(told.0.lock().unwrap().is_empty(), "no change, nothing told");
-        memory
-            .clone()
-            .learn(&m, |l| l.form = Some(StructuredOutput::JsonObject));
-        let now = Learned {
-            form: Some(StructuredOutput::JsonObject),
-            ..Learned::default()
-        };
-        assert_eq!(*told.0.lock().unwrap(), vec![(m, now)]);
-    }
-
-    #[test]
-    fn auto_steps_down_one_form_at_a_time_and_explicit_settings_do_not() {
-        use StructuredOutput::*;
-        let auto = StructuredOutputSetting::Auto;
-        assert_eq!(auto.first(), JsonSchema);
-        assert_eq!(auto.after_refusal(JsonSchema), Some(JsonObjectSchema));
-        assert_eq!(auto.after_refusal(JsonObjectSchema), Some(JsonObject));
-        assert_eq!(auto.after_refusal(JsonObject), Some(Off));
-        assert_eq!(auto.after_refusal(Off), None);
-        let schema = StructuredOutputSetting::JsonSchema;
-        assert_eq!(schema.after_refusal(JsonSchema), None);
-        let object = StructuredOutputSetting::JsonObject;
-        assert_eq!(object.first(), JsonObjectSchema);
-        assert_eq!(object.after_refusal(JsonObjectSchema), Some(JsonObject));
-        assert_eq!(object.after_refusal(JsonObject), None);
-        assert_eq!(StructuredOutputSetting::Off.first(), Off);
-    }
+    use SamplingParameter::{Seed, Temperature};
 
     #[test]
     fn the_strict_form_closes_objects_and_makes_optional_fields_nullable() {
@@ -525,5 +332,39 @@ mod tests {
         let coded = json!({"error": {"code": "context_length_exceeded", "message": "too long"}});
         assert_eq!(context_overflow(&coded, "too long"), Some((None, None)));
         assert_eq!(context_overflow(&json!({}), "model not found"), None);
+    }
+
+    #[test]
+    fn a_refusal_names_a_sent_parameter_in_a_400_or_422() {
+        let openai = "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.";
+        assert_eq!(
+            refused_sampling(400, openai, &[Temperature, Seed]).parameters(),
+            vec![Temperature]
+        );
+        assert_eq!(
+            refused_sampling(
+                422,
+                "Unrecognized request argument supplied: seed",
+                &[Temperature, Seed]
+            )
+            .parameters(),
+            vec![Seed]
+        );
+        // Not sent, other statuses, other words.
+        assert!(refused_sampling(400, openai, &[Seed]).is_empty());
+        assert!(refused_sampling(500, openai, &[Temperature]).is_empty());
+        assert!(refused_sampling(429, openai, &[Temperature]).is_empty());
+        assert!(refused_sampling(
+            400,
+            "the seeded cache is full; temperatures vary",
+            &[Temperature, Seed]
+        )
+        .is_empty());
+        assert!(refused_sampling(
+            400,
+            "maximum context length is 2048 tokens",
+            &[Temperature, Seed]
+        )
+        .is_empty());
     }
 }

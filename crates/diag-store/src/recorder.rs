@@ -1,6 +1,6 @@
 //! [`Recorder`]: the store as the running graph sees it, one for every backend. One recorder
-//! per run, handed to the engine as its `Observer`, to the agent runtime as its [`RunHooks`]
-//! and to the tools as their [`InvocationLog`]. A backend gives it its trace writes
+//! per run, handed to the engine as its `Observer`, to the agent runtime as its `RunHooks`
+//! and to the tools as their `InvocationLog` (diag-core implements both with the methods here). A backend gives it its trace writes
 //! ([`super::RunWriter`]), so the rule of when a trace is committed is written once and holds
 //! alike on SQLite and PostgreSQL.
 //!
@@ -25,10 +25,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{as_text, Store, StoreError};
-use crate::agent::runtime::{AgentStepRecord, ModelExchange, RunHooks};
-use crate::graph::{Event, NodeKind, Observer, RunConfig};
-use crate::protocol::ToolInvocation;
-use crate::tools::InvocationLog;
+use diag_graph::{Event, NodeKind, Observer, RunConfig};
+use diag_records::invocation::ToolInvocation;
+use diag_records::step::{AgentStepRecord, ModelExchange};
 
 /// Records the trace of one run. Cheap to clone (clones share one recorder); `Send + Sync`.
 #[derive(Clone)]
@@ -150,22 +149,25 @@ impl<O: Display> Observer<O> for Recorder {
 }
 
 /// Steps and exchanges go to the run named by the config every hook receives
-/// (openspec/specs/ask-service/spec.md: the config is how run ownership travels).
-impl RunHooks for Recorder {
-    fn agent_step(&self, config: &RunConfig, step: &AgentStepRecord) {
+/// (openspec/specs/ask-service/spec.md: the config is how run ownership travels). The agent
+/// runtime's `RunHooks` and the tools' `InvocationLog` (diag-core) are these methods.
+impl Recorder {
+    /// Keeps one agent step.
+    pub fn agent_step(&self, config: &RunConfig, step: &AgentStepRecord) {
         self.flush();
         let result = self.inner.store.record_agent_step(config.run_id(), step);
         self.keep(result);
     }
 
-    fn model_exchange(&self, config: &RunConfig, exchange: &ModelExchange) {
+    /// Keeps one model exchange.
+    pub fn model_exchange(&self, config: &RunConfig, exchange: &ModelExchange) {
         self.flush();
         let result = self.inner.store.record_exchange(config.run_id(), exchange);
         self.keep(result);
     }
 
     /// The step and the exchange of one model call in one transaction.
-    fn model_call(&self, config: &RunConfig, step: &AgentStepRecord, exchange: &ModelExchange) {
+    pub fn model_call(&self, config: &RunConfig, step: &AgentStepRecord, exchange: &ModelExchange) {
         self.flush();
         for e in self
             .inner
@@ -175,12 +177,14 @@ impl RunHooks for Recorder {
             self.keep(Err(e));
         }
     }
-}
 
-impl InvocationLog for Recorder {
     /// Stores the invocation in the run the config names; one that claims another run or
     /// session is refused (kept as an error, so the run cannot end a clean SUCCESS).
-    fn record(&self, config: &RunConfig, invocation: ToolInvocation) -> Result<(), String> {
+    pub fn record_invocation(
+        &self,
+        config: &RunConfig,
+        invocation: ToolInvocation,
+    ) -> Result<(), String> {
         let result = if invocation.run_id != config.run_id()
             || invocation.session_id != config.session_id()
         {
@@ -203,7 +207,7 @@ impl InvocationLog for Recorder {
 
     /// Reads back only `run_id`'s invocations. A read error yields none (so the Gatekeeper
     /// fails closed: an unreadable invocation binds nothing) and is kept like a write error.
-    fn invocations(&self, run_id: &str) -> Vec<ToolInvocation> {
+    pub fn invocations(&self, run_id: &str) -> Vec<ToolInvocation> {
         match self.inner.store.invocations(run_id) {
             Ok(v) => v,
             Err(e) => {

@@ -10,11 +10,11 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::RecordError;
-use crate::agent::runtime::ModelExchange;
-use crate::clock::Timestamp;
-use crate::hash::sha256_hex;
-use crate::model::{ChatResponse, ErrorClass, ModelError};
-use crate::protocol::retry::canonical_json;
+use diag_graph::clock::Timestamp;
+use diag_records::hash::sha256_hex;
+use diag_records::json::canonical_json;
+use diag_records::model::{ChatResponse, ErrorClass, ModelError};
+use diag_records::step::ModelExchange;
 
 /// A value as the text a store keeps: the canonical JSON of its serialized form. A value that
 /// cannot be serialized is an invalid record.
@@ -32,7 +32,7 @@ pub fn stored_int(v: u64) -> i64 {
 /// A model exchange's texts as a store keeps them, built before any transaction opens.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExchangeText {
-    /// The canonical request ([`crate::hash::canonical_request`]).
+    /// The canonical request ([`diag_records::hash::canonical_request`]).
     pub request: String,
     /// The sha256 of `request`.
     pub request_sha256: String,
@@ -45,7 +45,7 @@ pub struct ExchangeText {
 /// The texts of `exchange` ([`ExchangeText`]); a request or response that cannot be
 /// serialized is an invalid record.
 pub fn exchange_text(exchange: &ModelExchange) -> Result<ExchangeText, RecordError> {
-    let request = crate::hash::canonical_request(&exchange.request)
+    let request = diag_records::hash::canonical_request(&exchange.request)
         .map_err(|e| RecordError::Invalid(e.to_string()))?;
     let (response, error) = match &exchange.outcome {
         Ok(r) => (Some(canonical(r)?), None),
@@ -117,7 +117,7 @@ pub fn outcome(
 pub fn error_json(e: &ModelError) -> Value {
     let mut v = json!({"class": e.class, "message": e.message});
     if let Some(after) = e.retry_after {
-        v["retry_after_ms"] = json!(crate::clock::millis(after));
+        v["retry_after_ms"] = json!(diag_graph::clock::millis(after));
     }
     if let Some(status) = e.status {
         v["status"] = json!(status);
@@ -201,12 +201,12 @@ mod tests {
     fn stored_text_that_does_not_decode_names_what_was_read() {
         assert_eq!(
             time("run started_at", "yesterday").unwrap_err().kind(),
-            crate::store::StoreErrorKind::Decode
+            crate::StoreErrorKind::Decode
         );
         assert!(time("t", "1970-01-01T00:00:00Z").is_ok());
-        let status: Result<crate::store::RunStatus, _> = enum_str("run status", "RUNNING");
+        let status: Result<crate::RunStatus, _> = enum_str("run status", "RUNNING");
         assert!(status.is_ok());
-        let e = enum_str::<crate::store::RunStatus>("run status", "NOPE").unwrap_err();
+        let e = enum_str::<crate::RunStatus>("run status", "NOPE").unwrap_err();
         assert!(e
             .to_string()
             .starts_with("stored run status cannot be read back: "));

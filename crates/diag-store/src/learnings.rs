@@ -13,21 +13,17 @@
 //!   learn different things of one endpoint both keep theirs), a refused sampling parameter
 //!   is added to those stored (a refusal is never forgotten), and its time replaces the
 //!   stored time;
-//! - [`StoreSink`]: a failed write never fails a diagnosis; it is logged (`tracing`) and kept
-//!   for its owner to show ([`StoreSink::failures`]);
-//! - replays neither read nor write any of it (they build no [`EndpointMemory`] from a store
+//! - the sink that writes what a model learns (diag-core's `StoreSink`): a failed write never
+//!   fails a diagnosis; it is logged (`tracing`) and kept for its owner to show;
+//! - replays neither read nor write any of it (they build no endpoint memory from a store
 //!   and record no endpoints).
-
-use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use super::{RecordError, Store, StoreError};
-use crate::clock::{Clock, Timestamp};
-use crate::model::{
-    Endpoint, EndpointMemory, Learned, LearnedSink, RefusedSampling, SamplingParameter,
-    StructuredOutput,
-};
+use diag_graph::clock::Timestamp;
+use diag_records::endpoint::{Endpoint, Learned, RefusedSampling, SamplingParameter};
+use diag_records::model::StructuredOutput;
 
 /// What one endpoint taught, as a store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,32 +181,6 @@ impl Store {
         rows.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
         self.record_run_endpoints(run_id, &rows)
     }
-
-    /// An [`EndpointMemory`] that starts from what this store remembers and keeps in it what
-    /// is learned from now on (stamped by `clock`), with the sink that writes it. A store that
-    /// cannot be read gives a memory that starts empty (logged, and kept as the sink's first
-    /// failure): a diagnosis does not depend on it.
-    pub fn endpoint_memory(&self, clock: Arc<dyn Clock>) -> (EndpointMemory, Arc<StoreSink>) {
-        let sink = Arc::new(StoreSink {
-            store: self.clone(),
-            clock,
-            failures: Mutex::new(Vec::new()),
-        });
-        let known = match self.endpoint_learnings() {
-            Ok(rows) => rows,
-            Err(e) => {
-                sink.failed(format!(
-                    "cannot read what model endpoints taught from the run store: {e}"
-                ));
-                Vec::new()
-            }
-        };
-        let memory = EndpointMemory::remembering(
-            known.iter().map(|l| (l.endpoint.clone(), l.learned())),
-            Some(sink.clone() as Arc<dyn LearnedSink>),
-        );
-        (memory, sink)
-    }
 }
 
 /// The key as it may be stored: refused when its URL still holds what [`Endpoint::new`]
@@ -223,40 +193,4 @@ fn checked(endpoint: &Endpoint) -> Result<Endpoint, StoreError> {
         ));
     }
     Ok(clean)
-}
-
-/// Writes what an [`EndpointMemory`] learns into the run store, stamped by its clock. A write
-/// that fails is logged with `tracing` and kept in [`StoreSink::failures`]; the model call
-/// that taught it goes on.
-pub struct StoreSink {
-    store: Store,
-    clock: Arc<dyn Clock>,
-    failures: Mutex<Vec<String>>,
-}
-
-impl StoreSink {
-    /// The failures so far, one line each.
-    pub fn failures(&self) -> Vec<String> {
-        self.failures.lock().map(|f| f.clone()).unwrap_or_default()
-    }
-
-    fn failed(&self, message: String) {
-        tracing::warn!(error = %message, "endpoint learning not kept");
-        if let Ok(mut f) = self.failures.lock() {
-            f.push(message);
-        }
-    }
-}
-
-impl LearnedSink for StoreSink {
-    fn learned(&self, endpoint: &Endpoint, learned: Learned) {
-        if let Err(e) = self
-            .store
-            .learn_endpoint(endpoint, learned, self.clock.now())
-        {
-            self.failed(format!(
-                "cannot keep what {endpoint} taught in the run store: {e}"
-            ));
-        }
-    }
 }

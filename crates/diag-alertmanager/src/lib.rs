@@ -16,6 +16,12 @@
 //! - the question ([`AlertQuestion`]) says only what the alert says (its labels, annotations,
 //!   times and expression), so every fact in it is one the operator's question shows, and the
 //!   Planner gets the window to search as RFC 3339 times.
+//!
+//! Its own crate, pure, below the run store (which keeps alert groups and the notification
+//! queue) and the services that fetch and receive alerts (`diag-alerts`).
+
+// No `unwrap`/`expect` outside tests: a failure is a value.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,8 +30,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::clock::Timestamp;
-use crate::text::one_line;
+use diag_graph::clock::Timestamp;
+use diag_records::text::one_line;
 
 /// The labels an investigation groups by when `--group-by` does not say: the alert's name and
 /// the label that names its service (`service`, else `job`).
@@ -156,7 +162,7 @@ impl AlertGroup {
         for a in &self.alerts {
             text.push_str(&format!("{}@{}\n", a.fingerprint, a.starts_at));
         }
-        crate::hash::sha256_hex(text.as_bytes())
+        diag_records::hash::sha256_hex(text.as_bytes())
     }
 
     /// When the group's first alert started.
@@ -563,7 +569,7 @@ fn capitalised(word: &str) -> String {
 
 /// A quoted value as one line ending in a full stop.
 fn sentence(v: &str) -> String {
-    let line = crate::text::collapse_whitespace(&one_line(v.trim(), QUOTED_CHARS));
+    let line = diag_records::text::collapse_whitespace(&one_line(v.trim(), QUOTED_CHARS));
     if line.ends_with(['.', '!', '?', '…']) {
         line
     } else {
