@@ -11,9 +11,9 @@ use std::sync::Arc;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
+use super::common::{interrupt_handler, runtime, write_json, write_text};
 use super::progress::Progress;
-use super::{CommandError, Exit, GlobalArgs};
+use super::{CommandContext, CommandError, Exit};
 use diag_ask::config::Config;
 use diag_ask::replay::run_file_of;
 use diag_ask::setup;
@@ -105,7 +105,7 @@ struct Plan {
     models: Vec<Option<String>>,
 }
 
-fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
+fn plan(g: &CommandContext, args: &EvalArgs) -> Result<Plan, CommandError> {
     let found = discover(&args.scenarios)?;
     for (path, why) in &found.skipped {
         eprintln!("diag: warning: {}: {why}", path.display());
@@ -123,7 +123,8 @@ fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
         }
         scenarios.push(s);
     }
-    let (config, config_path) = super::live::live_config(g)?;
+    let loaded = g.config()?;
+    let (config, config_path) = (loaded.config.clone(), loaded.path.clone());
     for name in &args.models {
         if !config.models.contains_key(name) {
             let known: Vec<&str> = config.models.keys().map(String::as_str).collect();
@@ -174,11 +175,15 @@ fn plan(g: &GlobalArgs, args: &EvalArgs) -> Result<Plan, CommandError> {
     })
 }
 
-pub fn cmd_eval(g: &GlobalArgs, args: &EvalArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+pub fn cmd_eval(
+    g: &CommandContext,
+    args: &EvalArgs,
+    out: &mut dyn Write,
+) -> Result<(), CommandError> {
     let plan = plan(g, args)?;
-    let store = open_store(g, Some(&plan.config))?;
+    let store = g.store()?;
     let rt = runtime()?;
-    let show_progress = !(g.quiet || g.no_progress || args.json);
+    let show_progress = g.show_progress(args.json);
     let report = rt.block_on(async {
         let cancel = CancellationToken::new();
         let on_ctrl_c = interrupt_handler(cancel.clone())?;

@@ -12,10 +12,11 @@ use futures::StreamExt;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
-use super::live::{live_config, notify_target, remembered_endpoints, warn_unkept};
+use super::common::{interrupt_handler, runtime, write_json, write_text};
+use super::context::LoadedConfig;
+use super::live::{notify_target, remembered_endpoints, warn_unkept};
 use super::report_file::ReportFormat;
-use super::{CommandError, Exit, GlobalArgs};
+use super::{CommandContext, CommandError, Exit};
 use diag_alerts::alertmanager::{AlertQuery, Alertmanager};
 use diag_alerts::investigate::{answer_line, investigate, GroupOutcome, GroupRun};
 use diag_alerts::notify;
@@ -136,7 +137,7 @@ struct InvestigateDoc<'a> {
 }
 
 pub fn cmd_investigate(
-    g: &GlobalArgs,
+    g: &CommandContext,
     args: &InvestigateArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
@@ -171,7 +172,7 @@ fn group_by(args: &AlertmanagerArgs) -> Result<Vec<String>, CommandError> {
 }
 
 fn cmd_alertmanager(
-    g: &GlobalArgs,
+    g: &CommandContext,
     args: &AlertmanagerArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
@@ -185,7 +186,7 @@ fn cmd_alertmanager(
             )));
         }
     }
-    let (config, path) = live_config(g)?;
+    let LoadedConfig { config, path } = g.config()?;
     let notify = notify_target(&config, None)?;
     let rt = runtime()?;
     let query = AlertQuery {
@@ -211,7 +212,7 @@ fn cmd_alertmanager(
         .collect();
     let alert_count = alerts.len();
     let groups = group_alerts(alerts, &by);
-    let store = open_store(g, Some(&config))?;
+    let store = g.store()?;
     let mut rows = Vec::with_capacity(groups.len());
     let mut to_run: Vec<(usize, AlertGroup)> = Vec::new();
     for group in groups {
@@ -261,7 +262,7 @@ fn cmd_alertmanager(
         }
     }
 
-    let show_progress = !(g.quiet || g.no_progress || args.json);
+    let show_progress = g.show_progress(args.json);
     let interrupted = rt.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let (memory, learnings) = remembered_endpoints(&store);

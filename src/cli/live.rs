@@ -1,13 +1,11 @@
 //! What the commands that run questions share (`ask`, `eval`, `mcp`, `replay`, `investigate`,
 //! `serve`): the configuration a live run uses, the run files they load, the result webhook.
 
+use super::CommandError;
 use diag_alerts::links::{LinkKey, ReportLinks};
 use diag_alerts::notify::NotifyTarget;
 use diag_ask::config::Config;
 use diag_runfile::RunFile;
-use std::path::PathBuf;
-
-use super::{CommandError, GlobalArgs};
 
 /// Loads a run file, naming the file in every error.
 pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
@@ -17,17 +15,6 @@ pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
     let text = String::from_utf8(text)
         .map_err(|_| CommandError::usage(format!("{name}: not a run file (not UTF-8 text)")))?;
     Ok(RunFile::parse(&text, &name)?)
-}
-
-/// The configuration a live run uses (`--config`, `DIAG_CONFIG`, the user's config folder).
-pub fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
-    let Some(path) = Config::locate(g.config.as_deref()) else {
-        return Err(CommandError::usage("no model endpoint is configured")
-            .hint(super::CONFIG_HINT)
-            .hint("or replay a recorded run with --fixture FILE"));
-    };
-    let config = Config::load(&path)?;
-    Ok((config, path))
 }
 
 /// The models' memory of what endpoints taught, loaded from `store` (what earlier processes

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::common::{open_store, runtime};
+use super::common::runtime;
+use super::context::LoadedConfig;
 use super::live::{
-    link_key_from_env, live_config, notify_target, remembered_endpoints, report_link_ttl,
-    warn_unkept,
+    link_key_from_env, notify_target, remembered_endpoints, report_link_ttl, warn_unkept,
 };
-use super::{CommandError, Exit, GlobalArgs};
+use super::{CommandContext, CommandError, Exit};
 use diag_alerts::links::{LinkKey, ReportLinks};
 use diag_alerts::serve::{self, Server, Settings, Shutdown};
 use diag_ask::config::Config;
@@ -140,8 +140,8 @@ fn say(quiet: bool, line: &str) {
     }
 }
 
-pub fn cmd_serve(g: &GlobalArgs, args: &ServeArgs) -> Result<(), CommandError> {
-    let (config, path) = live_config(g)?;
+pub fn cmd_serve(g: &CommandContext, args: &ServeArgs) -> Result<(), CommandError> {
+    let LoadedConfig { config, path } = g.config()?;
     let token = token(&config)?;
     let read_token = read_token(&config, token.as_deref())?;
     let links = report_links(&config)?;
@@ -150,9 +150,9 @@ pub fn cmd_serve(g: &GlobalArgs, args: &ServeArgs) -> Result<(), CommandError> {
         .listen
         .clone()
         .unwrap_or_else(|| config.serve.listen.clone());
-    let store = open_store(g, Some(&config))?;
+    let store = g.store()?;
     let rt = runtime()?;
-    let quiet = g.quiet;
+    let quiet = g.quiet();
     let s = &config.serve;
     let settings = Settings {
         token,

@@ -8,8 +8,8 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use super::common::{open_existing_store, write_json, write_text};
-use super::{CommandError, GlobalArgs};
+use super::common::{write_json, write_text};
+use super::{CommandContext, CommandError};
 use diag_core::store::{QueueCounts, QueueEntry};
 use diag_core::text::one_line;
 
@@ -75,9 +75,9 @@ fn detail(e: &QueueEntry) -> String {
 
 /// `diag serve status` (its flags are `serve::StatusArgs`): the table, or with `json` the
 /// document.
-pub fn cmd_status(g: &GlobalArgs, json: bool, out: &mut dyn Write) -> Result<(), CommandError> {
+pub fn cmd_status(g: &CommandContext, json: bool, out: &mut dyn Write) -> Result<(), CommandError> {
     // No store at the default path: nothing was ever queued on this machine.
-    let (entries, counts) = match open_existing_store(g)? {
+    let (entries, counts) = match g.existing_store()? {
         Some(store) => (store.queue_entries()?, store.queue_counts()?),
         None => (Vec::new(), QueueCounts::default()),
     };

@@ -330,6 +330,11 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// The store this section names: `url`, else `path`; `None` leaves it to the default.
+    pub fn location(&self) -> Option<PathBuf> {
+        self.url.clone().map(PathBuf::from).or_else(|| self.path.clone())
+    }
+
     /// `url` must be a PostgreSQL URL, and names the store alone (not beside `path`).
     fn validate(&self, file: &str) -> Result<(), ConfigError> {
         let invalid = |key: &str, reason: &str| ConfigError::Invalid {
@@ -392,21 +397,11 @@ impl Config {
     /// being edited, never keeps an operator from reading past runs. The file must still
     /// be TOML, and `[store]` well formed.
     pub fn store_path_of(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
-        let store = Config::store_of(path)?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        if let Some(url) = store.url {
-            return Ok(Some(PathBuf::from(url)));
-        }
-        Ok(store.path.map(|p| {
-            if is_relative_path(&p) {
-                base.join(p)
-            } else {
-                p
-            }
-        }))
+        Ok(Config::store_of(path)?.location())
     }
 
-    /// The `[store]` table of the configuration file at `path`, alone.
+    /// The `[store]` table of the configuration file at `path`, alone, its relative path
+    /// resolved against the file's folder as [`Config::load`] resolves it.
     pub fn store_of(path: &Path) -> Result<StoreConfig, ConfigError> {
         #[derive(Deserialize, Default)]
         struct OnlyStore {
@@ -416,7 +411,13 @@ impl Config {
         let (text, file) = read_text(path)?;
         let only: OnlyStore = deserialize_keyed(&text, &file)?;
         only.store.validate(&file)?;
-        Ok(only.store)
+        let mut store = only.store;
+        if let Some(p) = &mut store.path {
+            if is_relative_path(p) {
+                *p = path.parent().unwrap_or(Path::new(".")).join(&*p);
+            }
+        }
+        Ok(store)
     }
 
     /// Parses and validates configuration text; `file` names it in errors. A value of the
