@@ -235,7 +235,7 @@ pub fn cmd_ask(
                 let (deps, tape) = replay_deps(&run, &store, Arc::new(RandomIds));
                 (deps, Some((tape, run)), None, None)
             }
-            Source::Live(LoadedConfig { config, path }) => {
+            Source::Live(LoadedConfig { config, path, .. }) => {
                 // A pinned run (`--at`) starts its clock there; a resumed run starts where the
                 // run it continues started, so its agents see the same clock and its stored
                 // calls are reused; otherwise the real clock.

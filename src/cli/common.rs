@@ -123,3 +123,60 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map(Duration::from_secs)
         .ok_or_else(|| format!("`{s}` is too long"))
 }
+
+/// A duration as [`parse_duration`] reads it, in the largest unit that divides it (`15m`,
+/// `30d`, `90s`).
+pub fn format_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let unit = [(604_800, "w"), (86_400, "d"), (3600, "h"), (60, "m")]
+        .into_iter()
+        .find(|(n, _)| secs > 0 && secs % n == 0);
+    match unit {
+        Some((n, u)) => format!("{}{u}", secs / n),
+        None => format!("{secs}s"),
+    }
+}
+
+/// A duration on the command line: read by [`parse_duration`], shown (as a clap default) by
+/// [`format_duration`], so a default is written once, as a `Duration` constant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationArg(pub Duration);
+
+impl std::fmt::Display for DurationArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&format_duration(self.0))
+    }
+}
+
+/// clap's value parser of a [`DurationArg`].
+pub fn parse_duration_arg(s: &str) -> Result<DurationArg, String> {
+    parse_duration(s).map(DurationArg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_formatted_duration_reads_back_as_itself() {
+        for secs in [
+            0,
+            1,
+            59,
+            60,
+            90,
+            900,
+            3600,
+            5400,
+            86_400,
+            30 * 86_400,
+            604_800,
+        ] {
+            let d = Duration::from_secs(secs);
+            assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{secs}");
+        }
+        assert_eq!(format_duration(Duration::from_secs(900)), "15m");
+        assert_eq!(format_duration(Duration::from_secs(30 * 86_400)), "30d");
+        assert_eq!(format_duration(Duration::from_secs(90)), "90s");
+    }
+}

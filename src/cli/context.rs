@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::{CommandError, GlobalArgs, CONFIG_HINT};
 use crate::stores::OpenOptions;
+use diag_alerts::config::AlertsConfig;
 use diag_ask::config::{Config, StoreConfig};
 use diag_core::store::Store;
 use diag_store_sqlite::{SqliteStore, DB_ENV};
@@ -39,10 +40,12 @@ pub struct DbLocation {
     pub origin: DbOrigin,
 }
 
-/// A loaded configuration file and where it was.
+/// A loaded configuration file, its alert sections and where it was.
 #[derive(Debug)]
 pub struct LoadedConfig {
     pub config: Config,
+    /// `[notify]` and `[serve]`, diag-alerts' sections, checked with the rest of the file.
+    pub alerts: AlertsConfig,
     pub path: PathBuf,
 }
 
@@ -109,6 +112,7 @@ impl CommandContext {
             };
             let config = Config::load(path)?;
             Ok(LoadedConfig {
+                alerts: AlertsConfig::of(&config)?,
                 config,
                 path: path.to_path_buf(),
             })

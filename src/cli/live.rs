@@ -2,9 +2,9 @@
 //! `serve`): the configuration a live run uses, the run files they load, the result webhook.
 
 use super::CommandError;
+use diag_alerts::config::AlertsConfig;
 use diag_alerts::links::{LinkKey, ReportLinks};
 use diag_alerts::notify::NotifyTarget;
-use diag_ask::config::Config;
 use diag_runfile::RunFile;
 
 /// Loads a run file, naming the file in every error.
@@ -43,7 +43,7 @@ pub fn warn_unkept(sink: &diag_core::store::StoreSink) {
 }
 
 /// How long a report link opens (`[serve] report_link_ttl`).
-pub fn report_link_ttl(config: &Config) -> Result<std::time::Duration, CommandError> {
+pub fn report_link_ttl(config: &AlertsConfig) -> Result<std::time::Duration, CommandError> {
     let ttl = super::common::parse_duration(&config.serve.report_link_ttl)
         .map_err(|e| CommandError::usage(format!("[serve] report_link_ttl: {e}")))?;
     if ttl.is_zero() {
@@ -56,7 +56,7 @@ pub fn report_link_ttl(config: &Config) -> Result<std::time::Duration, CommandEr
 
 /// The report link key from the variable `[serve] link_key_env` names, if it is set; one
 /// shorter than [`diag_alerts::links::MIN_KEY_BYTES`] is refused (the key is never shown).
-pub fn link_key_from_env(config: &Config) -> Result<Option<LinkKey>, CommandError> {
+pub fn link_key_from_env(config: &AlertsConfig) -> Result<Option<LinkKey>, CommandError> {
     let var = config.serve.link_key_env.trim();
     let Some(secret) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
         return Ok(None);
@@ -78,7 +78,7 @@ pub fn link_key_from_env(config: &Config) -> Result<Option<LinkKey>, CommandErro
 /// link_key_env` names when it is set, so that they open in `diag serve`; without either
 /// they open only with the read token.
 pub fn notify_target(
-    config: &Config,
+    config: &AlertsConfig,
     links: Option<ReportLinks>,
 ) -> Result<Option<NotifyTarget>, CommandError> {
     let Some(n) = &config.notify else {
