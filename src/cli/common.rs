@@ -130,7 +130,7 @@ pub fn format_duration(d: Duration) -> String {
     let secs = d.as_secs();
     let unit = [(604_800, "w"), (86_400, "d"), (3600, "h"), (60, "m")]
         .into_iter()
-        .find(|(n, _)| secs > 0 && secs % n == 0);
+        .find(|(n, _)| secs > 0 && secs.is_multiple_of(*n));
     match unit {
         Some((n, u)) => format!("{}{u}", secs / n),
         None => format!("{secs}s"),

@@ -189,7 +189,7 @@ pub fn cmd_serve(g: &CommandContext, args: &ServeArgs) -> Result<(), CommandErro
         let signals = signal_handler(shutdown.clone(), quiet)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let (memory, learnings) = remembered_endpoints(&store);
-        let env = setup::live_with(&config, clock.clone(), &memory)
+        let env = setup::live_with(config, clock.clone(), &memory)
             .await
             .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
         let deps = Arc::new(live_deps(&env, clock.clone(), &store));

@@ -126,6 +126,9 @@ pub fn group_labels(given: &[String]) -> Result<Vec<String>, String> {
     Ok(labels)
 }
 
+/// A group to run, with the index of its row.
+pub type Planned = (usize, AlertGroup);
+
 /// A row per group, and the groups to run (by row): those no earlier run investigated, or
 /// every one with `again`.
 pub fn plan(
@@ -133,7 +136,7 @@ pub fn plan(
     groups: Vec<AlertGroup>,
     lookback: Duration,
     again: bool,
-) -> Result<(Vec<GroupRow>, Vec<(usize, AlertGroup)>), StoreError> {
+) -> Result<(Vec<GroupRow>, Vec<Planned>), StoreError> {
     let mut rows = Vec::with_capacity(groups.len());
     let mut to_run = Vec::new();
     for group in groups {
@@ -199,7 +202,7 @@ pub struct Runs<'a> {
 pub async fn run(
     runs: Runs<'_>,
     rows: &mut [GroupRow],
-    to_run: Vec<(usize, AlertGroup)>,
+    to_run: Vec<Planned>,
     mut on_done: impl FnMut(&AlertGroup, &Result<GroupOutcome, AskError>),
 ) -> Result<(), AskError> {
     let Runs {
