@@ -9,11 +9,11 @@ use clap::Args;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{interrupt_handler, open_store, runtime, write_json, write_text};
-use super::live::{live_config, load_run_file, remembered_endpoints, warn_unkept};
+use super::common::{interrupt_handler, runtime, write_json, write_text};
+use super::context::LoadedConfig;
+use super::live::{load_run_file, remembered_endpoints, warn_unkept};
 use super::progress::Progress;
-use super::{CommandError, Exit, GlobalArgs};
-use diag_ask::config::Config;
+use super::{CommandContext, CommandError, Exit};
 use diag_ask::live::{check_session, first_model_error, live_deps, shown_verdict};
 use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
 use diag_ask::setup;
@@ -90,25 +90,17 @@ fn pinned_start(at: &str, real: &dyn Clock) -> Result<Timestamp, CommandError> {
     Ok(t)
 }
 
-enum Source {
+enum Source<'a> {
     Fixture(Box<RunFile>),
-    Live(Box<Config>, PathBuf),
+    Live(&'a LoadedConfig),
 }
 
 /// Opens the store a live run would use and reads the run `--resume` names (as its run
 /// file: id, question, session, stored exchanges), refusing (with nothing written) an
 /// unknown run, one that ended SUCCESS and one still RUNNING.
-fn resumable(
-    g: &GlobalArgs,
-    config: &Config,
-    run_id: &str,
-) -> Result<(Store, RunFile), CommandError> {
-    let at = super::common::db_location(g, Some(config))?;
-    let options = super::common::open_options(g, Some(config))?;
-    let store = match crate::stores::open_existing(&at.path, &options) {
-        Ok(store) => store,
-        Err(e) if e.is_missing() => return Err(CommandError::unknown_run(run_id)),
-        Err(e) => return Err(e.into()),
+fn resumable(g: &CommandContext, run_id: &str) -> Result<(Store, RunFile), CommandError> {
+    let Some(store) = g.store_with_runs()? else {
+        return Err(CommandError::unknown_run(run_id));
     };
     let row = store
         .get_run(run_id)
@@ -156,7 +148,11 @@ fn check_record_path(path: &std::path::Path) -> Result<(), CommandError> {
     Ok(())
 }
 
-pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+pub fn cmd_ask(
+    g: &CommandContext,
+    args: &AskArgs,
+    out: &mut dyn Write,
+) -> Result<(), CommandError> {
     if args
         .question
         .as_deref()
@@ -181,10 +177,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
     }
     let source = match &args.fixture {
         Some(path) => Source::Fixture(Box::new(load_run_file(path)?)),
-        None => {
-            let (config, path) = live_config(g)?;
-            Source::Live(Box::new(config), path)
-        }
+        None => Source::Live(g.config()?),
     };
     let question = match (&args.question, &source) {
         // A recording answers its own question only: another question would be answered
@@ -217,22 +210,21 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
         super::report_file::check_output_path(path, "report")?;
     }
     let (store, resuming) = match (&source, &args.resume) {
-        (Source::Live(config, _), Some(run_id)) => {
-            let (store, resuming) = resumable(g, config, run_id)?;
+        (Source::Live(..), Some(run_id)) => {
+            let (store, resuming) = resumable(g, run_id)?;
             (store, Some(resuming))
         }
-        (Source::Live(config, _), None) => (open_store(g, Some(config))?, None),
-        (Source::Fixture(_), _) => (open_store(g, None)?, None),
+        (Source::Live(..), None) | (Source::Fixture(_), _) => (g.store()?, None),
     };
     let question = match &resuming {
         Some(r) => r.question.clone(),
         None => question,
     };
     let rt = runtime()?;
-    let show_progress = !(g.quiet || g.no_progress || args.json);
+    let show_progress = g.show_progress(args.json);
     let limits = match &source {
         Source::Fixture(run) => run.limits(),
-        Source::Live(config, _) => config.limits,
+        Source::Live(c) => c.config.limits,
     };
     let reusing = resuming
         .as_ref()
@@ -243,7 +235,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                 let (deps, tape) = replay_deps(&run, &store, Arc::new(RandomIds));
                 (deps, Some((tape, run)), None, None)
             }
-            Source::Live(config, path) => {
+            Source::Live(LoadedConfig { config, path, .. }) => {
                 // A pinned run (`--at`) starts its clock there; a resumed run starts where the
                 // run it continues started, so its agents see the same clock and its stored
                 // calls are reused; otherwise the real clock.
@@ -254,7 +246,7 @@ pub fn cmd_ask(g: &GlobalArgs, args: &AskArgs, out: &mut dyn Write) -> Result<()
                 };
                 // What the endpoints taught earlier processes, and kept for later ones.
                 let (memory, learnings) = remembered_endpoints(&store);
-                let env = setup::live_with(&config, clock.clone(), &memory)
+                let env = setup::live_with(config, clock.clone(), &memory)
                     .await
                     .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
                 let mut deps = live_deps(&env, clock, &store);
@@ -361,7 +353,7 @@ struct Replaying {
 
 /// A finished `diag ask`: what it was asked, how it ran and what it came to.
 struct Finished<'a> {
-    g: &'a GlobalArgs,
+    g: &'a CommandContext,
     args: &'a AskArgs,
     deps: &'a AskDeps,
     store: &'a Store,
@@ -407,7 +399,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
                 "evaluation": outcome.evaluation(),
             }),
         )?;
-    } else if g.quiet {
+    } else if g.quiet() {
         // Only the answer, for scripts: no heading; nothing for a FAILED run (stderr says why).
         if let Some(answer) = outcome.answer() {
             let text = diag_diagnosis::render_answer(answer);

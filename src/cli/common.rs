@@ -1,140 +1,13 @@
-//! What several subcommands share: opening the store, the async runtime, JSON output.
+//! What several subcommands share: store errors, the async runtime, JSON output, durations.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{io_error, CommandError, Exit, GlobalArgs};
-use crate::stores::OpenOptions;
-use diag_ask::config::Config;
-use diag_core::store::{Store, StoreError, StoreErrorKind};
-use diag_store_sqlite::{SqliteStore, DB_ENV};
-
-/// Where the database path came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DbOrigin {
-    /// `--db PATH`.
-    Flag,
-    /// A non-empty `DIAG_DB`.
-    Env,
-    /// `[store] path` of the configuration file.
-    Config,
-    /// The user's data directory (`Store::default_path`).
-    Default,
-}
-
-/// The database to use and why.
-#[derive(Debug, Clone)]
-pub struct DbLocation {
-    pub path: PathBuf,
-    pub origin: DbOrigin,
-}
-
-/// The database path: `--db`, else a non-empty `DIAG_DB`, else `[store] path` of the
-/// configuration file, else the user's data directory. `config` is the configuration the
-/// command already loaded; without one, the configuration file is located (`--config`,
-/// `DIAG_CONFIG`, the user's config folder) and only its `[store]` is read, and only when
-/// neither `--db` nor `DIAG_DB` decides.
-pub fn db_location(g: &GlobalArgs, config: Option<&Config>) -> Result<DbLocation, CommandError> {
-    let at = |path: PathBuf, origin| {
-        refuse_url(&path, origin)?;
-        Ok(DbLocation { path, origin })
-    };
-    if let Some(path) = &g.db {
-        return at(path.clone(), DbOrigin::Flag);
-    }
-    if let Some(path) = std::env::var_os(DB_ENV).filter(|v| !v.is_empty()) {
-        return at(PathBuf::from(path), DbOrigin::Env);
-    }
-    let from_config = match config {
-        Some(c) => c
-            .store
-            .url
-            .clone()
-            .map(PathBuf::from)
-            .or_else(|| c.store.path.clone()),
-        // Commands that only read the store look at `[store]` alone (Config::store_path_of).
-        None => match Config::locate(g.config.as_deref()) {
-            Some(file) => Config::store_path_of(&file)?,
-            None => None,
-        },
-    };
-    if let Some(path) = from_config {
-        return at(path, DbOrigin::Config);
-    }
-    match SqliteStore::default_path() {
-        Some(path) => at(path, DbOrigin::Default),
-        None => Err(CommandError::usage("no database path: HOME is not set")
-            .hint("set --db PATH or DIAG_DB")),
-    }
-}
-
-/// A database location written as a URL other than PostgreSQL's is refused before anything
-/// is created: taken as a path, `mysql://diag@host/db` would become a folder `mysql:` holding
-/// a new SQLite file, and the runs would silently land there. Only the scheme is named in the
-/// message: the rest of a URL may hold a password.
-fn refuse_url(path: &std::path::Path, origin: DbOrigin) -> Result<(), CommandError> {
-    let Some(scheme) = diag_ask::config::url_scheme(path) else {
-        return Ok(());
-    };
-    if crate::stores::is_postgres(path) {
-        return Ok(());
-    }
-    let source = match origin {
-        DbOrigin::Flag => "--db",
-        DbOrigin::Env => "DIAG_DB",
-        DbOrigin::Config => "[store] path",
-        DbOrigin::Default => "the default database location",
-    };
-    Err(CommandError::usage(format!(
-        "{source} is a {scheme}:// URL; diag stores runs in a SQLite file or a PostgreSQL database"
-    ))
-    .hint("give the path of a SQLite file (--db ./runs.db) or a postgres:// URL"))
-}
-
-/// Opens (creating if needed) the store of a command that writes runs (`ask`, `replay`).
-pub fn open_store(g: &GlobalArgs, config: Option<&Config>) -> Result<Store, CommandError> {
-    let at = db_location(g, config)?;
-    crate::stores::open(&at.path, &open_options(g, config)?).map_err(CommandError::from)
-}
-
-/// The store options of the configuration (`[store] password_env`), read from `config` or,
-/// for a command that loaded none, from the configuration file's `[store]` alone.
-pub fn open_options(g: &GlobalArgs, config: Option<&Config>) -> Result<OpenOptions, CommandError> {
-    let store = match config {
-        Some(c) => c.store.clone(),
-        None => match Config::locate(g.config.as_deref()) {
-            Some(file) => Config::store_of(&file)?,
-            None => Default::default(),
-        },
-    };
-    Ok(OpenOptions {
-        password_env: store.password_env,
-    })
-}
-
-/// Opens the store of a command that only reads or prunes it (`trace`, `runs`, `export`,
-/// `gc`): never creates a file or a folder. `Ok(None)` when there is no store at the default
-/// path (a machine where diag never stored a run); a missing store anywhere the user named
-/// (`--db`, `DIAG_DB`, `[store] path`) is an error, because it is most likely a typo.
-pub fn open_existing_store(g: &GlobalArgs) -> Result<Option<Store>, CommandError> {
-    let at = db_location(g, None)?;
-    match crate::stores::open_existing(&at.path, &open_options(g, None)?) {
-        Ok(store) => Ok(Some(store)),
-        Err(e) if e.is_missing() && at.origin == DbOrigin::Default => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Like [`open_existing_store`], for commands that have nothing to do without a store: a
-/// missing store is an error wherever it was expected.
-pub fn require_existing_store(g: &GlobalArgs) -> Result<Store, CommandError> {
-    let at = db_location(g, None)?;
-    crate::stores::open_existing(&at.path, &open_options(g, None)?).map_err(CommandError::from)
-}
+use super::{io_error, CommandError, Exit};
+use diag_core::store::{StoreError, StoreErrorKind};
 
 /// Store errors, of either backend, are about the user's store: input errors (exit 2), each
 /// kind with what the user can do about it (openspec/specs/command-line/spec.md, "Store
@@ -249,4 +122,61 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     n.checked_mul(secs)
         .map(Duration::from_secs)
         .ok_or_else(|| format!("`{s}` is too long"))
+}
+
+/// A duration as [`parse_duration`] reads it, in the largest unit that divides it (`15m`,
+/// `30d`, `90s`).
+pub fn format_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let unit = [(604_800, "w"), (86_400, "d"), (3600, "h"), (60, "m")]
+        .into_iter()
+        .find(|(n, _)| secs > 0 && secs.is_multiple_of(*n));
+    match unit {
+        Some((n, u)) => format!("{}{u}", secs / n),
+        None => format!("{secs}s"),
+    }
+}
+
+/// A duration on the command line: read by [`parse_duration`], shown (as a clap default) by
+/// [`format_duration`], so a default is written once, as a `Duration` constant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationArg(pub Duration);
+
+impl std::fmt::Display for DurationArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&format_duration(self.0))
+    }
+}
+
+/// clap's value parser of a [`DurationArg`].
+pub fn parse_duration_arg(s: &str) -> Result<DurationArg, String> {
+    parse_duration(s).map(DurationArg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_formatted_duration_reads_back_as_itself() {
+        for secs in [
+            0,
+            1,
+            59,
+            60,
+            90,
+            900,
+            3600,
+            5400,
+            86_400,
+            30 * 86_400,
+            604_800,
+        ] {
+            let d = Duration::from_secs(secs);
+            assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{secs}");
+        }
+        assert_eq!(format_duration(Duration::from_secs(900)), "15m");
+        assert_eq!(format_duration(Duration::from_secs(30 * 86_400)), "30d");
+        assert_eq!(format_duration(Duration::from_secs(90)), "90s");
+    }
 }

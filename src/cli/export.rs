@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{require_existing_store, write_text};
-use super::{CommandError, GlobalArgs};
+use super::common::write_text;
+use super::{CommandContext, CommandError};
 
 /// Write the run file (diag_run_v2) of a stored run.
 #[derive(Debug, Args)]
@@ -21,11 +21,11 @@ pub struct ExportArgs {
 }
 
 pub fn cmd_export(
-    g: &GlobalArgs,
+    g: &CommandContext,
     args: &ExportArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
-    let store = require_existing_store(g)?;
+    let store = g.required_store()?;
     let file = diag_runfile::export::from_store(&store, &args.run_id)?;
     // An interrupted run's recording stops where it was cut: a replay runs out of it there.
     // The file is still worth having (it holds every exchange that happened), so it is

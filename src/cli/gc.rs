@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common::{parse_duration, require_existing_store, write_text};
-use super::{CommandError, GlobalArgs};
+use super::common::{parse_duration, write_text};
+use super::{CommandContext, CommandError};
 
 /// Delete old runs and everything they own (events, steps, tool calls, exchanges).
 #[derive(Debug, Args)]
@@ -20,13 +20,13 @@ pub struct GcArgs {
     pub keep: Option<usize>,
 }
 
-pub fn cmd_gc(g: &GlobalArgs, args: &GcArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+pub fn cmd_gc(g: &CommandContext, args: &GcArgs, out: &mut dyn Write) -> Result<(), CommandError> {
     if args.older_than.is_none() && args.keep.is_none() {
         return Err(CommandError::usage(
             "say what to delete: --older-than DURATION and/or --keep N",
         ));
     }
-    let store = require_existing_store(g)?;
+    let store = g.required_store()?;
     let report = store
         .gc(args.older_than, args.keep)
         .map_err(CommandError::from)?;

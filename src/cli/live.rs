@@ -1,13 +1,11 @@
 //! What the commands that run questions share (`ask`, `eval`, `mcp`, `replay`, `investigate`,
 //! `serve`): the configuration a live run uses, the run files they load, the result webhook.
 
+use super::CommandError;
+use diag_alerts::config::AlertsConfig;
 use diag_alerts::links::{LinkKey, ReportLinks};
 use diag_alerts::notify::NotifyTarget;
-use diag_ask::config::Config;
 use diag_runfile::RunFile;
-use std::path::PathBuf;
-
-use super::{CommandError, GlobalArgs};
 
 /// Loads a run file, naming the file in every error.
 pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
@@ -17,17 +15,6 @@ pub fn load_run_file(path: &std::path::Path) -> Result<RunFile, CommandError> {
     let text = String::from_utf8(text)
         .map_err(|_| CommandError::usage(format!("{name}: not a run file (not UTF-8 text)")))?;
     Ok(RunFile::parse(&text, &name)?)
-}
-
-/// The configuration a live run uses (`--config`, `DIAG_CONFIG`, the user's config folder).
-pub fn live_config(g: &GlobalArgs) -> Result<(Config, PathBuf), CommandError> {
-    let Some(path) = Config::locate(g.config.as_deref()) else {
-        return Err(CommandError::usage("no model endpoint is configured")
-            .hint(super::CONFIG_HINT)
-            .hint("or replay a recorded run with --fixture FILE"));
-    };
-    let config = Config::load(&path)?;
-    Ok((config, path))
 }
 
 /// The models' memory of what endpoints taught, loaded from `store` (what earlier processes
@@ -59,7 +46,7 @@ pub fn warn_unkept(sink: &diag_core::store::StoreSink) {
 }
 
 /// How long a report link opens (`[serve] report_link_ttl`).
-pub fn report_link_ttl(config: &Config) -> Result<std::time::Duration, CommandError> {
+pub fn report_link_ttl(config: &AlertsConfig) -> Result<std::time::Duration, CommandError> {
     let ttl = super::common::parse_duration(&config.serve.report_link_ttl)
         .map_err(|e| CommandError::usage(format!("[serve] report_link_ttl: {e}")))?;
     if ttl.is_zero() {
@@ -72,7 +59,7 @@ pub fn report_link_ttl(config: &Config) -> Result<std::time::Duration, CommandEr
 
 /// The report link key from the variable `[serve] link_key_env` names, if it is set; one
 /// shorter than [`diag_alerts::links::MIN_KEY_BYTES`] is refused (the key is never shown).
-pub fn link_key_from_env(config: &Config) -> Result<Option<LinkKey>, CommandError> {
+pub fn link_key_from_env(config: &AlertsConfig) -> Result<Option<LinkKey>, CommandError> {
     let var = config.serve.link_key_env.trim();
     let Some(secret) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
         return Ok(None);
@@ -94,7 +81,7 @@ pub fn link_key_from_env(config: &Config) -> Result<Option<LinkKey>, CommandErro
 /// link_key_env` names when it is set, so that they open in `diag serve`; without either
 /// they open only with the read token.
 pub fn notify_target(
-    config: &Config,
+    config: &AlertsConfig,
     links: Option<ReportLinks>,
 ) -> Result<Option<NotifyTarget>, CommandError> {
     let Some(n) = &config.notify else {

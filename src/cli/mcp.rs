@@ -8,10 +8,9 @@ use std::time::Duration;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{interrupt_handler, open_store, runtime};
-use super::live::{live_config, remembered_endpoints, warn_unkept};
-use super::{CommandError, Exit, GlobalArgs, CONFIG_HINT};
-use diag_ask::config::Config;
+use super::common::{interrupt_handler, runtime};
+use super::live::{remembered_endpoints, warn_unkept};
+use super::{CommandContext, CommandError, Exit, CONFIG_HINT};
 use diag_ask::live::live_deps;
 use diag_ask::setup;
 use diag_core::clock::{Clock, SystemClock};
@@ -32,21 +31,21 @@ pub struct McpArgs {}
 /// `report` need no model, and `diagnose` answers a tool error that names what is missing
 /// and how to configure it (an MCP client shows that to its user; a process that exits at
 /// start shows only "Connection closed").
-pub fn cmd_mcp(g: &GlobalArgs, _args: &McpArgs) -> Result<(), CommandError> {
-    let config = match Config::locate(g.config.as_deref()) {
+pub fn cmd_mcp(g: &CommandContext, _args: &McpArgs) -> Result<(), CommandError> {
+    let config = match g.config_file() {
         None => Err(format!("no model endpoint is configured: {CONFIG_HINT}")),
-        Some(_) => live_config(g).map_err(|e| e.message),
+        Some(_) => g.config().map_err(|e| e.message),
     };
-    let store = open_store(g, config.as_ref().ok().map(|(c, _)| c))?;
+    let store = g.store()?;
     let rt = runtime()?;
     let result = rt.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         // What the endpoints taught earlier processes, and kept for later ones.
         let (memory, learnings) = remembered_endpoints(&store);
         let env = match &config {
-            Ok((config, path)) => setup::live_with(config, clock.clone(), &memory)
+            Ok(c) => setup::live_with(&c.config, clock.clone(), &memory)
                 .await
-                .map_err(|e| format!("config {}: {e}", path.display())),
+                .map_err(|e| format!("config {}: {e}", c.path.display())),
             Err(e) => Err(e.clone()),
         };
         let deps = match &env {

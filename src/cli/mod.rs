@@ -4,6 +4,7 @@
 mod ask;
 mod common;
 mod completions;
+mod context;
 mod eval;
 mod exit;
 mod export;
@@ -28,6 +29,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use context::CommandContext;
 pub use exit::Exit;
 
 /// diag: diagnosis runs whose every claim is bound to a recorded tool output.
@@ -70,7 +72,7 @@ filter for stderr, e.g. `info` or `diag=debug`).";
 pub struct GlobalArgs {
     /// The run store: a SQLite file, or a postgres:// URL [default: DIAG_DB, then [store] url
     /// or path of the config, then the user's data directory]
-    // DIAG_DB is read by `common::db_location`, not by clap: an empty DIAG_DB means "unset"
+    // DIAG_DB is read by `CommandContext::db_location`, not by clap: an empty DIAG_DB means "unset"
     // there, where clap would refuse it as an empty --db.
     #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
@@ -252,13 +254,14 @@ pub fn main() -> ExitCode {
         }
     };
     init_logging();
+    let ctx = CommandContext::new(cli.global);
     let result = if let Command::Mcp(args) = &cli.command {
         // stdout is the MCP channel, written by the server's own transport: it must not be
         // locked here.
-        mcp::cmd_mcp(&cli.global, args)
+        mcp::cmd_mcp(&ctx, args)
     } else {
         let mut stdout = std::io::stdout().lock();
-        run(cli, &mut stdout).and_then(|()| stdout.flush().map_err(io_error))
+        run(&ctx, cli.command, &mut stdout).and_then(|()| stdout.flush().map_err(io_error))
     };
     match result {
         Ok(()) => Exit::Success.into(),
@@ -271,9 +274,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CommandError> {
-    let g = &cli.global;
-    match cli.command {
+/// Runs one subcommand with the context the global options resolve to.
+fn run(g: &CommandContext, command: Command, out: &mut dyn Write) -> Result<(), CommandError> {
+    match command {
         Command::Ask(args) => ask::cmd_ask(g, &args, out),
         Command::Replay(args) => replay::cmd_replay(g, &args, out),
         Command::Eval(args) => eval::cmd_eval(g, &args, out),

@@ -15,9 +15,9 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{interrupt_handler, open_store, runtime_with_workers, write_json, write_text};
+use super::common::{interrupt_handler, runtime_with_workers, write_json, write_text};
 use super::live::load_run_file;
-use super::{CommandError, Exit, GlobalArgs};
+use super::{CommandContext, CommandError, Exit};
 use diag_ask::replay::{compare, replay_until, Mismatch};
 use diag_ask::setup::RandomIds;
 use diag_core::store::Store;
@@ -238,7 +238,7 @@ async fn replay_file(
 }
 
 pub fn cmd_replay(
-    g: &GlobalArgs,
+    g: &CommandContext,
     args: &ReplayArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
@@ -275,7 +275,7 @@ pub fn cmd_replay(
         }
         None => Vec::new(),
     };
-    let store = open_store(g, None)?;
+    let store = g.store()?;
     // Worker threads: one per job, at most one per core, at least the two every command's
     // runtime has. More jobs than cores still run concurrently, interleaved.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

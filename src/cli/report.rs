@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{require_existing_store, write_text};
+use super::common::write_text;
 use super::report_file::{check_output_path, format_for, render, write_file, ReportFormat};
-use super::{CommandError, GlobalArgs};
+use super::{CommandContext, CommandError};
 
 /// Write a report of a stored run: one self-contained HTML file (no script, no request) or
 /// GitHub-flavoured Markdown for a ticket or a CI comment.
@@ -30,7 +30,7 @@ pub struct ReportArgs {
 }
 
 pub fn cmd_report(
-    g: &GlobalArgs,
+    g: &CommandContext,
     args: &ReportArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
@@ -38,7 +38,7 @@ pub fn cmd_report(
     if let Some(path) = &args.output {
         check_output_path(path, "report")?;
     }
-    let store = require_existing_store(g)?;
+    let store = g.required_store()?;
     match &args.output {
         Some(path) => write_file(&store, &args.run_id, format, path),
         None => write_text(out, &render(&store, &args.run_id, format)?),

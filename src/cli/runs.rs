@@ -5,8 +5,8 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::common::{open_existing_store, write_json, write_text};
-use super::{CommandError, GlobalArgs};
+use super::common::{write_json, write_text};
+use super::{CommandContext, CommandError};
 use diag_core::store::{RunFilter, RunStatus};
 use diag_core::text::one_line;
 use diag_report::documents::runs_json;
@@ -28,7 +28,11 @@ pub struct RunsArgs {
     pub json: bool,
 }
 
-pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+pub fn cmd_runs(
+    g: &CommandContext,
+    args: &RunsArgs,
+    out: &mut dyn Write,
+) -> Result<(), CommandError> {
     // `--limit 0` would list nothing, which is never what was meant.
     if args.limit == 0 {
         return Err(CommandError::usage("--limit must be at least 1"));
@@ -43,7 +47,7 @@ pub fn cmd_runs(g: &GlobalArgs, args: &RunsArgs, out: &mut dyn Write) -> Result<
         None => None,
     };
     // No store at the default path: diag never stored a run on this machine.
-    let runs = match open_existing_store(g)? {
+    let runs = match g.existing_store()? {
         Some(store) => store
             .list_runs(&RunFilter {
                 session_id: args.session.clone(),

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::common::{open_store, runtime};
+use super::common::runtime;
+use super::context::LoadedConfig;
 use super::live::{
-    link_key_from_env, live_config, notify_target, remembered_endpoints, report_link_ttl,
-    warn_unkept,
+    link_key_from_env, notify_target, remembered_endpoints, report_link_ttl, warn_unkept,
 };
-use super::{CommandError, Exit, GlobalArgs};
+use super::{CommandContext, CommandError, Exit};
+use diag_alerts::config::{AlertsConfig, DEFAULT_LISTEN};
 use diag_alerts::links::{LinkKey, ReportLinks};
 use diag_alerts::serve::{self, Server, Settings, Shutdown};
-use diag_ask::config::Config;
 use diag_ask::live::live_deps;
 use diag_ask::setup;
 use diag_core::clock::{Clock, SystemClock};
@@ -57,10 +57,17 @@ use diag_core::text::one_line;
 pub struct ServeArgs {
     #[command(subcommand)]
     pub command: Option<ServeCommand>,
-    /// Listen on this address (HOST:PORT; port 0 picks a free one) instead of `[serve]
-    /// listen` (default 127.0.0.1:9464)
-    #[arg(long, value_name = "ADDR")]
+    // Its help names the default from the constant: `listen_help`.
+    #[arg(long, value_name = "ADDR", help = listen_help())]
     pub listen: Option<String>,
+}
+
+/// `--listen`'s help, its default the configuration's.
+fn listen_help() -> String {
+    format!(
+        "Listen on this address (HOST:PORT; port 0 picks a free one) instead of `[serve] \
+         listen` (default {DEFAULT_LISTEN})"
+    )
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,7 +88,7 @@ pub struct StatusArgs {
 
 /// The bearer token: the variable `[serve] token_env` names, non-empty; none only with
 /// `allow_no_token = true`.
-fn token(config: &Config) -> Result<Option<String>, CommandError> {
+fn token(config: &AlertsConfig) -> Result<Option<String>, CommandError> {
     let var = config.serve.token_env.trim();
     let token = std::env::var(var)
         .ok()
@@ -100,7 +107,10 @@ fn token(config: &Config) -> Result<Option<String>, CommandError> {
 
 /// The read token, when `[serve] read_token_env` names one: it must be set, and it must not
 /// be the webhook token (a reader's token must not post alerts).
-fn read_token(config: &Config, webhook: Option<&str>) -> Result<Option<String>, CommandError> {
+fn read_token(
+    config: &AlertsConfig,
+    webhook: Option<&str>,
+) -> Result<Option<String>, CommandError> {
     let Some(var) = config.serve.read_token_env.as_deref().map(str::trim) else {
         return Ok(None);
     };
@@ -125,7 +135,7 @@ fn read_token(config: &Config, webhook: Option<&str>) -> Result<Option<String>, 
 
 /// What signs report links: the key from `[serve] link_key_env` when it is set, else a
 /// random key drawn now and held only in memory.
-fn report_links(config: &Config) -> Result<ReportLinks, CommandError> {
+fn report_links(config: &AlertsConfig) -> Result<ReportLinks, CommandError> {
     let ttl = report_link_ttl(config)?;
     let key = match link_key_from_env(config)? {
         Some(key) => key,
@@ -140,20 +150,24 @@ fn say(quiet: bool, line: &str) {
     }
 }
 
-pub fn cmd_serve(g: &GlobalArgs, args: &ServeArgs) -> Result<(), CommandError> {
-    let (config, path) = live_config(g)?;
-    let token = token(&config)?;
-    let read_token = read_token(&config, token.as_deref())?;
-    let links = report_links(&config)?;
-    let notify = notify_target(&config, Some(links.clone()))?;
+pub fn cmd_serve(g: &CommandContext, args: &ServeArgs) -> Result<(), CommandError> {
+    let LoadedConfig {
+        config,
+        alerts,
+        path,
+    } = g.config()?;
+    let token = token(alerts)?;
+    let read_token = read_token(alerts, token.as_deref())?;
+    let links = report_links(alerts)?;
+    let notify = notify_target(alerts, Some(links.clone()))?;
     let listen = args
         .listen
         .clone()
-        .unwrap_or_else(|| config.serve.listen.clone());
-    let store = open_store(g, Some(&config))?;
+        .unwrap_or_else(|| alerts.serve.listen.clone());
+    let store = g.store()?;
     let rt = runtime()?;
-    let quiet = g.quiet;
-    let s = &config.serve;
+    let quiet = g.quiet();
+    let s = &alerts.serve;
     let settings = Settings {
         token,
         max_body_bytes: usize::try_from(s.max_body_bytes).unwrap_or(usize::MAX),
@@ -175,7 +189,7 @@ pub fn cmd_serve(g: &GlobalArgs, args: &ServeArgs) -> Result<(), CommandError> {
         let signals = signal_handler(shutdown.clone(), quiet)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let (memory, learnings) = remembered_endpoints(&store);
-        let env = setup::live_with(&config, clock.clone(), &memory)
+        let env = setup::live_with(config, clock.clone(), &memory)
             .await
             .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
         let deps = Arc::new(live_deps(&env, clock.clone(), &store));

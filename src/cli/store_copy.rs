@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::common::{open_options, write_text};
-use super::{CommandError, GlobalArgs};
+use super::common::write_text;
+use super::{CommandContext, CommandError};
 use diag_core::store::{QueueState, RunFilter, RunStatus};
 
 /// Work on whole run stores.
@@ -43,7 +43,7 @@ pub struct CopyArgs {
 }
 
 pub fn cmd_store(
-    g: &GlobalArgs,
+    g: &CommandContext,
     args: &StoreArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
@@ -52,7 +52,7 @@ pub fn cmd_store(
     }
 }
 
-fn cmd_copy(g: &GlobalArgs, args: &CopyArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+fn cmd_copy(g: &CommandContext, args: &CopyArgs, out: &mut dyn Write) -> Result<(), CommandError> {
     for (flag, location) in [("--from", &args.from), ("--to", &args.to)] {
         if let Some(scheme) = diag_ask::config::url_scheme(location) {
             if !crate::stores::is_postgres(location) {
@@ -66,7 +66,7 @@ fn cmd_copy(g: &GlobalArgs, args: &CopyArgs, out: &mut dyn Write) -> Result<(), 
     if args.from == args.to {
         return Err(CommandError::usage("--from and --to name the same store"));
     }
-    let options = open_options(g, None)?;
+    let options = g.open_options()?;
     let from = crate::stores::open_existing(&args.from, &options)?;
     let to = crate::stores::open(&args.to, &options)?;
     let mut ids: Vec<(String, RunStatus)> = from

@@ -6,8 +6,8 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::common::{require_existing_store, write_json, write_text};
-use super::{CommandError, GlobalArgs};
+use super::common::{write_json, write_text};
+use super::{CommandContext, CommandError};
 use diag_core::store::Store;
 use diag_report::documents::{alert_text, endpoints_text, load, resumed_text, trace_json, Stored};
 use diag_report::terminal as render;
@@ -24,11 +24,11 @@ pub struct TraceArgs {
 }
 
 pub fn cmd_trace(
-    g: &GlobalArgs,
+    g: &CommandContext,
     args: &TraceArgs,
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
-    let store = require_existing_store(g)?;
+    let store = g.required_store()?;
     trace(&store, args, out)
 }
 

@@ -21,6 +21,7 @@ mod bench_cli;
 mod cli;
 mod cli_live;
 mod confinement;
+mod defaults_doc;
 mod endpoint_memory;
 mod eval_cli;
 mod evidence_turn;

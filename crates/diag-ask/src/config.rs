@@ -36,91 +36,68 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default)]
     pub store: StoreConfig,
-    /// Where a diagnosis of an alert is posted besides the store (`diag investigate`,
-    /// `diag serve`).
+    /// `[notify]`, where a diagnosis of an alert is posted besides the store, kept as
+    /// written: diag-alerts owns and reads it ([`Config::section`]).
     #[serde(default)]
-    pub notify: Option<NotifyConfig>,
-    /// `diag serve`: Alertmanager's webhook receiver.
+    pub notify: Option<toml::Value>,
+    /// `[serve]`, `diag serve`'s settings, kept as written: diag-alerts owns and reads it.
     #[serde(default)]
-    pub serve: ServeConfig,
+    pub serve: Option<toml::Value>,
+    /// The text this configuration was read from, for the sections other crates read.
+    #[serde(skip)]
+    pub source: ConfigSource,
 }
 
-/// `[notify]`: a generic webhook that gets one JSON document per finished alert run
-/// (diag-alerts' `notify`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NotifyConfig {
-    /// An http(s) URL.
-    pub url: String,
-    /// The environment variable holding the bearer token sent with each post (the token never
-    /// goes in the file).
-    pub token_env: Option<String>,
-    /// Where `diag serve` is reachable for readers (its `/runs/RUN_ID/report`), for the
-    /// report link in each post.
-    pub report_base_url: Option<String>,
+/// The text of a configuration file and its name for errors.
+#[derive(Clone, PartialEq, Default)]
+pub struct ConfigSource {
+    file: String,
+    text: String,
 }
 
-/// `[serve]`: how `diag serve` listens and how much it takes.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServeConfig {
-    /// The address to listen on: loopback unless told otherwise.
-    pub listen: String,
-    /// The environment variable holding the bearer token every request must carry (as
-    /// Alertmanager's `http_config.authorization` sends it).
-    pub token_env: String,
-    /// Serve without a token (only with an explicit `true`).
-    pub allow_no_token: bool,
-    /// Largest webhook body taken, in bytes; a larger one gets 413.
-    pub max_body_bytes: u64,
-    /// Webhook requests taken per second (a burst of as many is allowed); more get 429.
-    pub max_requests_per_sec: u32,
-    /// Notifications waiting or being investigated at most; past it the webhook gets 503.
-    pub max_queue: u64,
-    /// Runs this process investigates at once.
-    pub concurrency: u32,
-    /// How long a SIGTERM or Ctrl-C waits for the runs in flight before it interrupts them.
-    pub drain_secs: u64,
-    /// How far before an alert started its question looks, in seconds.
-    pub lookback_secs: u64,
-    /// The environment variable holding a token that opens any run's report (for tools);
-    /// none: reports open only by their signed links. It never posts alerts.
-    pub read_token_env: Option<String>,
-    /// The environment variable holding the key that signs report links (at least 32 bytes);
-    /// when it is not set, `diag serve` draws a random key at start, and its links stop
-    /// opening when it stops.
-    pub link_key_env: String,
-    /// How long a report link opens: a duration like `30d`, `12h`, `45m`.
-    pub report_link_ttl: String,
-    /// Seconds a connection has to send a whole request head, counted from when it waits for
-    /// one: a new connection that sends nothing, and a kept-alive one idle between
-    /// requests, is closed after it.
-    pub header_read_timeout_secs: u64,
-    /// Seconds a request has to send its whole body; a slower one gets 408.
-    pub body_read_timeout_secs: u64,
-    /// Connections open at once at most; one past it is closed as soon as it is accepted.
-    pub max_connections: u32,
+impl std::fmt::Debug for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigSource")
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
 }
 
-impl Default for ServeConfig {
-    fn default() -> Self {
-        ServeConfig {
-            listen: "127.0.0.1:9464".into(),
-            token_env: "DIAG_SERVE_TOKEN".into(),
-            allow_no_token: false,
-            max_body_bytes: 1024 * 1024,
-            max_requests_per_sec: 20,
-            max_queue: 1000,
-            concurrency: 2,
-            drain_secs: 30,
-            lookback_secs: 15 * 60,
-            read_token_env: None,
-            link_key_env: "DIAG_SERVE_LINK_KEY".into(),
-            report_link_ttl: "30d".into(),
-            header_read_timeout_secs: 10,
-            body_read_timeout_secs: 30,
-            max_connections: 512,
+/// A table of the configuration file that another crate owns and reads (`[serve]` and
+/// `[notify]`, diag-alerts'): this crate keeps it as written and knows nothing of its keys,
+/// so the type lives with the code that uses it, and the crate below stays below.
+pub trait Section: serde::de::DeserializeOwned {
+    /// The table's name in the file.
+    const KEY: &'static str;
+}
+
+/// The file's table `S::KEY` alone, every other key ignored.
+struct Only<S>(Option<S>);
+
+impl<'de, S: Section> Deserialize<'de> for Only<S> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Tables<S>(std::marker::PhantomData<S>);
+        impl<'de, S: Section> serde::de::Visitor<'de> for Tables<S> {
+            type Value = Only<S>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a configuration table")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Only<S>, A::Error> {
+                let mut found = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == S::KEY {
+                        found = Some(map.next_value::<S>()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(Only(found))
+            }
         }
+        d.deserialize_map(Tables(std::marker::PhantomData))
     }
 }
 
@@ -330,6 +307,14 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// The store this section names: `url`, else `path`; `None` leaves it to the default.
+    pub fn location(&self) -> Option<PathBuf> {
+        self.url
+            .clone()
+            .map(PathBuf::from)
+            .or_else(|| self.path.clone())
+    }
+
     /// `url` must be a PostgreSQL URL, and names the store alone (not beside `path`).
     fn validate(&self, file: &str) -> Result<(), ConfigError> {
         let invalid = |key: &str, reason: &str| ConfigError::Invalid {
@@ -392,21 +377,11 @@ impl Config {
     /// being edited, never keeps an operator from reading past runs. The file must still
     /// be TOML, and `[store]` well formed.
     pub fn store_path_of(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
-        let store = Config::store_of(path)?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        if let Some(url) = store.url {
-            return Ok(Some(PathBuf::from(url)));
-        }
-        Ok(store.path.map(|p| {
-            if is_relative_path(&p) {
-                base.join(p)
-            } else {
-                p
-            }
-        }))
+        Ok(Config::store_of(path)?.location())
     }
 
-    /// The `[store]` table of the configuration file at `path`, alone.
+    /// The `[store]` table of the configuration file at `path`, alone, its relative path
+    /// resolved against the file's folder as [`Config::load`] resolves it.
     pub fn store_of(path: &Path) -> Result<StoreConfig, ConfigError> {
         #[derive(Deserialize, Default)]
         struct OnlyStore {
@@ -416,16 +391,45 @@ impl Config {
         let (text, file) = read_text(path)?;
         let only: OnlyStore = deserialize_keyed(&text, &file)?;
         only.store.validate(&file)?;
-        Ok(only.store)
+        let mut store = only.store;
+        if let Some(p) = &mut store.path {
+            if is_relative_path(p) {
+                *p = path.parent().unwrap_or(Path::new(".")).join(&*p);
+            }
+        }
+        Ok(store)
     }
 
     /// Parses and validates configuration text; `file` names it in errors. A value of the
     /// wrong type, an unknown key or a missing one is reported with its dotted key (and its
     /// line); only text that is not TOML at all is reported by line alone.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let config: Config = deserialize_keyed(text, file)?;
+        let mut config: Config = deserialize_keyed(text, file)?;
         config.validate(file)?;
+        config.source = ConfigSource {
+            file: file.to_string(),
+            text: text.to_string(),
+        };
         Ok(config)
+    }
+
+    /// The table another crate owns (`S::KEY`), read from the file's text with the same
+    /// errors as the rest (key, problem, line); `None` when the file has no such table.
+    pub fn section<S: Section>(&self) -> Result<Option<S>, ConfigError> {
+        if self.source.text.is_empty() {
+            return Ok(None);
+        }
+        let only: Only<S> = deserialize_keyed(&self.source.text, &self.source.file)?;
+        Ok(only.0)
+    }
+
+    /// An error about `key` of this configuration's file.
+    pub fn invalid(&self, key: &str, reason: &str) -> ConfigError {
+        ConfigError::Invalid {
+            file: self.source.file.clone(),
+            key: key.to_string(),
+            reason: reason.to_string(),
+        }
     }
 
     fn validate(&self, file: &str) -> Result<(), ConfigError> {
@@ -435,37 +439,6 @@ impl Config {
             reason: reason.to_string(),
         };
         self.store.validate(file)?;
-        if let Some(n) = &self.notify {
-            let url = n.url.trim();
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(invalid(
-                    "notify.url".into(),
-                    "must start with http:// or https://",
-                ));
-            }
-        }
-        for (key, zero) in [
-            ("serve.max_body_bytes", self.serve.max_body_bytes == 0),
-            (
-                "serve.max_requests_per_sec",
-                self.serve.max_requests_per_sec == 0,
-            ),
-            ("serve.max_queue", self.serve.max_queue == 0),
-            ("serve.concurrency", self.serve.concurrency == 0),
-            (
-                "serve.header_read_timeout_secs",
-                self.serve.header_read_timeout_secs == 0,
-            ),
-            (
-                "serve.body_read_timeout_secs",
-                self.serve.body_read_timeout_secs == 0,
-            ),
-            ("serve.max_connections", self.serve.max_connections == 0),
-        ] {
-            if zero {
-                return Err(invalid(key.into(), "must be at least 1"));
-            }
-        }
         for (name, m) in &self.models {
             let url = m.base_url.trim();
             if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -1008,51 +981,6 @@ max_tool_calls = 4
         for (text, want) in cases {
             let e = Config::parse(text, "bad.toml").unwrap_err().to_string();
             assert_eq!(e, want);
-        }
-    }
-
-    #[test]
-    fn notify_and_serve_take_their_defaults_and_refuse_what_cannot_work_by_key() {
-        let c = Config::parse("", "f.toml").unwrap();
-        assert_eq!(c.notify, None);
-        assert_eq!(c.serve.listen, "127.0.0.1:9464");
-        assert_eq!(c.serve.token_env, "DIAG_SERVE_TOKEN");
-        assert!(!c.serve.allow_no_token);
-        assert_eq!(c.serve.read_token_env, None);
-        assert_eq!(c.serve.link_key_env, "DIAG_SERVE_LINK_KEY");
-        assert_eq!(c.serve.report_link_ttl, "30d");
-        assert_eq!(c.serve.header_read_timeout_secs, 10);
-        assert_eq!(c.serve.body_read_timeout_secs, 30);
-        assert_eq!(c.serve.max_connections, 512);
-        let c = Config::parse(
-            "[notify]\nurl = \"https://chat.example/hook\"\ntoken_env = \"T\"\n\
-             [serve]\nconcurrency = 4\n",
-            "f.toml",
-        )
-        .unwrap();
-        assert_eq!(c.notify.unwrap().token_env.as_deref(), Some("T"));
-        assert_eq!(c.serve.concurrency, 4);
-        assert_eq!(
-            c.serve.max_queue, 1000,
-            "the other keys keep their defaults"
-        );
-        for (text, key) in [
-            ("[notify]\nurl = \"ftp://x\"\n", "notify.url"),
-            ("[serve]\nconcurrency = 0\n", "serve.concurrency"),
-            ("[serve]\nmax_body_bytes = 0\n", "serve.max_body_bytes"),
-            (
-                "[serve]\nheader_read_timeout_secs = 0\n",
-                "serve.header_read_timeout_secs",
-            ),
-            (
-                "[serve]\nbody_read_timeout_secs = 0\n",
-                "serve.body_read_timeout_secs",
-            ),
-            ("[serve]\nmax_connections = 0\n", "serve.max_connections"),
-            ("[serve]\nlisten_on = \"x\"\n", "serve.listen_on"),
-        ] {
-            let e = Config::parse(text, "f.toml").unwrap_err().to_string();
-            assert!(e.contains(&format!("key `{key}`")), "{text}: {e}");
         }
     }
 

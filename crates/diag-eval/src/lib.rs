@@ -5,14 +5,16 @@
 //! - [`env`]: a scenario's environment (run clock, tools, a backfilled Prometheus) and the
 //!   environment checks.
 //! - [`score`]: the score of a run and the aggregate of repeated runs, pure functions.
+//! - [`render`]: the tables and the Markdown summary of an eval.
 //!
-//! The CLI (`src/cli/eval.rs`) drives runs and prints; this crate decides nothing about a
+//! The CLI (`src/cli/eval.rs`) drives runs and writes what [`render`] makes; this crate decides nothing about a
 //! run's course, only how a finished run is read.
 
 // No `unwrap`/`expect` outside tests: a failure is a value.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod env;
+pub mod render;
 pub mod scenario;
 pub mod score;
 
