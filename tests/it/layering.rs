@@ -52,12 +52,7 @@ const LAYERS: &[Layer] = &[
     Layer {
         name: "diag-alertmanager",
         workspace: &["diag-graph", "diag-records"],
-        third_party: Some(&[
-            "form_urlencoded",
-            "serde",
-            "serde_json",
-            "thiserror",
-        ]),
+        third_party: Some(&["form_urlencoded", "serde", "serde_json", "thiserror"]),
         tokio_features: Some(&[]),
     },
     // The run store's port and shared rules: records only, never the contracts' checks or the

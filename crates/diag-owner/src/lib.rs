@@ -188,30 +188,19 @@ impl Leases {
     }
 }
 
-/// The owner columns of one RUNNING run as a store reads them back, with the run's id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredOwner {
-    pub run_id: String,
-    /// `None` for rows written before host ids were kept.
-    pub host: Option<String>,
-    pub pid: i64,
-    pub token: Option<String>,
-    /// RFC 3339; `None` for rows written before leases were kept.
-    pub lease_expires_at: Option<String>,
-}
+pub use diag_store::StoredOwner;
 
-impl StoredOwner {
-    fn owner(&self) -> RunOwner<'_> {
-        RunOwner {
-            host: self.host.as_deref(),
-            pid: self.pid,
-            token: self.token.as_deref(),
-            // A lease that cannot be read counts as none: the pid rule decides.
-            lease_expires_at: self
-                .lease_expires_at
-                .as_deref()
-                .and_then(|t| Timestamp::parse_rfc3339(t).ok()),
-        }
+/// The owner columns of a stored RUNNING run.
+fn owner_of(stored: &StoredOwner) -> RunOwner<'_> {
+    RunOwner {
+        host: stored.host.as_deref(),
+        pid: stored.pid,
+        token: stored.token.as_deref(),
+        // A lease that cannot be read counts as none: the pid rule decides.
+        lease_expires_at: stored
+            .lease_expires_at
+            .as_deref()
+            .and_then(|t| Timestamp::parse_rfc3339(t).ok()),
     }
 }
 
@@ -231,7 +220,7 @@ fn gone_runs_as(
 ) -> Vec<String> {
     running
         .into_iter()
-        .filter(|r| is_gone_as(&r.owner(), me, now, alive))
+        .filter(|r| is_gone_as(&owner_of(r), me, now, alive))
         .map(|r| r.run_id)
         .collect()
 }

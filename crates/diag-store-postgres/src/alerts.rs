@@ -10,14 +10,13 @@
 use tokio_postgres::Row;
 
 use super::error::PgError;
-use super::tx::Tx;
 use super::PgStore;
 use diag_alertmanager::AlertStatus;
 use diag_graph::clock::Timestamp;
 use diag_owner::{Owner, RunOwner};
 use diag_store::alerts::{
     self, alerts_text, check_notification, check_run_alerts, consider, decode_group, decode_runs,
-    failure_text, Consider, QueueRow, QUEUE_COLUMNS,
+    Consider, QueueRow, QUEUE_COLUMNS,
 };
 use diag_store::{
     AlertStore, ClaimEnd, Claimed, Enqueued, NewNotification, QueueCounts, QueueEntry, QueueState,
@@ -55,6 +54,15 @@ fn decode_entries(rows: Vec<Row>) -> Result<Vec<QueueEntry>, StoreError> {
         .map_err(PgError::from)?)
 }
 
+/// This process as the queue stores a claim's owner.
+fn me(owner: &Owner) -> alerts::ClaimOwner<'_> {
+    alerts::ClaimOwner {
+        host: &owner.host,
+        pid: owner.pid,
+        token: owner.token.as_deref(),
+    }
+}
+
 /// Whether the owner of a claimed row (`owner_host`, `owner_pid`, `owner_token`,
 /// `lease_expires_at` at columns `at..at + 4`) is gone at `now`; a claim without an owner
 /// cannot be renewed by anyone and counts as gone.
@@ -76,67 +84,9 @@ fn owner_gone(r: &Row, at: usize, now: Timestamp) -> bool {
     diag_owner::is_gone(&owner, now)
 }
 
-impl PgStore {
-    /// Locks notification `id` for this transaction; its stored runs when this process holds
-    /// its claim, the refusal ([`alerts::require_claimed`]) otherwise.
-    fn held_claim(&self, tx: &mut Tx<'_>, id: i64, op: &'static str) -> Result<String, PgError> {
-        let me = Owner::current();
-        let pid = i64::from(me.pid);
-        let row = tx
-            .query_opt(
-                "SELECT state, (owner_host = $2 AND owner_pid = $3 \
-                 AND owner_token IS NOT DISTINCT FROM $4), runs \
-                 FROM alert_queue WHERE id = $1 FOR UPDATE",
-                &[&id, &me.host, &pid, &me.token],
-            )
-            .map_err(|e| self.err(op, &e))?;
-        let Some(row) = row else {
-            return Err(alerts::not_claimed(id, None, false).into());
-        };
-        let state: String = row.get(0);
-        let mine: Option<bool> = row.get(1);
-        alerts::require_claimed(id, Some(&state), mine.unwrap_or(false))?;
-        Ok(row.get(2))
-    }
+impl PgStore {}
 
-    fn set_runs(
-        &self,
-        tx: &mut Tx<'_>,
-        id: i64,
-        runs: &[String],
-        op: &'static str,
-    ) -> Result<(), PgError> {
-        let text = alerts::runs_text(runs);
-        let now = self.now().to_string();
-        tx.execute(
-            "UPDATE alert_queue SET runs = $2, updated_at = $3 WHERE id = $1",
-            &[&id, &text, &now],
-        )
-        .map(|_| ())
-        .map_err(|e| self.err(op, &e))
-    }
-}
-
-impl PgStore {
-    /// `runs` as far as each one is a stored run, inside the caller's transaction.
-    fn stored_runs(
-        &self,
-        tx: &mut Tx<'_>,
-        runs: &[String],
-        op: &'static str,
-    ) -> Result<Vec<String>, PgError> {
-        let mut kept = Vec::new();
-        for run in runs {
-            let exists = tx
-                .query_opt("SELECT 1 FROM diagnosis_run WHERE run_id = $1", &[run])
-                .map_err(|e| self.err(op, &e))?;
-            if exists.is_some() {
-                kept.push(run.clone());
-            }
-        }
-        Ok(kept)
-    }
-}
+impl PgStore {}
 
 impl AlertStore for PgStore {
     fn record_run_alerts(&self, run_id: &str, a: &RunAlerts) -> Result<(), StoreError> {
@@ -330,54 +280,11 @@ impl AlertStore for PgStore {
     }
 
     fn claim_started_run(&self, id: i64, run_id: &str) -> Result<(), StoreError> {
-        let op = "add a run to an alert notification";
-        Ok(self.write(op, |tx| {
-            let runs = self.held_claim(tx, id, op)?;
-            let mut runs = decode_runs(&runs)?;
-            runs.push(run_id.to_string());
-            self.set_runs(tx, id, &runs, op)
-        })?)
+        alerts::claim_started_run(self, me(Owner::current()), id, run_id)
     }
 
     fn end_claim(&self, id: i64, end: ClaimEnd<'_>) -> Result<(), StoreError> {
-        let op = "end the claim of an alert notification";
-        let now = self.now().to_string();
-        Ok(self.write(op, |tx| {
-            let runs = self.held_claim(tx, id, op)?;
-            let done = match end {
-                ClaimEnd::Investigated { run_id } => {
-                    let mut runs = decode_runs(&runs)?;
-                    if !runs.iter().any(|r| r == run_id) {
-                        runs.push(run_id.to_string());
-                        self.set_runs(tx, id, &runs, op)?;
-                    }
-                    tx.execute(
-                        "UPDATE alert_queue SET state = 'done', updated_at = $2 WHERE id = $1",
-                        &[&id, &now],
-                    )
-                }
-                ClaimEnd::Failed { failure } => {
-                    // A run id drawn for a run that never started is not kept.
-                    let runs = decode_runs(&runs)?;
-                    let stored = self.stored_runs(tx, &runs, op)?;
-                    if stored != runs {
-                        self.set_runs(tx, id, &stored, op)?;
-                    }
-                    tx.execute(
-                        "UPDATE alert_queue SET state = 'failed', failure = $2, updated_at = $3 \
-                         WHERE id = $1",
-                        &[&id, &failure_text(failure), &now],
-                    )
-                }
-                ClaimEnd::Released => tx.execute(
-                    "UPDATE alert_queue SET state = 'queued', \
-                     attempts = greatest(attempts - 1, 0), owner_host = NULL, owner_pid = NULL, \
-                     owner_token = NULL, lease_expires_at = NULL, updated_at = $2 WHERE id = $1",
-                    &[&id, &now],
-                ),
-            };
-            done.map(|_| ()).map_err(|e| self.err(op, &e))
-        })?)
+        alerts::end_claim(self, me(Owner::current()), id, end)
     }
 
     fn queue_entry(&self, id: i64) -> Result<Option<QueueEntry>, StoreError> {
@@ -410,65 +317,10 @@ impl AlertStore for PgStore {
     }
 
     fn import_run_alerts(&self, run_id: &str, a: &RunAlerts) -> Result<bool, StoreError> {
-        check_run_alerts(a).map_err(PgError::from)?;
-        let text = alerts_text(&a.group).map_err(PgError::from)?;
-        let now = self.now().to_string();
-        let op = "copy a run's alerts";
-        Ok(self.write(op, |tx| {
-            let status: Option<String> = tx
-                .query_opt(
-                    "SELECT status FROM diagnosis_run WHERE run_id = $1 FOR SHARE",
-                    &[&run_id],
-                )
-                .map_err(|e| self.err(op, &e))?
-                .map(|r| r.get(0));
-            alerts::require_copied_run(run_id, status.as_deref())?;
-            let n = tx
-                .execute(
-                    "INSERT INTO run_alert (run_id, identity, source, group_key, alerts, \
-                     recorded_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id) DO NOTHING",
-                    &[
-                        &run_id,
-                        &a.identity,
-                        &a.source.as_str(),
-                        &a.group.group_key,
-                        &text,
-                        &now,
-                    ],
-                )
-                .map_err(|e| self.err(op, &e))?;
-            Ok(n == 1)
-        })?)
+        alerts::import_run_alerts(self, run_id, a)
     }
 
     fn import_notification(&self, entry: &QueueEntry) -> Result<bool, StoreError> {
-        alerts::check_importable(entry).map_err(PgError::from)?;
-        let text = alerts_text(&entry.group).map_err(PgError::from)?;
-        let op = "copy an alert notification";
-        Ok(self.write(op, |tx| {
-            let runs = self.stored_runs(tx, &entry.runs, op)?;
-            let n = tx
-                .execute(
-                    "INSERT INTO alert_queue (identity, state, status, receiver, group_key, \
-                     alerts, received_at, attempts, runs, failure, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                     ON CONFLICT (identity) DO NOTHING",
-                    &[
-                        &entry.identity,
-                        &entry.state.as_str(),
-                        &entry.status.as_str(),
-                        &entry.receiver,
-                        &entry.group.group_key,
-                        &text,
-                        &entry.received_at.to_string(),
-                        &i64::from(entry.attempts),
-                        &alerts::runs_text(&runs),
-                        &entry.failure,
-                        &entry.updated_at.to_string(),
-                    ],
-                )
-                .map_err(|e| self.err(op, &e))?;
-            Ok(n == 1)
-        })?)
+        alerts::import_notification(self, entry)
     }
 }

@@ -9,7 +9,7 @@ use super::PgStore;
 use diag_records::endpoint::SamplingParameter;
 use diag_store::codec::stored_int;
 use diag_store::learnings::{self, form_text};
-use diag_store::{EndpointLearning, EndpointLearnings, RecordError, StoreError};
+use diag_store::{EndpointLearning, EndpointLearnings, StoreError};
 
 /// The columns of a learning, in the order [`decode`] reads them.
 const COLUMNS: &str =
@@ -83,43 +83,7 @@ impl EndpointLearnings for PgStore {
         run_id: &str,
         endpoints: &[EndpointLearning],
     ) -> Result<(), StoreError> {
-        Ok(self.write("record the run's endpoints", |tx| {
-            self.running(tx, run_id)?;
-            for l in endpoints {
-                let form = form_text(l.structured_output);
-                let context = l.context_tokens.map(|n| stored_int(u64::from(n)));
-                let at = l.learned_at.map(|t| t.to_string());
-                let temperature = l.refuses(SamplingParameter::Temperature);
-                let seed = l.refuses(SamplingParameter::Seed);
-                match tx.execute(
-                    "INSERT INTO run_endpoint (run_id, base_url, model, form, context_tokens, \
-                     learned_at, refuses_temperature, refuses_seed) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                    &[
-                        &run_id,
-                        &l.endpoint.base_url,
-                        &l.endpoint.model,
-                        &form,
-                        &context,
-                        &at,
-                        &temperature,
-                        &seed,
-                    ],
-                ) {
-                    Ok(_) => {}
-                    Err(e) if PgError::is_unique_violation(&e) => {
-                        return Err(RecordError::Duplicate {
-                            what: "run endpoint",
-                            run_id: run_id.to_string(),
-                            key: l.endpoint.to_string(),
-                        }
-                        .into())
-                    }
-                    Err(e) => return Err(self.err("record the run's endpoints", &e)),
-                }
-            }
-            Ok(())
-        })?)
+        learnings::record_run_endpoints(self, run_id, endpoints)
     }
 
     fn run_endpoints(&self, run_id: &str) -> Result<Vec<EndpointLearning>, StoreError> {

@@ -49,6 +49,7 @@
 
 mod alerts;
 mod connect;
+mod driver;
 mod error;
 mod gc;
 mod heartbeat;
@@ -248,6 +249,16 @@ impl PgStore {
         op: &'static str,
         f: impl FnOnce(&mut tx::Tx<'_>) -> Result<T, PgError>,
     ) -> Result<T, PgError> {
+        self.write_as(op, f)
+    }
+
+    /// [`Self::write`] for a write whose error is the port's (the shared rules,
+    /// `driver.rs`).
+    fn write_as<T, E: From<PgError>>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&mut tx::Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
         let mut conn = self.lock();
         let mut tx = conn.begin(false).map_err(|e| self.err(op, &e))?;
         let value = f(&mut tx)?;

@@ -13,6 +13,7 @@ use diag_records::invocation::ToolInvocation;
 use diag_records::model::ChatRequest;
 use diag_records::step::{AgentStepRecord, ModelExchange};
 use diag_store::codec::{self, enum_str, json, time};
+use diag_store::sql::RunListing;
 use diag_store::{RecordError, RunReader, StoreError};
 
 type Decoded<T> = Result<T, PgError>;
@@ -136,12 +137,7 @@ impl RunReader for PgStore {
 
     /// Runs matching `filter`, newest first (most recently created first).
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        let clause = match (filter.session_id.is_some(), filter.status.is_some()) {
-            (true, true) => "session_id = $1 AND status = $2",
-            (true, false) => "session_id = $1 AND $2::text IS NULL",
-            (false, true) => "$1::text IS NULL AND status = $2",
-            (false, false) => "$1::text IS NULL AND $2::text IS NULL",
-        };
+        let clause = RunListing::of(filter).clause(&crate::driver::STATEMENTS);
         let sql = format!("SELECT {RUN_COLUMNS} WHERE {clause} ORDER BY created_seq DESC LIMIT $3");
         let limit = filter.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
         let status = filter.status.map(|s| s.as_str());

@@ -148,6 +148,18 @@ impl<'a> Tx<'a> {
         self.note(result)
     }
 
+    pub(crate) fn query(
+        &mut self,
+        sql: &'static str,
+        params: &Params<'_>,
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let result = match self.statement(sql) {
+            Ok(statement) => wait(self.inner.query(&statement, params)),
+            Err(e) => Err(e),
+        };
+        self.note(result)
+    }
+
     pub(crate) fn query_opt(
         &mut self,
         sql: &'static str,

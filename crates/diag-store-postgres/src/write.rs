@@ -12,9 +12,9 @@ use tokio_postgres::types::ToSql;
 use super::error::PgError;
 use super::records::NewRun;
 use super::tx::Tx;
-use super::{wait, PgStore};
+use super::PgStore;
 use diag_graph::Event;
-use diag_owner::{Owner, StoredOwner};
+use diag_owner::Owner;
 use diag_records::invocation::ToolInvocation;
 use diag_records::step::{AgentStepRecord, ModelExchange};
 use diag_store::backend::{self, FinishPlan, FinishRow, FinishStatements};
@@ -539,27 +539,7 @@ impl RunWriter for PgStore {
     /// Marks FAILED (`interrupted`) every RUNNING run whose owner is gone
     /// (`diag_owner::is_gone`), keeping its partial trace. Returns how many it marked.
     fn sweep_interrupted(&self) -> Result<usize, StoreError> {
-        let running = {
-            let mut client = self.lock();
-            let rows = wait(client.query(
-                "SELECT run_id, owner_host, owner_pid, owner_token, lease_expires_at \
-                 FROM diagnosis_run WHERE status = 'RUNNING'",
-                &[],
-            ));
-            client
-                .note(rows)
-                .map_err(|e| self.err("find interrupted runs", &e))?
-        };
-        let owners = running
-            .iter()
-            .map(|r| StoredOwner {
-                run_id: r.get(0),
-                host: Some(r.get(1)),
-                pid: r.get(2),
-                token: r.get(3),
-                lease_expires_at: Some(r.get(4)),
-            })
-            .collect();
+        let owners = backend::running_owners(self)?;
         let now = self.now();
         let dead = diag_owner::gone_runs(owners, now);
         if dead.is_empty() {

@@ -3,14 +3,14 @@
 //! transaction, so the store's one writer at a time is also what hands each notification to
 //! one claimant: a claim reads the candidates and takes one under the write lock.
 
-use rusqlite::{ffi, params, Connection, OptionalExtension, Row};
+use rusqlite::{ffi, params, OptionalExtension, Row};
 
 use super::{SqliteError, SqliteStore};
 use diag_alertmanager::AlertStatus;
 use diag_owner::{Owner, RunOwner};
 use diag_store::alerts::{
     self, alerts_text, check_notification, check_run_alerts, consider, decode_group, decode_runs,
-    failure_text, Consider, QueueRow, QUEUE_COLUMNS,
+    Consider, QueueRow, QUEUE_COLUMNS,
 };
 use diag_store::backend;
 use diag_store::{
@@ -38,80 +38,16 @@ fn queue_row(r: &Row<'_>) -> rusqlite::Result<QueueRow> {
     })
 }
 
-/// Where a notification stands, for a write that needs this process's claim on it.
-struct Held {
-    state: String,
-    mine: bool,
-    runs: String,
+/// This process as the queue stores a claim's owner.
+fn me(owner: &Owner) -> alerts::ClaimOwner<'_> {
+    alerts::ClaimOwner {
+        host: &owner.host,
+        pid: owner.pid,
+        token: owner.token.as_deref(),
+    }
 }
 
-/// The SQL test of "owned by this process" over `owner_host = ?a`, `owner_pid = ?b`,
-/// `owner_token IS ?c`.
-const MINE: &str = "owner_host = ?2 AND owner_pid = ?3 AND owner_token IS ?4";
-
 impl SqliteStore {
-    /// The state of notification `id` and whether this process holds its claim, inside the
-    /// caller's transaction; refused ([`alerts::require_claimed`]) unless it does.
-    fn held_claim(&self, tx: &Connection, id: i64, op: &'static str) -> Result<Held, SqliteError> {
-        let me = Owner::current();
-        let held = tx
-            .prepare_cached(&format!(
-                "SELECT state, coalesce({MINE}, 0), runs FROM alert_queue WHERE id = ?1"
-            ))
-            .and_then(|mut s| {
-                s.query_row(params![id, me.host, me.pid, me.token], |r| {
-                    Ok(Held {
-                        state: r.get(0)?,
-                        mine: r.get::<_, i64>(1)? != 0,
-                        runs: r.get(2)?,
-                    })
-                })
-                .optional()
-            })
-            .map_err(|e| self.err(op, e))?;
-        let (state, mine) = match &held {
-            Some(h) => (Some(h.state.as_str()), h.mine),
-            None => (None, false),
-        };
-        alerts::require_claimed(id, state, mine)?;
-        held.ok_or_else(|| alerts::not_claimed(id, None, false).into())
-    }
-
-    fn set_runs(
-        &self,
-        tx: &Connection,
-        id: i64,
-        runs: &[String],
-        op: &'static str,
-    ) -> Result<(), SqliteError> {
-        tx.prepare_cached("UPDATE alert_queue SET runs = ?2, updated_at = ?3 WHERE id = ?1")
-            .and_then(|mut s| {
-                s.execute(params![id, alerts::runs_text(runs), self.now().to_string()])
-            })
-            .map(|_| ())
-            .map_err(|e| self.err(op, e))
-    }
-
-    /// `runs` as far as each one is a stored run, inside the caller's transaction.
-    fn stored_runs(
-        &self,
-        tx: &Connection,
-        runs: &[String],
-        op: &'static str,
-    ) -> Result<Vec<String>, SqliteError> {
-        let mut kept = Vec::new();
-        for run in runs {
-            let exists = tx
-                .prepare_cached("SELECT 1 FROM diagnosis_run WHERE run_id = ?1")
-                .and_then(|mut s| s.query_row([run], |_| Ok(())).optional())
-                .map_err(|e| self.err(op, e))?;
-            if exists.is_some() {
-                kept.push(run.clone());
-            }
-        }
-        Ok(kept)
-    }
-
     fn entries(
         &self,
         op: &'static str,
@@ -374,56 +310,11 @@ impl AlertStore for SqliteStore {
     }
 
     fn claim_started_run(&self, id: i64, run_id: &str) -> Result<(), StoreError> {
-        let op = "add a run to an alert notification";
-        Ok(self.write(op, |tx| {
-            let held = self.held_claim(tx, id, op)?;
-            let mut runs = decode_runs(&held.runs)?;
-            runs.push(run_id.to_string());
-            self.set_runs(tx, id, &runs, op)
-        })?)
+        alerts::claim_started_run(self, me(Owner::current()), id, run_id)
     }
 
     fn end_claim(&self, id: i64, end: ClaimEnd<'_>) -> Result<(), StoreError> {
-        let op = "end the claim of an alert notification";
-        let now = self.now().to_string();
-        Ok(self.write(op, |tx| {
-            let held = self.held_claim(tx, id, op)?;
-            let done = match end {
-                ClaimEnd::Investigated { run_id } => {
-                    let mut runs = decode_runs(&held.runs)?;
-                    if !runs.iter().any(|r| r == run_id) {
-                        runs.push(run_id.to_string());
-                        self.set_runs(tx, id, &runs, op)?;
-                    }
-                    tx.prepare_cached(
-                        "UPDATE alert_queue SET state = 'done', updated_at = ?2 WHERE id = ?1",
-                    )
-                    .and_then(|mut s| s.execute(params![id, now]))
-                }
-                ClaimEnd::Failed { failure } => {
-                    // A run id drawn for a run that never started is not kept.
-                    let runs = decode_runs(&held.runs)?;
-                    let stored = self.stored_runs(tx, &runs, op)?;
-                    if stored != runs {
-                        self.set_runs(tx, id, &stored, op)?;
-                    }
-                    tx.prepare_cached(
-                        "UPDATE alert_queue SET state = 'failed', failure = ?2, updated_at = ?3 \
-                         WHERE id = ?1",
-                    )
-                    .and_then(|mut s| s.execute(params![id, failure_text(failure), now]))
-                }
-                ClaimEnd::Released => tx
-                    .prepare_cached(
-                        "UPDATE alert_queue SET state = 'queued', \
-                         attempts = max(attempts - 1, 0), owner_host = NULL, owner_pid = NULL, \
-                         owner_token = NULL, lease_expires_at = NULL, updated_at = ?2 \
-                         WHERE id = ?1",
-                    )
-                    .and_then(|mut s| s.execute(params![id, now])),
-            };
-            done.map(|_| ()).map_err(|e| self.err(op, e))
-        })?)
+        alerts::end_claim(self, me(Owner::current()), id, end)
     }
 
     fn queue_entry(&self, id: i64) -> Result<Option<QueueEntry>, StoreError> {
@@ -461,62 +352,10 @@ impl AlertStore for SqliteStore {
     }
 
     fn import_run_alerts(&self, run_id: &str, a: &RunAlerts) -> Result<bool, StoreError> {
-        check_run_alerts(a).map_err(SqliteError::from)?;
-        let text = alerts_text(&a.group).map_err(SqliteError::from)?;
-        let now = self.now().to_string();
-        let op = "copy a run's alerts";
-        Ok(self.write(op, |tx| {
-            alerts::require_copied_run(run_id, self.run_status(tx, run_id)?.as_deref())?;
-            let n = tx
-                .prepare_cached(
-                    "INSERT INTO run_alert (run_id, identity, source, group_key, alerts, \
-                     recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run_id) DO NOTHING",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        run_id,
-                        a.identity,
-                        a.source.as_str(),
-                        a.group.group_key,
-                        text,
-                        now
-                    ])
-                })
-                .map_err(|e| self.err(op, e))?;
-            Ok(n == 1)
-        })?)
+        alerts::import_run_alerts(self, run_id, a)
     }
 
     fn import_notification(&self, entry: &QueueEntry) -> Result<bool, StoreError> {
-        alerts::check_importable(entry).map_err(SqliteError::from)?;
-        let text = alerts_text(&entry.group).map_err(SqliteError::from)?;
-        let op = "copy an alert notification";
-        Ok(self.write(op, |tx| {
-            let runs = self.stored_runs(tx, &entry.runs, op)?;
-            let n = tx
-                .prepare_cached(
-                    "INSERT INTO alert_queue (identity, state, status, receiver, group_key, \
-                     alerts, received_at, attempts, runs, failure, updated_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
-                     ON CONFLICT (identity) DO NOTHING",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        entry.identity,
-                        entry.state.as_str(),
-                        entry.status.as_str(),
-                        entry.receiver,
-                        entry.group.group_key,
-                        text,
-                        entry.received_at.to_string(),
-                        i64::from(entry.attempts),
-                        alerts::runs_text(&runs),
-                        entry.failure,
-                        entry.updated_at.to_string(),
-                    ])
-                })
-                .map_err(|e| self.err(op, e))?;
-            Ok(n == 1)
-        })?)
+        alerts::import_notification(self, entry)
     }
 }

@@ -6,7 +6,6 @@ use rusqlite::{params, Row};
 
 use super::{SqliteError, SqliteStore};
 use diag_records::endpoint::SamplingParameter;
-use diag_store::backend;
 use diag_store::codec::stored_int;
 use diag_store::learnings::{self, form_text};
 use diag_store::{EndpointLearning, EndpointLearnings, StoreError};
@@ -118,36 +117,7 @@ impl EndpointLearnings for SqliteStore {
         run_id: &str,
         endpoints: &[EndpointLearning],
     ) -> Result<(), StoreError> {
-        Ok(self.write("record the run's endpoints", |tx| {
-            // The run must be RUNNING even when there is nothing to write, as on every backend.
-            backend::require_running(run_id, self.run_status(tx, run_id)?)?;
-            for l in endpoints {
-                let changed = tx
-                    .prepare_cached(concat!(
-                        "INSERT INTO run_endpoint (run_id, base_url, model, form, \
-                         context_tokens, learned_at, refuses_temperature, refuses_seed) \
-                         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8",
-                        " WHERE EXISTS (SELECT 1 FROM diagnosis_run WHERE run_id = ?1 \
-                         AND status = 'RUNNING')"
-                    ))
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            run_id,
-                            l.endpoint.base_url,
-                            l.endpoint.model,
-                            form_text(l.structured_output),
-                            l.context_tokens.map(|n| stored_int(u64::from(n))),
-                            l.learned_at.map(|t| t.to_string()),
-                            l.refuses(SamplingParameter::Temperature),
-                            l.refuses(SamplingParameter::Seed),
-                        ])
-                    });
-                self.inserted(tx, run_id, changed, "run endpoint", || {
-                    l.endpoint.to_string()
-                })?;
-            }
-            Ok(())
-        })?)
+        learnings::record_run_endpoints(self, run_id, endpoints)
     }
 
     fn run_endpoints(&self, run_id: &str) -> Result<Vec<EndpointLearning>, StoreError> {

@@ -60,6 +60,7 @@
 mod alerts;
 mod blobs;
 mod checkpoint;
+mod driver;
 mod error;
 mod gc;
 mod heartbeat;

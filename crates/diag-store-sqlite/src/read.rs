@@ -15,6 +15,7 @@ use diag_records::invocation::{InvocationStatus, ToolInvocation};
 use diag_records::step::PromptAudit;
 use diag_records::step::{AgentStepRecord, ModelExchange};
 use diag_store::codec::{self, enum_str, json, time};
+use diag_store::sql::RunListing;
 use diag_store::{RecordError, RunReader, StoreError};
 
 /// A column that failed to decode, kept apart from SQLite errors until the row is done.
@@ -220,16 +221,11 @@ impl RunReader for SqliteStore {
     /// Runs matching `filter`, newest first: most recently created first, so a replayed run
     /// (whose start time is the recorded one) is listed where its operator looks for it.
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        // One statement per combination of filters, so that the planner sees a plain
-        // `session_id = ?` or `status = ?` and walks its index (`diagnosis_run_session`,
-        // `diagnosis_run_status`) newest first; `(?2 IS NULL OR status = ?2)` would scan the
-        // whole table for a status no run has. The parameter not filtered on is still bound.
-        let clause = match (filter.session_id.is_some(), filter.status.is_some()) {
-            (true, true) => "r.session_id = ?1 AND r.status = ?2",
-            (true, false) => "r.session_id = ?1 AND ?2 IS NULL",
-            (false, true) => "?1 IS NULL AND r.status = ?2",
-            (false, false) => "?1 IS NULL AND ?2 IS NULL",
-        };
+        // One statement per combination of filters (`diag_store::sql::RunListing`), so that
+        // the planner walks its index (`diagnosis_run_session`, `diagnosis_run_status`)
+        // newest first; `(?2 IS NULL OR status = ?2)` would scan the whole table for a status
+        // no run has.
+        let clause = RunListing::of(filter).clause(&crate::driver::STATEMENTS);
         let sql = format!("SELECT {RUN_COLUMNS} WHERE {clause} ORDER BY r.rowid DESC LIMIT ?3");
         let limit = filter
             .limit

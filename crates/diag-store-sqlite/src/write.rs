@@ -13,7 +13,7 @@ use super::packed::Packed;
 use super::records::NewRun;
 use super::{SqliteError, SqliteStore};
 use diag_graph::Event;
-use diag_owner::{Owner, StoredOwner};
+use diag_owner::Owner;
 use diag_records::hash::sha256_hex;
 use diag_records::invocation::ToolInvocation;
 use diag_records::step::{AgentStepRecord, ModelExchange};
@@ -682,29 +682,7 @@ impl RunWriter for SqliteStore {
     /// a dead process on this host, or an expired lease of an owner elsewhere), keeping its
     /// partial trace. Returns how many runs it marked.
     fn sweep_interrupted(&self) -> Result<usize, StoreError> {
-        let running: Vec<StoredOwner> = {
-            let conn = self.lock();
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT run_id, owner_host, owner_pid, owner_token, lease_expires_at \
-                     FROM diagnosis_run INDEXED BY diagnosis_run_running \
-                     WHERE status = 'RUNNING'",
-                )
-                .map_err(|e| self.err("find interrupted runs", e))?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok(StoredOwner {
-                        run_id: r.get(0)?,
-                        host: r.get(1)?,
-                        pid: r.get(2)?,
-                        token: r.get(3)?,
-                        lease_expires_at: r.get(4)?,
-                    })
-                })
-                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| self.err("find interrupted runs", e))?;
-            rows
-        };
+        let running = backend::running_owners(self)?;
         let dead = diag_owner::gone_runs(running, self.now());
         if dead.is_empty() {
             return Ok(0);

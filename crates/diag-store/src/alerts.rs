@@ -35,6 +35,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::sql::{Driver, Param, Statements, Tx};
 use super::{RecordError, StoreError};
 use diag_alertmanager::{Alert, AlertGroup, AlertStatus};
 use diag_graph::clock::Timestamp;
@@ -504,6 +505,172 @@ pub fn decode_counts(
         }
     }
     Ok(counts)
+}
+
+/// The process that asks for a write on a claim, as the queue stores its owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimOwner<'a> {
+    pub host: &'a str,
+    pub pid: u32,
+    pub token: Option<&'a str>,
+}
+
+/// The stored runs of notification `id` when `me` holds its claim, inside the caller's
+/// transaction; refused ([`require_claimed`]) otherwise.
+fn held_runs(
+    tx: &mut dyn Tx,
+    sql: &Statements,
+    id: i64,
+    me: ClaimOwner<'_>,
+) -> Result<Vec<String>, StoreError> {
+    let rows = tx.query(
+        sql.held_claim,
+        &[
+            Param::Int(id),
+            Param::Text(me.host),
+            Param::Int(i64::from(me.pid)),
+            Param::opt_text(me.token),
+        ],
+    )?;
+    let Some(row) = rows.first() else {
+        return Err(not_claimed(id, None, false).into());
+    };
+    let state = row.text(0, "alert notification state")?;
+    let mine = row.int(1, "alert notification owner")? != 0;
+    require_claimed(id, Some(&state), mine)?;
+    Ok(decode_runs(&row.text(2, "alert notification runs")?)?)
+}
+
+fn set_runs<D: Driver>(d: &D, tx: &mut dyn Tx, id: i64, runs: &[String]) -> Result<(), StoreError> {
+    let (runs, now) = (runs_text(runs), d.now().to_string());
+    let params = [Param::Int(id), Param::Text(&runs), Param::Text(&now)];
+    tx.execute(d.statements().set_claim_runs, &params)?;
+    Ok(())
+}
+
+/// `runs` as far as each one is a stored run, inside the caller's transaction.
+fn stored_runs(
+    tx: &mut dyn Tx,
+    sql: &Statements,
+    runs: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let mut kept = Vec::new();
+    for run in runs {
+        if !tx.query(sql.run_exists, &[Param::Text(run)])?.is_empty() {
+            kept.push(run.clone());
+        }
+    }
+    Ok(kept)
+}
+
+/// [`AlertStore::claim_started_run`] on any backend.
+pub fn claim_started_run<D: Driver>(
+    d: &D,
+    me: ClaimOwner<'_>,
+    id: i64,
+    run_id: &str,
+) -> Result<(), StoreError> {
+    d.write("add a run to an alert notification", |tx| {
+        let mut runs = held_runs(tx, d.statements(), id, me)?;
+        runs.push(run_id.to_string());
+        set_runs(d, tx, id, &runs)
+    })
+}
+
+/// [`AlertStore::end_claim`] on any backend: an investigated notification keeps its run and
+/// is done; a failed one keeps only the runs that were stored (a run id drawn for a run that
+/// never started is not kept) and its failure; a released one is queued again, the attempt
+/// not counted.
+pub fn end_claim<D: Driver>(
+    d: &D,
+    me: ClaimOwner<'_>,
+    id: i64,
+    end: ClaimEnd<'_>,
+) -> Result<(), StoreError> {
+    let now = d.now().to_string();
+    let sql = d.statements();
+    d.write("end the claim of an alert notification", |tx| {
+        let runs = held_runs(tx, sql, id, me)?;
+        match end {
+            ClaimEnd::Investigated { run_id } => {
+                if !runs.iter().any(|r| r == run_id) {
+                    let mut runs = runs;
+                    runs.push(run_id.to_string());
+                    set_runs(d, tx, id, &runs)?;
+                }
+                tx.execute(sql.claim_done, &[Param::Int(id), Param::Text(&now)])?;
+            }
+            ClaimEnd::Failed { failure } => {
+                let stored = stored_runs(tx, sql, &runs)?;
+                if stored != runs {
+                    set_runs(d, tx, id, &stored)?;
+                }
+                let failure = failure_text(failure);
+                let params = [Param::Int(id), Param::Text(&failure), Param::Text(&now)];
+                tx.execute(sql.claim_failed, &params)?;
+            }
+            ClaimEnd::Released => {
+                tx.execute(sql.claim_released, &[Param::Int(id), Param::Text(&now)])?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// [`AlertStore::import_run_alerts`] on any backend: whether the run's alerts were copied
+/// (`false`: it had them already).
+pub fn import_run_alerts<D: Driver>(
+    d: &D,
+    run_id: &str,
+    alerts: &RunAlerts,
+) -> Result<bool, StoreError> {
+    check_run_alerts(alerts)?;
+    let text = alerts_text(&alerts.group)?;
+    let now = d.now().to_string();
+    let sql = d.statements();
+    d.write("copy a run's alerts", |tx| {
+        let status = tx.query(sql.run_status, &[Param::Text(run_id)])?;
+        let status = status
+            .first()
+            .map(|r| r.text(0, "run status"))
+            .transpose()?;
+        require_copied_run(run_id, status.as_deref())?;
+        let params = [
+            Param::Text(run_id),
+            Param::Text(&alerts.identity),
+            Param::Text(alerts.source.as_str()),
+            Param::Text(&alerts.group.group_key),
+            Param::Text(&text),
+            Param::Text(&now),
+        ];
+        Ok(tx.execute(sql.copy_run_alerts, &params)? == 1)
+    })
+}
+
+/// [`AlertStore::import_notification`] on any backend: whether the notification was copied
+/// (`false`: its identity is queued already). It keeps the runs this store holds.
+pub fn import_notification<D: Driver>(d: &D, entry: &QueueEntry) -> Result<bool, StoreError> {
+    check_importable(entry)?;
+    let text = alerts_text(&entry.group)?;
+    let sql = d.statements();
+    d.write("copy an alert notification", |tx| {
+        let runs = runs_text(&stored_runs(tx, sql, &entry.runs)?);
+        let (received, updated) = (entry.received_at.to_string(), entry.updated_at.to_string());
+        let params = [
+            Param::Text(&entry.identity),
+            Param::Text(entry.state.as_str()),
+            Param::Text(entry.status.as_str()),
+            Param::Text(&entry.receiver),
+            Param::Text(&entry.group.group_key),
+            Param::Text(&text),
+            Param::Text(&received),
+            Param::Int(i64::from(entry.attempts)),
+            Param::Text(&runs),
+            Param::opt_text(entry.failure.as_deref()),
+            Param::Text(&updated),
+        ];
+        Ok(tx.execute(sql.copy_notification, &params)? == 1)
+    })
 }
 
 #[cfg(test)]

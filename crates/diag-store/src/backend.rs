@@ -17,9 +17,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::codec::{canonical, EvaluationText};
+use super::sql::Driver;
 use super::{
     Finish, FinishError, FinishReport, NewRun, RecordError, Reuse, RunRow, RunStatus, StoreError,
-    StoredRun, INTERRUPTED,
+    StoredOwner, StoredRun, INTERRUPTED,
 };
 use diag_graph::clock::Timestamp;
 use diag_graph::Event;
@@ -377,6 +378,25 @@ impl Retention {
         let keep = keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX));
         (cutoff.is_some() || keep.is_some()).then_some(Retention { cutoff, keep })
     }
+}
+
+/// The owners of every RUNNING run: what [`super::RunWriter::sweep_interrupted`] reads first
+/// on any backend, before `diag_owner::gone_runs` judges which are gone.
+pub fn running_owners<D: Driver>(d: &D) -> Result<Vec<StoredOwner>, StoreError> {
+    d.read("find interrupted runs", |tx| {
+        tx.query(d.statements().running_owners, &[])?
+            .iter()
+            .map(|r| {
+                Ok(StoredOwner {
+                    run_id: r.text(0, "run id")?,
+                    host: r.opt_text(1, "run owner host")?,
+                    pid: r.int(2, "run owner pid")?,
+                    token: r.opt_text(3, "run owner token")?,
+                    lease_expires_at: r.opt_text(4, "run lease")?,
+                })
+            })
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::codec::stored_int;
+use super::sql::{Driver, Param};
 use super::{RecordError, Store, StoreError};
 use diag_graph::clock::Timestamp;
 use diag_records::endpoint::{Endpoint, Learned, RefusedSampling, SamplingParameter};
@@ -105,6 +107,46 @@ pub fn decode(
 }
 
 /// What endpoints taught, in a store: every backend implements it with its SQL only.
+/// [`EndpointLearnings::record_run_endpoints`] on any backend: the run must be RUNNING (even
+/// when there is nothing to write), and an endpoint is recorded once per run.
+pub fn record_run_endpoints<D: Driver>(
+    d: &D,
+    run_id: &str,
+    endpoints: &[EndpointLearning],
+) -> Result<(), StoreError> {
+    let sql = d.statements();
+    d.write("record the run's endpoints", |tx| {
+        let status = tx.query(sql.run_status, &[Param::Text(run_id)])?;
+        let status = status
+            .first()
+            .map(|r| r.text(0, "run status"))
+            .transpose()?;
+        crate::backend::require_running(run_id, status)?;
+        for l in endpoints {
+            let at = l.learned_at.map(|t| t.to_string());
+            let params = [
+                Param::Text(run_id),
+                Param::Text(&l.endpoint.base_url),
+                Param::Text(&l.endpoint.model),
+                Param::opt_text(form_text(l.structured_output)),
+                Param::opt_int(l.context_tokens.map(|n| stored_int(u64::from(n)))),
+                Param::opt_text(at.as_deref()),
+                Param::opt_bool(l.refuses(SamplingParameter::Temperature)),
+                Param::opt_bool(l.refuses(SamplingParameter::Seed)),
+            ];
+            if !tx.insert(sql.record_run_endpoint, &params)? {
+                return Err(RecordError::Duplicate {
+                    what: "run endpoint",
+                    run_id: run_id.to_string(),
+                    key: l.endpoint.to_string(),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    })
+}
+
 pub trait EndpointLearnings: Send + Sync {
     /// Everything the store remembers, by base URL then model.
     fn endpoint_learnings(&self) -> Result<Vec<EndpointLearning>, StoreError>;

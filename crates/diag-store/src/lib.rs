@@ -43,6 +43,7 @@ pub mod error;
 pub mod learnings;
 pub mod recorder;
 pub mod records;
+pub mod sql;
 
 use std::fmt::{self, Display};
 use std::ops::Deref;
@@ -65,7 +66,7 @@ pub use learnings::{EndpointLearning, EndpointLearnings};
 pub use recorder::Recorder;
 pub use records::{
     EvaluationRow, NewRun, Reuse, RunFilter, RunRow, RunStatus, RunSummary, StoredExchange,
-    StoredRun, StoredStep, INTERRUPTED,
+    StoredOwner, StoredRun, StoredStep, INTERRUPTED,
 };
 
 /// Stored runs, read back. Every trace read returns rows of the one run it names, in their

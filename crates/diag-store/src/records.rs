@@ -190,3 +190,16 @@ pub struct RunFilter {
     /// At most this many; `None` is all.
     pub limit: Option<usize>,
 }
+
+/// The owner columns of one RUNNING run as a store reads them back, with the run's id
+/// (`diag_owner::gone_runs` judges them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOwner {
+    pub run_id: String,
+    /// `None` for rows written before host ids were kept.
+    pub host: Option<String>,
+    pub pid: i64,
+    pub token: Option<String>,
+    /// RFC 3339; `None` for rows written before leases were kept.
+    pub lease_expires_at: Option<String>,
+}

@@ -298,24 +298,35 @@ pub enum Kind {
     Other(String),
 }
 
+/// What a record's failure is, whichever layer refused it (a backend, or a rule both
+/// backends share over the driver interface).
+fn record_kind(e: &RecordError) -> Option<Kind> {
+    Some(match e {
+        RecordError::UnknownRun(id) => Kind::UnknownRun(id.clone()),
+        RecordError::DuplicateRun(id) => Kind::DuplicateRun(id.clone()),
+        RecordError::Duplicate { what, .. } => Kind::Duplicate(what),
+        RecordError::NotRunning { status, .. } => Kind::NotRunning(status.clone()),
+        RecordError::NotEvaluable { status, .. } => Kind::NotEvaluable(status.clone()),
+        RecordError::NotClaimed { state, .. } => Kind::NotClaimed(state.clone()),
+        _ => return None,
+    })
+}
+
 pub fn kind(e: &StoreError) -> Kind {
     if e.kind() == StoreErrorKind::Invalid {
         return Kind::Invalid;
     }
+    if let Some(kind) = e.downcast_ref::<RecordError>().and_then(record_kind) {
+        return kind;
+    }
     if let Some(e) = e.downcast_ref::<SqliteError>() {
+        if let Some(kind) = match e {
+            SqliteError::Record(r) => record_kind(r),
+            _ => None,
+        } {
+            return kind;
+        }
         return match e {
-            SqliteError::Record(RecordError::UnknownRun(id)) => Kind::UnknownRun(id.clone()),
-            SqliteError::Record(RecordError::DuplicateRun(id)) => Kind::DuplicateRun(id.clone()),
-            SqliteError::Record(RecordError::Duplicate { what, .. }) => Kind::Duplicate(what),
-            SqliteError::Record(RecordError::NotRunning { status, .. }) => {
-                Kind::NotRunning(status.clone())
-            }
-            SqliteError::Record(RecordError::NotEvaluable { status, .. }) => {
-                Kind::NotEvaluable(status.clone())
-            }
-            SqliteError::Record(RecordError::NotClaimed { state, .. }) => {
-                Kind::NotClaimed(state.clone())
-            }
             SqliteError::NewerSchema {
                 found, supported, ..
             } => Kind::NewerSchema {
@@ -327,19 +338,13 @@ pub fn kind(e: &StoreError) -> Kind {
         };
     }
     if let Some(e) = e.downcast_ref::<PgError>() {
+        if let Some(kind) = match e {
+            PgError::Record(r) => record_kind(r),
+            _ => None,
+        } {
+            return kind;
+        }
         return match e {
-            PgError::Record(RecordError::UnknownRun(id)) => Kind::UnknownRun(id.clone()),
-            PgError::Record(RecordError::DuplicateRun(id)) => Kind::DuplicateRun(id.clone()),
-            PgError::Record(RecordError::Duplicate { what, .. }) => Kind::Duplicate(what),
-            PgError::Record(RecordError::NotRunning { status, .. }) => {
-                Kind::NotRunning(status.clone())
-            }
-            PgError::Record(RecordError::NotEvaluable { status, .. }) => {
-                Kind::NotEvaluable(status.clone())
-            }
-            PgError::Record(RecordError::NotClaimed { state, .. }) => {
-                Kind::NotClaimed(state.clone())
-            }
             PgError::NewerSchema {
                 found, supported, ..
             } => Kind::NewerSchema {
