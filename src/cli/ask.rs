@@ -14,7 +14,9 @@ use super::context::LoadedConfig;
 use super::live::{load_run_file, remembered_endpoints, warn_unkept};
 use super::progress::Progress;
 use super::{CommandContext, CommandError, Exit};
-use diag_ask::live::{check_session, first_model_error, live_deps, shown_verdict};
+use diag_ask::live::{
+    check_session, first_model_error, live_deps, quiet_verdict_line, shown_verdict,
+};
 use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
 use diag_ask::setup;
 use diag_ask::setup::RandomIds;
@@ -508,28 +510,6 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
         let _ = writeln!(std::io::stderr(), "diag: {e}");
     }
     Err(first)
-}
-
-/// The one stderr line `--quiet` prints beside an answer that is degraded or whose effective
-/// verdict is not PASS; `None` for a verified PASS.
-pub fn quiet_verdict_line(outcome: &AskOutcome, verdict: Option<Verdict>) -> Option<String> {
-    let degraded = outcome.state.degraded;
-    if !degraded && verdict == Some(Verdict::Pass) {
-        return None;
-    }
-    let mut line = format!(
-        "diag: verdict {}",
-        verdict.map_or("none (not verified)", |v| v.as_str())
-    );
-    if degraded {
-        let kind = outcome
-            .state
-            .fallback_kind
-            .map_or("fallback", |k| k.as_str());
-        line.push_str(&format!(", degraded ({kind} fallback answered)"));
-    }
-    line.push_str(&format!("; diag trace {} shows why", outcome.run_id));
-    Some(line)
 }
 
 /// The exit a finished run calls for, most specific first: divergence from a fixture,

@@ -13,11 +13,12 @@ use super::common::{
     interrupt_handler, parse_duration_arg, runtime, write_json, write_text, DurationArg,
 };
 use super::context::LoadedConfig;
-use super::live::{notify_target, remembered_endpoints, warn_unkept};
+use super::live::{remembered_endpoints, warn_unkept};
 use super::report_file::ReportFormat;
 use super::{CommandContext, CommandError, Exit};
 use diag_alerts::alertmanager::{AlertQuery, Alertmanager};
 use diag_alerts::batch::{self, BatchEnd};
+use diag_alerts::secrets::notify_target;
 use diag_ask::live::live_deps;
 use diag_ask::setup;
 use diag_core::alert::{group_alerts, ApiState};

@@ -12,22 +12,18 @@ use std::sync::Arc;
 
 use clap::Args;
 use futures::stream::{self, StreamExt};
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{interrupt_handler, runtime_with_workers, write_json, write_text};
 use super::live::load_run_file;
 use super::{CommandContext, CommandError, Exit};
-use diag_ask::replay::{compare, replay_until, Mismatch};
+use diag_ask::replay::{compare, replay_until};
 use diag_ask::setup::RandomIds;
 use diag_core::store::Store;
 use diag_core::text::one_line;
 use diag_report::Format;
-use diag_runfile::ci::{self as replay_ci, Case, CaseOutcome, Shard, SuiteInfo};
+use diag_runfile::ci::{self as replay_ci, Case, FileResult, FileVerdict, Shard, SuiteInfo};
 use diag_runfile::{strip_bom, RunFile};
-
-/// The schema name of `diag replay --json` output.
-pub const REPLAY_JSON_SCHEMA: &str = "diag.replay.v1";
 
 /// Replay run files (or folders of them) offline and compare each with its expected result.
 #[derive(Debug, Args)]
@@ -60,31 +56,6 @@ pub struct ReplayArgs {
     /// Also write the results as JUnit XML to FILE (one test case per run file)
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "snake_case")]
-enum Verdict {
-    Ok,
-    Updated,
-    Mismatch,
-    Diverged,
-    Error,
-}
-
-#[derive(Debug, Serialize)]
-struct FileResult {
-    file: String,
-    result: Verdict,
-    run_id: Option<String>,
-    status: Option<String>,
-    path: Vec<String>,
-    mismatches: Vec<Mismatch>,
-    divergence: Option<String>,
-    error: Option<String>,
-    /// Wall time of the replay, for JUnit only (the JSON output stays deterministic).
-    #[serde(skip)]
-    seconds: f64,
 }
 
 /// How deep `replay` walks a folder of run files.
@@ -172,17 +143,7 @@ async fn replay_file(
     cancel: &CancellationToken,
 ) -> FileResult {
     let file = path.display().to_string();
-    let mut result = FileResult {
-        file: file.clone(),
-        result: Verdict::Error,
-        run_id: None,
-        status: None,
-        path: Vec::new(),
-        mismatches: Vec::new(),
-        divergence: None,
-        error: None,
-        seconds: 0.0,
-    };
+    let mut result = FileResult::new(file.clone());
     let run: RunFile = match load_run_file(&path) {
         Ok(r) => r,
         Err(e) => {
@@ -202,7 +163,7 @@ async fn replay_file(
     result.path = replayed.actual.path.clone();
     result.divergence = replayed.divergence.as_ref().map(|d| d.to_string());
     if replayed.divergence.is_some() {
-        result.result = Verdict::Diverged;
+        result.result = FileVerdict::Diverged;
         return result;
     }
     if update {
@@ -213,10 +174,10 @@ async fn replay_file(
                 result.error = Some(format!("{file}: cannot write: {e}"));
                 return result;
             }
-            result.result = Verdict::Updated;
+            result.result = FileVerdict::Updated;
             return result;
         }
-        result.result = Verdict::Ok;
+        result.result = FileVerdict::Ok;
         return result;
     }
     match &run.expected {
@@ -228,9 +189,9 @@ async fn replay_file(
         Some(expected) => {
             result.mismatches = compare(expected, &replayed.actual);
             result.result = if result.mismatches.is_empty() {
-                Verdict::Ok
+                FileVerdict::Ok
             } else {
-                Verdict::Mismatch
+                FileVerdict::Mismatch
             };
         }
     }
@@ -257,7 +218,7 @@ pub fn cmd_replay(
     // An empty shard is not an error: with few files, some of N runners get none, and they
     // must pass (an empty summary, an empty JUnit suite, exit 0).
     let files = match shard {
-        Some(shard) => in_shard(files, shard),
+        Some(shard) => replay_ci::in_shard(files, shard, std::env::current_dir().ok().as_deref()),
         None => files,
     };
     let report_names = match &args.report_dir {
@@ -271,7 +232,7 @@ pub fn cmd_replay(
             std::fs::create_dir_all(dir).map_err(|e| {
                 CommandError::usage(format!("{}: cannot create the folder: {e}", dir.display()))
             })?;
-            report_names(&files, args.report_format.into())
+            replay_ci::report_names(&files, Format::from(args.report_format).extension())
         }
         None => Vec::new(),
     };
@@ -338,29 +299,13 @@ pub fn cmd_replay(
             report_errors.push(e);
         }
     }
-    let failed = results
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.result,
-                Verdict::Mismatch | Verdict::Diverged | Verdict::Error
-            )
-        })
-        .count();
+    let failed = results.iter().filter(|r| r.failed()).count();
     let errors = results
         .iter()
-        .filter(|r| matches!(r.result, Verdict::Error))
+        .filter(|r| matches!(r.result, FileVerdict::Error))
         .count();
     if args.json {
-        write_json(
-            out,
-            &serde_json::json!({
-                "schema": REPLAY_JSON_SCHEMA,
-                "files": results,
-                "passed": results.len() - failed,
-                "failed": failed,
-            }),
-        )?;
+        write_json(out, &replay_ci::document(&results, failed))?;
     } else {
         write_text(out, &table(&results, failed))?;
     }
@@ -391,81 +336,6 @@ pub fn cmd_replay(
     }
 }
 
-impl FileResult {
-    fn error(file: String, message: String) -> FileResult {
-        FileResult {
-            file,
-            result: Verdict::Error,
-            run_id: None,
-            status: None,
-            path: Vec::new(),
-            mismatches: Vec::new(),
-            divergence: None,
-            error: Some(message),
-            seconds: 0.0,
-        }
-    }
-}
-
-/// The files of one shard, in their order.
-fn in_shard(files: Vec<PathBuf>, shard: Shard) -> Vec<PathBuf> {
-    let cwd = std::env::current_dir().ok();
-    files
-        .into_iter()
-        .filter(|f| {
-            let key = replay_ci::shard_key(f, cwd.as_deref());
-            replay_ci::shard_of(&key, shard.count) == shard.index
-        })
-        .collect()
-}
-
-/// A JUnit test case per result: a mismatch's message names the first mismatched field, a
-/// divergence's where it diverged; the details carry every mismatch.
-fn junit_case(r: &FileResult) -> Case {
-    let outcome = match r.result {
-        Verdict::Ok | Verdict::Updated => CaseOutcome::Passed,
-        Verdict::Mismatch => {
-            let mut details = String::new();
-            for m in &r.mismatches {
-                details.push_str(&format!(
-                    "{}:\n  - expected: {}\n  + actual:   {}\n",
-                    m.field, m.expected, m.actual
-                ));
-            }
-            let message = match r.mismatches.first() {
-                Some(m) => format!(
-                    "{}: expected {}, got {}",
-                    m.field,
-                    one_line(&m.expected, 200),
-                    one_line(&m.actual, 200)
-                ),
-                None => "the replay did not reproduce the expected result".to_string(),
-            };
-            CaseOutcome::Failure {
-                kind: "mismatch",
-                message,
-                details,
-            }
-        }
-        Verdict::Diverged => {
-            let d = r.divergence.clone().unwrap_or_default();
-            CaseOutcome::Failure {
-                kind: "divergence",
-                message: format!("diverged at {}", one_line(&d, 300)),
-                details: d,
-            }
-        }
-        Verdict::Error => CaseOutcome::Error {
-            message: r.error.clone().unwrap_or_else(|| "error".to_string()),
-        },
-    };
-    Case {
-        name: r.file.clone(),
-        seconds: r.seconds,
-        outcome,
-    }
-}
-
 fn write_junit(
     path: &Path,
     results: &[FileResult],
@@ -483,21 +353,8 @@ fn write_junit(
         now.minute(),
         now.second()
     );
-    let mut properties = vec![("jobs".to_string(), jobs.to_string())];
-    if let Some(shard) = shard {
-        properties.push(("shard".to_string(), shard.to_string()));
-    }
-    let suite = SuiteInfo {
-        name: match shard {
-            Some(shard) => format!("diag.replay shard {shard}"),
-            None => "diag.replay".to_string(),
-        },
-        timestamp,
-        hostname: hostname(),
-        seconds,
-        properties,
-    };
-    let cases: Vec<Case> = results.iter().map(junit_case).collect();
+    let suite = SuiteInfo::replay(shard, jobs, seconds, timestamp, hostname());
+    let cases: Vec<Case> = results.iter().map(FileResult::junit_case).collect();
     let cannot = |e: std::io::Error| {
         CommandError::usage(format!("{}: cannot write JUnit XML: {e}", path.display()))
     };
@@ -513,27 +370,6 @@ fn hostname() -> String {
         .map(|s| s.trim().to_string())
         .find(|s| !s.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
-}
-
-/// The report file name of each run file, in order: its stem and the format's extension,
-/// `-2`, `-3`, … added when an earlier file already took the name.
-fn report_names(files: &[PathBuf], format: Format) -> Vec<String> {
-    let mut taken: Vec<String> = Vec::new();
-    for f in files {
-        let stem = f
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .filter(|s| !s.is_empty() && !s.starts_with('.'))
-            .unwrap_or_else(|| "run".to_string());
-        let mut name = format!("{stem}.{}", format.extension());
-        let mut n = 2;
-        while taken.contains(&name) {
-            name = format!("{stem}-{n}.{}", format.extension());
-            n += 1;
-        }
-        taken.push(name);
-    }
-    taken
 }
 
 fn table(results: &[FileResult], failed: usize) -> String {
@@ -552,11 +388,11 @@ fn table(results: &[FileResult], failed: usize) -> String {
     );
     for r in results {
         let result = match r.result {
-            Verdict::Ok => "ok",
-            Verdict::Updated => "updated",
-            Verdict::Mismatch => "MISMATCH",
-            Verdict::Diverged => "DIVERGED",
-            Verdict::Error => "ERROR",
+            FileVerdict::Ok => "ok",
+            FileVerdict::Updated => "updated",
+            FileVerdict::Mismatch => "MISMATCH",
+            FileVerdict::Diverged => "DIVERGED",
+            FileVerdict::Error => "ERROR",
         };
         let _ = writeln!(
             out,

@@ -1,6 +1,6 @@
-//! `diag serve`: Alertmanager's webhook receiver (the server is diag-alerts' `serve`). Here:
-//! the configuration, the bearer token, the store, the runtime, the signals, and the exit
-//! codes (openspec/specs/alerts/spec.md, "diag serve").
+//! `diag serve`: Alertmanager's webhook receiver (the server is diag-alerts' `serve`, the
+//! tokens and link key its `secrets`). Here: the configuration, the store, the runtime, the
+//! signals, and the exit codes (openspec/specs/alerts/spec.md, "diag serve").
 
 use std::io::Write;
 use std::sync::Arc;
@@ -10,12 +10,10 @@ use clap::{Args, Subcommand};
 
 use super::common::runtime;
 use super::context::LoadedConfig;
-use super::live::{
-    link_key_from_env, notify_target, remembered_endpoints, report_link_ttl, warn_unkept,
-};
+use super::live::{remembered_endpoints, warn_unkept};
 use super::{CommandContext, CommandError, Exit};
-use diag_alerts::config::{AlertsConfig, DEFAULT_LISTEN};
-use diag_alerts::links::{LinkKey, ReportLinks};
+use diag_alerts::config::DEFAULT_LISTEN;
+use diag_alerts::secrets::{notify_target, read_token, report_links, token};
 use diag_alerts::serve::{self, Server, Settings, Shutdown};
 use diag_ask::live::live_deps;
 use diag_ask::setup;
@@ -84,64 +82,6 @@ pub struct StatusArgs {
     /// Print a JSON document (schema diag.serve_status.v1) instead of the table
     #[arg(long)]
     pub json: bool,
-}
-
-/// The bearer token: the variable `[serve] token_env` names, non-empty; none only with
-/// `allow_no_token = true`.
-fn token(config: &AlertsConfig) -> Result<Option<String>, CommandError> {
-    let var = config.serve.token_env.trim();
-    let token = std::env::var(var)
-        .ok()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty());
-    match token {
-        Some(t) => Ok(Some(t)),
-        None if config.serve.allow_no_token => Ok(None),
-        None => Err(CommandError::usage(format!(
-            "no bearer token: [serve] token_env names {}, which is not set",
-            one_line(var, 80)
-        ))
-        .hint("set it to a long random string, as Alertmanager's http_config.authorization.credentials sends it, or set [serve] allow_no_token = true")),
-    }
-}
-
-/// The read token, when `[serve] read_token_env` names one: it must be set, and it must not
-/// be the webhook token (a reader's token must not post alerts).
-fn read_token(
-    config: &AlertsConfig,
-    webhook: Option<&str>,
-) -> Result<Option<String>, CommandError> {
-    let Some(var) = config.serve.read_token_env.as_deref().map(str::trim) else {
-        return Ok(None);
-    };
-    let token = std::env::var(var)
-        .ok()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            CommandError::usage(format!(
-                "no read token: [serve] read_token_env names {}, which is not set",
-                one_line(var, 80)
-            ))
-        })?;
-    if webhook == Some(token.as_str()) {
-        return Err(CommandError::usage(
-            "the read token ([serve] read_token_env) is the webhook token: a reader could post alerts",
-        )
-        .hint("set them to two different random strings"));
-    }
-    Ok(Some(token))
-}
-
-/// What signs report links: the key from `[serve] link_key_env` when it is set, else a
-/// random key drawn now and held only in memory.
-fn report_links(config: &AlertsConfig) -> Result<ReportLinks, CommandError> {
-    let ttl = report_link_ttl(config)?;
-    let key = match link_key_from_env(config)? {
-        Some(key) => key,
-        None => LinkKey::random().map_err(|e| CommandError::new(Exit::Internal, e.to_string()))?,
-    };
-    Ok(ReportLinks { key, ttl })
 }
 
 fn say(quiet: bool, line: &str) {

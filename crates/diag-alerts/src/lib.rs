@@ -5,7 +5,7 @@
 //! besides the store: a generic webhook ([`notify`]), and `diag serve`, Alertmanager's webhook
 //! receiver with its workers ([`serve`]) and its queue as `diag serve status` shows it
 //! ([`status`]). The configuration's `[notify]` and `[serve]`, with their defaults, are this
-//! crate's ([`config`]). The alerts themselves are plain data in `diag_core::alert`; the queue
+//! crate's ([`config`]), and so are the tokens and link key they name ([`secrets`]). The alerts themselves are plain data in `diag_core::alert`; the queue
 //! of `diag serve` is the run store's (`diag_core::store::alerts`).
 
 // No `unwrap`/`expect` outside tests: a failure is a value.
@@ -17,5 +17,6 @@ pub mod config;
 pub mod investigate;
 pub mod links;
 pub mod notify;
+pub mod secrets;
 pub mod serve;
 pub mod status;

@@ -837,6 +837,41 @@ fn is_relative_path(p: &Path) -> bool {
     p.is_relative() && url_scheme(p).is_none()
 }
 
+/// A duration as the configuration (`[serve] report_link_ttl`) and the command line
+/// (`diag gc --older-than`, `--lookback`) write it: `<number><unit>` with unit s, m, h, d or w.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 30d, 12h, 45m or 90s"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(format!("`{s}` is not a duration like 30d, 12h, 45m or 90s")),
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{s}` is too long"))
+}
+
+/// A duration as [`parse_duration`] reads it, in the largest unit that divides it (`15m`,
+/// `30d`, `90s`).
+pub fn format_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let unit = [(604_800, "w"), (86_400, "d"), (3600, "h"), (60, "m")]
+        .into_iter()
+        .find(|(n, _)| secs > 0 && secs.is_multiple_of(*n));
+    match unit {
+        Some((n, u)) => format!("{}{u}", secs / n),
+        None => format!("{secs}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1307,5 +1342,28 @@ seed = 42
         let missing = Config::load(&dir.join("nope.toml")).unwrap_err();
         assert!(matches!(missing, ConfigError::Unreadable { .. }));
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_formatted_duration_reads_back_as_itself() {
+        for secs in [
+            0,
+            1,
+            59,
+            60,
+            90,
+            900,
+            3600,
+            5400,
+            86_400,
+            30 * 86_400,
+            604_800,
+        ] {
+            let d = Duration::from_secs(secs);
+            assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{secs}");
+        }
+        assert_eq!(format_duration(Duration::from_secs(900)), "15m");
+        assert_eq!(format_duration(Duration::from_secs(30 * 86_400)), "30d");
+        assert_eq!(format_duration(Duration::from_secs(90)), "90s");
     }
 }

@@ -51,6 +51,28 @@ pub fn shown_verdict(outcome: &AskOutcome) -> Option<Verdict> {
     })
 }
 
+/// The one stderr line `--quiet` prints beside an answer that is degraded or whose effective
+/// verdict is not PASS; `None` for a verified PASS.
+pub fn quiet_verdict_line(outcome: &AskOutcome, verdict: Option<Verdict>) -> Option<String> {
+    let degraded = outcome.state.degraded;
+    if !degraded && verdict == Some(Verdict::Pass) {
+        return None;
+    }
+    let mut line = format!(
+        "diag: verdict {}",
+        verdict.map_or("none (not verified)", |v| v.as_str())
+    );
+    if degraded {
+        let kind = outcome
+            .state
+            .fallback_kind
+            .map_or("fallback", |k| k.as_str());
+        line.push_str(&format!(", degraded ({kind} fallback answered)"));
+    }
+    line.push_str(&format!("; diag trace {} shows why", outcome.run_id));
+    Some(line)
+}
+
 /// The first failed model call of a run, on one line: `agent (class): message`.
 pub fn first_model_error(store: &Store, run_id: &str) -> Option<String> {
     let exchanges = store.exchanges(run_id).ok()?;

@@ -7,8 +7,6 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use serde::Serialize;
-
 use crate::{ask, production_nodes, AskDeps, AskError, AskOptions, AskOutcome, AskRequest};
 use diag_core::agent::runtime::AgentModels;
 use diag_core::agent::AgentRole;
@@ -19,6 +17,8 @@ use diag_core::limits::Limits;
 use diag_core::model::ChatModel;
 use diag_core::store::RunStatus;
 use diag_core::store::Store;
+/// What a replay compares, diag-runfile's: a run file's `expected` against the actual result.
+pub use diag_runfile::{compare, Mismatch};
 use diag_runfile::{Divergence, Exchange, Expected, RecordedModel, RecordedTools, RunFile, Tape};
 
 /// The outcome of replaying one run file.
@@ -28,14 +28,6 @@ pub struct Replayed {
     pub actual: Expected,
     /// The first point where the run left the recording, if it did.
     pub divergence: Option<Divergence>,
-}
-
-/// One field that differs from `expected`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Mismatch {
-    pub field: &'static str,
-    pub expected: String,
-    pub actual: String,
 }
 
 /// What a finished run shows, in the shape of a run file's `expected`.
@@ -54,41 +46,6 @@ pub fn actual_of(outcome: &AskOutcome) -> Expected {
         degraded: outcome.state.degraded,
         answer: outcome.answer().map(str::to_string),
     }
-}
-
-/// Field-by-field differences between expected and actual.
-pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
-    let mut out = Vec::new();
-    let mut check = |field: &'static str, e: String, a: String| {
-        if e != a {
-            out.push(Mismatch {
-                field,
-                expected: e,
-                actual: a,
-            });
-        }
-    };
-    check("status", expected.status.clone(), actual.status.clone());
-    check("path", expected.path.join(" → "), actual.path.join(" → "));
-    let verdict = |v: &Option<diag_core::protocol::Verdict>| {
-        v.map_or("none".to_string(), |v| v.as_str().to_string())
-    };
-    check(
-        "effective_verdict",
-        verdict(&expected.effective_verdict),
-        verdict(&actual.effective_verdict),
-    );
-    check(
-        "degraded",
-        expected.degraded.to_string(),
-        actual.degraded.to_string(),
-    );
-    check(
-        "answer",
-        expected.answer.clone().unwrap_or_default(),
-        actual.answer.clone().unwrap_or_default(),
-    );
-    out
 }
 
 /// The dependencies that serve a run file: recorded models for the four agents, recorded

@@ -1,5 +1,6 @@
 //! What `diag replay` needs at CI scale, as plain functions: the `--jobs` and `--shard` values,
-//! the stable shard of a run file, and the JUnit XML document of `--junit`.
+//! the stable shard of a run file, a file's result with its `--json` document and JUnit test
+//! case, the report names of `--report-dir`, and the JUnit XML document of `--junit`.
 //!
 //! Sharding hashes each file's path (made relative to the working directory, `/`-separated)
 //! with SHA-256 and assigns it to shard `1 + (first 8 bytes, big-endian) mod N`. A hash, not an
@@ -8,12 +9,20 @@
 //! agree whatever order they list the files in and wherever their checkout lies. The price is
 //! counts that are only balanced on average (a few hundred files split within a few percent).
 
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
 
+use serde::Serialize;
+
 use diag_core::hash::sha256_hex;
+use diag_core::text::one_line;
+
+use crate::Mismatch;
+
+/// The schema name of `diag replay --json` output.
+pub const REPLAY_JSON_SCHEMA: &str = "diag.replay.v1";
 
 /// The value of `--jobs`: a whole number of at least 1.
 pub fn parse_jobs(text: &str) -> Result<usize, String> {
@@ -88,6 +97,156 @@ pub fn shard_of(key: &str, count: u64) -> u64 {
     1 + first % count.max(1)
 }
 
+/// The files of one shard, in their order (`cwd`: what [`shard_key`] makes paths relative to).
+pub fn in_shard(files: Vec<PathBuf>, shard: Shard, cwd: Option<&Path>) -> Vec<PathBuf> {
+    files
+        .into_iter()
+        .filter(|f| {
+            let key = shard_key(f, cwd);
+            shard_of(&key, shard.count) == shard.index
+        })
+        .collect()
+}
+
+/// How the replay of one run file ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileVerdict {
+    Ok,
+    Updated,
+    Mismatch,
+    Diverged,
+    Error,
+}
+
+/// The replay of one run file, as `diag replay` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileResult {
+    pub file: String,
+    pub result: FileVerdict,
+    pub run_id: Option<String>,
+    pub status: Option<String>,
+    pub path: Vec<String>,
+    pub mismatches: Vec<Mismatch>,
+    pub divergence: Option<String>,
+    pub error: Option<String>,
+    /// Wall time of the replay, for JUnit only (the JSON output stays deterministic).
+    #[serde(skip)]
+    pub seconds: f64,
+}
+
+impl FileResult {
+    /// A file not replayed yet: an error until it is.
+    pub fn new(file: String) -> FileResult {
+        FileResult {
+            file,
+            result: FileVerdict::Error,
+            run_id: None,
+            status: None,
+            path: Vec::new(),
+            mismatches: Vec::new(),
+            divergence: None,
+            error: None,
+            seconds: 0.0,
+        }
+    }
+
+    /// A file that could not be replayed, and why.
+    pub fn error(file: String, message: String) -> FileResult {
+        FileResult {
+            error: Some(message),
+            ..FileResult::new(file)
+        }
+    }
+
+    /// Whether the file fails the replay: a mismatch, a divergence or an error.
+    pub fn failed(&self) -> bool {
+        matches!(
+            self.result,
+            FileVerdict::Mismatch | FileVerdict::Diverged | FileVerdict::Error
+        )
+    }
+
+    /// Its JUnit test case: a mismatch's message names the first mismatched field, a
+    /// divergence's where it diverged; the details carry every mismatch.
+    pub fn junit_case(&self) -> Case {
+        let outcome = match self.result {
+            FileVerdict::Ok | FileVerdict::Updated => CaseOutcome::Passed,
+            FileVerdict::Mismatch => {
+                let mut details = String::new();
+                for m in &self.mismatches {
+                    details.push_str(&format!(
+                        "{}:\n  - expected: {}\n  + actual:   {}\n",
+                        m.field, m.expected, m.actual
+                    ));
+                }
+                let message = match self.mismatches.first() {
+                    Some(m) => format!(
+                        "{}: expected {}, got {}",
+                        m.field,
+                        one_line(&m.expected, 200),
+                        one_line(&m.actual, 200)
+                    ),
+                    None => "the replay did not reproduce the expected result".to_string(),
+                };
+                CaseOutcome::Failure {
+                    kind: "mismatch",
+                    message,
+                    details,
+                }
+            }
+            FileVerdict::Diverged => {
+                let d = self.divergence.clone().unwrap_or_default();
+                CaseOutcome::Failure {
+                    kind: "divergence",
+                    message: format!("diverged at {}", one_line(&d, 300)),
+                    details: d,
+                }
+            }
+            FileVerdict::Error => CaseOutcome::Error {
+                message: self.error.clone().unwrap_or_else(|| "error".to_string()),
+            },
+        };
+        Case {
+            name: self.file.clone(),
+            seconds: self.seconds,
+            outcome,
+        }
+    }
+}
+
+/// The `--json` document (schema [`REPLAY_JSON_SCHEMA`]) of the results, `failed` of them
+/// failing.
+pub fn document(results: &[FileResult], failed: usize) -> serde_json::Value {
+    serde_json::json!({
+        "schema": REPLAY_JSON_SCHEMA,
+        "files": results,
+        "passed": results.len() - failed,
+        "failed": failed,
+    })
+}
+
+/// The report file name of each run file, in order: its stem and `extension`, `-2`, `-3`, …
+/// added when an earlier file already took the name.
+pub fn report_names(files: &[PathBuf], extension: &str) -> Vec<String> {
+    let mut taken: Vec<String> = Vec::new();
+    for f in files {
+        let stem = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty() && !s.starts_with('.'))
+            .unwrap_or_else(|| "run".to_string());
+        let mut name = format!("{stem}.{extension}");
+        let mut n = 2;
+        while taken.contains(&name) {
+            name = format!("{stem}-{n}.{extension}");
+            n += 1;
+        }
+        taken.push(name);
+    }
+    taken
+}
+
 /// How one run file ended, as JUnit tells it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CaseOutcome {
@@ -121,6 +280,33 @@ pub struct SuiteInfo {
     pub hostname: String,
     pub seconds: f64,
     pub properties: Vec<(String, String)>,
+}
+
+impl SuiteInfo {
+    /// The suite of one `diag replay --junit`: named after its shard, with `--jobs` and the
+    /// shard as properties.
+    pub fn replay(
+        shard: Option<Shard>,
+        jobs: usize,
+        seconds: f64,
+        timestamp: String,
+        hostname: String,
+    ) -> SuiteInfo {
+        let mut properties = vec![("jobs".to_string(), jobs.to_string())];
+        if let Some(shard) = shard {
+            properties.push(("shard".to_string(), shard.to_string()));
+        }
+        SuiteInfo {
+            name: match shard {
+                Some(shard) => format!("diag.replay shard {shard}"),
+                None => "diag.replay".to_string(),
+            },
+            timestamp,
+            hostname,
+            seconds,
+            properties,
+        }
+    }
 }
 
 /// The class name of every test case.

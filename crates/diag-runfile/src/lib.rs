@@ -341,6 +341,47 @@ pub struct Expected {
     pub answer: Option<String>,
 }
 
+/// One field that differs from `expected`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mismatch {
+    pub field: &'static str,
+    pub expected: String,
+    pub actual: String,
+}
+
+/// Field-by-field differences between expected and actual.
+pub fn compare(expected: &Expected, actual: &Expected) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    let mut check = |field: &'static str, e: String, a: String| {
+        if e != a {
+            out.push(Mismatch {
+                field,
+                expected: e,
+                actual: a,
+            });
+        }
+    };
+    check("status", expected.status.clone(), actual.status.clone());
+    check("path", expected.path.join(" → "), actual.path.join(" → "));
+    let verdict = |v: &Option<Verdict>| v.map_or("none".to_string(), |v| v.as_str().to_string());
+    check(
+        "effective_verdict",
+        verdict(&expected.effective_verdict),
+        verdict(&actual.effective_verdict),
+    );
+    check(
+        "degraded",
+        expected.degraded.to_string(),
+        actual.degraded.to_string(),
+    );
+    check(
+        "answer",
+        expected.answer.clone().unwrap_or_default(),
+        actual.answer.clone().unwrap_or_default(),
+    );
+    out
+}
+
 impl RecordedResponse {
     pub fn from_response(r: &ChatResponse) -> Self {
         RecordedResponse {
