@@ -69,6 +69,7 @@ const LAYERS: &[Layer] = &[
         // No async runtime: the contracts and grounding are plain functions.
         third_party: Some(&[
             "pulldown-cmark",
+            "rust_decimal",
             "serde",
             "serde_json",
             "thiserror",

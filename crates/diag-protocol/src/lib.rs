@@ -15,6 +15,7 @@ pub use diag_graph::clock;
 pub use diag_records::{fallback, invocation};
 
 pub mod composer;
+pub mod derivation;
 pub mod executor;
 pub mod gatekeeper;
 pub mod grounding;

@@ -418,6 +418,57 @@ impl EvidenceContext {
         }
     }
 
+    /// Whether an observed text writes the number `value` with a unit `is_unit` accepts,
+    /// glued (`5000ms`) or as the next word (`5000 ms`): how a derivation's operand shows its
+    /// unit. A JSON member's name (`"timeout_ms": 5000`) does not count: its value and name
+    /// are observed apart.
+    pub fn shows_quantity(&self, value: &str, is_unit: &dyn Fn(&str) -> bool) -> bool {
+        let Some(wanted) = values::read_number(value.trim()).map(|n| n.value) else {
+            return false;
+        };
+        let trim = |w: &str| {
+            w.trim_matches(|c: char| {
+                matches!(
+                    c,
+                    ',' | ';'
+                        | ':'
+                        | '.'
+                        | '!'
+                        | '?'
+                        | '('
+                        | ')'
+                        | '['
+                        | ']'
+                        | '"'
+                        | '\''
+                        | '='
+                        | '{'
+                        | '}'
+                )
+            })
+            .to_string()
+        };
+        self.observed.texts.iter().any(|text| {
+            let words: Vec<String> = text.split_whitespace().map(trim).collect();
+            words.iter().enumerate().any(|(i, w)| {
+                let head = w
+                    .char_indices()
+                    .find(|&(_, c)| !(c.is_ascii_digit() || values::is_digit_joiner(c)))
+                    .map_or(w.len(), |(at, _)| at);
+                let (number, unit) = w.split_at(head);
+                if values::read_number(number).map(|n| n.value).as_deref() != Some(wanted.as_str())
+                {
+                    return false;
+                }
+                if unit.is_empty() {
+                    words.get(i + 1).is_some_and(|next| is_unit(next))
+                } else {
+                    is_unit(unit)
+                }
+            })
+        })
+    }
+
     /// (tokens checked, tokens unbound) of an answer (Markdown, citation markers skipped).
     pub fn check(&self, text: &str) -> TokenCheck {
         self.check_tokens(tokens_of(text, Mode::Answer))
