@@ -1,5 +1,6 @@
 //! The run store on both backends: the SQLite file and a real PostgreSQL 15 server (started
-//! by `diag_testkit::postgres`). The port-level cases here and in `store.rs` run once per backend
+//! by `diag_testkit::postgres`). The port-level cases here and in diag-store's conformance suite
+//! (`crates/diag-store/tests/it/conformance.rs`) run once per backend
 //! from one definition ([`for_each_backend`], `diag_testkit::backends`); the process-level ones
 //! (writers at once, writers killed) are in `store_concurrency.rs`. The cases here that drive
 //! PostgreSQL through the `diag` binary: bad input (unreachable server, wrong password, a
@@ -267,7 +268,8 @@ fn bad_postgres_stores_are_refused_with_one_line_and_nothing_written() {
     assert!(out.one_error_line().contains("newer than the"));
 }
 
-/// The PostgreSQL counterpart of `store::a_write_protected_file_reads_but_refuses_writes`: a
+/// The PostgreSQL counterpart of diag-store-sqlite's
+/// `file::a_write_protected_file_reads_but_refuses_writes`: a
 /// database its administrator has made read-only still opens and reads, and every write is
 /// refused as read-only, naming the store.
 #[test]

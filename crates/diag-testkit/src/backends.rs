@@ -9,16 +9,23 @@
 //!
 //! The tables both backends keep under the same names are [`SHARED_TABLES`]; what a check
 //! reads there with SQL it reads with the same statement on both.
+//!
+//! The suite itself is the store port's (`crates/diag-store/tests/it/`), whose tests may name
+//! neither backend nor the agent runtime (both depend on the port): what it needs of them is
+//! here, [`Fresh`]'s constructors and the recorder wired as the runtime holds it
+//! ([`runtime_hooks`], [`invocation_log`], [`endpoint_memory`]).
 
 use crate::OrFail;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use diag_core::agent::runtime::StepStatus;
+use diag_core::agent::runtime::{RunHooks, StepStatus};
 use diag_core::agent::AgentRole;
 use diag_core::graph::{Event, NodeKind, Observer, RunConfig};
 use diag_core::store::{RecordError, Recorder, Store, StoreError, StoreErrorKind};
+use diag_core::tools::InvocationLog;
 use diag_store_postgres::{PgError, PgOptions, PgStore};
 use diag_store_sqlite::{SqliteError, SqliteStore, StoreOptions};
 use serde_json::json;
@@ -177,6 +184,32 @@ impl Fresh {
                 url,
                 PgOptions {
                     clock,
+                    ..PgOptions::default()
+                },
+            )
+            .map(Store::new)
+            .map_err(StoreError::from),
+        };
+        opened.unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
+    }
+
+    /// The store opened with a lease of `lease` on alert claims, on the system clock.
+    #[track_caller]
+    pub fn open_with_lease(&self, lease: Duration) -> Store {
+        let opened: Result<Store, StoreError> = match &self.url {
+            None => SqliteStore::open_with(
+                &self.location,
+                StoreOptions {
+                    lease,
+                    ..StoreOptions::default()
+                },
+            )
+            .map(Store::new)
+            .map_err(StoreError::from),
+            Some(url) => PgStore::open(
+                url,
+                PgOptions {
+                    lease,
                     ..PgOptions::default()
                 },
             )
@@ -370,6 +403,21 @@ impl<O: Display> Observer<O> for EngineObserver {
         self.0.observe_event(event);
     }
 }
+
+/// A run's recorder as the agent runtime holds it: the hooks its model calls report to.
+pub fn runtime_hooks(recorder: &Recorder) -> Arc<dyn RunHooks> {
+    Arc::new(recorder.clone())
+}
+
+/// A run's recorder as the tools hold it: the log their invocations are kept in and looked
+/// up from.
+pub fn invocation_log(recorder: &Recorder) -> Arc<dyn InvocationLog> {
+    Arc::new(recorder.clone())
+}
+
+/// What model endpoints taught, remembered from the store and kept in it, as a run wires it
+/// (`diag_core::store::endpoint_memory`).
+pub use diag_core::store::endpoint_memory;
 
 /// Writes the first `upto` events of a run with its steps, exchanges and invocations, as a
 /// live run reports them through its recorder.

@@ -15,7 +15,8 @@ use diag_core::model::{
 use diag_core::protocol::{InvocationStatus, ToolInvocation};
 use diag_core::store::{NewRun, RunSummary};
 use diag_core::tools::{InvocationLog, ToolSpec};
-use diag_diagnosis::Status;
+/// The status of a node's event in the records here: the diagnosis graph's.
+pub use diag_diagnosis::Status;
 use serde_json::json;
 
 pub const T0: i64 = 1_764_510_000_000; // 2025-11-30T13:40:00Z
