@@ -444,6 +444,7 @@ pub mod steps {
             let answer = ComposerAnswer {
                 answer_markdown: text.to_string(),
                 cited_claims: vec![],
+                derivations: Vec::new(),
             };
             s.final_answer = Some(answer.answer_markdown);
             s.composer_status = Some(AgentStatus::Completed);

@@ -1,19 +1,37 @@
-//! `composer_answer_v1`: the Composer's answer over Verifier-allowed claims, and the inline
-//! citation markers (`[c1]`, `[c1, c2]`) its Markdown cites them with.
+//! `composer_answer_v1` and `composer_answer_v2`: the Composer's answer over Verifier-allowed
+//! claims, and the inline citation markers (`[c1]`, `[c1, c2]`, `96 % [d1]`) its Markdown
+//! cites them and its derivations with.
 
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::derivation::Derivation;
 use super::grounding::{is_claim_id, EvidenceContext, SalientToken};
 
-/// The schema name the Composer must return.
+/// The schema name of an answer that computes nothing.
 pub const SCHEMA: &str = "composer_answer_v1";
+
+/// The schema name of an answer that may state computed values, each as a [`Derivation`]
+/// (openspec/specs/verified-evidence/spec.md, "A computed value SHALL reach an answer only
+/// with its arithmetic checked").
+pub const SCHEMA_V2: &str = "composer_answer_v2";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComposerAnswer {
     pub answer_markdown: String,
     pub cited_claims: Vec<String>,
+    /// The computed values the answer states (`composer_answer_v2`); empty for a v1 answer,
+    /// and then not serialized, so a v1 answer is recorded exactly as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derivations: Vec<Derivation>,
+}
+
+impl ComposerAnswer {
+    /// The ids of the answer's derivations, in listed order.
+    pub fn derivation_ids(&self) -> Vec<String> {
+        self.derivations.iter().map(|d| d.id.clone()).collect()
+    }
 }
 
 /// One inline citation marker of an answer: its byte range (brackets included) and the claim

@@ -11,6 +11,7 @@
 //!
 //! Pure: plain data in, a verdict out.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -231,6 +232,24 @@ impl CheckedDerivation {
     pub fn shown(&self) -> String {
         format!("{} = {}", self.result, self.arithmetic)
     }
+}
+
+/// The context an answer's tokens are checked against when it states derivations: `context`
+/// (the question and the allowed claims' evidence) plus, as observed text, the result of
+/// each checked derivation with its unit (`96 %`, `5 s`, `09:02 EST`). A computed value thus
+/// passes the token rule only through a derivation that holds; with none, `context` itself.
+pub fn context_with_derivations<'a>(
+    context: &'a EvidenceContext,
+    checked: &[CheckedDerivation],
+) -> Cow<'a, EvidenceContext> {
+    if checked.is_empty() {
+        return Cow::Borrowed(context);
+    }
+    let mut extended = context.clone();
+    for d in checked {
+        extended.push_text(&d.result);
+    }
+    Cow::Owned(extended)
 }
 
 /// Whether `id` is a derivation id: `d` and one to four digits, not starting with 0.

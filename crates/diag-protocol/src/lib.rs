@@ -42,7 +42,8 @@ pub use grounding::{
 };
 pub use invocation::{InvocationStatus, ToolInvocation};
 pub use parse::{
-    bounded_token_text, check_answer_citations, check_answer_tokens, check_executor_references,
+    bounded_token_text, check_answer_citations, check_answer_citations_with_derivations,
+    check_answer_derivations, check_answer_tokens, check_executor_references, cited_derivations,
     parse_composer, parse_executor, parse_plan, parse_verifier, ContractViolation,
 };
 pub use planner::{Plan, PlanHypothesis, PlanStep, PlannerMode};

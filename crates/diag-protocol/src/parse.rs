@@ -14,6 +14,9 @@
 //! - Unknown fields are ignored. A required field that is absent is `MissingField`; one that is
 //!   `null` or of another type is `WrongType`. An *optional* field that is `null` is treated as
 //!   absent, because `null` carries no claim.
+//!   Two exceptions are read strictly (`UnknownMember`): a derivation and its operands
+//!   (`composer_answer_v2`), whose every member is arithmetic, and `derivations` in a
+//!   `composer_answer_v1` document, which would otherwise be dropped unchecked.
 //! - Ids and free text that a later stage shows or matches on (ids, claim text, quotes, goals,
 //!   list entries) must be non-blank; ids must be unique within their list.
 //! - Messages quote at most [`SNIPPET_CHARS`] characters of model text, Debug-escaped so that no
@@ -24,8 +27,11 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::composer::{self, ComposerAnswer};
+use super::derivation::{
+    check_derivations, is_derivation_id, CheckedDerivation, Derivation, DerivationError, Operand,
+};
 use super::executor::{self, Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
-use super::grounding::{EvidenceContext, TokenCheck, TokenKind};
+use super::grounding::{EvidenceContext, Marker, TokenCheck, TokenKind};
 use super::json_pointer::{self, PointerError};
 use super::planner::{self, Plan, PlanHypothesis, PlanStep, PlannerMode};
 use super::retry::{QueryRef, RetryContext};
@@ -148,6 +154,16 @@ pub enum ContractViolation {
          or '-')"
     )]
     InvalidName { field: String, found: String },
+    /// A member the contract does not have where it is read strictly: `derivations` in a
+    /// `composer_answer_v1` document, or an unknown member of a derivation or an operand.
+    #[error("`{field}` is not a member of {of}")]
+    UnknownMember { field: String, of: &'static str },
+    #[error("`{field}` is {id:?}, which is also the id of an allowed claim")]
+    DerivationIdIsClaim { field: String, id: String },
+    /// A derivation that is malformed (its id) or does not hold; the reason is the
+    /// derivation's own (`derivation_wrong`, `derivation_not_cited`, …).
+    #[error("{0}")]
+    Derivation(DerivationError),
 }
 
 /// The longest claim id (openspec/specs/verified-evidence/spec.md: model-written identifiers have strict formats).
@@ -208,6 +224,9 @@ impl ContractViolation {
             ContractViolation::CitationsDisagree { .. } => "citations_disagree",
             ContractViolation::CitesNoClaim { .. } => "cites_no_claim",
             ContractViolation::UnboundAnswerToken { .. } => "unbound_answer_token",
+            ContractViolation::UnknownMember { .. } => "unknown_member",
+            ContractViolation::DerivationIdIsClaim { .. } => "derivation_id_is_claim",
+            ContractViolation::Derivation(e) => e.reason(),
         }
     }
 }
@@ -746,15 +765,30 @@ fn check_verifier_consistency(
 // ---------------------------------------------------------------------------------------------
 // Composer.
 
-/// Parses a `composer_answer_v1` document. `answer_markdown` must be non-blank;
-/// `cited_claims` is required (possibly empty), unique, and a subset of `allowed_claims`.
+/// Parses a `composer_answer_v1` or `composer_answer_v2` document. `answer_markdown` must be
+/// non-blank; `cited_claims` is required (possibly empty), unique, and a subset of
+/// `allowed_claims`.
+///
+/// A v1 document has no `derivations` member ([`ContractViolation::UnknownMember`]). A v2
+/// document requires `derivations`, an array (possibly empty) of derivations read strictly
+/// ([`parse_derivations`]).
 ///
 /// What the answer says is checked after it is rendered (the text an operator sees), by
-/// [`check_answer_citations`] and [`check_answer_tokens`].
+/// [`check_answer_citations_with_derivations`], [`check_answer_derivations`] and
+/// [`check_answer_tokens`].
 pub fn parse_composer(text: &str, allowed_claims: &[String]) -> Result<ComposerAnswer> {
     let map = json_document(text)?;
     let doc = Obj::root(&map);
-    check_schema(&doc, composer::SCHEMA)?;
+    let v2 = doc.string("schema")? == composer::SCHEMA_V2;
+    if !v2 {
+        check_schema(&doc, composer::SCHEMA)?;
+        if map.contains_key("derivations") {
+            return Err(ContractViolation::UnknownMember {
+                field: doc.field("derivations"),
+                of: composer::SCHEMA,
+            });
+        }
+    }
     let allowed: HashSet<&str> = allowed_claims.iter().map(String::as_str).collect();
     let answer_markdown = doc.text("answer_markdown")?.to_string();
     // `cited_claims` is a set: an id listed again says nothing new (a small model repeats
@@ -767,10 +801,96 @@ pub fn parse_composer(text: &str, allowed_claims: &[String]) -> Result<ComposerA
         }
     }
     let cited_claims = references(&unique, &doc.field("cited_claims"), &allowed)?;
+    let derivations = if v2 {
+        parse_derivations(&doc, &allowed)?
+    } else {
+        Vec::new()
+    };
     Ok(ComposerAnswer {
         answer_markdown,
         cited_claims,
+        derivations,
     })
+}
+
+/// The members of a derivation and of an operand.
+const DERIVATION_MEMBERS: [&str; 5] = ["id", "value", "unit", "op", "operands"];
+const OPERAND_MEMBERS: [&str; 3] = ["claim", "value", "unit"];
+
+/// The `derivations` of a `composer_answer_v2` document: objects `{id, value, unit?, op,
+/// operands: [{claim, value, unit?}]}` with no other member (a member the checker would
+/// ignore, `rounding` or `scale`, could change what the arithmetic means, so it is refused:
+/// [`ContractViolation::UnknownMember`]). Ids are derivation ids ([`is_derivation_id`]),
+/// unique, and none is the id of an allowed claim, so a marker names one or the other.
+/// `value`, `op`, an operand's `value` are non-blank; a `unit` is absent, `null` or
+/// non-blank; an operand's `claim` is in the claim-id format. Whether the operation exists,
+/// takes these operands and gives the stated result is [`check_answer_derivations`]'s.
+fn parse_derivations(doc: &Obj<'_>, allowed: &HashSet<&str>) -> Result<Vec<Derivation>> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for d in objects(doc.array("derivations")?, &doc.field("derivations"))? {
+        only_members(&d, &DERIVATION_MEMBERS, "a derivation")?;
+        let id = d.text("id")?;
+        if !is_derivation_id(id) {
+            return Err(ContractViolation::Derivation(DerivationError::BadId {
+                id: snip(id),
+            }));
+        }
+        if allowed.contains(id) {
+            return Err(ContractViolation::DerivationIdIsClaim {
+                field: d.field("id"),
+                id: id.to_string(),
+            });
+        }
+        if !seen.insert(id) {
+            return Err(ContractViolation::Derivation(DerivationError::Duplicate {
+                id: id.to_string(),
+            }));
+        }
+        let mut operands = Vec::new();
+        for o in objects(d.array("operands")?, &d.field("operands"))? {
+            only_members(&o, &OPERAND_MEMBERS, "a derivation operand")?;
+            let claim = o.text("claim")?;
+            if !is_claim_id(claim) {
+                return Err(ContractViolation::InvalidClaimId {
+                    field: o.field("claim"),
+                    found: snip(claim),
+                });
+            }
+            operands.push(Operand {
+                claim: claim.to_string(),
+                value: o.text("value")?.to_string(),
+                unit: optional_text(&o, "unit")?,
+            });
+        }
+        out.push(Derivation {
+            id: id.to_string(),
+            value: d.text("value")?.to_string(),
+            unit: optional_text(&d, "unit")?,
+            op: d.text("op")?.to_string(),
+            operands,
+        });
+    }
+    Ok(out)
+}
+
+/// Refuses any member of `o` not in `members`.
+fn only_members(o: &Obj<'_>, members: &[&str], of: &'static str) -> Result<()> {
+    match o.map.keys().find(|k| !members.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(ContractViolation::UnknownMember {
+            field: o.field(&snip(k)),
+            of,
+        }),
+    }
+}
+
+/// An optional string that, when given, is not blank.
+fn optional_text(o: &Obj<'_>, key: &str) -> Result<Option<String>> {
+    match o.optional(key) {
+        None => Ok(None),
+        Some(_) => Ok(Some(o.text(key)?.to_string())),
+    }
 }
 
 /// The citation rules of an answer (openspec/specs/verified-evidence/spec.md), over the answer
@@ -787,6 +907,21 @@ pub fn check_answer_citations(
     cited_claims: &[String],
     allowed_claims: &[String],
 ) -> Result<()> {
+    check_answer_citations_with_derivations(answer, cited_claims, allowed_claims, &[])
+}
+
+/// [`check_answer_citations`] for an answer that lists derivations (`composer_answer_v2`):
+/// an id a marker names that is one of `derivation_ids` cites that derivation, not a claim,
+/// and is left out of the claim rules (`96 % [d1]`, `[c6, d1]`). An id that is neither an
+/// allowed claim nor a listed derivation is refused as before
+/// (`inline_citation_not_allowed`). Which derivations are cited is [`cited_derivations`].
+pub fn check_answer_citations_with_derivations(
+    answer: &str,
+    cited_claims: &[String],
+    allowed_claims: &[String],
+    derivation_ids: &[String],
+) -> Result<()> {
+    let is_derivation = |id: &String| derivation_ids.contains(id);
     let is_allowed = |id: &str| allowed_claims.iter().any(|a| a == id);
     let mut required: Vec<String> = Vec::new();
     let mut optional: Vec<String> = Vec::new();
@@ -821,6 +956,7 @@ pub fn check_answer_citations(
             }
         }
     }
+    required.retain(|id| !is_derivation(id));
     if let Some(id) = required.iter().find(|id| !is_allowed(id)) {
         return Err(ContractViolation::InlineCitationNotAllowed { claim_id: snip(id) });
     }
@@ -843,6 +979,52 @@ pub fn check_answer_citations(
         });
     }
     Ok(())
+}
+
+/// The derivations an answer's markers cite: the ids among `derivation_ids` that a marker
+/// names, alone, in a list or as the end of a range, as [`check_answer_citations`] reads
+/// markers (the answer as rendered, outside code and links). Unique, in the order first
+/// cited: the `cited` of [`check_derivations`].
+pub fn cited_derivations(answer: &str, derivation_ids: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for marker in super::grounding::answer_markers(answer) {
+        for id in marker_ids(&marker) {
+            if derivation_ids.contains(&id) && !out.contains(&id) {
+                out.push(id);
+            }
+        }
+    }
+    out
+}
+
+/// Every id a marker names: its ids, the ends of its ranges, and a hyphenated id both whole
+/// and as the ends of the range it may be.
+fn marker_ids(marker: &Marker) -> Vec<String> {
+    let mut ids = marker.ids.clone();
+    for (first, last) in &marker.ranges {
+        ids.extend([first.clone(), last.clone()]);
+    }
+    for (id, first, last) in &marker.hyphen_ranges {
+        ids.extend([id.clone(), first.clone(), last.clone()]);
+    }
+    ids
+}
+
+/// The derivation rule of an answer (openspec/specs/verified-evidence/spec.md, "A computed
+/// value SHALL reach an answer only with its arithmetic checked"): every derivation the
+/// answer lists is cited by its markers ([`cited_derivations`] over `answer`, as rendered)
+/// and holds ([`check_derivations`]; `evidence` gives the evidence context of an allowed
+/// claim, `None` for any other id). The checked derivations extend the answer context
+/// ([`context_with_derivations`](super::derivation::context_with_derivations)) the token
+/// rule then reads the answer against.
+pub fn check_answer_derivations<'e>(
+    answer: &str,
+    derivations: &[Derivation],
+    evidence: &dyn Fn(&str) -> Option<&'e EvidenceContext>,
+) -> Result<Vec<CheckedDerivation>> {
+    let ids: Vec<String> = derivations.iter().map(|d| d.id.clone()).collect();
+    let cited = cited_derivations(answer, &ids);
+    check_derivations(derivations, evidence, &cited).map_err(ContractViolation::Derivation)
 }
 
 /// The token rule of an answer (openspec/specs/verified-evidence/spec.md), over the answer
