@@ -1295,3 +1295,305 @@ fn snip(s: &str) -> String {
         Some((end, _)) => format!("{}…", &s[..end]),
     }
 }
+
+#[cfg(test)]
+mod composer_v2_tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::derivation::context_with_derivations;
+    use crate::grounding::salient_tokens;
+
+    const ANSWER: &str =
+        "96 % of the pool was held by the batch [d1] (48 of 50 connections [c6, c4])";
+
+    fn allowed() -> Vec<String> {
+        vec!["c4".into(), "c6".into()]
+    }
+
+    fn evidence() -> HashMap<String, EvidenceContext> {
+        [
+            ("c4", "pool max_connections=50"),
+            ("c6", "48 of 50 connections held by settlement-batch"),
+        ]
+        .into_iter()
+        .map(|(id, text)| {
+            let mut cx = EvidenceContext::new();
+            cx.push_text(text);
+            (id.to_string(), cx)
+        })
+        .collect()
+    }
+
+    /// The answer context: the question and the allowed claims' evidence.
+    fn answer_context() -> EvidenceContext {
+        let mut cx = EvidenceContext::new();
+        for text in [
+            "why is the pool of payment-db full?",
+            "pool max_connections=50",
+            "48 of 50 connections held by settlement-batch",
+        ] {
+            cx.push_text(text);
+        }
+        cx
+    }
+
+    fn derivation(value: &str) -> Value {
+        json!({"id": "d1", "value": value, "unit": "%", "op": "percentage",
+               "operands": [{"claim": "c6", "value": "48"}, {"claim": "c4", "value": "50"}]})
+    }
+
+    fn v2(answer: &str, derivations: Value) -> String {
+        json!({"schema": "composer_answer_v2", "answer_markdown": answer,
+               "cited_claims": ["c6", "c4"], "derivations": derivations})
+        .to_string()
+    }
+
+    fn v1(answer: &str) -> String {
+        json!({"schema": "composer_answer_v1", "answer_markdown": answer,
+               "cited_claims": ["c6", "c4"]})
+        .to_string()
+    }
+
+    /// Parse, citations, derivations, tokens: the Composer's checks in order.
+    fn run(text: &str) -> Result<(ComposerAnswer, Vec<CheckedDerivation>)> {
+        let answer = parse_composer(text, &allowed())?;
+        let md = &answer.answer_markdown;
+        check_answer_citations_with_derivations(
+            md,
+            &answer.cited_claims,
+            &allowed(),
+            &answer.derivation_ids(),
+        )?;
+        let evidence = evidence();
+        let lookup = |id: &str| evidence.get(id);
+        let checked = check_answer_derivations(md, &answer.derivations, &lookup)?;
+        let base = answer_context();
+        let context = context_with_derivations(&base, &checked);
+        check_answer_tokens(md, &context).1?;
+        Ok((answer, checked))
+    }
+
+    fn reason(r: Result<impl std::fmt::Debug>) -> &'static str {
+        r.expect_err("refused").reason()
+    }
+
+    #[test]
+    fn a_checked_percentage_passes_every_check() {
+        let (answer, checked) = run(&v2(ANSWER, json!([derivation("96")]))).unwrap();
+        assert_eq!(answer.derivation_ids(), ["d1"]);
+        assert_eq!(checked.len(), 1);
+        assert_eq!(checked[0].shown(), "96 % = 48 / 50 × 100 (c6, c4)");
+        assert_eq!(
+            cited_derivations(ANSWER, &answer.derivation_ids()),
+            ["d1"],
+            "the marker [d1] cites the derivation"
+        );
+    }
+
+    #[test]
+    fn a_wrong_result_is_refused_with_its_arithmetic() {
+        let text = v2(&ANSWER.replace("96", "98"), json!([derivation("98")]));
+        let err = run(&text).unwrap_err();
+        assert_eq!(err.reason(), "derivation_wrong");
+        assert_eq!(
+            err.to_string(),
+            "derivation_wrong: d1: 48 / 50 × 100 (c6, c4) = 96 %, stated 98 %"
+        );
+    }
+
+    #[test]
+    fn without_a_derivation_the_computed_value_is_unbound() {
+        let plain = ANSWER.replace(" [d1]", "");
+        match run(&v1(&plain)) {
+            Err(ContractViolation::UnboundAnswerToken { kind, token, .. }) => {
+                assert_eq!((kind, token.as_str()), (TokenKind::Number, "96"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A v1 answer cannot cite a derivation: `d1` is no allowed claim.
+        assert_eq!(reason(run(&v1(ANSWER))), "inline_citation_not_allowed");
+        // A v2 answer that lists none is a v1 answer.
+        assert_eq!(reason(run(&v2(&plain, json!([])))), "unbound_answer_token");
+        // A derivation that does not hold extends nothing.
+        let base = answer_context();
+        assert!(matches!(
+            context_with_derivations(&base, &[]),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn a_listed_derivation_must_be_cited() {
+        let text = v2(&ANSWER.replace(" [d1]", ""), json!([derivation("96")]));
+        assert_eq!(reason(run(&text)), "derivation_not_cited");
+    }
+
+    #[test]
+    fn a_marker_naming_no_derivation_is_refused() {
+        let answer = format!("{ANSWER}, twice the usual [d9]");
+        let text = v2(&answer, json!([derivation("96")]));
+        match run(&text) {
+            Err(ContractViolation::InlineCitationNotAllowed { claim_id }) => {
+                assert_eq!(claim_id, "d9")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Cited together with claims, a derivation is still not a claim to list.
+        let mixed = "96 % of the pool was held by the batch (48 of 50 connections [c6, c4, d1])";
+        run(&v2(mixed, json!([derivation("96")]))).unwrap();
+    }
+
+    #[test]
+    fn derivation_markers_are_no_tokens() {
+        assert_eq!(salient_tokens("held [d1]"), salient_tokens("held"));
+        assert_eq!(salient_tokens("held [c6, d1]"), salient_tokens("held"));
+        assert_eq!(salient_tokens("held [d1-d2]"), salient_tokens("held"));
+        let ids: Vec<String> = vec!["d1".into(), "d2".into(), "d3".into()];
+        assert_eq!(
+            cited_derivations("a [d2] b [c1, d1] d [d2]\n\n```\n[d3]\n```", &ids),
+            ["d2", "d1"],
+            "in order first cited, once each, not in code"
+        );
+        assert_eq!(cited_derivations("[d1–d3]", &ids), ["d1", "d3"]);
+    }
+
+    #[test]
+    fn a_v1_document_has_no_derivations() {
+        let mut doc: Value = serde_json::from_str(&v1(ANSWER)).unwrap();
+        doc["derivations"] = json!([derivation("96")]);
+        match parse_composer(&doc.to_string(), &allowed()) {
+            Err(ContractViolation::UnknownMember { field, of }) => {
+                assert_eq!((field.as_str(), of), ("derivations", "composer_answer_v1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        doc["derivations"] = json!([]);
+        assert_eq!(
+            reason(parse_composer(&doc.to_string(), &allowed())),
+            "unknown_member"
+        );
+    }
+
+    #[test]
+    fn v2_derivations_are_read_strictly() {
+        let parse = |d: Value| parse_composer(&v2(ANSWER, d), &allowed());
+        let with = |pointer: &str, v: Value| {
+            let mut d = derivation("96");
+            *d.pointer_mut(pointer).unwrap() = v;
+            parse(json!([d]))
+        };
+        let mut extra = derivation("96");
+        extra["rounding"] = json!("up");
+        assert_eq!(reason(parse(json!([extra]))), "unknown_member");
+        let mut extra = derivation("96");
+        extra["operands"][0]["scale"] = json!(2);
+        match parse(json!([extra])) {
+            Err(ContractViolation::UnknownMember { field, .. }) => {
+                assert_eq!(field, "derivations[0].operands[0].scale")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(reason(with("/id", json!("x1"))), "derivation_id_invalid");
+        assert_eq!(reason(with("/id", json!("d01"))), "derivation_id_invalid");
+        assert_eq!(reason(with("/id", json!(1))), "wrong_type");
+        assert_eq!(reason(with("/value", json!(" "))), "blank_field");
+        assert_eq!(reason(with("/value", json!(96))), "wrong_type");
+        assert_eq!(reason(with("/unit", json!(""))), "blank_field");
+        assert_eq!(reason(with("/op", json!(null))), "wrong_type");
+        assert_eq!(reason(with("/operands", json!({}))), "wrong_type");
+        assert_eq!(reason(with("/operands/0", json!("c6"))), "wrong_type");
+        assert_eq!(
+            reason(with("/operands/0/claim", json!("6c"))),
+            "invalid_claim_id"
+        );
+        let mut d = derivation("96");
+        d["operands"][1]["unit"] = json!(5);
+        assert_eq!(reason(parse(json!([d]))), "wrong_type");
+        assert_eq!(
+            reason(parse(json!([derivation("96"), derivation("96")]))),
+            "derivation_duplicate_id"
+        );
+        assert_eq!(reason(parse(json!({}))), "wrong_type");
+        assert_eq!(reason(parse(json!([1]))), "wrong_type");
+        let mut doc: Value = serde_json::from_str(&v2(ANSWER, json!([]))).unwrap();
+        doc.as_object_mut().unwrap().remove("derivations");
+        assert_eq!(
+            reason(parse_composer(&doc.to_string(), &allowed())),
+            "missing_field"
+        );
+        // An id is a derivation's or a claim's, never both.
+        let claims: Vec<String> = vec!["c4".into(), "c6".into(), "d1".into()];
+        match parse_composer(&v2(ANSWER, json!([derivation("96")])), &claims) {
+            Err(ContractViolation::DerivationIdIsClaim { field, id }) => {
+                assert_eq!((field.as_str(), id.as_str()), ("derivations[0].id", "d1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // `unit` and an operand's `unit` may be absent or null; the op is the checker's.
+        let mut d = derivation("96");
+        d["unit"] = json!(null);
+        d["op"] = json!("median");
+        d["operands"][0]["unit"] = json!(null);
+        let parsed = parse(json!([d])).unwrap();
+        assert_eq!(parsed.derivations[0].unit, None);
+        assert_eq!(parsed.derivations[0].operands[0].unit, None);
+        let evidence = evidence();
+        let lookup = |id: &str| evidence.get(id);
+        assert_eq!(
+            reason(check_answer_derivations(
+                ANSWER,
+                &parsed.derivations,
+                &lookup
+            )),
+            "derivation_op_unknown"
+        );
+    }
+
+    #[test]
+    fn v2_round_trips_and_v1_serializes_as_before() {
+        let answer = parse_composer(&v2(ANSWER, json!([derivation("96")])), &allowed()).unwrap();
+        assert_eq!(
+            answer.derivations,
+            [Derivation {
+                id: "d1".into(),
+                value: "96".into(),
+                unit: Some("%".into()),
+                op: "percentage".into(),
+                operands: vec![
+                    Operand {
+                        claim: "c6".into(),
+                        value: "48".into(),
+                        unit: None
+                    },
+                    Operand {
+                        claim: "c4".into(),
+                        value: "50".into(),
+                        unit: None
+                    },
+                ],
+            }]
+        );
+        let json = serde_json::to_value(&answer).unwrap();
+        assert_eq!(json["derivations"], json!([derivation("96")]));
+        let back: ComposerAnswer = serde_json::from_value(json).unwrap();
+        assert_eq!(back, answer);
+
+        let plain = ANSWER.replace(" [d1]", "");
+        let v1_answer = parse_composer(&v1(&plain), &allowed()).unwrap();
+        assert!(v1_answer.derivations.is_empty());
+        let text = serde_json::to_string(&v1_answer).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "{{\"answer_markdown\":{},\"cited_claims\":[\"c6\",\"c4\"]}}",
+                json!(plain)
+            )
+        );
+        // A record written before v2 reads back unchanged.
+        let old: ComposerAnswer = serde_json::from_str(&text).unwrap();
+        assert_eq!(old, v1_answer);
+    }
+}
