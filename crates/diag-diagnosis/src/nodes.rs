@@ -23,13 +23,15 @@ use crate::agent::{
 use crate::graph::{Node, NodeFuture, RunConfig, Step};
 use crate::model::OutputSchema;
 use crate::protocol::composer::place_citations;
+use crate::protocol::derivation::context_with_derivations;
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run_with_question};
 use crate::protocol::grounding::answer_markers;
 use crate::protocol::schema;
+use crate::protocol::ComposerAnswer;
 use crate::protocol::{
-    bounded_token_text, check_answer_citations, check_answer_tokens, check_executor_references,
-    effective_verdict, parse_composer, parse_executor, parse_plan, parse_verifier, Plan,
-    PlannerMode, RetryContext, RunClock, Verdict,
+    bounded_token_text, check_answer_citations_with_derivations, check_answer_derivations,
+    check_answer_tokens, check_executor_references, effective_verdict, parse_composer,
+    parse_executor, parse_plan, parse_verifier, Plan, PlannerMode, RetryContext, RunClock, Verdict,
 };
 use crate::tools::{InvocationLog, ToolSpec};
 
@@ -576,7 +578,7 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                                 agent_step(&s).with("cited_claims", answer.cited_claims.len()),
                             )
                         } else {
-                            self.check_answer(state, rendered, &answer.cited_claims, &material)
+                            self.check_answer(state, rendered, &answer, &material)
                         }
                     }
                     Err(v) => {
@@ -604,9 +606,10 @@ impl ComposerNode {
         &self,
         state: &mut DiagnosisState,
         rendered: String,
-        cited_claims: &[String],
+        answer: &ComposerAnswer,
         material: &AnswerMaterial,
     ) -> (AgentStatus, Step<Status>) {
+        let cited_claims = answer.cited_claims.as_slice();
         let allowed = material.allowed_ids();
         // An answer without a single inline marker gets its citations placed from what its
         // facts bind to; markers a model wrote are checked as they are.
@@ -624,12 +627,37 @@ impl ComposerNode {
             None => (rendered, cited_claims.to_vec(), None),
         };
         let cited_claims = cited_claims.as_slice();
-        if let Err(v) = check_answer_citations(&rendered, cited_claims, &allowed) {
+        let derivation_ids = answer.derivation_ids();
+        if let Err(v) = check_answer_citations_with_derivations(
+            &rendered,
+            cited_claims,
+            &allowed,
+            &derivation_ids,
+        ) {
             let s = AgentStatus::InvalidOutput;
             state.round.composer_refusal = Some(v.to_string());
             return (s.clone(), agent_step(&s).with("reason", v.reason()));
         }
-        let (check, verdict) = check_answer_tokens(&rendered, &material.context);
+        // A computed value is checked before the tokens: its result binds the answer's
+        // computed figures only when its arithmetic holds on observed operands.
+        let evidence_of = |id: &str| {
+            material
+                .claim_contexts
+                .iter()
+                .find(|(claim, _)| claim == id)
+                .map(|(_, context)| context)
+        };
+        let derivations =
+            match check_answer_derivations(&rendered, &answer.derivations, &evidence_of) {
+                Ok(checked) => checked,
+                Err(v) => {
+                    let s = AgentStatus::InvalidOutput;
+                    state.round.composer_refusal = Some(v.to_string());
+                    return (s.clone(), agent_step(&s).with("reason", v.reason()));
+                }
+            };
+        let context = context_with_derivations(&material.context, &derivations);
+        let (check, verdict) = check_answer_tokens(&rendered, &context);
         let first_unbound_kind = check.unbound.first().map(|t| t.kind);
         let first_unbound = check.first().map(|mut u| {
             u.token.text = bounded_token_text(&u.token.text);
@@ -648,6 +676,10 @@ impl ComposerNode {
                 let mut step = agent_step(&s)
                     .with("cited_claims", cited_claims.len())
                     .with("answer_tokens", check.checked);
+                if !derivations.is_empty() {
+                    step = step.with("derivations", derivations.len());
+                }
+                state.round.answer_derivations = derivations;
                 if let Some(n) = placed_markers {
                     step = step.with("citations_placed", n);
                 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use crate::agent::AgentFailure;
 use crate::graph::{Event, GraphState};
+use crate::protocol::derivation::CheckedDerivation;
 use crate::protocol::grounding::{TokenKind, Unbound};
 use crate::protocol::{
     ExecutorOutput, GateStatus, GatekeeperRaw, Plan, PlannerMode, RetryContext, RunClock, Verdict,
@@ -74,6 +75,10 @@ pub struct RoundState {
     /// (openspec/specs/verified-evidence/spec.md).
     #[serde(default)]
     pub answer_grounding: Option<AnswerGrounding>,
+    /// The derivations of the Composer's accepted answer, each checked: a computed value and
+    /// its arithmetic on observed operands (openspec/specs/verified-evidence/spec.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answer_derivations: Vec<CheckedDerivation>,
     /// Verifier free-text items (missing information, recommendations) left out of the
     /// material an answer is written from because they hold a salient token that is in
     /// neither the question nor the allowed claims and their evidence.
@@ -218,6 +223,12 @@ mod tests {
             }),
             composer_input: Some("{}".into()),
             answer_grounding: Some(AnswerGrounding::default()),
+            answer_derivations: vec![CheckedDerivation {
+                id: "d1".into(),
+                op: "percentage".into(),
+                result: "96 %".into(),
+                arithmetic: "48 / 50 × 100 (c6, c4)".into(),
+            }],
             composer_refusal: Some("the answer states 99th, which no evidence shows".into()),
             dropped_items: 1,
             retries: RetryCounters {
@@ -233,7 +244,9 @@ mod tests {
         let filled = serde_json::to_value(filled_round()).unwrap();
         let fresh = serde_json::to_value(RoundState::default()).unwrap();
         let (filled, fresh) = (filled.as_object().unwrap(), fresh.as_object().unwrap());
-        assert_eq!(filled.len(), fresh.len());
+        // A fresh round leaves out what is skipped when empty (`answer_derivations`): every
+        // key it has, the filled one has too.
+        assert!(fresh.keys().all(|k| filled.contains_key(k)), "{fresh:?}");
         for (key, value) in filled {
             assert_ne!(Some(value), fresh.get(key), "{key} is left at its default");
         }

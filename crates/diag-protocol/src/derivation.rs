@@ -361,7 +361,7 @@ fn with_unit_op(o: &Operand) -> String {
 }
 
 fn bounded(s: &str) -> String {
-    crate::parse::bounded_token_text(s)
+    crate::gatekeeper::bounded_token_text(s)
 }
 
 /// The operand's value is shown by the evidence of the allowed claim it names: read as the

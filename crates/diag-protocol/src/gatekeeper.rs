@@ -526,6 +526,15 @@ fn resolve_pointer<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
     super::json_pointer::resolve(doc, pointer).ok()
 }
 
+/// A token's text as it may be shown and stored: control characters dropped, at most
+/// [`MAX_TOKEN_CHARS`] characters.
+pub fn bounded_token_text(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_TOKEN_CHARS)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

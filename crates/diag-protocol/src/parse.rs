@@ -1046,14 +1046,7 @@ pub fn check_answer_tokens(answer: &str, context: &EvidenceContext) -> (TokenChe
     (check, verdict)
 }
 
-/// A token's text as it may be shown and stored: control characters dropped, at most 80
-/// characters.
-pub fn bounded_token_text(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control())
-        .take(super::gatekeeper::MAX_TOKEN_CHARS)
-        .collect()
-}
+pub use super::gatekeeper::bounded_token_text;
 
 // ---------------------------------------------------------------------------------------------
 // Field access with paths, so every violation names where it happened.

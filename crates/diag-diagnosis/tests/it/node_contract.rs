@@ -3039,6 +3039,80 @@ async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
     assert_eq!(detail_int(done.events_of(C)[0], "citations_placed"), 1);
 }
 
+/// A `composer_answer_v2` document: `answer` as written, its cited claims and one derivation
+/// converting c1's log time (14:02:03 UTC) to `stated` in EST.
+fn composer_converting(answer: &str, stated: &str) -> String {
+    json!({"schema": "composer_answer_v2", "answer_markdown": answer, "cited_claims": ["c1"],
+           "derivations": [{"id": "d1", "value": stated, "unit": "EST", "op": "convert_zone",
+                            "operands": [{"claim": "c1", "value": "14:02:03", "unit": "UTC"}]}]})
+    .to_string()
+}
+
+#[tokio::test]
+async fn rule_a_computed_value_binds_only_through_a_checked_cited_derivation() {
+    // 14:02:03 UTC (c1's log timestamp) is 09:02:03 EST: the computed time is bound by the
+    // derivation that holds, and the reader's state keeps its arithmetic.
+    let answer = "checkout logged `upstream returned 502` from payment-service at 09:02:03 EST \
+                  [d1] [c1]";
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_converting(answer, "09:02:03"));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.answer(), answer);
+    assert_eq!(detail_int(done.events_of(C)[0], "derivations"), 1);
+    let shown: Vec<String> = done
+        .state
+        .round
+        .answer_derivations
+        .iter()
+        .map(|d| d.shown())
+        .collect();
+    assert_eq!(shown, ["09:02:03 EST = 14:02:03 UTC in EST (c1)"]);
+
+    // A wrong result is refused with its arithmetic.
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_converting(answer, "10:02:03"))
+        .reply(AgentRole::Composer, composer_converting(answer, "10:02:03"));
+    let done = run(&h).await;
+    assert_composer_refused_twice(&done, "derivation_wrong");
+    assert!(done.state.round.answer_derivations.is_empty());
+
+    // c2's `30s` in minutes: 0.5 holds through its derivation, and without one it is an
+    // unbound number, as every computed value was before.
+    let halved = "the 99th percentile latency reached 0.5 min [d1] [c2]";
+    let converted = json!({"schema": "composer_answer_v2", "answer_markdown": halved,
+        "cited_claims": ["c2"],
+        "derivations": [{"id": "d1", "value": "0.5", "unit": "min", "op": "convert_unit",
+                         "operands": [{"claim": "c2", "value": "30", "unit": "s"}]}]})
+    .to_string();
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("PASS", &["c1", "c2"], json!([])),
+    )
+    .reply(AgentRole::Composer, converted);
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.answer(), halved);
+    let uncomputed = "the 99th percentile latency reached 0.5 min [c2]";
+    let h = Harness::planned(exec_pass());
+    h.reply(
+        AgentRole::Verifier,
+        verifier("PASS", &["c1", "c2"], json!([])),
+    )
+    .reply(AgentRole::Composer, composer_raw(uncomputed, &["c2"]))
+    .reply(AgentRole::Composer, composer_raw(uncomputed, &["c2"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C, C, F]);
+    assert_eq!(
+        reasons(&done, C),
+        ["unbound_answer_token", "unbound_answer_token"]
+    );
+    assert_eq!(detail_text(done.events_of(C)[0], "token"), "0.5");
+}
+
 #[tokio::test]
 async fn rule_every_answer_token_occurs_in_the_question_or_the_allowed_evidence() {
     // Passing: `14:00` from the question, `14:02:03` from the log match's timestamp (the
