@@ -380,19 +380,23 @@ fn observed<'e>(
         });
     };
     let check = context.check(&o.value);
-    let mut shown = check.checked > 0 && check.unbound.is_empty();
-    if let (true, Some(unit)) = (shown, o.unit.as_deref().filter(|u| !u.is_empty())) {
-        shown = match unit_of(unit) {
-            // A zone is read with the time (`14:02 EST`): the time and its zone together.
-            _ if parse_zone_word(unit).is_some() => {
-                let both = format!("{} {unit}", o.value);
-                let check = context.check(&both);
-                check.unbound.is_empty()
-            }
+    let salient = check.checked > 0 && check.unbound.is_empty();
+    let shown = match o.unit.as_deref().filter(|u| !u.is_empty()) {
+        // A single digit is no salient token: it is read in the evidence as the number it is.
+        None => salient || check.checked == 0 && context.shows_quantity(&o.value, &str::is_empty),
+        // A zone is read with the time (`14:02 EST`): the time and its zone together.
+        Some(zone) if parse_zone_word(zone).is_some() => {
+            salient
+                && context
+                    .check(&format!("{} {zone}", o.value))
+                    .unbound
+                    .is_empty()
+        }
+        Some(unit) => match unit_of(unit) {
             Some(u) => context.shows_quantity(&o.value, &|w| unit_of(w) == Some(u)),
             None => false,
-        };
-    }
+        },
+    };
     if shown {
         Ok(())
     } else {
@@ -509,9 +513,12 @@ impl Exact {
                     Precision::Second | Precision::Fraction(_) => Decimal::ONE,
                 };
                 let day = Decimal::from(86_400);
-                let rounded = ((*secs / step)
+                // On the clock face: a conversion west of UTC may go below midnight.
+                let rounded = (((*secs / step)
                     .round_dp_with_strategy(0, RoundingStrategy::MidpointAwayFromZero)
                     * step)
+                    % day
+                    + day)
                     % day;
                 if Decimal::from(time.secs) == rounded {
                     Ok(())
@@ -1174,6 +1181,85 @@ mod tests {
             prop_assert_eq!(check(&ev, &off).unwrap_err().reason(), "derivation_wrong");
             let unseen = derivation(op.name(), &text(stated), unit, vec![operand("c1", &format!("{ta}1"), None), operand("c2", &tb, None)]);
             prop_assert_eq!(check(&ev, &unseen).unwrap_err().reason(), "derivation_operand_not_observed");
+        }
+    }
+
+    /// Durations: (spelling, nanoseconds).
+    const DURATIONS: [(&str, i64); 5] = [
+        ("ms", 1_000_000),
+        ("s", 1_000_000_000),
+        ("min", 60_000_000_000),
+        ("h", 3_600_000_000_000),
+        ("us", 1_000),
+    ];
+
+    fn hms(secs: u32) -> String {
+        format!(
+            "{:02}:{:02}:{:02}",
+            secs / 3600,
+            secs % 3600 / 60,
+            secs % 60
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn conversions_between_durations_hold_exactly_at_the_precision_written(
+            n in 1i64..1_000_000,
+            from in 0usize..5,
+            to in 0usize..5,
+            places in 0u32..4,
+        ) {
+            let (from_name, from_ns) = DURATIONS[from];
+            let (to_name, to_ns) = DURATIONS[to];
+            let ev = evidence(&[("c1", &format!("waited {n}{from_name} for the pool"))]);
+            let exact = Decimal::from(n) * Decimal::from(from_ns) / Decimal::from(to_ns);
+            let stated = exact.round_dp_with_strategy(places, RoundingStrategy::MidpointAwayFromZero);
+            let text = |v: Decimal| format!("{:.*}", places as usize, v);
+            let d = |value: String| derivation("convert_unit", &value, Some(to_name), vec![operand("c1", &n.to_string(), Some(from_name))]);
+            prop_assert!(check(&ev, &d(text(stated))).is_ok(), "{:?}", check(&ev, &d(text(stated))));
+            let off = stated + Decimal::new(1, places);
+            prop_assert_eq!(check(&ev, &d(text(off))).unwrap_err().reason(), "derivation_wrong");
+            // The number observed with another unit is not this operand.
+            let other = DURATIONS[(from + 1) % 5].0;
+            let elsewhere = evidence(&[("c1", &format!("waited {n}{other} for the pool"))]);
+            prop_assert_eq!(check(&elsewhere, &d(text(stated))).unwrap_err().reason(), "derivation_operand_not_observed");
+        }
+
+        #[test]
+        fn the_time_between_two_observed_times_and_a_time_plus_it_agree(
+            a in 0u32..86_400,
+            b in 0u32..86_400,
+        ) {
+            let (later, earlier) = (a.max(b), a.min(b));
+            let ev = evidence(&[("c1", &format!("ended {}", hms(later))), ("c2", &format!("began {}", hms(earlier)))]);
+            let secs = later - earlier;
+            let minus = derivation("time_minus", &secs.to_string(), Some("s"), vec![operand("c1", &hms(later), None), operand("c2", &hms(earlier), None)]);
+            prop_assert!(check(&ev, &minus).is_ok(), "{:?}", check(&ev, &minus));
+            let wrong = derivation("time_minus", &(secs + 1).to_string(), Some("s"), vec![operand("c1", &hms(later), None), operand("c2", &hms(earlier), None)]);
+            prop_assert_eq!(check(&ev, &wrong).unwrap_err().reason(), "derivation_wrong");
+            // The interval back onto the start gives the end (the interval observed in seconds).
+            let ev = evidence(&[("c2", &format!("began {}", hms(earlier))), ("c3", &format!("took {secs} s"))]);
+            let plus = derivation("time_plus", &hms(later), None, vec![operand("c2", &hms(earlier), None), operand("c3", &secs.to_string(), Some("s"))]);
+            prop_assert!(check(&ev, &plus).is_ok(), "{:?}", check(&ev, &plus));
+            let plus_wrong = derivation("time_plus", &hms((later + 1) % 86_400), None, vec![operand("c2", &hms(earlier), None), operand("c3", &secs.to_string(), Some("s"))]);
+            prop_assert_eq!(check(&ev, &plus_wrong).unwrap_err().reason(), "derivation_wrong");
+        }
+
+        #[test]
+        fn a_time_converted_between_fixed_offset_zones_holds_to_the_minute(
+            minutes in 0u32..1_440,
+            zone in prop::sample::select(vec![("EST", -300i32), ("CET", 60), ("JST", 540), ("PDT", -420), ("NPT", 345)]),
+        ) {
+            let utc = format!("{:02}:{:02}", minutes / 60, minutes % 60);
+            let ev = evidence(&[("c1", &format!("first error at {utc} UTC"))]);
+            let local = (i64::from(minutes) + i64::from(zone.1)).rem_euclid(1_440);
+            let stated = format!("{:02}:{:02}", local / 60, local % 60);
+            let d = |value: &str| derivation("convert_zone", value, Some(zone.0), vec![operand("c1", &utc, Some("UTC"))]);
+            prop_assert!(check(&ev, &d(&stated)).is_ok(), "{:?}", check(&ev, &d(&stated)));
+            let next = (local + 1).rem_euclid(1_440);
+            let off = format!("{:02}:{:02}", next / 60, next % 60);
+            prop_assert_eq!(check(&ev, &d(&off)).unwrap_err().reason(), "derivation_wrong");
         }
     }
 }

@@ -419,8 +419,8 @@ impl EvidenceContext {
     }
 
     /// Whether an observed text writes the number `value` with a unit `is_unit` accepts,
-    /// glued (`5000ms`) or as the next word (`5000 ms`): how a derivation's operand shows its
-    /// unit. A JSON member's name (`"timeout_ms": 5000`) does not count: its value and name
+    /// glued (`5000ms`) or as the next word (`5000 ms`), or alone when `is_unit("")`: how a
+    /// derivation's operand shows its unit (and a single digit, which is no salient token). A JSON member's name (`"timeout_ms": 5000`) does not count: its value and name
     /// are observed apart.
     pub fn shows_quantity(&self, value: &str, is_unit: &dyn Fn(&str) -> bool) -> bool {
         let Some(wanted) = values::read_number(value.trim()).map(|n| n.value) else {
@@ -461,7 +461,7 @@ impl EvidenceContext {
                     return false;
                 }
                 if unit.is_empty() {
-                    words.get(i + 1).is_some_and(|next| is_unit(next))
+                    is_unit("") || words.get(i + 1).is_some_and(|next| is_unit(next))
                 } else {
                     is_unit(unit)
                 }
