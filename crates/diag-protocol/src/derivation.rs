@@ -1261,5 +1261,21 @@ mod tests {
             let off = format!("{:02}:{:02}", next / 60, next % 60);
             prop_assert_eq!(check(&ev, &d(&off)).unwrap_err().reason(), "derivation_wrong");
         }
+
+        #[test]
+        fn a_rate_is_its_count_over_its_duration_per_the_unit_asked(
+            count in 1i64..1_000_000,
+            seconds in 1i64..100_000,
+            per in prop::sample::select(vec![("/s", 1i64), ("req/min", 60), ("/h", 3_600)]),
+            places in 0u32..3,
+        ) {
+            let ev = evidence(&[("c1", &format!("{count} requests")), ("c2", &format!("window {seconds} s"))]);
+            let exact = Decimal::from(count) * Decimal::from(per.1) / Decimal::from(seconds);
+            let stated = exact.round_dp_with_strategy(places, RoundingStrategy::MidpointAwayFromZero);
+            let text = |v: Decimal| format!("{:.*}", places as usize, v);
+            let d = |value: String| derivation("rate", &value, Some(per.0), vec![operand("c1", &count.to_string(), None), operand("c2", &seconds.to_string(), Some("s"))]);
+            prop_assert!(check(&ev, &d(text(stated))).is_ok(), "{:?}", check(&ev, &d(text(stated))));
+            prop_assert_eq!(check(&ev, &d(text(stated + Decimal::new(1, places)))).unwrap_err().reason(), "derivation_wrong");
+        }
     }
 }
