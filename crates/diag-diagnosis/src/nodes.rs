@@ -679,6 +679,11 @@ impl ComposerNode {
                 if !derivations.is_empty() {
                     step = step.with("derivations", derivations.len());
                 }
+                // Each computed value with its arithmetic, as `diag trace` and the reports show
+                // the Composer's event: `d1: 96 % = 48 / 50 × 100 (c6, c4)`.
+                for d in &derivations {
+                    step = step.with(&d.id, d.shown());
+                }
                 state.round.answer_derivations = derivations;
                 if let Some(n) = placed_markers {
                     step = step.with("citations_placed", n);

@@ -3061,6 +3061,10 @@ async fn rule_a_computed_value_binds_only_through_a_checked_cited_derivation() {
     assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
     assert_eq!(done.answer(), answer);
     assert_eq!(detail_int(done.events_of(C)[0], "derivations"), 1);
+    assert_eq!(
+        detail_text(done.events_of(C)[0], "d1"),
+        "09:02:03 EST = 14:02:03 UTC in EST (c1)"
+    );
     let shown: Vec<String> = done
         .state
         .round
