@@ -32,7 +32,7 @@ use serde_json::json;
 
 use super::postgres;
 use super::records::{
-    event, exchange_ok, invocation, new_run, raw, step, summary, ts, RecordOwn, PASS_PATH,
+    event, exchange_ok, invocation, new_run, raw, step, summary, ts, RecordOwn, Status, PASS_PATH,
 };
 
 /// The tables both backends keep, under the same names and with a `run_id` column.
@@ -470,4 +470,60 @@ pub fn write_full(store: &Store, run_id: &str) {
         .unwrap_or_else(|e| panic!("finish {run_id}: {e}"));
     assert!(report.evaluation_error.is_none());
     drop(rec);
+}
+
+/// Records a complete pass run through the recorder's hooks, as a live run would: its
+/// events through the engine's observer, a planner step and exchange, one invocation, the
+/// finish and an evaluation.
+pub fn record_pass_run(store: &Store, run_id: &str, session: &str, offset_ms: i64) -> Recorder {
+    let recorder = store
+        .create_run(new_run(run_id, session, offset_ms))
+        .or_fail("create the run");
+    let config = RunConfig::new(session, run_id);
+    let mut observer = EngineObserver(recorder.clone());
+    for (i, (node, status)) in PASS_PATH.iter().enumerate() {
+        Observer::<Status>::event(&mut observer, &event(i as u32 + 1, node, *status));
+    }
+    recorder.agent_step(&config, &step(AgentRole::Planner, 1, StepStatus::Ok));
+    recorder.model_exchange(&config, &exchange_ok(AgentRole::Planner, 1));
+    recorder.record_own(invocation(run_id, session, 1, json!({"matches": []})));
+    assert!(recorder.take_error().is_none());
+    store
+        .finish_success(run_id, summary("payment-service timed out"))
+        .or_fail("finish the run");
+    store
+        .record_evaluation(run_id, &json!({"groundedness": 0.9}))
+        .or_fail("evaluate the run");
+    recorder
+}
+
+/// `n` finished runs `PREFIX-0`… of session `s`, each with a 2,000-character tool output:
+/// what retention and compaction tests fill a store with.
+pub fn fill_runs(store: &Store, prefix: &str, n: usize, offset_ms: i64) {
+    for i in 0..n {
+        let run_id = format!("{prefix}-{i}");
+        let rec = store
+            .create_run(new_run(&run_id, "s", offset_ms + i as i64))
+            .or_fail("create a run");
+        let config = RunConfig::new("s", &run_id);
+        let mut observer = EngineObserver(rec.clone());
+        for (k, (node, status)) in PASS_PATH.iter().enumerate() {
+            Observer::<Status>::event(&mut observer, &event(k as u32 + 1, node, *status));
+        }
+        rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
+        rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, 1));
+        rec.record_own(invocation(
+            &run_id,
+            "s",
+            1,
+            json!({"matches": [{"line": "x".repeat(2_000)}]}),
+        ));
+        assert!(rec.take_error().is_none());
+        store
+            .finish_success(&run_id, summary("answer"))
+            .or_fail("finish a run");
+        store
+            .record_evaluation(&run_id, &json!({"n": i}))
+            .or_fail("evaluate a run");
+    }
 }

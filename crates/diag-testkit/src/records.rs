@@ -2,18 +2,21 @@
 //! connection for looking at the file the way an operator's sqlite3 shell would.
 
 use crate::OrFail;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use diag_core::agent::prompts;
 use diag_core::agent::runtime::{AgentStepRecord, ModelExchange, StepStatus};
 use diag_core::agent::AgentRole;
+use diag_core::alert::{Alert, AlertGroup, AlertStatus};
 use diag_core::clock::Timestamp;
 use diag_core::graph::{Detail, Event, RunConfig};
 use diag_core::model::{
-    ChatRequest, ChatResponse, FinishReason, Message, ModelError, ToolCall, Usage,
+    ChatRequest, ChatResponse, Endpoint, FinishReason, Learned, Message, ModelError,
+    RefusedSampling, StructuredOutput, ToolCall, Usage,
 };
 use diag_core::protocol::{InvocationStatus, ToolInvocation};
-use diag_core::store::{NewRun, RunSummary};
+use diag_core::store::{EndpointLearning, Enqueued, NewNotification, NewRun, RunSummary};
 use diag_core::tools::{InvocationLog, ToolSpec};
 /// The status of a node's event in the records here: the diagnosis graph's.
 pub use diag_diagnosis::Status;
@@ -311,4 +314,72 @@ pub fn request_text(path: &Path, run_id: &str, seq: i64) -> String {
     }
     out.push_str(&skeleton[prev..]);
     out
+}
+
+/// A model endpoint whose base URL holds what a store must never keep (userinfo, a query
+/// key, a fragment).
+pub fn local_endpoint() -> Endpoint {
+    Endpoint::new("http://user:pw@127.0.0.1:8080/v1/?api-key=s3cret#frag", "m")
+}
+
+/// What an endpoint taught: a structured-output form and a context size, nothing refused.
+pub fn learned(form: Option<StructuredOutput>, context_tokens: Option<u32>) -> Learned {
+    Learned {
+        form,
+        context_tokens,
+        ..Learned::default()
+    }
+}
+
+/// An endpoint learning as a store keeps it, learned at `at` (ms after [`T0`]) when given.
+pub fn learning(
+    endpoint: Endpoint,
+    form: Option<StructuredOutput>,
+    context_tokens: Option<u32>,
+    at: Option<i64>,
+) -> EndpointLearning {
+    EndpointLearning {
+        endpoint,
+        structured_output: form,
+        context_tokens,
+        refused_sampling: RefusedSampling::default(),
+        learned_at: at.map(ts),
+    }
+}
+
+/// A group of one alert of `service`, started `starts_ms` after the records' epoch.
+pub fn alert_group(service: &str, status: AlertStatus, starts_ms: i64) -> AlertGroup {
+    let labels = BTreeMap::from([
+        ("alertname".to_string(), "HighErrorRate".to_string()),
+        ("service".to_string(), service.to_string()),
+    ]);
+    AlertGroup::new(
+        format!("{{}}:{{alertname=\"HighErrorRate\", service=\"{service}\"}}"),
+        vec![Alert {
+            fingerprint: format!("fp-{service}"),
+            status,
+            labels,
+            annotations: BTreeMap::from([("summary".to_string(), "5xx > 5%".to_string())]),
+            starts_at: ts(starts_ms),
+            ends_at: None,
+            generator_url: Some("http://prom/graph?g0.expr=up".into()),
+        }],
+    )
+}
+
+/// A firing notification of `service`'s group, received at 1 s.
+pub fn firing(service: &str) -> NewNotification {
+    NewNotification::new(
+        "diag".into(),
+        alert_group(service, AlertStatus::Firing, 0),
+        ts(1_000),
+    )
+}
+
+/// The id a notification was queued under; any other outcome fails the test.
+pub fn queued(e: Enqueued) -> i64 {
+    match e {
+        Enqueued::Queued(id) => id,
+        other => panic!("not queued: {other:?}"),
+    }
 }

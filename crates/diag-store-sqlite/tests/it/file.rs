@@ -18,66 +18,15 @@
 
 use std::time::Duration;
 
-use diag_graph::{Observer, RunConfig};
-use diag_records::step::{AgentRole, StepStatus};
-use diag_store::{Recorder, RunReader, RunStatus, Store, StoreErrorKind};
+use diag_store::{RunReader, RunStatus, Store, StoreErrorKind};
 use diag_store_sqlite::{SqliteError as StoreError, SqliteStore, StoreOptions};
-use diag_testkit::backends::EngineObserver;
+use diag_testkit::backends::{fill_runs, record_pass_run};
 use diag_testkit::records::*;
-use serde_json::json;
 
 fn temp() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nested").join("diag.db");
     (dir, path)
-}
-
-/// Records a complete pass run through the recorder's hooks, as a live run would.
-fn record_pass_run(store: &Store, run_id: &str, session: &str, offset_ms: i64) -> Recorder {
-    let recorder = store
-        .create_run(new_run(run_id, session, offset_ms))
-        .unwrap();
-    let config = RunConfig::new(session, run_id);
-    let mut observer = EngineObserver(recorder.clone());
-    for (i, (node, status)) in PASS_PATH.iter().enumerate() {
-        Observer::<Status>::event(&mut observer, &event(i as u32 + 1, node, *status));
-    }
-    recorder.agent_step(&config, &step(AgentRole::Planner, 1, StepStatus::Ok));
-    recorder.model_exchange(&config, &exchange_ok(AgentRole::Planner, 1));
-    recorder.record_own(invocation(run_id, session, 1, json!({"matches": []})));
-    assert!(recorder.take_error().is_none());
-    store
-        .finish_success(run_id, summary("payment-service timed out"))
-        .unwrap();
-    store
-        .record_evaluation(run_id, &json!({"groundedness": 0.9}))
-        .unwrap();
-    recorder
-}
-
-fn fill(store: &Store, prefix: &str, n: usize, offset_ms: i64) {
-    for i in 0..n {
-        let run_id = format!("{prefix}-{i}");
-        let rec = store
-            .create_run(new_run(&run_id, "s", offset_ms + i as i64))
-            .unwrap();
-        let config = RunConfig::new("s", &run_id);
-        let mut observer = EngineObserver(rec.clone());
-        for (k, (node, status)) in PASS_PATH.iter().enumerate() {
-            Observer::<Status>::event(&mut observer, &event(k as u32 + 1, node, *status));
-        }
-        rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
-        rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, 1));
-        rec.record_own(invocation(
-            &run_id,
-            "s",
-            1,
-            json!({"matches": [{"line": "x".repeat(2_000)}]}),
-        ));
-        assert!(rec.take_error().is_none());
-        store.finish_success(&run_id, summary("answer")).unwrap();
-        store.record_evaluation(&run_id, &json!({"n": i})).unwrap();
-    }
 }
 
 #[test]
@@ -86,7 +35,7 @@ fn repeated_fill_and_gc_does_not_grow_the_file() {
     let store = SqliteStore::open(&path).unwrap();
     let mut sizes = Vec::new();
     for cycle in 0..5 {
-        fill(&Store::new(store.clone()), &format!("c{cycle}"), 150, 0);
+        fill_runs(&Store::new(store.clone()), &format!("c{cycle}"), 150, 0);
         let report = store.collect(None, Some(0)).unwrap();
         assert_eq!(report.runs_deleted, 150);
         assert!(
@@ -263,7 +212,7 @@ fn checkpoints_run_in_the_background_and_a_closed_store_leaves_no_wal() {
     let before = db_only();
     // 40 runs of 12 commits each: past the background threshold, far below SQLite's own
     // auto-checkpoint (4096 pages), so only the background thread copies pages back.
-    fill(&Store::new(store.clone()), "c", 40, 0);
+    fill_runs(&Store::new(store.clone()), "c", 40, 0);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while db_only() <= before && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

@@ -5,12 +5,8 @@
 //! upgrades from the earliest schemas, through the `diag` binary, are the root's
 //! `tests/it/store_blobs.rs`.
 
-use std::collections::BTreeMap;
-
-use diag_alertmanager::{Alert, AlertGroup, AlertStatus};
-use diag_records::endpoint::{Endpoint, Learned, RefusedSampling};
 use diag_records::model::StructuredOutput;
-use diag_store::{EndpointLearning, Enqueued, NewNotification, QueueState, Store};
+use diag_store::{QueueState, Store};
 use diag_store_sqlite::SqliteStore;
 use diag_testkit::records::*;
 
@@ -18,68 +14,6 @@ fn temp() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nested").join("diag.db");
     (dir, path)
-}
-
-fn local() -> Endpoint {
-    Endpoint::new("http://user:pw@127.0.0.1:8080/v1/?api-key=s3cret#frag", "m")
-}
-
-fn learned(form: Option<StructuredOutput>, context_tokens: Option<u32>) -> Learned {
-    Learned {
-        form,
-        context_tokens,
-        ..Learned::default()
-    }
-}
-
-fn row(
-    endpoint: Endpoint,
-    form: Option<StructuredOutput>,
-    context_tokens: Option<u32>,
-    at: Option<i64>,
-) -> EndpointLearning {
-    EndpointLearning {
-        endpoint,
-        structured_output: form,
-        context_tokens,
-        refused_sampling: RefusedSampling::default(),
-        learned_at: at.map(ts),
-    }
-}
-
-/// A group of one alert of `service`, started `starts_ms` after the records' epoch.
-fn group(service: &str, status: AlertStatus, starts_ms: i64) -> AlertGroup {
-    let labels = BTreeMap::from([
-        ("alertname".to_string(), "HighErrorRate".to_string()),
-        ("service".to_string(), service.to_string()),
-    ]);
-    AlertGroup::new(
-        format!("{{}}:{{alertname=\"HighErrorRate\", service=\"{service}\"}}"),
-        vec![Alert {
-            fingerprint: format!("fp-{service}"),
-            status,
-            labels,
-            annotations: BTreeMap::from([("summary".to_string(), "5xx > 5%".to_string())]),
-            starts_at: ts(starts_ms),
-            ends_at: None,
-            generator_url: Some("http://prom/graph?g0.expr=up".into()),
-        }],
-    )
-}
-
-fn firing(service: &str) -> NewNotification {
-    NewNotification::new(
-        "diag".into(),
-        group(service, AlertStatus::Firing, 0),
-        ts(1_000),
-    )
-}
-
-fn queued(e: Enqueued) -> i64 {
-    match e {
-        Enqueued::Queued(id) => id,
-        other => panic!("not queued: {other:?}"),
-    }
 }
 
 /// A store file written by the diag before (schema version 6, with none of these tables)
@@ -93,15 +27,15 @@ fn a_version_6_sqlite_file_upgrades_in_place() {
     assert!(store.endpoint_learnings().unwrap().is_empty());
     store
         .learn_endpoint(
-            &local(),
+            &local_endpoint(),
             learned(Some(StructuredOutput::JsonObject), Some(8192)),
             ts(1),
         )
         .unwrap();
     assert_eq!(
-        store.endpoint_learning(&local()).unwrap(),
-        Some(row(
-            local(),
+        store.endpoint_learning(&local_endpoint()).unwrap(),
+        Some(learning(
+            local_endpoint(),
             Some(StructuredOutput::JsonObject),
             Some(8192),
             Some(1)

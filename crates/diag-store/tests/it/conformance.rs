@@ -25,8 +25,8 @@ mod alert_store;
 mod endpoint_learnings;
 
 use diag_testkit::backends::{
-    for_each_backend, for_each_fresh, invocation_log, kind, runtime_hooks, EngineObserver, Fresh,
-    Kind,
+    fill_runs, for_each_backend, for_each_fresh, invocation_log, kind, record_pass_run,
+    runtime_hooks, EngineObserver, Fresh, Kind,
 };
 use diag_testkit::records;
 
@@ -38,33 +38,10 @@ use diag_records::hash::request_sha256;
 use diag_records::step::{AgentRole, StepStatus};
 use diag_records::verdict::Verdict;
 use diag_store::FinishError;
-use diag_store::{Recorder, Store};
+use diag_store::Store;
 use diag_store::{RunFilter, RunStatus, RunSummary, INTERRUPTED};
 use records::*;
 use serde_json::json;
-/// Records a complete pass run through the recorder's hooks, as a live run would.
-fn record_pass_run(store: &Store, run_id: &str, session: &str, offset_ms: i64) -> Recorder {
-    let recorder = store
-        .create_run(new_run(run_id, session, offset_ms))
-        .unwrap();
-    let config = RunConfig::new(session, run_id);
-    let mut observer = EngineObserver(recorder.clone());
-    for (i, (node, status)) in PASS_PATH.iter().enumerate() {
-        Observer::<Status>::event(&mut observer, &event(i as u32 + 1, node, *status));
-    }
-    recorder.agent_step(&config, &step(AgentRole::Planner, 1, StepStatus::Ok));
-    recorder.model_exchange(&config, &exchange_ok(AgentRole::Planner, 1));
-    recorder.record_own(invocation(run_id, session, 1, json!({"matches": []})));
-    assert!(recorder.take_error().is_none());
-    store
-        .finish_success(run_id, summary("payment-service timed out"))
-        .unwrap();
-    store
-        .record_evaluation(run_id, &json!({"groundedness": 0.9}))
-        .unwrap();
-    recorder
-}
-
 /// The store's schema as an operator would list it: every statement SQLite keeps; every
 /// column, index and trigger PostgreSQL keeps.
 fn schema(fresh: &Fresh) -> Vec<String> {
@@ -729,37 +706,12 @@ fn opening_sweeps_runs_of_dead_owners_only() {
     });
 }
 
-fn fill(store: &Store, prefix: &str, n: usize, offset_ms: i64) {
-    for i in 0..n {
-        let run_id = format!("{prefix}-{i}");
-        let rec = store
-            .create_run(new_run(&run_id, "s", offset_ms + i as i64))
-            .unwrap();
-        let config = RunConfig::new("s", &run_id);
-        let mut observer = EngineObserver(rec.clone());
-        for (k, (node, status)) in PASS_PATH.iter().enumerate() {
-            Observer::<Status>::event(&mut observer, &event(k as u32 + 1, node, *status));
-        }
-        rec.agent_step(&config, &step(AgentRole::Executor, 1, StepStatus::Ok));
-        rec.model_exchange(&config, &exchange_ok(AgentRole::Executor, 1));
-        rec.record_own(invocation(
-            &run_id,
-            "s",
-            1,
-            json!({"matches": [{"line": "x".repeat(2_000)}]}),
-        ));
-        assert!(rec.take_error().is_none());
-        store.finish_success(&run_id, summary("answer")).unwrap();
-        store.record_evaluation(&run_id, &json!({"n": i})).unwrap();
-    }
-}
-
 #[test]
 fn gc_by_age_and_by_count_removes_everything_a_run_owns() {
     for_each_fresh(|fresh| {
         let day = 86_400_000;
-        fill(&fresh.open_at(0), "old", 5, 0); // stored ten days before the gc
-        fill(&fresh.open_at(9 * day), "new", 5, 0); // stored one day before
+        fill_runs(&fresh.open_at(0), "old", 5, 0); // stored ten days before the gc
+        fill_runs(&fresh.open_at(9 * day), "new", 5, 0); // stored one day before
         let store = fresh.open_at(10 * day);
         store.create_run(new_run("live", "s", 0)).unwrap(); // oldest start, but RUNNING here
         assert_eq!(fresh.counts(), [11, 60, 10, 10, 10, 10]);

@@ -3,55 +3,19 @@
 //! backends.
 
 use super::*;
-use diag_alertmanager::{Alert, AlertGroup, AlertStatus};
+use diag_alertmanager::AlertStatus;
 use diag_store::{
     AlertSource, ClaimEnd, Enqueued, NewNotification, QueueCounts, QueueState, RunAlerts,
     MAX_ATTEMPTS,
 };
-use std::collections::BTreeMap;
 use std::time::Instant;
-
-/// A group of one alert of `service`, started `starts_ms` after the records' epoch.
-fn group(service: &str, status: AlertStatus, starts_ms: i64) -> AlertGroup {
-    let labels = BTreeMap::from([
-        ("alertname".to_string(), "HighErrorRate".to_string()),
-        ("service".to_string(), service.to_string()),
-    ]);
-    AlertGroup::new(
-        format!("{{}}:{{alertname=\"HighErrorRate\", service=\"{service}\"}}"),
-        vec![Alert {
-            fingerprint: format!("fp-{service}"),
-            status,
-            labels,
-            annotations: BTreeMap::from([("summary".to_string(), "5xx > 5%".to_string())]),
-            starts_at: ts(starts_ms),
-            ends_at: None,
-            generator_url: Some("http://prom/graph?g0.expr=up".into()),
-        }],
-    )
-}
-
-fn firing(service: &str) -> NewNotification {
-    NewNotification::new(
-        "diag".into(),
-        group(service, AlertStatus::Firing, 0),
-        ts(1_000),
-    )
-}
 
 fn resolved(service: &str) -> NewNotification {
     NewNotification::new(
         "diag".into(),
-        group(service, AlertStatus::Resolved, 0),
+        alert_group(service, AlertStatus::Resolved, 0),
         ts(2_000),
     )
-}
-
-fn queued(e: Enqueued) -> i64 {
-    match e {
-        Enqueued::Queued(id) => id,
-        other => panic!("not queued: {other:?}"),
-    }
 }
 
 fn state(store: &Store, id: i64) -> QueueState {
@@ -67,7 +31,7 @@ fn a_run_keeps_the_alert_group_it_investigated_once_while_running() {
     for_each_backend(|name, store| {
         let alerts = RunAlerts::new(
             AlertSource::Webhook,
-            group("checkout", AlertStatus::Firing, 0),
+            alert_group("checkout", AlertStatus::Firing, 0),
         );
         store.create_run(new_run("run-a", "s", 0)).unwrap();
         assert_eq!(store.run_alerts("run-a").unwrap(), None, "{name}");
@@ -105,7 +69,10 @@ fn a_run_keeps_the_alert_group_it_investigated_once_while_running() {
             Kind::Invalid,
             "{name}"
         );
-        let api = RunAlerts::new(AlertSource::Api, group("payments", AlertStatus::Firing, 5));
+        let api = RunAlerts::new(
+            AlertSource::Api,
+            alert_group("payments", AlertStatus::Firing, 5),
+        );
         store.record_run_alerts("run-c", &api).unwrap();
         assert_eq!(store.run_alerts("run-c").unwrap(), Some(api), "{name}");
 
@@ -125,7 +92,7 @@ fn a_run_keeps_the_alert_group_it_investigated_once_while_running() {
 #[test]
 fn a_group_is_investigated_by_its_newest_live_or_finished_run_not_an_interrupted_one() {
     for_each_backend(|name, store| {
-        let g = group("checkout", AlertStatus::Firing, 0);
+        let g = alert_group("checkout", AlertStatus::Firing, 0);
         let identity = g.identity();
         let alerts = RunAlerts::new(AlertSource::Api, g);
         let start = |run_id: &str, started_ms: i64| {
@@ -168,7 +135,7 @@ fn a_group_is_investigated_by_its_newest_live_or_finished_run_not_an_interrupted
             Some("run-4"),
             "{name}: RUNNING, newest"
         );
-        let other = group("payments", AlertStatus::Firing, 0).identity();
+        let other = alert_group("payments", AlertStatus::Firing, 0).identity();
         assert_eq!(store.investigated_run(&other).unwrap(), None, "{name}");
     });
 }
@@ -425,7 +392,10 @@ fn a_queue_and_its_runs_alerts_copy_into_another_store_once() {
     // notification, and the alert group of the done one's run.
     let dir = tempfile::tempdir().unwrap();
     let source = diag_testkit::open_sqlite(dir.path().join("source.db")).unwrap();
-    let alerts = RunAlerts::new(AlertSource::Webhook, group("done", AlertStatus::Firing, 0));
+    let alerts = RunAlerts::new(
+        AlertSource::Webhook,
+        alert_group("done", AlertStatus::Firing, 0),
+    );
     source.create_run(new_run("run-done", "s", 0)).unwrap();
     source.record_run_alerts("run-done", &alerts).unwrap();
     source.finish_success("run-done", summary("ok")).unwrap();

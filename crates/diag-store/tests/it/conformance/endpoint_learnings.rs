@@ -9,35 +9,8 @@ use diag_store::EndpointLearning;
 use diag_testkit::backends::endpoint_memory;
 use std::sync::Arc;
 
-fn local() -> Endpoint {
-    Endpoint::new("http://user:pw@127.0.0.1:8080/v1/?api-key=s3cret#frag", "m")
-}
-
 fn remote() -> Endpoint {
     Endpoint::new("https://h.example/v1", "m2")
-}
-
-fn learned(form: Option<StructuredOutput>, context_tokens: Option<u32>) -> Learned {
-    Learned {
-        form,
-        context_tokens,
-        ..Learned::default()
-    }
-}
-
-fn row(
-    endpoint: Endpoint,
-    form: Option<StructuredOutput>,
-    context_tokens: Option<u32>,
-    at: Option<i64>,
-) -> EndpointLearning {
-    EndpointLearning {
-        endpoint,
-        structured_output: form,
-        context_tokens,
-        refused_sampling: RefusedSampling::default(),
-        learned_at: at.map(ts),
-    }
 }
 
 /// A learning that only says the endpoint refused `refused`.
@@ -58,47 +31,55 @@ fn a_refused_sampling_parameter_is_kept_never_forgotten_and_recorded_with_a_run(
         let name = fresh.name;
         let store = fresh.open();
         store
-            .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+            .learn_endpoint(
+                &local_endpoint(),
+                learned(Some(JsonObjectSchema), None),
+                ts(1_000),
+            )
             .unwrap();
         store
-            .learn_endpoint(&local(), refusing(&[Temperature]), ts(2_000))
+            .learn_endpoint(&local_endpoint(), refusing(&[Temperature]), ts(2_000))
             .unwrap();
         let temperature = EndpointLearning {
             refused_sampling: refusing(&[Temperature]).refused_sampling,
-            ..row(local(), Some(JsonObjectSchema), None, Some(2_000))
+            ..learning(local_endpoint(), Some(JsonObjectSchema), None, Some(2_000))
         };
         assert_eq!(
-            store.endpoint_learning(&local()).unwrap(),
+            store.endpoint_learning(&local_endpoint()).unwrap(),
             Some(temperature),
             "the refusal joins the form ({name})"
         );
         // A later learning that says nothing of sampling keeps the refusal; another
         // refusal is added to it.
         store
-            .learn_endpoint(&local(), learned(Some(Off), None), ts(3_000))
+            .learn_endpoint(&local_endpoint(), learned(Some(Off), None), ts(3_000))
             .unwrap();
         store
-            .learn_endpoint(&local(), refusing(&[Seed]), ts(4_000))
+            .learn_endpoint(&local_endpoint(), refusing(&[Seed]), ts(4_000))
             .unwrap();
         let both = refusing(&[Temperature, Seed]).refused_sampling;
         assert_eq!(
-            store.endpoint_learning(&local()).unwrap(),
+            store.endpoint_learning(&local_endpoint()).unwrap(),
             Some(EndpointLearning {
                 refused_sampling: both,
-                ..row(local(), Some(Off), None, Some(4_000))
+                ..learning(local_endpoint(), Some(Off), None, Some(4_000))
             }),
             "{name}"
         );
         // A run records it as it starts, and a memory from the store starts from it.
         store.create_run(new_run("run-s1", "ses-1", 0)).unwrap();
         store
-            .record_started_endpoints("run-s1", &[local(), remote()])
+            .record_started_endpoints("run-s1", &[local_endpoint(), remote()])
             .unwrap();
         let started = store.run_endpoints("run-s1").unwrap();
         assert_eq!(started[0].refused_sampling, both, "{name}");
         assert!(started[1].refused_sampling.is_empty(), "{name}");
         let (memory, _) = endpoint_memory(&store, Arc::new(FixedClock(ts(9_000))));
-        assert_eq!(memory.learned(&local()).refused_sampling, both, "{name}");
+        assert_eq!(
+            memory.learned(&local_endpoint()).refused_sampling,
+            both,
+            "{name}"
+        );
         assert!(memory.learned(&remote()).refused_sampling.is_empty());
     });
 }
@@ -110,9 +91,13 @@ fn what_an_endpoint_taught_is_kept_by_key_merged_and_never_with_a_credential() {
         let name = fresh.name;
         let store = fresh.open();
         assert!(store.endpoint_learnings().unwrap().is_empty(), "{name}");
-        assert_eq!(local().base_url, "http://127.0.0.1:8080/v1");
+        assert_eq!(local_endpoint().base_url, "http://127.0.0.1:8080/v1");
         store
-            .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+            .learn_endpoint(
+                &local_endpoint(),
+                learned(Some(JsonObjectSchema), None),
+                ts(1_000),
+            )
             .unwrap();
         // A key built by hand is stripped before it is stored, too.
         let hand_built = Endpoint {
@@ -125,19 +110,19 @@ fn what_an_endpoint_taught_is_kept_by_key_merged_and_never_with_a_credential() {
         assert_eq!(
             store.endpoint_learnings().unwrap(),
             vec![
-                row(local(), Some(JsonObjectSchema), None, Some(1_000)),
-                row(remote(), None, Some(4096), Some(2_000)),
+                learning(local_endpoint(), Some(JsonObjectSchema), None, Some(1_000)),
+                learning(remote(), None, Some(4096), Some(2_000)),
             ],
             "{name}"
         );
         // A context size learned later keeps the form; the time is the latest learning's.
         store
-            .learn_endpoint(&local(), learned(None, Some(2048)), ts(3_000))
+            .learn_endpoint(&local_endpoint(), learned(None, Some(2048)), ts(3_000))
             .unwrap();
         assert_eq!(
-            store.endpoint_learning(&local()).unwrap(),
-            Some(row(
-                local(),
+            store.endpoint_learning(&local_endpoint()).unwrap(),
+            Some(learning(
+                local_endpoint(),
                 Some(JsonObjectSchema),
                 Some(2048),
                 Some(3_000)
@@ -146,11 +131,16 @@ fn what_an_endpoint_taught_is_kept_by_key_merged_and_never_with_a_credential() {
         );
         // Learned again: the new form replaces the old one.
         store
-            .learn_endpoint(&local(), learned(Some(Off), None), ts(4_000))
+            .learn_endpoint(&local_endpoint(), learned(Some(Off), None), ts(4_000))
             .unwrap();
         assert_eq!(
-            store.endpoint_learning(&local()).unwrap(),
-            Some(row(local(), Some(Off), Some(2048), Some(4_000))),
+            store.endpoint_learning(&local_endpoint()).unwrap(),
+            Some(learning(
+                local_endpoint(),
+                Some(Off),
+                Some(2048),
+                Some(4_000)
+            )),
             "{name}"
         );
         assert_eq!(
@@ -179,25 +169,29 @@ fn a_run_records_what_the_store_remembered_of_its_endpoints_when_it_started() {
     use StructuredOutput::*;
     for_each_backend(|name, store| {
         store
-            .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+            .learn_endpoint(
+                &local_endpoint(),
+                learned(Some(JsonObjectSchema), None),
+                ts(1_000),
+            )
             .unwrap();
         store.create_run(new_run("run-e1", "ses-1", 0)).unwrap();
         store
-            .record_started_endpoints("run-e1", &[remote(), local(), local()])
+            .record_started_endpoints("run-e1", &[remote(), local_endpoint(), local_endpoint()])
             .unwrap();
         // What is learned during or after the run does not change what it started with.
         store
-            .learn_endpoint(&local(), learned(Some(Off), None), ts(5_000))
+            .learn_endpoint(&local_endpoint(), learned(Some(Off), None), ts(5_000))
             .unwrap();
         let started = vec![
-            row(local(), Some(JsonObjectSchema), None, Some(1_000)),
-            row(remote(), None, None, None),
+            learning(local_endpoint(), Some(JsonObjectSchema), None, Some(1_000)),
+            learning(remote(), None, None, None),
         ];
         assert_eq!(store.run_endpoints("run-e1").unwrap(), started, "{name}");
         assert!(store.run_endpoints("run-other").unwrap().is_empty());
 
         // Written once, and only while the run is RUNNING.
-        let again = store.record_started_endpoints("run-e1", &[local()]);
+        let again = store.record_started_endpoints("run-e1", &[local_endpoint()]);
         assert!(again.is_err(), "{name}: {again:?}");
         store
             .finish_failed("run-e1", "stopped", RunSummary::default())
@@ -231,21 +225,25 @@ fn a_memory_from_the_store_starts_from_it_and_keeps_what_it_learns_or_says_why_n
         let name = fresh.name;
         let store = fresh.open();
         store
-            .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+            .learn_endpoint(
+                &local_endpoint(),
+                learned(Some(JsonObjectSchema), None),
+                ts(1_000),
+            )
             .unwrap();
         let (memory, sink) = endpoint_memory(&store, Arc::new(FixedClock(ts(9_000))));
         assert_eq!(
-            memory.learned(&local()),
+            memory.learned(&local_endpoint()),
             learned(Some(JsonObjectSchema), None)
         );
         assert_eq!(memory.learned(&remote()), Learned::default());
-        memory.learn(&local(), |l| l.form = Some(JsonObject));
+        memory.learn(&local_endpoint(), |l| l.form = Some(JsonObject));
         memory.learn(&remote(), |l| l.context_tokens = Some(512));
         assert_eq!(
             store.endpoint_learnings().unwrap(),
             vec![
-                row(local(), Some(JsonObject), None, Some(9_000)),
-                row(remote(), None, Some(512), Some(9_000)),
+                learning(local_endpoint(), Some(JsonObject), None, Some(9_000)),
+                learning(remote(), None, Some(512), Some(9_000)),
             ],
             "stamped by the memory's clock ({name})"
         );
@@ -254,8 +252,8 @@ fn a_memory_from_the_store_starts_from_it_and_keeps_what_it_learns_or_says_why_n
         // A store that refuses the write: the model still learns, and the failure is kept
         // for the command to show (and logged), not raised.
         fresh.execute("DROP TABLE endpoint_learning");
-        memory.learn(&local(), |l| l.form = Some(Off));
-        assert_eq!(memory.learned(&local()).form, Some(Off));
+        memory.learn(&local_endpoint(), |l| l.form = Some(Off));
+        assert_eq!(memory.learned(&local_endpoint()).form, Some(Off));
         let failures = sink.failures();
         assert_eq!(failures.len(), 1, "{name}: {failures:?}");
         assert!(
@@ -264,7 +262,7 @@ fn a_memory_from_the_store_starts_from_it_and_keeps_what_it_learns_or_says_why_n
         );
         // And one that cannot be read gives a memory that starts empty, saying why.
         let (memory, sink) = endpoint_memory(&store, Arc::new(FixedClock(ts(9_000))));
-        assert_eq!(memory.learned(&local()), Learned::default());
+        assert_eq!(memory.learned(&local_endpoint()), Learned::default());
         assert_eq!(sink.failures().len(), 1, "{name}");
     });
 }
@@ -296,11 +294,20 @@ fn a_store_of_the_previous_schema_upgrades_in_place_and_keeps_its_runs() {
         assert_eq!(old.status, RunStatus::Success, "{name}");
         assert!(store.run_endpoints("run-old").unwrap().is_empty(), "{name}");
         store
-            .learn_endpoint(&local(), learned(Some(JsonObjectSchema), None), ts(1_000))
+            .learn_endpoint(
+                &local_endpoint(),
+                learned(Some(JsonObjectSchema), None),
+                ts(1_000),
+            )
             .unwrap();
         assert_eq!(
             store.endpoint_learnings().unwrap(),
-            vec![row(local(), Some(JsonObjectSchema), None, Some(1_000))],
+            vec![learning(
+                local_endpoint(),
+                Some(JsonObjectSchema),
+                None,
+                Some(1_000)
+            )],
             "{name}"
         );
     });
