@@ -169,52 +169,41 @@ impl Fresh {
     /// ([`super::records::T0`]).
     #[track_caller]
     pub fn open_at(&self, now_offset_ms: i64) -> Store {
-        let clock = Arc::new(diag_core::clock::FixedClock(ts(now_offset_ms)));
-        let opened: Result<Store, StoreError> = match &self.url {
-            None => SqliteStore::open_with(
-                &self.location,
-                StoreOptions {
-                    clock,
-                    ..StoreOptions::default()
-                },
-            )
-            .map(Store::new)
-            .map_err(StoreError::from),
-            Some(url) => PgStore::open(
-                url,
-                PgOptions {
-                    clock,
-                    ..PgOptions::default()
-                },
-            )
-            .map(Store::new)
-            .map_err(StoreError::from),
-        };
-        opened.unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
+        let clock: Arc<dyn diag_core::clock::Clock> =
+            Arc::new(diag_core::clock::FixedClock(ts(now_offset_ms)));
+        self.open_tuned(Some(clock), None)
     }
 
     /// The store opened with a lease of `lease` on alert claims, on the system clock.
     #[track_caller]
     pub fn open_with_lease(&self, lease: Duration) -> Store {
+        self.open_tuned(None, Some(lease))
+    }
+
+    /// The store with either backend's options but the clock or the lease given.
+    #[track_caller]
+    fn open_tuned(
+        &self,
+        clock: Option<Arc<dyn diag_core::clock::Clock>>,
+        lease: Option<Duration>,
+    ) -> Store {
         let opened: Result<Store, StoreError> = match &self.url {
-            None => SqliteStore::open_with(
-                &self.location,
-                StoreOptions {
-                    lease,
-                    ..StoreOptions::default()
-                },
-            )
-            .map(Store::new)
-            .map_err(StoreError::from),
-            Some(url) => PgStore::open(
-                url,
-                PgOptions {
-                    lease,
-                    ..PgOptions::default()
-                },
-            )
-            .map(Store::new)
-            .map_err(StoreError::from),
+            None => {
+                let mut options = StoreOptions::default();
+                options.clock = clock.unwrap_or(options.clock);
+                options.lease = lease.unwrap_or(options.lease);
+                SqliteStore::open_with(&self.location, options)
+                    .map(Store::new)
+                    .map_err(StoreError::from)
+            }
+            Some(url) => {
+                let mut options = PgOptions::default();
+                options.clock = clock.unwrap_or(options.clock);
+                options.lease = lease.unwrap_or(options.lease);
+                PgStore::open(url, options)
+                    .map(Store::new)
+                    .map_err(StoreError::from)
+            }
         };
         opened.unwrap_or_else(|e| panic!("open the {} store: {e}", self.name))
     }
