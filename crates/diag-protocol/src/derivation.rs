@@ -65,7 +65,8 @@ pub enum Op {
     Rate,
     /// a time of day plus a duration
     TimePlus,
-    /// a time of day minus another: a duration
+    /// a time of day minus another (a duration), or minus a duration (a time of day: an
+    /// interval's start from its end and length)
     TimeMinus,
     /// one quantity in another unit of its kind (ms ↔ s ↔ min, B ↔ KiB ↔ MiB)
     ConvertUnit,
@@ -656,6 +657,20 @@ impl Cx<'_> {
         Ok(first)
     }
 
+    /// Whether an operand is written with a duration's unit (`30 min`, `5000 ms`).
+    fn is_duration(&self, o: &Operand) -> bool {
+        matches!(self.unit(&o.unit), Ok(Some(u)) if u.kind == Kind::Duration)
+    }
+
+    /// A duration operand in seconds.
+    fn duration_secs(&self, o: &Operand) -> Result<Decimal, DerivationError> {
+        let unit = self
+            .unit(&o.unit)?
+            .filter(|u| u.kind == Kind::Duration)
+            .ok_or_else(|| self.unit_error("a duration needs its unit".to_string()))?;
+        Ok(self.number(o)? * Decimal::from_i128_with_scale(unit.nanos, 9))
+    }
+
     fn numbers(&self) -> Result<Vec<Decimal>, DerivationError> {
         self.d.operands.iter().map(|o| self.number(o)).collect()
     }
@@ -767,10 +782,16 @@ impl Cx<'_> {
                     .ok_or_else(|| {
                         self.unit_error("a time plus a duration with its unit".to_string())
                     })?;
-                let secs =
-                    self.number(&d.operands[1])? * Decimal::from_i128_with_scale(by.nanos, 9);
+                let secs = self.number(&d.operands[1])? * Decimal::from_i128_with_scale(by.nanos, 9);
                 self.stated_zone(&zone)?;
                 Ok(Exact::Time(t + secs, zone))
+            }
+            Op::TimeMinus if self.is_duration(&d.operands[1]) => {
+                // A time minus a duration: the start of an interval from its end and length.
+                let (t, zone) = self.time(&d.operands[0])?;
+                let secs = self.duration_secs(&d.operands[1])?;
+                self.stated_zone(&zone)?;
+                Ok(Exact::Time(t - secs, zone))
             }
             Op::TimeMinus => {
                 let (a, za) = self.time(&d.operands[0])?;
@@ -951,6 +972,24 @@ mod tests {
         assert!(check(&ev, &d("122", "s")).is_ok());
         assert!(check(&ev, &d("3", "min")).is_err());
         assert!(check(&ev, &d("2.04", "min")).is_err());
+        // An interval's start from its end and length: 14:02:05 − 5000 ms.
+        let start = |value: &str| {
+            derivation(
+                "time_minus",
+                value,
+                None,
+                vec![
+                    operand("c2", "14:02:05", None),
+                    operand("c2", "5000", Some("ms")),
+                ],
+            )
+        };
+        assert!(check(&ev, &start("14:02:00")).is_ok(), "{:?}", check(&ev, &start("14:02:00")));
+        assert!(check(&ev, &start("14:02")).is_ok(), "to the minute written");
+        assert_eq!(
+            check(&ev, &start("14:02:01")).unwrap_err().reason(),
+            "derivation_wrong"
+        );
         // A time plus an interval: the start and the length give the end.
         let plus = derivation(
             "time_plus",
@@ -1244,6 +1283,11 @@ mod tests {
             prop_assert!(check(&ev, &plus).is_ok(), "{:?}", check(&ev, &plus));
             let plus_wrong = derivation("time_plus", &hms((later + 1) % 86_400), None, vec![operand("c2", &hms(earlier), None), operand("c3", &secs.to_string(), Some("s"))]);
             prop_assert_eq!(check(&ev, &plus_wrong).unwrap_err().reason(), "derivation_wrong");
+            // And the end and the length give the start.
+            let ev = evidence(&[("c1", &format!("ended {}", hms(later))), ("c3", &format!("took {secs} s"))]);
+            let start = |t: u32| derivation("time_minus", &hms(t), None, vec![operand("c1", &hms(later), None), operand("c3", &secs.to_string(), Some("s"))]);
+            prop_assert!(check(&ev, &start(earlier)).is_ok(), "{:?}", check(&ev, &start(earlier)));
+            prop_assert_eq!(check(&ev, &start((earlier + 1) % 86_400)).unwrap_err().reason(), "derivation_wrong");
         }
 
         #[test]
