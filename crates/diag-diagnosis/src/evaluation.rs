@@ -104,6 +104,11 @@ pub struct ComposerAudit {
     pub unbound_token: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unbound_token_line: Option<u32>,
+    /// The computed values of the run's answer, each with its checked arithmetic
+    /// (`96 % = 48 / 50 × 100 (c6, c4)`), as `diag trace` and the reports show them under the
+    /// answer; empty (and left out) unless the Composer's answer is the run's answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derivations: Vec<crate::protocol::derivation::CheckedDerivation>,
 }
 
 /// `self_evaluation.verifier_evaluation`. Verdict fields are `None` unless the Verifier
@@ -248,6 +253,13 @@ pub fn verifier_evaluation(
                 .as_ref()
                 .and_then(|g| g.first_unbound.as_ref())
                 .map(|u| u.line),
+            derivations: if state.composer_status == Some(AgentStatus::Completed)
+                && !state.degraded
+            {
+                state.round.answer_derivations.clone()
+            } else {
+                Vec::new()
+            },
         },
         dropped_items: state.round.dropped_items,
         degraded: state.degraded,
