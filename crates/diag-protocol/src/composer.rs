@@ -17,6 +17,50 @@ pub const SCHEMA: &str = "composer_answer_v1";
 /// with its arithmetic checked").
 pub const SCHEMA_V2: &str = "composer_answer_v2";
 
+/// Which contract a run asks its Composer for: the schema named in the request, the prompt
+/// version that explains it and the correction a technical retry sends. A live run asks for
+/// [`ComposerContract::CURRENT`]; a replay asks for the one its recording was made with, so
+/// a run file recorded before derivations existed replays with the same request bytes.
+///
+/// Either way the parser reads both documents ([`parse_composer`](super::parse::parse_composer)):
+/// what an answer may state is decided by the checks, not by which contract was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ComposerContract {
+    /// `composer_answer_v1` (prompt `composer` version 2): only observed values.
+    V1,
+    /// `composer_answer_v2` (prompt `composer` version 3): computed values as derivations.
+    V2,
+}
+
+impl ComposerContract {
+    /// The contract a live run asks for.
+    pub const CURRENT: ComposerContract = ComposerContract::V2;
+
+    /// The schema name the request names.
+    pub fn schema(self) -> &'static str {
+        match self {
+            ComposerContract::V1 => SCHEMA,
+            ComposerContract::V2 => SCHEMA_V2,
+        }
+    }
+
+    /// The version of the `composer` prompt that explains this contract.
+    pub fn prompt_version(self) -> u32 {
+        match self {
+            ComposerContract::V1 => 2,
+            ComposerContract::V2 => 3,
+        }
+    }
+
+    /// The contract a `composer` prompt version explains; `None` for a version no contract
+    /// has.
+    pub fn from_prompt_version(version: u32) -> Option<ComposerContract> {
+        [ComposerContract::V1, ComposerContract::V2]
+            .into_iter()
+            .find(|c| c.prompt_version() == version)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComposerAnswer {
     pub answer_markdown: String,

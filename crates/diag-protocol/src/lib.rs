@@ -29,7 +29,7 @@ pub mod verified;
 pub mod verifier;
 pub mod whitespace;
 
-pub use composer::ComposerAnswer;
+pub use composer::{ComposerAnswer, ComposerContract};
 pub use executor::{Binding, Claim, ExecutorHypothesis, ExecutorOutput, NoEvidence};
 pub use fallback::FallbackKind;
 pub use gatekeeper::{

@@ -710,6 +710,89 @@ pub fn composer(allowed_claims: &[String]) -> Value {
     )
 }
 
+/// Most derivations of one answer under the schema.
+pub const MAX_DERIVATIONS: usize = 6;
+/// Most operands of one derivation under the schema (`sum`, `min`, `max` and `count` take
+/// any number; the others two or one).
+pub const MAX_OPERANDS: usize = 6;
+
+/// The contract's schema for `contract`: [`composer`] or [`composer_v2`].
+pub fn composer_contract(contract: composer::ComposerContract, allowed_claims: &[String]) -> Value {
+    match contract {
+        composer::ComposerContract::V1 => composer(allowed_claims),
+        composer::ComposerContract::V2 => composer_v2(allowed_claims),
+    }
+}
+
+/// The grammar form for `contract`: [`composer_grammar`] or [`composer_v2_grammar`].
+pub fn composer_contract_grammar(
+    contract: composer::ComposerContract,
+    allowed_claims: &[String],
+) -> Value {
+    match contract {
+        composer::ComposerContract::V1 => composer_grammar(allowed_claims),
+        composer::ComposerContract::V2 => composer_v2_grammar(allowed_claims),
+    }
+}
+
+/// `composer_answer_v2`: `composer_answer_v1` plus `derivations`, each naming its id
+/// (`d1`…), an operation of the closed set, its result and the operands, each an allowed
+/// claim's value. Operand claims are enumerated from the allowed claims; with none allowed
+/// no operand can be named, so no derivation can be listed.
+pub fn composer_v2(allowed_claims: &[String]) -> Value {
+    let allowed: Vec<&str> = allowed_claims.iter().map(String::as_str).collect();
+    let ops: Vec<&str> = super::derivation::Op::ALL
+        .iter()
+        .map(|op| op.name())
+        .collect();
+    let numbered: Vec<String> = (1..=MAX_DERIVATIONS).map(|n| format!("d{n}")).collect();
+    let derivation_ids: Vec<&str> = numbered.iter().map(String::as_str).collect();
+    let operand = object(
+        vec![
+            ("claim", one_of(&allowed)),
+            ("value", text()),
+            ("unit", text()),
+        ],
+        &["claim", "value"],
+    );
+    let derivation = object(
+        vec![
+            ("id", one_of(&derivation_ids)),
+            ("value", text()),
+            ("unit", text()),
+            ("op", one_of(&ops)),
+            (
+                "operands",
+                json!({"type": "array", "items": operand, "minItems": 1,
+                       "maxItems": MAX_OPERANDS}),
+            ),
+        ],
+        &["id", "value", "op", "operands"],
+    );
+    let derivations = if allowed.is_empty() {
+        json!({"type": "array", "items": derivation, "maxItems": 0})
+    } else {
+        json!({"type": "array", "items": derivation, "maxItems": MAX_DERIVATIONS})
+    };
+    object(
+        vec![
+            ("schema", schema_name(composer::SCHEMA_V2)),
+            ("answer_markdown", text()),
+            ("cited_claims", ids(&allowed, MAX_ITEMS)),
+            ("derivations", derivations),
+        ],
+        &["schema", "answer_markdown", "cited_claims", "derivations"],
+    )
+}
+
+/// The grammar form of `composer_answer_v2`: the answer bounded to
+/// [`GRAMMAR_ANSWER_CHARS`], the lists as in [`composer_v2`].
+pub fn composer_v2_grammar(allowed_claims: &[String]) -> Value {
+    let mut answer = composer_v2(allowed_claims);
+    answer["properties"]["answer_markdown"]["maxLength"] = json!(GRAMMAR_ANSWER_CHARS);
+    answer
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -741,6 +824,7 @@ mod tests {
         check(&executor(&["search_logs"]), "executor");
         check(&verifier(&["c1".into()]), "verifier");
         check(&composer(&[]), "composer");
+        check(&composer_v2(&["c1".into()]), "composer_v2");
         let args = tool_arguments(&params);
         assert_eq!(args["required"], json!(["query"]));
         assert_eq!(args["properties"]["limit"], json!({"type": "integer"}));

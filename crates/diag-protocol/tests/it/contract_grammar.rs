@@ -4,9 +4,10 @@
 //! small model does when it runs on (repeating an item, an id, a verdict without claims, an
 //! answer without end) is outside them.
 
+use diag_protocol::derivation::Op;
 use diag_protocol::schema::{
-    composer_grammar, planner_grammar, verifier_grammar, GRAMMAR_ANSWER_CHARS, GRAMMAR_HYPOTHESES,
-    GRAMMAR_STEPS,
+    composer_grammar, composer_v2, composer_v2_grammar, planner_grammar, verifier_grammar,
+    GRAMMAR_ANSWER_CHARS, GRAMMAR_HYPOTHESES, GRAMMAR_STEPS, MAX_DERIVATIONS,
 };
 use diag_protocol::{parse_composer, parse_plan, parse_verifier, PlannerMode};
 use serde_json::{json, Value};
@@ -117,4 +118,60 @@ fn the_composer_grammar_bounds_the_answer_and_the_citations() {
         "a runaway list of citations"
     );
     assert!(!v.is_valid(&doc("a".into(), json!(["c9"]))));
+}
+
+#[test]
+fn the_composer_v2_grammar_enumerates_operations_ids_and_operand_claims() {
+    let allowed = vec!["c4".to_string(), "c6".to_string()];
+    let v = validator(&composer_v2_grammar(&allowed));
+    let percent = json!({"id": "d1", "value": "96", "unit": "%", "op": "percentage",
+        "operands": [{"claim": "c6", "value": "48"}, {"claim": "c4", "value": "50"}]});
+    let doc = |derivations: Value| {
+        json!({"schema": "composer_answer_v2",
+            "answer_markdown": "The batch held 96 % [d1] of the pool [c4, c6].",
+            "cited_claims": ["c4", "c6"], "derivations": derivations})
+    };
+    let ok = doc(json!([percent]));
+    assert!(v.is_valid(&ok), "{:?}", v.iter_errors(&ok).next());
+    let answer = parse_composer(&ok.to_string(), &allowed).expect("the grammar's answer parses");
+    assert_eq!(answer.derivations.len(), 1);
+    assert!(v.is_valid(&doc(json!([]))), "no derivation at all");
+    // Everything the checks would refuse by shape is outside the grammar.
+    let with = |path: &str, value: Value| {
+        let mut d = percent.clone();
+        *d.pointer_mut(path).unwrap() = value;
+        doc(json!([d]))
+    };
+    for (path, value, why) in [
+        ("/op", json!("ratio_percent"), "an operation outside the set"),
+        ("/id", json!("c1"), "an id that is no derivation id"),
+        ("/operands/0/claim", json!("c9"), "an operand naming no allowed claim"),
+        ("/operands", json!([]), "no operand"),
+        ("/value", json!(""), "a blank result"),
+    ] {
+        assert!(!v.is_valid(&with(path, value)), "{why}");
+    }
+    let mut extra = percent.clone();
+    extra["rounding"] = json!("up");
+    assert!(!v.is_valid(&doc(json!([extra]))), "a member the checks do not read");
+    let many: Vec<Value> = (1..=MAX_DERIVATIONS + 1)
+        .map(|n| {
+            let mut d = percent.clone();
+            d["id"] = json!(format!("d{n}"));
+            d
+        })
+        .collect();
+    assert!(!v.is_valid(&doc(json!(many))), "a runaway list of derivations");
+    assert!(!v.is_valid(&json!({"schema": "composer_answer_v2",
+        "answer_markdown": "a [c4]", "cited_claims": ["c4"]})), "derivations is required");
+    // Every operation of the closed set is offered, and nothing else.
+    let offered = composer_v2(&allowed)["properties"]["derivations"]["items"]["properties"]["op"]
+        ["enum"]
+        .clone();
+    let names: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
+    assert_eq!(offered, json!(names));
+    // With no claim allowed, no operand can be named: the list is empty.
+    let none = validator(&composer_v2_grammar(&[]));
+    assert!(!none.is_valid(&json!({"schema": "composer_answer_v2",
+        "answer_markdown": "a", "cited_claims": [], "derivations": [percent]})));
 }
