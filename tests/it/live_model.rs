@@ -108,6 +108,7 @@ fn live_nodes(
         invoker: agents,
         log,
         catalog: Arc::new(tools.catalog()),
+        composer: diag_core::protocol::ComposerContract::CURRENT,
     });
     (nodes, exchanges, catalog)
 }

@@ -63,6 +63,9 @@ pub struct AskDeps {
     /// Run the plan's steps as tool calls before the Executor's first turn (a live run's
     /// `[executor] run_plan_steps`; a replay: when its recording has them).
     pub run_plan_steps: bool,
+    /// The contract the Composer is asked for (a live run: the current one; a replay: the
+    /// one its recording was made with).
+    pub composer: diag_core::protocol::ComposerContract,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdSource>,
     pub store: Store,
@@ -559,6 +562,7 @@ fn compile_graph(
         invoker: agents,
         log,
         catalog: Arc::new(started.catalog.clone()),
+        composer: deps.composer,
     }))
 }
 

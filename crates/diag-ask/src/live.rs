@@ -36,6 +36,7 @@ pub fn live_deps(env: &LiveEnvironment, clock: Arc<dyn Clock>, store: &Store) ->
         limits: env.limits,
         record_limits: true,
         run_plan_steps: env.run_plan_steps,
+        composer: diag_core::protocol::ComposerContract::CURRENT,
         clock,
         ids: Arc::new(RandomIds),
         store: store.clone(),

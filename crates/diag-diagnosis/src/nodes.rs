@@ -27,7 +27,8 @@ use crate::protocol::derivation::context_with_derivations;
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run_with_question};
 use crate::protocol::grounding::answer_markers;
 use crate::protocol::schema;
-use crate::protocol::ComposerAnswer;
+use crate::agent::prompts;
+use crate::protocol::{ComposerAnswer, ComposerContract};
 use crate::protocol::{
     bounded_token_text, check_answer_citations_with_derivations, check_answer_derivations,
     check_answer_tokens, check_executor_references, effective_verdict, parse_composer,
@@ -42,6 +43,9 @@ pub struct NodeDeps {
     pub log: Arc<dyn InvocationLog>,
     /// The tool catalog shown to the Planner; the Executor is offered the same tools.
     pub catalog: Arc<Vec<ToolSpec>>,
+    /// The contract the Composer is asked for: [`ComposerContract::CURRENT`] in a live run,
+    /// the recording's in a replay.
+    pub composer: ComposerContract,
 }
 
 /// The eight real nodes over the given dependencies.
@@ -204,6 +208,7 @@ impl Node<DiagnosisState, Status> for PlannerNode {
                 ),
                 evidence: None,
                 plan_calls: Vec::new(),
+                prompt: None,
             };
             let names: Vec<&str> = self.deps.catalog.iter().map(|t| t.name.as_str()).collect();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -278,6 +283,7 @@ impl Node<DiagnosisState, Status> for ExecutorNode {
                 ),
                 evidence: Some(evidence_turn(&state.context, plan, retry)),
                 plan_calls: plan_calls(plan),
+                prompt: None,
             };
             let before = self.deps.log.invocations(config.run_id()).len();
             let result = self.deps.invoker.invoke(&request, config).await;
@@ -446,6 +452,7 @@ impl Node<DiagnosisState, Status> for VerifierNode {
                 ),
                 evidence: None,
                 plan_calls: Vec::new(),
+                prompt: None,
             };
             let result = self.deps.invoker.invoke(&request, config).await;
             state.last_failure = failure_of(AgentRole::Verifier, &result);
@@ -545,7 +552,7 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                         .round
                         .composer_refusal
                         .as_deref()
-                        .map(composer_correction)
+                        .map(|r| composer_correction(self.deps.composer, r))
                 })
                 .flatten();
             let request = AgentRequest {
@@ -556,12 +563,13 @@ impl Node<DiagnosisState, Status> for ComposerNode {
                 correction,
                 completed_queries: Vec::new(),
                 output_schema: contract_with_grammar(
-                    crate::protocol::composer::SCHEMA,
-                    schema::composer(&allowed),
-                    schema::composer_grammar(&allowed),
+                    self.deps.composer.schema(),
+                    schema::composer_contract(self.deps.composer, &allowed),
+                    schema::composer_contract_grammar(self.deps.composer, &allowed),
                 ),
                 evidence: None,
                 plan_calls: Vec::new(),
+                prompt: Some(prompts::composer(self.deps.composer)),
             };
             let result = self.deps.invoker.invoke(&request, config).await;
             state.last_failure = failure_of(AgentRole::Composer, &result);
@@ -758,11 +766,20 @@ impl Node<DiagnosisState, Status> for FallbackNode {
     }
 }
 
-/// What the Composer's technical retry tells the model about its refused answer.
-fn composer_correction(refusal: &str) -> String {
-    format!(
-        "Your previous answer was refused: {refusal}. Write it again: copy every number, time, \
-         date and name exactly as an allowed claim's evidence or the question writes it, do not \
-         compute new ones, and cite claims as [cN]."
-    )
+/// What the Composer's technical retry tells the model about its refused answer, in the
+/// words of the contract it was asked for.
+fn composer_correction(contract: ComposerContract, refusal: &str) -> String {
+    match contract {
+        ComposerContract::V1 => format!(
+            "Your previous answer was refused: {refusal}. Write it again: copy every number, \
+             time, date and name exactly as an allowed claim's evidence or the question writes \
+             it, do not compute new ones, and cite claims as [cN]."
+        ),
+        ComposerContract::V2 => format!(
+            "Your previous answer was refused: {refusal}. Write it again: copy every number, \
+             time, date and name exactly as an allowed claim's evidence or the question writes \
+             it, state a computed value only with a derivation whose arithmetic holds on those \
+             values and cite it as [dN], and cite claims as [cN]."
+        ),
+    }
 }

@@ -67,6 +67,7 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<RunFile, ExportError> {
             attempt: m.attempt,
             turn: m.turn,
             request_sha256: diag_core::hash::request_sha256(&m.request).ok(),
+            prompt_version: crate::prompt_version_of(m.agent, &m.request),
             max_tokens: m.request.max_tokens,
             fit: m.request.fit,
             evidence_turn: m.request.evidence_turn,

@@ -90,6 +90,17 @@ pub struct ModelRecord {
         deserialize_with = "sha256_hex"
     )]
     pub request_sha256: Option<String>,
+    /// The version of the agent's prompt the request was built with (absent in files
+    /// written before it was recorded and in hand-written ones: then the Composer's is
+    /// version 2, `composer_answer_v1`, and every other agent's its newest). A replay builds
+    /// the request with the same version; a version this diag does not embed is refused
+    /// when the file is loaded.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null"
+    )]
+    pub prompt_version: Option<u32>,
     /// The request's `max_tokens` (absent in hand-written files: the replay's own limits
     /// apply). A replay asks for the same.
     #[serde(
@@ -427,6 +438,16 @@ impl RecordedError {
     }
 }
 
+/// The version of the agent's prompt a recorded request was built with: the embedded prompt
+/// its system message is, `None` when it is none of them.
+pub fn prompt_version_of(agent: AgentRole, request: &diag_core::model::ChatRequest) -> Option<u32> {
+    let first = request.messages.first()?;
+    if first.role != diag_core::model::Role::System {
+        return None;
+    }
+    diag_core::agent::prompts::version_of(agent, first.content.as_deref()?)
+}
+
 /// Why a run file could not be loaded; the message is one line.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RunFileError {
@@ -490,6 +511,7 @@ impl RunFile {
                 .map(|(i, x)| exchange_at(i, x))
                 .collect::<Result<_, _>>()
                 .map_err(invalid)?;
+            one_prompt_version_per_agent(&run.exchanges).map_err(invalid)?;
         }
         Ok(run)
     }
@@ -621,6 +643,20 @@ fn exchange_at(i: usize, x: Value) -> Result<Exchange, String> {
                     "{here}: a model exchange has exactly one of `response` and `error`"
                 ));
             }
+            if let Some(v) = m.prompt_version {
+                if diag_core::agent::prompts::prompt_version(m.agent, v).is_none() {
+                    let known = diag_core::agent::prompts::versions(m.agent)
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(format!(
+                        "{here}.prompt_version: this diag has no version {v} of the {} prompt \
+                         (it has {known})",
+                        m.agent
+                    ));
+                }
+            }
             Ok(Exchange::Model(m))
         }
         Some((Some("tool"), _)) => Ok(Exchange::Tool(from_value_at(&here, x)?)),
@@ -638,6 +674,28 @@ fn exchange_at(i: usize, x: Value) -> Result<Exchange, String> {
             from_value_at(&here, x)
         }
     }
+}
+
+/// A run builds every request of one agent with one prompt: a file whose exchanges of one
+/// agent name two versions is refused at the second.
+fn one_prompt_version_per_agent(exchanges: &[Exchange]) -> Result<(), String> {
+    let mut seen: Vec<(AgentRole, u32)> = Vec::new();
+    for (i, x) in exchanges.iter().enumerate() {
+        let Exchange::Model(m) = x else { continue };
+        let Some(v) = m.prompt_version else { continue };
+        match seen.iter().find(|(a, _)| *a == m.agent) {
+            Some((_, first)) if *first != v => {
+                return Err(format!(
+                    "exchanges[{i}].prompt_version: version {v} of the {} prompt, where an \
+                     earlier exchange of the run names version {first}",
+                    m.agent
+                ))
+            }
+            Some(_) => {}
+            None => seen.push((m.agent, v)),
+        }
+    }
+    Ok(())
 }
 
 /// The longest text a loader error quotes from the file, in characters.

@@ -330,6 +330,7 @@ mod tests {
             attempt: 1,
             turn: 1,
             request_sha256: diag_core::hash::request_sha256(&request(text)).ok(),
+            prompt_version: None,
             max_tokens: None,
             fit: None,
             evidence_turn: false,

@@ -14,7 +14,7 @@ use diag_core::agent::AgentRole;
 use diag_core::graph::RunConfig;
 use diag_core::hash::request_sha256;
 use diag_core::model::{ChatFuture, ChatModel, ChatRequest, ModelError, RequestLimits};
-use diag_core::protocol::{canonical_json, InvocationStatus, ToolInvocation};
+use diag_core::protocol::{canonical_json, ComposerContract, InvocationStatus, ToolInvocation};
 use diag_core::tools::registry::unknown_tool;
 use diag_core::tools::{InvocationLog, ToolSpec};
 
@@ -158,6 +158,20 @@ impl Tape {
         self.exchanges
             .iter()
             .any(|x| matches!(x, Exchange::Model(m) if m.evidence_turn))
+    }
+
+    /// The contract the recorded run asked its Composer for: the one its Composer's recorded
+    /// prompt version explains; `composer_answer_v1` for a file that records none (written
+    /// before the version was recorded, or by hand).
+    pub fn composer_contract(&self) -> ComposerContract {
+        self.exchanges
+            .iter()
+            .find_map(|x| match x {
+                Exchange::Model(m) if m.agent == AgentRole::Composer => m.prompt_version,
+                _ => None,
+            })
+            .and_then(ComposerContract::from_prompt_version)
+            .unwrap_or(ComposerContract::V1)
     }
 
     /// Whether the recorded run ran the plan's steps before the Executor's first turn: then
@@ -441,6 +455,7 @@ impl RunHooks for Recorder {
             attempt: x.attempt,
             turn: x.turn,
             request_sha256: request_sha256(&x.request).ok(),
+            prompt_version: crate::prompt_version_of(x.agent, &x.request),
             max_tokens: x.request.max_tokens,
             fit: x.request.fit,
             evidence_turn: x.request.evidence_turn,

@@ -127,6 +127,7 @@ fn request(role: AgentRole) -> AgentRequest {
         output_schema: None,
         evidence: None,
         plan_calls: Vec::new(),
+        prompt: None,
     }
 }
 

@@ -350,6 +350,7 @@ fn rig_with(busy_timeout: Duration) -> Rig {
         // These runs script the Executor model's own tool calls; plan steps have tests of
         // their own (`plan_steps`).
         run_plan_steps: false,
+        composer: diag_core::protocol::ComposerContract::CURRENT,
         clock: Arc::new(FixedClock(T0)),
         ids: Arc::new(SequentialIds::default()),
         store: store.clone(),

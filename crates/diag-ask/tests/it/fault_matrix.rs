@@ -451,6 +451,7 @@ impl Env {
             record_limits: false,
             // The faults are injected into the calls the Executor model makes itself.
             run_plan_steps: false,
+            composer: diag_core::protocol::ComposerContract::CURRENT,
             clock,
             ids: self.ids.clone(),
             store: self.store.clone(),

@@ -74,6 +74,7 @@ async fn run_over(server: &Aimock, request_timeout: Duration) -> Run {
         invoker: agents,
         log: log.clone(),
         catalog,
+        composer: diag_core::protocol::ComposerContract::CURRENT,
     }))
     .unwrap();
     let mut observer = NoopObserver;

@@ -53,6 +53,17 @@ pub struct AgentRequest {
     /// Empty for the other agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plan_calls: Vec<PlanCall>,
+    /// The system prompt when it is not the agent's newest: the Composer's for the contract
+    /// the run asks for ([`prompts::composer`]). `None`: the agent's newest prompt.
+    #[serde(skip)]
+    pub prompt: Option<&'static prompts::Prompt>,
+}
+
+impl AgentRequest {
+    /// The system prompt the request is built with.
+    pub fn system_prompt(&self) -> &'static prompts::Prompt {
+        self.prompt.unwrap_or_else(|| prompts::prompt(self.role))
+    }
 }
 
 /// One plan step as a tool call: the step's id, its tool and its arguments.

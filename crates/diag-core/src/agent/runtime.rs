@@ -364,7 +364,7 @@ impl ModelAgents {
             completion_tokens: usage.completion_tokens,
             finish_reason: finish,
             duration_ms,
-            prompt: prompts::prompt(site.request.role).audit(),
+            prompt: site.request.system_prompt().audit(),
         };
         let exchange = ModelExchange {
             agent: site.request.role,
@@ -379,7 +379,7 @@ impl ModelAgents {
 
     fn first_request(&self, request: &AgentRequest, tools: Vec<ToolSpec>) -> ChatRequest {
         let mut messages = vec![
-            Message::system(prompts::prompt(request.role).text),
+            Message::system(request.system_prompt().text),
             Message::user(request.input.clone()),
         ];
         if let Some(correction) = &request.correction {

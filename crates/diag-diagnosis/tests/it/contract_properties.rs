@@ -1023,6 +1023,7 @@ fn graph_run(w: &World, composer_answers: &AtomicU32) -> Result<(), TestCaseErro
         invoker: model.clone(),
         log: log.clone(),
         catalog: Arc::new(catalog()),
+        composer: diag_core::protocol::ComposerContract::CURRENT,
     }))
     .expect("the diagnosis topology compiles");
     let config = RunConfig::new(SESSION, RUN);

@@ -35,6 +35,7 @@ async fn run(model: Arc<ScriptedInvoker>) -> DiagnosisState {
         invoker: model,
         log: Arc::new(MemoryInvocationLog::new()),
         catalog: Arc::new(catalog()),
+        composer: diag_core::protocol::ComposerContract::CURRENT,
     }))
     .unwrap();
     let clock = FixedClock(Timestamp::parse_rfc3339("2026-11-30T14:10:00Z").unwrap());

@@ -569,6 +569,7 @@ impl Harness {
             invoker: self.recorder.clone(),
             log: self.log.clone(),
             catalog: Arc::new(catalog()),
+            composer: diag_core::protocol::ComposerContract::CURRENT,
         })
     }
 
