@@ -618,6 +618,20 @@ fn every_library_fixture_round_trips_through_trace_and_export() {
                 if o.get("max_tokens").is_none() {
                     x.as_object_mut().unwrap().remove("max_tokens");
                 }
+                // And the version of the agent's prompt the request was built with: the
+                // file's own, or for a file that records none, the Composer's version 2
+                // (`composer_answer_v1`), so the export replays as the file did.
+                let version = x["prompt_version"].as_u64();
+                assert!(version.is_some(), "{name}: {x}");
+                match o.get("prompt_version") {
+                    Some(v) => assert_eq!(version, v.as_u64(), "{name}: {x}"),
+                    None => {
+                        if x["agent"] == "composer" {
+                            assert_eq!(version, Some(2), "{name}: {x}");
+                        }
+                        x.as_object_mut().unwrap().remove("prompt_version");
+                    }
+                }
             }
         }
         assert_eq!(

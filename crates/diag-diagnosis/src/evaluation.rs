@@ -253,8 +253,7 @@ pub fn verifier_evaluation(
                 .as_ref()
                 .and_then(|g| g.first_unbound.as_ref())
                 .map(|u| u.line),
-            derivations: if state.composer_status == Some(AgentStatus::Completed)
-                && !state.degraded
+            derivations: if state.composer_status == Some(AgentStatus::Completed) && !state.degraded
             {
                 state.round.answer_derivations.clone()
             } else {

@@ -17,6 +17,7 @@ use super::state::{AnswerGrounding, DiagnosisContext, DiagnosisState};
 use super::status::{AgentStatus, ExecutorStatus, FallbackKind, Status};
 use super::topology::DiagnosisNodes;
 use super::verified_input::{build_verified_input, verifier_input_json};
+use crate::agent::prompts;
 use crate::agent::{
     AgentFailure, AgentInvoker, AgentRequest, AgentRole, EvidenceTurn, InvokeError, PlanCall,
 };
@@ -27,13 +28,12 @@ use crate::protocol::derivation::context_with_derivations;
 use crate::protocol::gatekeeper::{ceiling, normalize, validate_run_with_question};
 use crate::protocol::grounding::answer_markers;
 use crate::protocol::schema;
-use crate::agent::prompts;
-use crate::protocol::{ComposerAnswer, ComposerContract};
 use crate::protocol::{
     bounded_token_text, check_answer_citations_with_derivations, check_answer_derivations,
     check_answer_tokens, check_executor_references, effective_verdict, parse_composer,
     parse_executor, parse_plan, parse_verifier, Plan, PlannerMode, RetryContext, RunClock, Verdict,
 };
+use crate::protocol::{ComposerAnswer, ComposerContract};
 use crate::tools::{InvocationLog, ToolSpec};
 
 /// What the real nodes need from the outside world.
@@ -659,9 +659,17 @@ impl ComposerNode {
             match check_answer_derivations(&rendered, &answer.derivations, &evidence_of) {
                 Ok(checked) => checked,
                 Err(v) => {
+                    // The event names the derivation and its arithmetic, as the retry is told:
+                    // `d1: 50 / 50 × 100 (c2, c2) = 100 %, stated 98 %`.
                     let s = AgentStatus::InvalidOutput;
+                    let message = v.to_string();
+                    let prefix = format!("{}: ", v.reason());
+                    let step = agent_step(&s).with("reason", v.reason()).with(
+                        "derivation",
+                        message.strip_prefix(&prefix).unwrap_or(&message),
+                    );
                     state.round.composer_refusal = Some(v.to_string());
-                    return (s.clone(), agent_step(&s).with("reason", v.reason()));
+                    return (s, step);
                 }
             };
         let context = context_with_derivations(&material.context, &derivations);

@@ -344,6 +344,9 @@ fn the_routing_classes_are_all_present() {
         "composer_prose",
         "composer_cites_refused_inline",
         "composer_unbound_token",
+        "composer_derivations",
+        "composer_derivation_wrong",
+        "composer_derivation_refused",
         "longest_path",
     ] {
         assert!(

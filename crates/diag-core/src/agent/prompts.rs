@@ -133,7 +133,12 @@ mod tests {
             assert!(composer.contains(rule), "the composer prompt says {rule}");
         }
         // The derivation rules, with every operation of the closed set by name.
-        for rule in ["`derivations`", "`[d1]`", "exactly", "rounded to the digits you write"] {
+        for rule in [
+            "`derivations`",
+            "`[d1]`",
+            "exactly",
+            "rounded to the digits you write",
+        ] {
             assert!(composer.contains(rule), "the composer prompt says {rule}");
         }
         for op in crate::protocol::derivation::Op::ALL {
@@ -159,11 +164,22 @@ mod tests {
         for contract in [ComposerContract::V1, ComposerContract::V2] {
             let p = composer(contract);
             assert_eq!(p.version, contract.prompt_version());
-            assert!(p.text.contains(contract.schema()), "v{} names {}", p.version, contract.schema());
-            assert_eq!(ComposerContract::from_prompt_version(p.version), Some(contract));
+            assert!(
+                p.text.contains(contract.schema()),
+                "v{} names {}",
+                p.version,
+                contract.schema()
+            );
+            assert_eq!(
+                ComposerContract::from_prompt_version(p.version),
+                Some(contract)
+            );
             assert_eq!(prompt_version(AgentRole::Composer, p.version), Some(p));
         }
-        assert_eq!(composer(ComposerContract::CURRENT), prompt(AgentRole::Composer));
+        assert_eq!(
+            composer(ComposerContract::CURRENT),
+            prompt(AgentRole::Composer)
+        );
         assert!(!composer(ComposerContract::V1).text.contains("derivations"));
         assert_eq!(versions(AgentRole::Composer), [3, 2]);
         for role in [AgentRole::Planner, AgentRole::Executor, AgentRole::Verifier] {
@@ -181,7 +197,10 @@ mod tests {
             .unwrap();
             assert_eq!(version_of(role, p.text), Some(p.version));
         }
-        assert_eq!(version_of(AgentRole::Composer, "You are someone else."), None);
+        assert_eq!(
+            version_of(AgentRole::Composer, "You are someone else."),
+            None
+        );
         assert_eq!(prompt_version(AgentRole::Planner, 2), None);
     }
 }

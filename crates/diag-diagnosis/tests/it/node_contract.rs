@@ -38,7 +38,8 @@ use diag_core::graph::{
 };
 use diag_core::protocol::gatekeeper::normalize;
 use diag_core::protocol::{
-    ceiling, GateStatus, GatekeeperRaw, InvocationStatus, PlannerMode, ToolInvocation, Verdict,
+    ceiling, ComposerContract, GateStatus, GatekeeperRaw, InvocationStatus, PlannerMode,
+    ToolInvocation, Verdict,
 };
 use diag_core::tools::{InvocationLog, MemoryInvocationLog, ToolSpec};
 use diag_diagnosis::nodes::{real_nodes, NodeDeps};
@@ -511,6 +512,8 @@ struct Harness {
     model: Arc<ScriptedInvoker>,
     log: Arc<MemoryInvocationLog>,
     recorder: Arc<ToolRecorder>,
+    /// The contract the Composer is asked for (a live run's, unless a test asks otherwise).
+    composer: ComposerContract,
 }
 
 impl Harness {
@@ -537,6 +540,7 @@ impl Harness {
             model,
             log,
             recorder,
+            composer: ComposerContract::CURRENT,
         }
     }
 
@@ -569,8 +573,15 @@ impl Harness {
             invoker: self.recorder.clone(),
             log: self.log.clone(),
             catalog: Arc::new(catalog()),
-            composer: diag_core::protocol::ComposerContract::CURRENT,
+            composer: self.composer,
         })
+    }
+
+    /// The same harness, asking the Composer for `contract` (as a replay of a recording made
+    /// with it does).
+    fn asking(mut self, contract: ComposerContract) -> Self {
+        self.composer = contract;
+        self
     }
 
     /// The serialized inputs the given role received, in order.
@@ -3116,6 +3127,83 @@ async fn rule_a_computed_value_binds_only_through_a_checked_cited_derivation() {
         ["unbound_answer_token", "unbound_answer_token"]
     );
     assert_eq!(detail_text(done.events_of(C)[0], "token"), "0.5");
+}
+
+#[tokio::test]
+async fn the_composer_is_asked_for_the_runs_contract_with_its_prompt_schema_and_retry_words() {
+    let answer = "checkout logged `upstream returned 502` from payment-service at 09:02:03 EST \
+                  [d1] [c1]";
+    // A live run's contract: composer_answer_v2 with prompt version 3. A wrong derivation is
+    // refused with its arithmetic in the event and in the retry's correction.
+    let h = Harness::planned(exec_pass());
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_converting(answer, "10:02:03"))
+        .reply(AgentRole::Composer, composer_converting(answer, "09:02:03"));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C, C]);
+    assert_eq!(
+        detail_text(done.events_of(C)[0], "reason"),
+        "derivation_wrong"
+    );
+    let arithmetic = "d1: 14:02:03 UTC in EST (c1) = 09:02:03 EST, stated 10:02:03 EST";
+    assert_eq!(detail_text(done.events_of(C)[0], "derivation"), arithmetic);
+    let asked = h.model.requests_for(AgentRole::Composer);
+    assert_eq!(asked.len(), 2);
+    for r in &asked {
+        let contract = r.output_schema.as_ref().expect("a contract is sent");
+        assert_eq!(contract.name, "composer_answer_v2");
+        assert_eq!(
+            contract.schema["properties"]["schema"]["enum"],
+            json!(["composer_answer_v2"])
+        );
+        assert_eq!(
+            contract.schema["properties"]["derivations"]["items"]["properties"]["operands"]
+                ["items"]["properties"]["claim"]["enum"],
+            json!(["c1"]),
+            "operands name the allowed claims"
+        );
+        assert_eq!(r.system_prompt().version, 3);
+    }
+    let correction = asked[1].correction.as_deref().expect("the retry says why");
+    assert!(
+        correction.contains(&format!("derivation_wrong: {arithmetic}")),
+        "{correction}"
+    );
+    assert!(correction.contains("[dN]"), "{correction}");
+
+    // A replay of a recording made before derivations: composer_answer_v1 with prompt version
+    // 2 and its own retry words, so the request is the recorded one byte for byte.
+    let h = Harness::planned(exec_pass()).asking(ComposerContract::V1);
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(
+            AgentRole::Composer,
+            composer_raw("the cause is not clear from here", &[]),
+        )
+        .reply(AgentRole::Composer, composer(ANSWER, &["c1"]));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C, C]);
+    let asked = h.model.requests_for(AgentRole::Composer);
+    for r in &asked {
+        let contract = r.output_schema.as_ref().expect("a contract is sent");
+        assert_eq!(contract.name, "composer_answer_v1");
+        assert!(contract.schema["properties"].get("derivations").is_none());
+        assert_eq!(r.system_prompt().version, 2);
+        assert!(!r.system_prompt().text.contains("derivation"));
+    }
+    let correction = asked[1].correction.as_deref().expect("the retry says why");
+    assert!(
+        correction.contains("do not compute new ones"),
+        "{correction}"
+    );
+
+    // What an answer may state is the checks' to decide, not the contract asked for: a v2
+    // document read in a run that asked for v1 is checked the same way.
+    let h = Harness::planned(exec_pass()).asking(ComposerContract::V1);
+    h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
+        .reply(AgentRole::Composer, composer_converting(answer, "09:02:03"));
+    let done = run(&h).await;
+    assert_eq!(done.state.path(), [P, E, G, VI, V, C]);
+    assert_eq!(done.answer(), answer);
 }
 
 #[tokio::test]

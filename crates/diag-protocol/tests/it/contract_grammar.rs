@@ -143,9 +143,17 @@ fn the_composer_v2_grammar_enumerates_operations_ids_and_operand_claims() {
         doc(json!([d]))
     };
     for (path, value, why) in [
-        ("/op", json!("ratio_percent"), "an operation outside the set"),
+        (
+            "/op",
+            json!("ratio_percent"),
+            "an operation outside the set",
+        ),
         ("/id", json!("c1"), "an id that is no derivation id"),
-        ("/operands/0/claim", json!("c9"), "an operand naming no allowed claim"),
+        (
+            "/operands/0/claim",
+            json!("c9"),
+            "an operand naming no allowed claim",
+        ),
         ("/operands", json!([]), "no operand"),
         ("/value", json!(""), "a blank result"),
     ] {
@@ -153,7 +161,10 @@ fn the_composer_v2_grammar_enumerates_operations_ids_and_operand_claims() {
     }
     let mut extra = percent.clone();
     extra["rounding"] = json!("up");
-    assert!(!v.is_valid(&doc(json!([extra]))), "a member the checks do not read");
+    assert!(
+        !v.is_valid(&doc(json!([extra]))),
+        "a member the checks do not read"
+    );
     let many: Vec<Value> = (1..=MAX_DERIVATIONS + 1)
         .map(|n| {
             let mut d = percent.clone();
@@ -161,9 +172,15 @@ fn the_composer_v2_grammar_enumerates_operations_ids_and_operand_claims() {
             d
         })
         .collect();
-    assert!(!v.is_valid(&doc(json!(many))), "a runaway list of derivations");
-    assert!(!v.is_valid(&json!({"schema": "composer_answer_v2",
-        "answer_markdown": "a [c4]", "cited_claims": ["c4"]})), "derivations is required");
+    assert!(
+        !v.is_valid(&doc(json!(many))),
+        "a runaway list of derivations"
+    );
+    assert!(
+        !v.is_valid(&json!({"schema": "composer_answer_v2",
+        "answer_markdown": "a [c4]", "cited_claims": ["c4"]})),
+        "derivations is required"
+    );
     // Every operation of the closed set is offered, and nothing else.
     let offered = composer_v2(&allowed)["properties"]["derivations"]["items"]["properties"]["op"]
         ["enum"]
