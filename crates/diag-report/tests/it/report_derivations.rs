@@ -1,8 +1,9 @@
 //! The answer's computed values (the checked derivations the self-evaluation's Composer audit
 //! keeps) as readers see them: a "Computed values" section right under the answer in the HTML
-//! and Markdown reports, each operand's claim linked to its card when the report has one;
-//! hostile text in a stored derivation stays text; the same run renders byte-identically; a
-//! run without derivations renders as it did before they existed.
+//! and Markdown reports and a `computed values` block after the answer in `diag trace`'s text,
+//! each operand's claim linked to its card when the report has one; hostile text in a stored
+//! derivation stays text; the same run renders byte-identically; a run without derivations
+//! renders as it did before they existed.
 
 use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 use serde_json::{json, Value};
@@ -12,7 +13,8 @@ use diag_core::graph::GraphShape;
 use diag_core::protocol::{InvocationStatus, ToolInvocation, Verdict};
 use diag_core::store::{RunRow, RunStatus};
 use diag_report::markdown::gfm_options;
-use diag_report::{render, Format, RunData};
+use diag_report::view::stored_derivations;
+use diag_report::{render, terminal, Format, RunData};
 
 const ANSWER: &str = "Checkout failed for 96 % [d1] of requests [c6]; the client gives up \
                       after 5 s [d2] [c3], and [d9] names nothing.";
@@ -104,6 +106,17 @@ fn shape() -> GraphShape {
         .shape()
 }
 
+/// `diag trace`'s computed-values block for a stored run, read as `diag trace` reads it.
+fn trace_block(data: &RunData) -> String {
+    let audit = data
+        .run
+        .self_evaluation
+        .as_ref()
+        .and_then(|v| v.pointer("/verifier_evaluation/composer_audit"));
+    let stored = stored_derivations(audit);
+    terminal::derivations(&stored.shown, stored.left_out)
+}
+
 /// The text from `start` up to (not including) `end`.
 #[track_caller]
 fn between<'t>(text: &'t str, start: &str, end: &str) -> &'t str {
@@ -186,6 +199,17 @@ fn the_markdown_report_lists_the_computed_values_under_the_answer() {
     );
 }
 
+#[test]
+fn trace_prints_the_computed_values_one_line_each() {
+    let data = run(ANSWER, Some(two_derivations()));
+    assert_eq!(
+        trace_block(&data),
+        "computed values\n  d1: 96 % = 48 / 50 × 100 (c6, c4)\n  d2: 5 s = 5000 ms in s (c3)\n"
+    );
+    assert_eq!(trace_block(&run(ANSWER, None)), "");
+    assert_eq!(trace_block(&run(ANSWER, Some(json!([])))), "");
+}
+
 /// The Markdown report's lines from `## Computed values` to the next heading, each read back
 /// by a CommonMark parser: (the text it shows, whether it holds HTML, an image or a link).
 fn markdown_section_read_back(md: &str) -> (String, Vec<String>) {
@@ -251,6 +275,11 @@ fn hostile_text_in_a_derivation_stays_text_everywhere() {
              d2\"><script>x</script>: 1 = 1 (c3)\n"
         )
     );
+
+    let trace = trace_block(&data);
+    assert_eq!(trace.lines().count(), 3, "one line per value: {trace}");
+    assert!(!trace.contains('\u{1b}'), "{trace}");
+    assert!(trace.contains(&format!("  d1: {result} = [x](javascript:alert(1)) | `a`")));
 }
 
 #[test]
@@ -260,6 +289,7 @@ fn the_same_run_renders_byte_identically() {
     for format in [Format::Html, Format::Md] {
         assert_eq!(render(format, &data, &shape), render(format, &data, &shape));
     }
+    assert_eq!(trace_block(&data), trace_block(&data.clone()));
 }
 
 #[test]
@@ -322,4 +352,9 @@ fn malformed_entries_are_counted_not_shown() {
         "## Computed values\n\n- **d1**: 96 % = 48 / 50 × 100 (c6, c4)\n- **d4**: 7 = 3 + 4\n\n\
          2 more stored computed value(s) not shown.\n\n## Claims\n"
     ));
+    assert_eq!(
+        trace_block(&data),
+        "computed values\n  d1: 96 % = 48 / 50 × 100 (c6, c4)\n  d4: 7 = 3 + 4\n  \
+         (2 more stored computed value(s) not shown)\n"
+    );
 }
