@@ -1,6 +1,6 @@
 //! `diag trace RUN_ID`: prints a stored run — header, event timeline with durations, what the
-//! store remembered of its model endpoints when it started, tool invocations, verdicts and
-//! answer — or the same as JSON.
+//! store remembered of its model endpoints when it started, tool invocations, verdicts,
+//! answer and its computed values — or the same as JSON.
 
 use std::io::Write;
 
@@ -45,6 +45,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
         evaluation: _,
         exchanges,
         grounding,
+        derivations,
         endpoints,
         alerts,
     } = load(store, &args.run_id)?.ok_or_else(|| CommandError::unknown_run(&args.run_id))?;
@@ -80,6 +81,7 @@ fn trace(store: &Store, args: &TraceArgs, out: &mut dyn Write) -> Result<(), Com
             run.prompt_tokens, run.completion_tokens, run.step_count, run.tool_count
         ),
         render::answer(run.answer.as_deref()),
+        render::derivations(&derivations.shown, derivations.left_out),
     ]
     .into_iter()
     .filter(|block| !block.is_empty())

@@ -2,7 +2,8 @@
 //! snapshots of both formats for the demo incident and a Fallback run, byte-identical output
 //! under other time zones and locales, the Markdown read back by a CommonMark parser (its
 //! tables round-trip, it holds no HTML but diag's own `<details>`, no image and no unsafe
-//! link), hostile content neutralised, and the command's errors.
+//! link), hostile content neutralised, an answer's computed values under it (and in `diag
+//! trace`), and the command's errors.
 
 use std::path::Path;
 
@@ -441,6 +442,67 @@ fn markdown_tables_round_trip_through_a_commonmark_parser() {
         assert!(grounding.iter().all(|r| r.len() == 2));
         assert!(grounding.iter().any(|r| r[0] == "effective verdict"));
     }
+}
+
+/// A stored run whose answer has computed values (its Composer audit's checked derivations):
+/// `diag trace` prints them after the answer, `--json` carries them in the self-evaluation, and
+/// both reports list them under the answer, the claim with a card linked.
+#[test]
+fn trace_and_reports_show_the_answers_computed_values() {
+    let env = TestEnv::new();
+    let run = "run-derivations";
+    let answer = "Checkout failed for 96 % [d1] of requests [c6].";
+    let derivations = serde_json::json!([{"id": "d1", "op": "percentage", "result": "96 %",
+                                          "arithmetic": "48 / 50 × 100 (c6, c4)"}]);
+    let store = diag_testkit::open_sqlite(env.db()).unwrap();
+    let recorder = store
+        .create_run(diag_testkit::records::new_run(run, "ses-1", 0))
+        .unwrap();
+    let mut summary = diag_testkit::records::summary(answer);
+    summary.self_evaluation = Some(serde_json::json!({"verifier_evaluation": {
+        "round": 1, "gatekeeper_status": "PASS", "effective_verdict": "PASS",
+        "verified_executor_output": {"claims": [{"claim_id": "c6", "text": "48 of 50 failed"}]},
+        "composer_audit": {"status": "COMPLETED", "derivations": derivations},
+    }}));
+    store.finish_success(run, summary).unwrap();
+    drop(recorder);
+    drop(store);
+
+    let out = env.run(&["trace", run]);
+    out.expect(0).quiet_stderr();
+    assert!(
+        out.stdout.ends_with(&format!(
+            "answer\n{answer}\n\ncomputed values\n  d1: 96 % = 48 / 50 × 100 (c6, c4)\n"
+        )),
+        "{}",
+        out.stdout
+    );
+    let out = env.run(&["trace", run, "--json"]);
+    out.expect(0).quiet_stderr();
+    let doc = out.json();
+    cli_env::assert_schema("trace.v1.json", &doc);
+    assert_eq!(
+        doc["run"]["self_evaluation"]["verifier_evaluation"]["composer_audit"]["derivations"],
+        derivations
+    );
+
+    let html = report(&env, run, "html");
+    assert_html_is_diags_own(&html);
+    assert!(
+        html.contains("</section>\n<section id=\"sec-derivations\">\n<h2>Computed values</h2>\n")
+    );
+    assert!(html.contains(
+        "<li id=\"derivation-d1\"><span class=\"mono\">d1</span> <code>96 % = 48 / 50 × \
+         100</code> (<a class=\"cite\" href=\"#claim-c6\">c6</a>, c4)</li>\n</ul>\n</section>\n\
+         <section id=\"sec-claims\">"
+    ));
+    assert!(html.contains("96 % [<a class=\"cite\" href=\"#derivation-d1\">d1</a>]"));
+    let md = report(&env, run, "md");
+    assert_markdown_is_inert(&md);
+    assert!(md.contains(&format!(
+        "## Answer\n\n{answer}\n\n## Computed values\n\n\
+         - **d1**: 96 % = 48 / 50 × 100 (c6, c4)\n\n## Claims\n"
+    )));
 }
 
 #[test]

@@ -25,6 +25,8 @@ pub struct Stored {
     pub evaluation: Option<diag_core::store::EvaluationRow>,
     pub exchanges: Vec<StoredExchange>,
     pub grounding: Option<render::grounding::GroundingView>,
+    /// The answer's computed values, as the self-evaluation's Composer audit kept them.
+    pub derivations: crate::view::StoredDerivations,
     /// What the store remembered of the run's model endpoints when it started (empty for a
     /// replay, and for a run stored before diag kept it).
     pub endpoints: Vec<diag_core::store::EndpointLearning>,
@@ -61,6 +63,8 @@ pub fn load(store: &Store, run_id: &str) -> Result<Option<Stored>, StoreError> {
         .unwrap_or_else(|| stored_figures(gatekeeper.as_ref(), &self_eval));
     let grounding =
         render::grounding::grounding_view(gatekeeper.as_ref(), &verified, &invocations, figures);
+    let derivations =
+        crate::view::stored_derivations(self_eval("/verifier_evaluation/composer_audit").as_ref());
     let exchanges = store.exchanges(&run.run_id)?;
     let endpoints = store.run_endpoints(&run.run_id)?;
     let alerts = store.run_alerts(&run.run_id)?;
@@ -71,6 +75,7 @@ pub fn load(store: &Store, run_id: &str) -> Result<Option<Stored>, StoreError> {
         evaluation,
         exchanges,
         grounding,
+        derivations,
         endpoints,
         alerts,
     }))
@@ -86,6 +91,7 @@ pub fn trace_json(store: &Store, run_id: &str) -> Result<Option<serde_json::Valu
         evaluation,
         exchanges,
         grounding,
+        derivations: _,
         endpoints,
         alerts,
     }) = load(store, run_id)?

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::timeline::{self, RowKind};
-use super::view::{self, bounded, citations, ClaimView, View};
+use super::view::{self, bounded, citations, ClaimView, DerivationView, View};
 use super::{escape_html as esc, human_ms, safe_link, svg, RunData};
 use diag_core::graph::GraphShape;
 
@@ -112,6 +112,7 @@ pub fn render(data: &RunData, shape: &GraphShape) -> String {
     header(&mut o, data, &view);
     alert(&mut o, data);
     answer(&mut o, data, &view);
+    derivations(&mut o, &view);
     claims(&mut o, &view);
     grounding(&mut o, &view);
     let tl = timeline::layout(data);
@@ -241,8 +242,12 @@ fn header(o: &mut String, data: &RunData, view: &View) {
             esc(c)
         );
     }
+    o.push_str("<nav class=\"toc\"><a href=\"#sec-answer\">Answer</a>");
+    if has_derivations(view) {
+        o.push_str("<a href=\"#sec-derivations\">Computed values</a>");
+    }
     o.push_str(
-        "<nav class=\"toc\"><a href=\"#sec-answer\">Answer</a><a href=\"#sec-claims\">Claims</a>\
+        "<a href=\"#sec-claims\">Claims</a>\
          <a href=\"#sec-grounding\">Grounding</a><a href=\"#sec-timeline\">Timeline</a>\
          <a href=\"#sec-graph\">Graph</a><a href=\"#sec-tools\">Tool calls</a></nav>\n</header>\n",
     );
@@ -303,8 +308,13 @@ fn answer(o: &mut String, data: &RunData, view: &View) {
                 .iter()
                 .filter_map(|c| c.anchor.as_deref())
                 .collect();
+            let derivations: Vec<&str> = view
+                .derivations
+                .iter()
+                .filter_map(|d| d.anchor.as_deref())
+                .collect();
             o.push_str("<div class=\"answer\">\n");
-            o.push_str(&markdown_to_html(a, &anchors));
+            o.push_str(&answer_to_html(a, &anchors, &derivations));
             o.push_str("</div>\n");
         }
         None => o.push_str("<p class=\"muted\">The run has no answer.</p>\n"),
@@ -312,11 +322,81 @@ fn answer(o: &mut String, data: &RunData, view: &View) {
     o.push_str("</section>\n");
 }
 
+/// Whether the page has a "Computed values" section: the answer has derivations.
+fn has_derivations(view: &View) -> bool {
+    !view.derivations.is_empty() || view.derivations_left_out > 0
+}
+
+/// The answer's computed values, right under it: each value's id, its result and arithmetic,
+/// then the claims its operands are observed in, each linked to its card when the page has one.
+fn derivations(o: &mut String, view: &View) {
+    if !has_derivations(view) {
+        return;
+    }
+    o.push_str(
+        "<section id=\"sec-derivations\">\n<h2>Computed values</h2>\n<p class=\"muted\">Values \
+         the answer computes from observed ones, each with the arithmetic diag checked exactly \
+         and, in parentheses, the claims whose evidence shows its operands.</p>\n",
+    );
+    if !view.derivations.is_empty() {
+        o.push_str("<ul>\n");
+        for d in &view.derivations {
+            derivation_item(o, d);
+        }
+        o.push_str("</ul>\n");
+    }
+    if view.derivations_left_out > 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"muted\">{} more stored computed value(s) not shown.</p>",
+            view.derivations_left_out
+        );
+    }
+    o.push_str("</section>\n");
+}
+
+fn derivation_item(o: &mut String, d: &DerivationView) {
+    let id_attr = d
+        .anchor
+        .as_deref()
+        .map(|a| format!(" id=\"derivation-{}\"", esc(a)))
+        .unwrap_or_default();
+    let _ = write!(
+        o,
+        "<li{id_attr}><span class=\"mono\">{}</span> <code>{} = {}</code>",
+        esc(&d.id),
+        esc(&d.result),
+        esc(&d.expression)
+    );
+    if !d.claims.is_empty() {
+        let claims: Vec<String> = d
+            .claims
+            .iter()
+            .map(|c| match &c.anchor {
+                Some(a) => format!("<a class=\"cite\" href=\"#claim-{0}\">{0}</a>", esc(a)),
+                None => esc(&c.claim_id),
+            })
+            .collect();
+        let _ = write!(o, " ({})", claims.join(", "));
+    }
+    o.push_str("</li>\n");
+}
+
 /// Renders untrusted Markdown as HTML: raw HTML becomes text, images become text naming
 /// their address, links stay links only for safe targets, headings move down one level
 /// (the page's own sections are `h2`), and `[cN]` citations of known claims link to their
 /// cards (`#claim-cN`).
 pub fn markdown_to_html(text: &str, anchors: &[&str]) -> String {
+    answer_to_html(text, anchors, &[])
+}
+
+/// [`markdown_to_html`] for an answer with computed values: a marker's id that names no
+/// claim card but one of `derivations` links to that value (`#derivation-dN`).
+pub fn answer_to_html(text: &str, anchors: &[&str], derivations: &[&str]) -> String {
+    let targets = Targets {
+        claims: anchors,
+        derivations,
+    };
     let mut options = Options::empty();
     options.insert(Options::ENABLE_TABLES);
     options.insert(Options::ENABLE_STRIKETHROUGH);
@@ -326,7 +406,7 @@ pub fn markdown_to_html(text: &str, anchors: &[&str]) -> String {
     let mut pending = String::new();
     let flush = |pending: &mut String, events: &mut Vec<Event<'_>>| {
         if !pending.is_empty() {
-            cite(std::mem::take(pending), anchors, events);
+            cite(std::mem::take(pending), &targets, events);
         }
     };
     for ev in Parser::new_ext(text, options) {
@@ -400,11 +480,31 @@ fn lower(level: HeadingLevel) -> HeadingLevel {
     }
 }
 
-/// Text with its citation markers turned into links to the claim cards that exist.
-fn cite<'a>(text: String, anchors: &[&str], events: &mut Vec<Event<'a>>) {
+/// What an answer's citation markers may link to: claim cards, then computed values.
+struct Targets<'t> {
+    claims: &'t [&'t str],
+    derivations: &'t [&'t str],
+}
+
+impl Targets<'_> {
+    /// The fragment an id links to: its claim card, else its computed value.
+    fn href(&self, id: &str) -> Option<String> {
+        if self.claims.contains(&id) {
+            Some(format!("#claim-{id}"))
+        } else if self.derivations.contains(&id) {
+            Some(format!("#derivation-{id}"))
+        } else {
+            None
+        }
+    }
+}
+
+/// Text with its citation markers turned into links to the claim cards and computed values
+/// that exist.
+fn cite<'a>(text: String, targets: &Targets<'_>, events: &mut Vec<Event<'a>>) {
     let mut at = 0;
     for (range, ids) in citations(&text) {
-        if !ids.iter().any(|id| anchors.contains(&id.as_str())) {
+        if !ids.iter().any(|id| targets.href(id).is_some()) {
             continue;
         }
         if range.start > at {
@@ -412,12 +512,9 @@ fn cite<'a>(text: String, anchors: &[&str], events: &mut Vec<Event<'a>>) {
         }
         let links: Vec<String> = ids
             .iter()
-            .map(|id| {
-                if anchors.contains(&id.as_str()) {
-                    format!("<a class=\"cite\" href=\"#claim-{0}\">{0}</a>", esc(id))
-                } else {
-                    esc(id)
-                }
+            .map(|id| match targets.href(id) {
+                Some(href) => format!("<a class=\"cite\" href=\"{}\">{}</a>", esc(&href), esc(id)),
+                None => esc(id),
             })
             .collect();
         events.push(Event::Html(CowStr::from(format!("[{}]", links.join(", ")))));

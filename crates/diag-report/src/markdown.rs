@@ -246,6 +246,7 @@ pub fn render(data: &RunData) -> String {
         None => o.push_str("The run has no answer.\n\n"),
     }
 
+    derivations(&mut o, &view);
     claims(&mut o, &view);
     grounding(&mut o, &view);
 
@@ -291,6 +292,41 @@ pub fn render(data: &RunData) -> String {
         run.run_id.replace('`', "")
     );
     o
+}
+
+/// The answer's computed values, right under it: one list item each, its id, result and
+/// arithmetic, then the claims its operands are observed in (the Markdown report's claims
+/// have no anchors, so they are named, not linked). All of it escaped.
+fn derivations(o: &mut String, view: &View) {
+    if view.derivations.is_empty() && view.derivations_left_out == 0 {
+        return;
+    }
+    o.push_str("## Computed values\n\n");
+    for d in &view.derivations {
+        let _ = write!(
+            o,
+            "- **{}**: {} = {}",
+            escape_md(&d.id),
+            escape_md(&d.result),
+            escape_md(&d.expression)
+        );
+        if !d.claims.is_empty() {
+            let claims: Vec<String> = d.claims.iter().map(|c| escape_md(&c.claim_id)).collect();
+            let _ = write!(o, " ({})", claims.join(", "));
+        }
+        o.push('\n');
+    }
+    if view.derivations_left_out > 0 {
+        if !view.derivations.is_empty() {
+            o.push('\n');
+        }
+        let _ = writeln!(
+            o,
+            "{} more stored computed value(s) not shown.",
+            view.derivations_left_out
+        );
+    }
+    o.push('\n');
 }
 
 fn claims(o: &mut String, view: &View) {

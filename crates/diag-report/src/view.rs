@@ -1,6 +1,7 @@
 //! What a report shows, computed once from the stored run for both formats: the header
-//! facts, the claim cards (verified claims and refused ones, each binding resolved in the
-//! invocation's recorded output), the grounding figures and the verifier's facts.
+//! facts, the answer's computed values (its checked derivations), the claim cards (verified
+//! claims and refused ones, each binding resolved in the invocation's recorded output), the
+//! grounding figures and the verifier's facts.
 //!
 //! The self-evaluation is read leniently: every field has a default, so a run stored by an
 //! older or newer `diag` still renders, and fields this version does not know are shown as
@@ -12,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::RunData;
+use diag_core::protocol::derivation::{is_derivation_id, CheckedDerivation};
 use diag_core::protocol::{json_pointer, match_quote, ToolInvocation};
 
 /// Characters of a bound target string shown on each side of the quote.
@@ -20,6 +22,8 @@ pub const CONTEXT_CHARS: usize = 240;
 pub const TEXT_MAX: usize = 2_000;
 /// The most characters of a model-written identifier (claim id, path, tool name) shown.
 pub const IDENT_MAX: usize = 120;
+/// The most computed values of one answer shown; the rest are counted, not listed.
+pub const DERIVATIONS_MAX: usize = 100;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
@@ -137,6 +141,16 @@ struct VerifiedEvidence {
     matched_text: String,
 }
 
+/// One entry of `composer_audit.derivations`; its `op` may be missing (it is not shown).
+#[derive(Debug, Clone, Deserialize)]
+struct StoredDerivation {
+    id: String,
+    #[serde(default)]
+    op: String,
+    result: String,
+    arithmetic: String,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 struct FallbackContext {
@@ -219,9 +233,99 @@ pub struct FactView {
     pub claim_ids: Vec<String>,
 }
 
+/// One operand's claim in a computed value's arithmetic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperandClaim {
+    pub claim_id: String,
+    /// `Some(id)` when the run has a card for that claim (`#claim-<id>`), so it is linked.
+    pub anchor: Option<String>,
+}
+
+/// One computed value of the answer, with its checked arithmetic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DerivationView {
+    /// `d1`.
+    pub id: String,
+    /// `Some(id)` for the first value with an id in the derivation-id format
+    /// (`#derivation-<id>`): anchors stay unique however the record was written.
+    pub anchor: Option<String>,
+    /// `96 %`.
+    pub result: String,
+    /// The arithmetic without its operands' claims: `48 / 50 × 100` (the whole stored
+    /// arithmetic when it does not end with a list of claim ids).
+    pub expression: String,
+    /// The claims the operands are observed in, in operand order (an id may repeat).
+    pub claims: Vec<OperandClaim>,
+}
+
+/// The computed values a self-evaluation kept, read leniently.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoredDerivations {
+    /// At most [`DERIVATIONS_MAX`], every string bounded.
+    pub shown: Vec<CheckedDerivation>,
+    /// Entries not shown: past [`DERIVATIONS_MAX`], or not a computed value this version reads.
+    pub left_out: usize,
+}
+
+impl StoredDerivations {
+    pub fn is_empty(&self) -> bool {
+        self.shown.is_empty() && self.left_out == 0
+    }
+}
+
+/// The computed values of a run's answer from its `composer_audit` (`derivations`: objects
+/// `{id, op, result, arithmetic}`), as a run stored by any diag version holds them: a missing
+/// or mistyped list is none; an entry that is not an object with `id`, `result` and
+/// `arithmetic` as strings (and `op`, when present) is counted in `left_out`, not shown;
+/// members this version does not know are ignored; every string is bounded.
+pub fn stored_derivations(composer_audit: Option<&Value>) -> StoredDerivations {
+    let Some(Value::Array(entries)) = composer_audit.and_then(|a| a.get("derivations")) else {
+        return StoredDerivations::default();
+    };
+    let mut out = StoredDerivations::default();
+    for entry in entries {
+        let read = (out.shown.len() < DERIVATIONS_MAX)
+            .then(|| StoredDerivation::deserialize(entry).ok())
+            .flatten();
+        match read {
+            Some(d) => out.shown.push(CheckedDerivation {
+                id: bounded(&d.id, IDENT_MAX),
+                op: bounded(&d.op, IDENT_MAX),
+                result: bounded(&d.result, IDENT_MAX),
+                arithmetic: bounded(&d.arithmetic, TEXT_MAX),
+            }),
+            None => out.left_out += 1,
+        }
+    }
+    out
+}
+
+/// A derivation's arithmetic split into its expression and the claim ids of its operands:
+/// `48 / 50 × 100 (c6, c4)` is `48 / 50 × 100` and `[c6, c4]`. An arithmetic that does not
+/// end with ` (` claim ids separated by `, ` `)` is all expression.
+pub fn split_arithmetic(arithmetic: &str) -> (&str, Vec<&str>) {
+    let whole = (arithmetic, Vec::new());
+    let Some(inner_end) = arithmetic.strip_suffix(')') else {
+        return whole;
+    };
+    let Some(open) = inner_end.rfind(" (") else {
+        return whole;
+    };
+    let ids: Vec<&str> = inner_end[open + 2..].split(", ").collect();
+    if ids.iter().all(|id| is_claim_id(id)) {
+        (&arithmetic[..open], ids)
+    } else {
+        whole
+    }
+}
+
 /// Everything a report shows besides the timeline, the graph and the tool calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct View {
+    /// The answer's computed values, in the order the answer lists them.
+    pub derivations: Vec<DerivationView>,
+    /// Computed values stored but not shown ([`StoredDerivations::left_out`]).
+    pub derivations_left_out: usize,
     pub claims: Vec<ClaimView>,
     /// Label/value pairs of the grounding figures, in a fixed order.
     pub grounding: Vec<(String, String)>,
@@ -374,7 +478,7 @@ pub fn build(data: &RunData) -> View {
         push(&e.claim_id);
     }
 
-    let claims = order
+    let claims: Vec<ClaimView> = order
         .iter()
         .map(|id| {
             let text = verified
@@ -569,7 +673,12 @@ pub fn build(data: &RunData) -> View {
         grounding.push(("fallback".into(), bounded(kind, IDENT_MAX)));
     }
 
+    let stored = stored_derivations(ve.composer_audit.as_ref());
+    let derivations = derivation_views(&stored.shown, &claims);
+
     View {
+        derivations,
+        derivations_left_out: stored.left_out,
         claims,
         grounding,
         facts: ve
@@ -593,9 +702,106 @@ pub fn build(data: &RunData) -> View {
     }
 }
 
+/// The computed values as a report shows them: each operand's claim linked when `claims` has
+/// its card, each value anchored once.
+fn derivation_views(stored: &[CheckedDerivation], claims: &[ClaimView]) -> Vec<DerivationView> {
+    let mut anchored: Vec<&str> = Vec::new();
+    stored
+        .iter()
+        .map(|d| {
+            let (expression, ids) = split_arithmetic(&d.arithmetic);
+            let anchor =
+                (is_derivation_id(&d.id) && !anchored.contains(&d.id.as_str())).then(|| {
+                    anchored.push(&d.id);
+                    d.id.clone()
+                });
+            DerivationView {
+                id: d.id.clone(),
+                anchor,
+                result: d.result.clone(),
+                expression: expression.to_string(),
+                claims: ids
+                    .into_iter()
+                    .map(|id| OperandClaim {
+                        claim_id: id.to_string(),
+                        anchor: claims
+                            .iter()
+                            .any(|c| c.anchor.as_deref() == Some(id))
+                            .then(|| id.to_string()),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_arithmetic_ends_with_its_operands_claims() {
+        assert_eq!(
+            split_arithmetic("48 / 50 × 100 (c6, c4)"),
+            ("48 / 50 × 100", vec!["c6", "c4"])
+        );
+        assert_eq!(
+            split_arithmetic("max(5 s, 7 s) (c1, c1)"),
+            ("max(5 s, 7 s)", vec!["c1", "c1"])
+        );
+        assert_eq!(
+            split_arithmetic("5000 ms in s (c3)"),
+            ("5000 ms in s", vec!["c3"])
+        );
+        for whole in [
+            "48 / 50",
+            "max(5, 7)",
+            "48 / 50 (see logs)",
+            "48 / 50 ()",
+            "48 / 50 (c1,c2)",
+            "48 / 50 (c1, )",
+            "(c1)",
+        ] {
+            assert_eq!(split_arithmetic(whole), (whole, Vec::new()), "{whole}");
+        }
+    }
+
+    #[test]
+    fn stored_derivations_are_read_leniently_and_bounded() {
+        let audit = serde_json::json!({"derivations": [
+            {"id": "d1", "op": "percentage", "result": "96 %",
+             "arithmetic": "48 / 50 × 100 (c6, c4)", "new": 1},
+            {"id": "d2", "op": "convert_unit", "result": "5 s"},
+            {"id": "d6", "result": "5 s", "arithmetic": "5000 ms in s (c3)"},
+            "d3",
+            {"id": 4, "op": "sum", "result": "1", "arithmetic": "1 (c1)"},
+            {"id": "d5", "op": "sum", "result": "x".repeat(500), "arithmetic": "y".repeat(5000)},
+        ]});
+        let read = stored_derivations(Some(&audit));
+        assert_eq!(read.left_out, 3);
+        assert_eq!(read.shown.len(), 3);
+        assert_eq!(read.shown[0].shown(), "96 % = 48 / 50 × 100 (c6, c4)");
+        assert_eq!(read.shown[1].shown(), "5 s = 5000 ms in s (c3)");
+        assert_eq!(read.shown[1].op, "");
+        assert_eq!(read.shown[2].result.chars().count(), IDENT_MAX + 1);
+        assert_eq!(read.shown[2].arithmetic.chars().count(), TEXT_MAX + 1);
+        for none in [
+            None,
+            Some(serde_json::json!({})),
+            Some(serde_json::json!({"derivations": {"d1": "x"}})),
+            Some(serde_json::json!("composer_audit")),
+        ] {
+            assert!(stored_derivations(none.as_ref()).is_empty(), "{none:?}");
+        }
+        let many: Vec<Value> = (1..=DERIVATIONS_MAX + 5)
+            .map(|i| {
+                serde_json::json!({"id": format!("d{i}"), "op": "sum", "result": "2",
+                                   "arithmetic": "1 + 1 (c1, c1)"})
+            })
+            .collect();
+        let read = stored_derivations(Some(&serde_json::json!({ "derivations": many })));
+        assert_eq!((read.shown.len(), read.left_out), (DERIVATIONS_MAX, 5));
+    }
 
     #[test]
     fn citations_are_bracketed_claim_id_lists() {

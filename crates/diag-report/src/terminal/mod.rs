@@ -1,5 +1,6 @@
-//! Human output: the run header, the event timeline, tool invocations and the answer, as
-//! plain text for a terminal or a CI log. Pure functions over records; the CLI prints them.
+//! Human output: the run header, the event timeline, tool invocations, the answer and its
+//! computed values, as plain text for a terminal or a CI log. Pure functions over records;
+//! the CLI prints them.
 
 use std::fmt::{Display, Write as _};
 
@@ -8,6 +9,7 @@ pub mod grounding;
 use diag_core::agent::runtime::{ModelExchange, PLAN_STEP_AGENT};
 use diag_core::graph::{DetailValue, Event};
 use diag_core::model::ModelError;
+use diag_core::protocol::derivation::CheckedDerivation;
 use diag_core::protocol::gatekeeper::CheckedBinding;
 use diag_core::protocol::{GatekeeperRaw, ToolInvocation};
 
@@ -282,6 +284,31 @@ pub fn answer(text: Option<&str>) -> String {
         Some(a) => format!("answer\n{}\n", diag_diagnosis::render_answer(a).trim_end()),
         None => "answer\n  (none)\n".to_string(),
     }
+}
+
+/// The answer's computed values, after the answer: `computed values` then one line each,
+/// `d1: 96 % = 48 / 50 × 100 (c6, c4)`, and how many stored ones are not shown. Empty when
+/// the answer has none.
+pub fn derivations(shown: &[CheckedDerivation], left_out: usize) -> String {
+    if shown.is_empty() && left_out == 0 {
+        return String::new();
+    }
+    let mut out = String::from("computed values\n");
+    for d in shown {
+        let _ = writeln!(
+            out,
+            "  {}: {}",
+            one_line(&d.id, 32),
+            one_line(&d.shown(), 400)
+        );
+    }
+    if left_out > 0 {
+        let _ = writeln!(
+            out,
+            "  ({left_out} more stored computed value(s) not shown)"
+        );
+    }
+    out
 }
 
 #[cfg(test)]
