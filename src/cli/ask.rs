@@ -14,9 +14,7 @@ use super::context::LoadedConfig;
 use super::live::{load_run_file, remembered_endpoints, warn_unkept};
 use super::progress::Progress;
 use super::{CommandContext, CommandError, Exit};
-use diag_ask::live::{
-    check_session, first_model_error, live_deps, quiet_verdict_line, shown_verdict,
-};
+use diag_ask::live::{check_session, live_deps, model_calls, quiet_verdict_line, shown_verdict};
 use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
 use diag_ask::setup;
 use diag_ask::setup::RandomIds;
@@ -31,7 +29,7 @@ use diag_runfile::resume::{resumed_models, ResumedTools, Reusing};
 use diag_runfile::{Divergence, RunFile};
 
 /// The schema name of `diag ask --json` output.
-pub const ASK_JSON_SCHEMA: &str = "diag.ask.v1";
+pub const ASK_JSON_SCHEMA: &str = "diag.ask.v2";
 
 /// Run one diagnosis and print the answer with its timeline.
 ///
@@ -55,7 +53,7 @@ pub struct AskArgs {
     /// report)
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
-    /// Print a JSON document (schema diag.ask.v1) instead of text
+    /// Print a JSON document (schema diag.ask.v2) instead of text
     #[arg(long)]
     pub json: bool,
     /// Exit 4 when the run succeeded but was degraded or its verdict was not PASS
@@ -384,6 +382,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
         .map_err(CommandError::from)?
         .ok_or_else(|| CommandError::new(Exit::Internal, "the run vanished from the store"))?;
     let verdict = shown_verdict(outcome);
+    let calls = model_calls(store, &outcome.run_id);
     if args.json {
         write_json(
             out,
@@ -397,6 +396,8 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
                 "effective_verdict": verdict.map(|v| v.as_str()),
                 "degraded": outcome.state.degraded,
                 "fallback_kind": outcome.state.fallback_kind.map(|k| k.as_str()),
+                "model_error": calls.first_error,
+                "model_answered": !calls.none_answered(),
                 "events": outcome.state.events,
                 "evaluation": outcome.evaluation(),
             }),
@@ -466,8 +467,16 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     // A live model endpoint that failed is worth one line on stderr even when a Fallback
     // answered: it is usually a configuration problem the operator can fix. A fixture's
     // errors are part of its recording, and a divergence gets its own line below.
+    // When no model answered at all, the exit's own line says so instead.
     let live = !replaying.fixture;
-    if let Some(message) = first_model_error(store, &outcome.run_id).filter(|_| live) {
+    let unreachable = (live && calls.none_answered())
+        .then(|| calls.first_error.clone())
+        .flatten();
+    if let Some(message) = calls
+        .first_error
+        .as_ref()
+        .filter(|_| live && unreachable.is_none())
+    {
         let _ = writeln!(
             std::io::stderr(),
             "diag: warning: model call failed: {message}"
@@ -495,7 +504,13 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
     // The run's own outcome decides the exit code; a run file or report that could not be
     // written still gets its line.
     let mut errors: Vec<CommandError> = [
-        outcome_error(args, replaying.divergence.as_ref(), outcome, verdict),
+        outcome_error(
+            args,
+            replaying.divergence.as_ref(),
+            unreachable.as_deref(),
+            outcome,
+            verdict,
+        ),
         record_error,
         report_error,
     ]
@@ -513,10 +528,12 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
 }
 
 /// The exit a finished run calls for, most specific first: divergence from a fixture,
-/// interruption, FAILED, then `--strict`.
+/// interruption, FAILED, no model answered (`unreachable`: the first failed call), then
+/// `--strict`.
 fn outcome_error(
     args: &AskArgs,
     divergence: Option<&Divergence>,
+    unreachable: Option<&str>,
     outcome: &AskOutcome,
     verdict: Option<Verdict>,
 ) -> Option<CommandError> {
@@ -542,6 +559,16 @@ fn outcome_error(
                 "run {} FAILED: {}",
                 outcome.run_id,
                 outcome.failure().unwrap_or("unknown failure")
+            ),
+        ));
+    }
+    if let Some(first) = unreachable {
+        return Some(CommandError::new(
+            Exit::NoModelAnswered,
+            format!(
+                "no model answered: {first}; run {} holds the Fallback's answer, not a \
+                 diagnosis (check the endpoint under [models] in the configuration)",
+                outcome.run_id
             ),
         ));
     }

@@ -24,6 +24,10 @@ pub enum Exit {
     /// could not be reached: nothing was changed, and the same command may work when tried
     /// again.
     StoreUnavailable = 6,
+    /// `ask`: the run asked its models and none ever answered (an endpoint never reached or
+    /// refusing every request); the run is stored SUCCESS with the Fallback's answer, which
+    /// is not a diagnosis.
+    NoModelAnswered = 7,
     /// Interrupted (Ctrl-C); the run is stored FAILED with its partial trace.
     Interrupted = 130,
 }

@@ -37,7 +37,7 @@ pub use exit::Exit;
 /// Exit codes: 0 success; 1 internal error; 2 usage, configuration or input error; 3 run
 /// FAILED; 4 under --strict, success but degraded or not PASS (eval: a run not grounded); 5 replay: a run file did not
 /// reproduce its expected result, or (replay and ask --fixture) the run left its recording;
-/// 6 the run store was busy or unreachable (try again); 130 interrupted (the run is stored FAILED with its partial trace).
+/// 6 the run store was busy or unreachable (try again); 7 ask: no model answered; 130 interrupted (the run is stored FAILED with its partial trace).
 #[derive(Debug, Parser)]
 #[command(name = "diag", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -52,13 +52,15 @@ pub const EXIT_CODES: &str = "Exit codes:
   0    success
   1    internal error
   2    usage, configuration or input error
-  3    the run ended FAILED
+  3    the run ended FAILED (its deadline, [limits] run_timeout_secs, included)
   4    --strict: the run succeeded but was degraded or its verdict was not PASS
        (eval --strict: a run did not reach a grounded root cause)
   5    replay: a run file did not reproduce its expected result, or (replay and
        ask --fixture) the run left its recording (divergence)
   6    the run store stayed locked by another writer or its server could not be
        reached; nothing changed, and trying again may work
+  7    ask: no model answered (every model call failed); the Fallback's answer
+       is stored and is not a diagnosis
   130  interrupted (Ctrl-C); the run is stored FAILED with its partial trace
 
 Database: --db, else DIAG_DB, else [store] path of the configuration file, else the

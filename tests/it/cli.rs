@@ -99,8 +99,8 @@ fn ask_json_follows_its_schema_for_pass_low_confidence_and_fallback_runs() {
     let env = TestEnv::new();
     let pass = env.copy_fixture(PASS, "pass.json");
     let doc = env.ask_fixture_json(&pass, &[]);
-    assert_schema("ask.v1.json", &doc);
-    assert_eq!(doc["schema"], "diag.ask.v1");
+    assert_schema("ask.v2.json", &doc);
+    assert_eq!(doc["schema"], "diag.ask.v2");
     assert_eq!(doc["status"], "SUCCESS");
     assert_eq!(doc["effective_verdict"], "PASS");
     assert_eq!(doc["degraded"], false);
@@ -128,12 +128,12 @@ fn ask_json_follows_its_schema_for_pass_low_confidence_and_fallback_runs() {
     assert_eq!(doc["evaluation"]["terminal_path"], "composer");
 
     let low = env.ask_fixture_json(&env.copy_fixture(LOW_CONFID, "low.json"), &[]);
-    assert_schema("ask.v1.json", &low);
+    assert_schema("ask.v2.json", &low);
     assert_eq!(low["effective_verdict"], "LOW_CONFID");
     assert_eq!(low["degraded"], false);
 
     let fallback = env.ask_fixture_json(&env.copy_fixture(PLANNER_PROSE, "prose.json"), &[]);
-    assert_schema("ask.v1.json", &fallback);
+    assert_schema("ask.v2.json", &fallback);
     assert_eq!(fallback["status"], "SUCCESS");
     assert_eq!(fallback["degraded"], true);
     assert_eq!(fallback["fallback_kind"], "pre_verification");
@@ -144,7 +144,7 @@ fn ask_json_follows_its_schema_for_pass_low_confidence_and_fallback_runs() {
     );
 
     let blank = env.ask_fixture_json(&env.copy_fixture(BLANK_ANSWER, "blank.json"), &[]);
-    assert_schema("ask.v1.json", &blank);
+    assert_schema("ask.v2.json", &blank);
     assert_eq!(blank["fallback_kind"], "post_verification");
 }
 
@@ -435,6 +435,7 @@ fn replay_prints_a_summary_table_and_its_json_follows_the_schema() {
 fn every_schema_is_valid_and_every_committed_run_file_follows_diag_run_v2() {
     for name in [
         "ask.v1.json",
+        "ask.v2.json",
         "trace.v1.json",
         "runs.v1.json",
         "replay.v1.json",
@@ -971,7 +972,7 @@ fn a_run_whose_result_cannot_be_stored_ends_failed_with_exit_3() {
     out.expect(3);
     out.one_error_line();
     let doc = out.json();
-    assert_schema("ask.v1.json", &doc);
+    assert_schema("ask.v2.json", &doc);
     assert_eq!(doc["status"], "FAILED");
     assert_eq!(doc["answer"], Value::Null);
     assert_eq!(doc["evaluation"], Value::Null);
@@ -1022,7 +1023,7 @@ fn strict_exits_4_for_low_confidence_and_degraded_runs_only() {
         .one_error_line()
         .ends_with(" is degraded (a Fallback answered)"));
     let doc = out.json();
-    assert_schema("ask.v1.json", &doc);
+    assert_schema("ask.v2.json", &doc);
     assert_eq!(doc["degraded"], true);
 }
 
@@ -1801,8 +1802,10 @@ fn without_diag_db_the_store_lives_in_the_xdg_data_folder() {
     );
 }
 
+/// An endpoint nothing listens on: the run falls back, the exit says no model answered (7), and
+/// the one line names the agent, the endpoint's URL (as the run recorded it) and the model.
 #[test]
-fn an_unreachable_endpoint_answers_with_a_fallback_and_one_warning() {
+fn an_unreachable_endpoint_is_named_and_exits_7_with_the_fallbacks_answer() {
     let env = TestEnv::new();
     // A port that was free a moment ago: nothing listens, the connection is refused.
     let port = diag_testkit::free_port();
@@ -1810,8 +1813,8 @@ fn an_unreachable_endpoint_answers_with_a_fallback_and_one_warning() {
     std::fs::write(
         env.path("diag.toml"),
         format!(
-            "[models.default]\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\n\
-             timeout_secs = 5\nconnect_timeout_secs = 2\n\
+            "[models.default]\nbase_url = \"http://127.0.0.1:{port}/v1/\"\n\
+             model = \"m\"\ntimeout_secs = 5\nconnect_timeout_secs = 2\n\
              [tools.search_logs]\npaths = [{:?}]\n",
             logs.display().to_string()
         ),
@@ -1820,10 +1823,24 @@ fn an_unreachable_endpoint_answers_with_a_fallback_and_one_warning() {
     let question = "why does checkout return 502 since 14:00?";
 
     let out = env.run(&["--config", "diag.toml", "ask", question]);
-    out.expect(0);
+    out.expect(7);
+    let run_id = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("run      "))
+        .expect("the header names the run")
+        .trim()
+        .to_string();
     let line = out.one_error_line();
+    let want = format!(
+        "diag: no model answered: planner (transient) at http://127.0.0.1:{port}/v1, model m: "
+    );
+    assert!(line.starts_with(&want), "{line}");
     assert!(
-        line.starts_with("diag: warning: model call failed: planner (transient): "),
+        line.ends_with(&format!(
+            "; run {run_id} holds the Fallback's answer, not a diagnosis (check the endpoint \
+             under [models] in the configuration)"
+        )),
         "{line}"
     );
     assert!(out.stdout.contains("status   SUCCESS"), "{}", out.stdout);
@@ -1840,6 +1857,7 @@ fn an_unreachable_endpoint_answers_with_a_fallback_and_one_warning() {
         out.stdout
     );
 
+    // --strict does not hide it, and --json says so.
     let out = env.run(&[
         "--config",
         "diag.toml",
@@ -1848,19 +1866,78 @@ fn an_unreachable_endpoint_answers_with_a_fallback_and_one_warning() {
         "--strict",
         "--json",
     ]);
-    out.expect(4);
-    let lines = out.stderr_lines();
-    assert_eq!(lines.len(), 2, "{}", out.stderr);
-    assert!(lines[0].starts_with("diag: warning: model call failed: planner"));
-    assert!(
-        lines[1].ends_with(" is degraded (a Fallback answered)"),
-        "{}",
-        lines[1]
-    );
+    out.expect(7);
+    assert!(out.one_error_line().starts_with(&want));
     let doc = out.json();
-    assert_schema("ask.v1.json", &doc);
+    assert_schema("ask.v2.json", &doc);
+    assert_eq!(doc["schema"], "diag.ask.v2");
+    assert_eq!(doc["status"], "SUCCESS");
     assert_eq!(doc["degraded"], true);
     assert_eq!(doc["fallback_kind"], "pre_verification");
+    assert_eq!(doc["model_answered"], false);
+    // The same first failed call as the line: agent, class, endpoint, model, message.
+    let error = doc["model_error"].as_str().unwrap();
+    let named = want.trim_start_matches("diag: no model answered: ");
+    assert!(error.starts_with(named), "{error}");
+}
+
+/// An endpoint that accepts connections and never answers: without a deadline the run would
+/// wait out every timeout and retry; `[limits] run_timeout_secs` stops it, stored FAILED with
+/// the deadline named.
+#[test]
+fn a_run_past_its_deadline_is_stopped_and_stored_failed_naming_it() {
+    let env = TestEnv::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts every connection and keeps it open, silent, until the test ends.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let logs = repo_file("fixtures/demo/logs");
+    std::fs::write(
+        env.path("diag.toml"),
+        format!(
+            "[models.default]\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\n\
+             timeout_secs = 60\nconnect_timeout_secs = 2\n\
+             [tools.search_logs]\npaths = [{:?}]\n[limits]\nrun_timeout_secs = 2\n",
+            logs.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = env.run(&[
+        "--config",
+        "diag.toml",
+        "ask",
+        "why does checkout return 502 since 14:00?",
+        "--json",
+    ]);
+    out.expect(3);
+    let failure = "deadline: the run was stopped after 2 s ([limits] run_timeout_secs); diag \
+                   trace shows how far it got";
+    let doc = out.json();
+    assert_schema("ask.v2.json", &doc);
+    let run_id = str_of(&doc, "run_id").to_string();
+    assert_eq!(
+        out.one_error_line(),
+        format!("diag: run {run_id} FAILED: {failure}")
+    );
+    assert_eq!(doc["status"], "FAILED");
+    assert_eq!(doc["failure"], failure);
+    // The planner's call was in flight: it is in the trace, cut where it was.
+    let trace = env.run(&["trace", &run_id, "--json"]);
+    trace.expect(0);
+    let trace = trace.json();
+    assert_eq!(trace["run"]["status"], "FAILED");
+    assert_eq!(trace["run"]["failure"], failure);
+    // The deadline is one of the limits the run ran under, recorded with it.
+    env.run(&["export", &run_id, "-o", "run.json"]).expect(0);
+    assert_eq!(
+        read_json(&env.path("run.json"))["limits"]["run_timeout_secs"],
+        2
+    );
 }
 
 /// Ctrl-C during `diag replay` of a large folder: exit 130 with one line, the files replayed
@@ -2040,7 +2117,7 @@ fn a_live_ask_stores_its_run_where_the_config_says() {
             c.env_remove("DIAG_DB");
         },
     );
-    out.expect(0);
+    out.expect(7); // nothing listens: no model answered, the run is stored all the same
     let run_id = str_of(&out.json(), "run_id").to_string();
     assert!(env.path("live/runs.db").is_file());
     assert!(!env.db().exists());

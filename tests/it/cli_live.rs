@@ -40,7 +40,7 @@ fn a_recorded_live_run_replays_green_and_byte_identical_apart_from_run_ids() {
     ]);
     out.expect(0).quiet_stderr();
     let asked = out.json();
-    assert_schema("ask.v1.json", &asked);
+    assert_schema("ask.v2.json", &asked);
     assert_eq!(asked["status"], "SUCCESS");
     assert_eq!(asked["effective_verdict"], "PASS");
     assert_eq!(asked["evaluation"]["tool_calls"], 2);

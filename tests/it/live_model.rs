@@ -462,7 +462,7 @@ fn a_whole_ask_ends_stored_with_a_defined_status_and_no_panic() {
         server.log()
     );
     let asked: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert_schema("ask.v1.json", &asked);
+    assert_schema("ask.v2.json", &asked);
     let status = asked["status"].as_str().unwrap();
     assert!(["SUCCESS", "FAILED"].contains(&status), "{asked}");
     let run_id = asked["run_id"].as_str().unwrap();

@@ -135,7 +135,7 @@ async fn an_interrupted_live_run_resumes_without_sending_its_model_calls_again()
     });
     out.expect(0).quiet_stderr();
     let asked = out.json();
-    assert_schema("ask.v1.json", &asked);
+    assert_schema("ask.v2.json", &asked);
     assert_eq!(asked["status"], "SUCCESS");
     assert_eq!(asked["effective_verdict"], "PASS");
     let resumed = asked["run_id"].as_str().unwrap().to_string();

@@ -63,6 +63,10 @@ pub struct AskDeps {
     /// Run the plan's steps as tool calls before the Executor's first turn (a live run's
     /// `[executor] run_plan_steps`; a replay: when its recording has them).
     pub run_plan_steps: bool,
+    /// The whole run's time limit (a live run's `[limits] run_timeout_secs`; `None` for a
+    /// replay, which waits on nothing): a run still going then is stopped and stored FAILED
+    /// with a failure that names it ([`deadline_failure`]).
+    pub deadline: Option<std::time::Duration>,
     /// The contract the Composer is asked for (a live run: the current one; a replay: the
     /// one its recording was made with).
     pub composer: diag_core::protocol::ComposerContract,
@@ -416,7 +420,33 @@ pub async fn ask(
     };
 
     tracing::info!(run_id = %started.run_id, session_id = %started.session_id, "run started");
-    let result = match invoke_graph(&started, &graph, cancel, progress).await {
+    // The deadline cancels the run as an interruption would, and says so: `deadline` is set
+    // only when it fired. Ctrl-C still cancels through the caller's token.
+    let deadline = deps.deadline.map(|limit| {
+        let token = cancel.map_or_else(CancellationToken::new, CancellationToken::child_token);
+        let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let timer = {
+            let (token, fired) = (token.clone(), fired.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(limit).await;
+                fired.store(true, std::sync::atomic::Ordering::SeqCst);
+                token.cancel();
+            })
+        };
+        (token, fired, timer, limit)
+    });
+    let run_cancel = deadline.as_ref().map(|(token, ..)| token).or(cancel);
+    let invoked = invoke_graph(&started, &graph, run_cancel, progress).await;
+    let mut deadline_hit = None;
+    if let Some((_, fired, timer, limit)) = deadline {
+        timer.abort();
+        if fired.load(std::sync::atomic::Ordering::SeqCst)
+            && !cancel.is_some_and(CancellationToken::is_cancelled)
+        {
+            deadline_hit = Some(limit);
+        }
+    }
+    let result = match invoked {
         Ok(result) => result,
         Err(what) => {
             let failure = format!(
@@ -440,7 +470,12 @@ pub async fn ask(
     let finished_at = deps.clock.now();
     let duration_ms = started.duration_ms();
     let recorded = started.tape.as_ref().map(|t| t.exchanges());
-    let (state, ended) = classify(&started, result);
+    let (state, mut ended) = classify(&started, result);
+    if let (Some(limit), Ended::Failed(RunEnd::Interrupted)) = (deadline_hit, &ended) {
+        ended = Ended::Failed(RunEnd::Failed {
+            failure: deadline_failure(limit),
+        });
+    }
 
     // The prompt audit and the evaluation's counts are read back from the trace just
     // written; a read that fails leaves them empty, and the operator is told so.
@@ -604,6 +639,16 @@ async fn invoke_graph(
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "no message".to_string())
     })
+}
+
+/// The failure of a run its deadline stopped: `deadline: the run was stopped after 600 s
+/// ([limits] run_timeout_secs); diag trace shows how far it got`.
+pub fn deadline_failure(limit: std::time::Duration) -> String {
+    format!(
+        "deadline: the run was stopped after {} s ([limits] run_timeout_secs); diag trace \
+         shows how far it got",
+        limit.as_secs()
+    )
 }
 
 /// Phase 4: how the run ended. A state without a non-blank answer, a trace write that failed

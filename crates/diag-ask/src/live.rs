@@ -37,6 +37,7 @@ pub fn live_deps(env: &LiveEnvironment, clock: Arc<dyn Clock>, store: &Store) ->
         record_limits: true,
         run_plan_steps: env.run_plan_steps,
         composer: diag_core::protocol::ComposerContract::CURRENT,
+        deadline: Some(env.limits.run_timeout()),
         clock,
         ids: Arc::new(RandomIds),
         store: store.clone(),
@@ -74,16 +75,69 @@ pub fn quiet_verdict_line(outcome: &AskOutcome, verdict: Option<Verdict>) -> Opt
     Some(line)
 }
 
-/// The first failed model call of a run, on one line: `agent (class): message`.
-pub fn first_model_error(store: &Store, run_id: &str) -> Option<String> {
-    let exchanges = store.exchanges(run_id).ok()?;
-    exchanges.iter().find_map(|x| match &x.exchange.outcome {
-        Err(e) => Some(format!(
-            "{} ({}): {}",
+/// How a run's model calls went, from the store: how many were made, how many answered, and
+/// the first that failed, on one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelCalls {
+    pub made: usize,
+    pub answered: usize,
+    /// `agent (class) at URL, model M: message` (the endpoint as the run recorded it: its URL
+    /// without credentials, query or fragment), or `agent (class), model M: message` when the
+    /// run's endpoints do not tell which URL serves that model.
+    pub first_error: Option<String>,
+}
+
+impl ModelCalls {
+    /// Whether the run asked its models and none of them ever answered: an endpoint that was
+    /// never reached, or refused every request. Whatever answered the run did not diagnose.
+    pub fn none_answered(&self) -> bool {
+        self.made > 0 && self.answered == 0
+    }
+}
+
+/// The model calls of a stored run ([`ModelCalls`]); nothing made when the store cannot say.
+pub fn model_calls(store: &Store, run_id: &str) -> ModelCalls {
+    let exchanges = store.exchanges(run_id).unwrap_or_default();
+    let answered = exchanges
+        .iter()
+        .filter(|x| x.exchange.outcome.is_ok())
+        .count();
+    let first_error = exchanges.iter().find_map(|x| {
+        let Err(e) = &x.exchange.outcome else {
+            return None;
+        };
+        let model = store
+            .agent_steps(run_id)
+            .ok()
+            .and_then(|steps| steps.into_iter().find(|s| s.seq == x.seq))
+            .map(|s| s.step.model);
+        let at = model.map_or_else(String::new, |m| {
+            let endpoints = store.run_endpoints(run_id).unwrap_or_default();
+            let urls: Vec<&str> = endpoints
+                .iter()
+                .filter(|l| l.endpoint.model == m)
+                .map(|l| l.endpoint.base_url.as_str())
+                .collect();
+            match urls.as_slice() {
+                [url] => format!(" at {}, model {}", one_line(url, 200), one_line(&m, 80)),
+                _ => format!(", model {}", one_line(&m, 80)),
+            }
+        });
+        Some(format!(
+            "{} ({}){at}: {}",
             x.exchange.agent,
             e.class,
             one_line(&e.message, 160)
-        )),
-        Ok(_) => None,
-    })
+        ))
+    });
+    ModelCalls {
+        made: exchanges.len(),
+        answered,
+        first_error,
+    }
+}
+
+/// The first failed model call of a run, on one line ([`ModelCalls::first_error`]).
+pub fn first_model_error(store: &Store, run_id: &str) -> Option<String> {
+    model_calls(store, run_id).first_error
 }

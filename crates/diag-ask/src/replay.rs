@@ -78,6 +78,7 @@ pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (Ask
         record_limits: run.limits.is_some(),
         run_plan_steps: tape.has_plan_steps(),
         composer: tape.composer_contract(),
+        deadline: None,
         clock: Arc::new(FixedClock(run.started_at)),
         ids,
         store: store.clone(),

@@ -29,6 +29,11 @@ pub struct Limits {
     /// One tool output's serialized size (compact JSON).
     #[serde(deserialize_with = "at_least_1024")]
     pub max_output_bytes: u64,
+    /// The whole live run's time limit, every model call, tool call and retry included: a
+    /// run still going then is stopped and stored FAILED (`deadline: …`). A replay, which
+    /// waits on nothing, runs without it.
+    #[serde(deserialize_with = "at_least_1_u64")]
+    pub run_timeout_secs: u64,
 }
 
 impl Limits {
@@ -39,6 +44,7 @@ impl Limits {
         max_tokens: MaxTokensConfig::DEFAULT,
         tool_timeout_secs: 30,
         max_output_bytes: 64 * 1024,
+        run_timeout_secs: 600,
     };
 
     /// The smallest `max_output_bytes`: room for a refusal's message and one match.
@@ -46,6 +52,11 @@ impl Limits {
 
     /// The smallest completion-token limit of an agent.
     pub const MIN_MAX_TOKENS: u32 = 64;
+
+    /// The whole run's time limit ([`Limits::run_timeout_secs`]).
+    pub fn run_timeout(&self) -> Duration {
+        Duration::from_secs(self.run_timeout_secs)
+    }
 
     /// The tool registry's share: one call's time limit and output size.
     pub fn tools(&self) -> ToolLimits {
@@ -157,6 +168,7 @@ mod tests {
             (r#"{"max_turns": 0}"#, "must be at least 1"),
             (r#"{"max_tool_calls": 0}"#, "must be at least 1"),
             (r#"{"tool_timeout_secs": 0}"#, "must be at least 1"),
+            (r#"{"run_timeout_secs": 0}"#, "must be at least 1"),
             (r#"{"max_output_bytes": 1023}"#, "must be at least 1024"),
             (r#"{"max_tokens": {"composer": 63}}"#, "must be at least 64"),
             (r#"{"max_turnz": 3}"#, "unknown field `max_turnz`"),
@@ -171,5 +183,8 @@ mod tests {
         let tools = Limits::DEFAULT.tools();
         assert_eq!(tools.timeout, Duration::from_secs(30));
         assert_eq!(tools.max_output_bytes, 65536);
+        assert_eq!(Limits::DEFAULT.run_timeout(), Duration::from_secs(600));
+        let l: Limits = serde_json::from_str(r#"{"run_timeout_secs": 90}"#).unwrap();
+        assert_eq!(l.run_timeout(), Duration::from_secs(90));
     }
 }

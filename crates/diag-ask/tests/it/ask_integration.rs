@@ -351,6 +351,7 @@ fn rig_with(busy_timeout: Duration) -> Rig {
         // their own (`plan_steps`).
         run_plan_steps: false,
         composer: diag_core::protocol::ComposerContract::CURRENT,
+        deadline: None,
         clock: Arc::new(FixedClock(T0)),
         ids: Arc::new(SequentialIds::default()),
         store: store.clone(),

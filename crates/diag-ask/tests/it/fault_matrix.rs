@@ -452,6 +452,7 @@ impl Env {
             // The faults are injected into the calls the Executor model makes itself.
             run_plan_steps: false,
             composer: diag_core::protocol::ComposerContract::CURRENT,
+            deadline: None,
             clock,
             ids: self.ids.clone(),
             store: self.store.clone(),
