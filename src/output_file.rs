@@ -11,9 +11,15 @@
 //! - A device, FIFO or socket is written in place (opened for writing, never created,
 //!   truncated or replaced): `-o /dev/stdout` and `-o /dev/null` do what a shell user expects,
 //!   and `-o /dev/full` fails with "No space left on device".
-//! - A folder is refused.
+//! - A folder is refused, and so is a path whose folder does not exist (`the folder missing
+//!   does not exist`).
+//! - A new file is created as a shell's `>` creates one: read-write for everyone the umask
+//!   allows (`0644` under the usual `022`), since reports, run files and JUnit XML are written
+//!   to be shared; an operator who wants them private sets a stricter umask (`077`: `0600`).
+//!   An existing file keeps its permissions.
 //!
-//! Every failure is an `io::Error` whose message the caller prints as one line.
+//! Every failure is an `io::Error` whose message the caller prints as one line; it never
+//! names the temporary file, which the operator did not ask for.
 
 use std::fs;
 use std::io::{self, Write};
@@ -69,16 +75,40 @@ fn replace(path: &Path, bytes: &[u8], permissions: Option<fs::Permissions>) -> i
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(&dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    if let Some(p) = permissions {
-        fs::set_permissions(tmp.path(), p)?;
+    if !dir.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("the folder {} does not exist", dir.display()),
+        ));
     }
-    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
+    let in_folder = |e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{} (in the folder {})",
+                io::Error::from(e.kind()),
+                dir.display()
+            ),
+        )
+    };
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    #[cfg(unix)]
+    if permissions.is_none() {
+        use std::os::unix::fs::PermissionsExt;
+        // Created with 0666 less the umask, as `>` would.
+        builder.permissions(fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(&dir).map_err(in_folder)?;
+    tmp.write_all(bytes).map_err(in_folder)?;
+    tmp.as_file().sync_all().map_err(in_folder)?;
+    if let Some(p) = permissions {
+        fs::set_permissions(tmp.path(), p).map_err(in_folder)?;
+    }
+    tmp.persist(path)
+        .map(|_| ())
+        .map_err(|e| in_folder(e.error))
 }
 
 #[cfg(test)]
@@ -95,6 +125,36 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"second, longer");
         // No temporary file is left beside it.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// The umask of this process, as Linux reports it (`Umask:\t0022`); `None` elsewhere.
+    fn umask() -> Option<u32> {
+        let status = fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+        u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_file_follows_the_umask_and_a_missing_folder_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.html");
+        write_output(&path, b"x").unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        if let Some(umask) = umask() {
+            assert_eq!(mode, 0o666 & !umask, "umask {umask:o}");
+        }
+        let missing = dir.path().join("missing").join("run.json");
+        let e = write_output(&missing, b"x").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the folder {} does not exist",
+                dir.path().join("missing").display()
+            )
+        );
     }
 
     #[cfg(unix)]

@@ -60,6 +60,9 @@ pub struct CommandContext {
     store_section: OnceCell<StoreConfig>,
     location: OnceCell<DbLocation>,
     store: OnceCell<Store>,
+    /// Whether the command can replay a recorded run instead (`ask --fixture`), so a missing
+    /// configuration may suggest it; no other command has `--fixture`.
+    fixture_hint: bool,
 }
 
 /// `cell`'s value, computing it with `init` the first time (failures are not kept).
@@ -80,7 +83,15 @@ impl CommandContext {
             store_section: OnceCell::new(),
             location: OnceCell::new(),
             store: OnceCell::new(),
+            fixture_hint: false,
         }
+    }
+
+    /// The context of a command that takes `--fixture FILE` (`ask`): a missing configuration
+    /// suggests it.
+    pub fn with_fixture_hint(mut self, yes: bool) -> Self {
+        self.fixture_hint = yes;
+        self
     }
 
     /// `--quiet`.
@@ -106,9 +117,12 @@ impl CommandContext {
     pub fn config(&self) -> Result<&LoadedConfig, CommandError> {
         get_or_try(&self.config, || {
             let Some(path) = self.config_file() else {
-                return Err(CommandError::usage("no model endpoint is configured")
-                    .hint(CONFIG_HINT)
-                    .hint("or replay a recorded run with --fixture FILE"));
+                let e = CommandError::usage("no model endpoint is configured").hint(CONFIG_HINT);
+                return Err(if self.fixture_hint {
+                    e.hint("or replay a recorded run with --fixture FILE")
+                } else {
+                    e
+                });
             };
             let config = Config::load(path)?;
             Ok(LoadedConfig {

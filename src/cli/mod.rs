@@ -256,7 +256,8 @@ pub fn main() -> ExitCode {
         }
     };
     init_logging();
-    let ctx = CommandContext::new(cli.global);
+    let ctx =
+        CommandContext::new(cli.global).with_fixture_hint(matches!(cli.command, Command::Ask(_)));
     let result = if let Command::Mcp(args) = &cli.command {
         // stdout is the MCP channel, written by the server's own transport: it must not be
         // locked here.

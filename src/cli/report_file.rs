@@ -27,7 +27,9 @@ impl From<ReportFormat> for Format {
     }
 }
 
-/// The format for an output path: the one asked for, else the path's extension.
+/// The format for an output path: the one asked for, else the path's extension. `flag`
+/// names the command's file option; the refusal offers `--format` only to a command that has
+/// it (`asked` is `Some` or the command is `report`, whose file option is `-o`).
 pub fn format_for(
     asked: Option<ReportFormat>,
     path: Option<&Path>,
@@ -36,11 +38,15 @@ pub fn format_for(
     if let Some(f) = asked {
         return Ok(f.into());
     }
+    let or_format = if flag == "-o" {
+        ", or --format html|md"
+    } else {
+        ""
+    };
     match path {
         Some(p) => Format::from_path(p).ok_or_else(|| {
             CommandError::usage(format!(
-                "{}: cannot tell the report format from the name: use a .html or .md file, or \
-                 --format html|md",
+                "{}: cannot tell the report format from the name: use a .html or .md file{or_format}",
                 p.display()
             ))
         }),

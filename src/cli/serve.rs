@@ -60,6 +60,23 @@ pub struct ServeArgs {
     pub listen: Option<String>,
 }
 
+/// An address to listen on: `HOST:PORT` (a name, an IPv4 address or a bracketed IPv6 one,
+/// and a port), or a one-line refusal naming where it came from and what to write instead.
+fn check_listen(listen: &str, from: &str) -> Result<String, CommandError> {
+    let ok = listen
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if ok {
+        Ok(listen.to_string())
+    } else {
+        Err(CommandError::usage(format!(
+            "{from} {}: not HOST:PORT (e.g. 127.0.0.1:9095; 0.0.0.0:9095 listens on every \
+             interface, for an Alertmanager on another host)",
+            one_line(listen, 80)
+        )))
+    }
+}
+
 /// `--listen`'s help, its default the configuration's.
 fn listen_help() -> String {
     format!(
@@ -96,14 +113,14 @@ pub fn cmd_serve(g: &CommandContext, args: &ServeArgs) -> Result<(), CommandErro
         alerts,
         path,
     } = g.config()?;
+    let listen = match &args.listen {
+        Some(l) => check_listen(l, "--listen")?,
+        None => check_listen(&alerts.serve.listen, "[serve] listen")?,
+    };
     let token = token(alerts)?;
     let read_token = read_token(alerts, token.as_deref())?;
     let links = report_links(alerts)?;
     let notify = notify_target(alerts, Some(links.clone()))?;
-    let listen = args
-        .listen
-        .clone()
-        .unwrap_or_else(|| alerts.serve.listen.clone());
     let store = g.store()?;
     let rt = runtime()?;
     let quiet = g.quiet();

@@ -2327,3 +2327,60 @@ fn a_hanging_command_fails_its_test_naming_the_command() {
     assert!(out.status.success());
     assert_eq!(out.stdout.len(), 1_000_000);
 }
+
+/// Messages a new user meets, each saying what is wrong and what to do, in one line: only a
+/// command that has `--format` or `--fixture` suggests it, and `--listen` says `HOST:PORT`.
+#[test]
+fn first_hour_messages_suggest_only_what_the_command_has() {
+    let env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    let out = env.run(&["ask", "--fixture", "pass.json", "--report", "x.pdf"]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: x.pdf: cannot tell the report format from the name: use a .html or .md file"
+    );
+    let run_id = str_of(&env.ask_fixture_json(&env.path("pass.json"), &[]), "run_id").to_string();
+    let out = env.run(&["report", &run_id, "-o", "x.pdf"]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: x.pdf: cannot tell the report format from the name: use a .html or .md file, or \
+         --format html|md"
+    );
+
+    // Without a configuration: `ask` may replay a recording instead, `serve` and
+    // `investigate` may not.
+    let hint = "or replay a recorded run with --fixture FILE";
+    assert!(
+        refused(&env, &["ask", "q"], "no model endpoint is configured")
+            .one_error_line()
+            .contains(hint)
+    );
+    for args in [
+        &["serve"][..],
+        &["investigate", "alertmanager", "--url", "http://127.0.0.1:9"][..],
+    ] {
+        let out = refused(&env, args, "no model endpoint is configured");
+        assert!(!out.one_error_line().contains("--fixture"), "{args:?}");
+    }
+
+    // An address without a host.
+    let logs = repo_file("fixtures/demo/logs");
+    std::fs::write(
+        env.path("serve.toml"),
+        format!(
+            "[models.m]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\
+             [tools.search_logs]\npaths = [{:?}]\n",
+            logs.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = env.run(&["--config", "serve.toml", "serve", "--listen", "19555"]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: --listen 19555: not HOST:PORT (e.g. 127.0.0.1:9095; 0.0.0.0:9095 listens on every \
+         interface, for an Alertmanager on another host)"
+    );
+}

@@ -487,9 +487,20 @@ fn a_request_longer_than_the_context_ends_context_overflow_with_the_servers_mess
     let env = live_env(&server);
     let (code, stdout, stderr) = run(&env, &["--config", "diag.toml", "ask", QUESTION, "--json"]);
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(code, Some(0), "the Fallback answers\n{stderr}");
+    // The server refused every request: no model answered (exit 7), the Fallback answers, and
+    // the one line names the agent, the class, the endpoint and the server's own words.
+    assert_eq!(code, Some(7), "no model answered\n{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "diag: no model answered: planner (context_overflow) at {}, model {SMOLLM2}: HTTP 400",
+            server.base_url()
+        )),
+        "{stderr}"
+    );
     let asked: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(asked["degraded"], true);
+    assert_eq!(asked["model_answered"], false);
     let run_id = asked["run_id"].as_str().unwrap();
     let answer = asked["answer"].as_str().unwrap();
     assert!(answer.contains("(`context_overflow`)"), "{answer}");

@@ -264,3 +264,72 @@ fn store_copy_into_a_special_file_is_one_line_and_changes_nothing() {
     }
     assert!(!env.path("missing").exists());
 }
+
+/// A file in a folder that does not exist: every file writer names the folder in one line (never
+/// the temporary file it would have written first), exit 2, and the stored runs are unchanged.
+#[test]
+fn a_missing_folder_is_named_by_every_writer_in_one_line() {
+    let (env, run_id) = env_with_run();
+    let missing = env.path("missing");
+    for (what, args) in writers(&env, &run_id, &missing.join("out.html")) {
+        if what == "replay --report-dir" {
+            continue; // a folder option: replay creates the folder it is given
+        }
+        let before = stored_runs(&env);
+        let out = run(&env, &args);
+        out.expect(2);
+        let line = out.one_error_line();
+        assert!(
+            line.contains(&format!("the folder {} does not exist", missing.display())),
+            "{what}: {line}"
+        );
+        assert!(!line.contains(".tmp"), "{what}: {line}");
+        if what == "report -o" || what == "export -o" {
+            assert_eq!(stored_runs(&env), before, "{what} changed the stored runs");
+        }
+    }
+    assert!(!missing.exists(), "no writer creates the folder");
+}
+
+/// Decided once for every output file: a new one follows the umask, as a shell's `>` would
+/// (reports, run files and JUnit XML are written to be shared); an existing one keeps its mode.
+#[test]
+fn new_output_files_follow_the_umask_and_existing_ones_keep_their_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let (env, run_id) = env_with_run();
+    for (umask, mode) in [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)] {
+        let dir = env.path(&format!("umask-{umask:o}"));
+        fs::create_dir(&dir).unwrap();
+        for (what, args) in writers(&env, &run_id, &dir.join("out.html")) {
+            if what == "replay --report-dir" {
+                continue; // writes into `dir` under its own name, checked below
+            }
+            let target = dir.join("out.html");
+            let _ = fs::remove_file(&target);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = env.run_with(&args, |c| {
+                // SAFETY: umask is async-signal-safe and touches only the child.
+                unsafe {
+                    c.pre_exec(move || {
+                        libc::umask(umask);
+                        Ok(())
+                    });
+                }
+            });
+            out.expect(0);
+            let got = fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+            assert_eq!(got, mode, "{what} under umask {umask:o}: {got:o}");
+        }
+    }
+    // An existing file keeps its own mode, whatever the umask.
+    let kept = env.path("kept.json");
+    fs::write(&kept, "old").unwrap();
+    fs::set_permissions(&kept, fs::Permissions::from_mode(0o604)).unwrap();
+    let kept_arg = kept.display().to_string();
+    env.run(&["export", &run_id, "-o", &kept_arg]).expect(0);
+    assert_eq!(
+        fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
+        0o604
+    );
+}

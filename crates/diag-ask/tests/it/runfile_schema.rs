@@ -670,7 +670,8 @@ fn upgrading_a_v1_file_keeps_its_bytes_and_its_meaning() {
             .find(",\n  \"limits\"")
             .or_else(|| removed.find(", \"limits\""));
         let limits_at = limits_at.expect("the limits member follows the format");
-        let end = removed[limits_at..].find("65536}").unwrap() + limits_at + "65536}".len();
+        let limits = serde_json::to_string(&Limits::DEFAULT).unwrap();
+        let end = removed[limits_at..].find(&limits).unwrap() + limits_at + limits.len();
         assert_eq!(
             format!("{}{}", &removed[..limits_at], &removed[end..]),
             text
