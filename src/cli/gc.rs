@@ -12,7 +12,7 @@ use super::{CommandContext, CommandError};
 /// Delete old runs and everything they own (events, steps, tool calls, exchanges).
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Delete runs created longer ago than this (e.g. 30d, 12h, 45m, 90s)
+    /// Delete runs created longer ago than this (e.g. 30d, 12h, 1h30m, 90s)
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub older_than: Option<Duration>,
     /// Keep only the newest N runs
@@ -48,7 +48,18 @@ mod tests {
         assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(2 * 604_800)));
-        for bad in ["", "d", "10", "10y", "-1d", "1.5h"] {
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("2d12h"), Ok(Duration::from_secs(216_000)));
+        assert_eq!(
+            parse_duration("1w2d3h4m5s"),
+            Ok(Duration::from_secs(
+                604_800 + 2 * 86_400 + 3 * 3600 + 4 * 60 + 5
+            ))
+        );
+        // Each unit once, from the largest down; no spaces, signs or fractions.
+        for bad in [
+            "", "d", "10", "10y", "-1d", "1.5h", "30m1h", "1h1h", "1h 30m", "1h30", "h30m",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

@@ -12,6 +12,11 @@ use diag_core::text::one_line;
 use diag_report::documents::runs_json;
 
 /// List stored runs, newest first.
+///
+/// The verdict column: PASS, LOW_CONFID or REJECT as the Verifier's effective verdict; a
+/// trailing `*` (`PASS*`) when a Fallback wrote the answer after that verdict; `fallback`
+/// when a Fallback answered before any verdict; `-` when there is none (a FAILED or RUNNING
+/// run). When more runs are stored than `--limit` shows, a last line says so.
 #[derive(Debug, Args)]
 pub struct RunsArgs {
     /// Only runs of this session
@@ -46,17 +51,20 @@ pub fn cmd_runs(
         })?),
         None => None,
     };
-    // No store at the default path: diag never stored a run on this machine.
-    let runs = match g.existing_store()? {
+    // No store at the default path: diag never stored a run on this machine. One run more
+    // than asked tells whether more are stored.
+    let mut runs = match g.existing_store()? {
         Some(store) => store
             .list_runs(&RunFilter {
                 session_id: args.session.clone(),
                 status,
-                limit: Some(args.limit),
+                limit: Some(args.limit.saturating_add(1)),
             })
             .map_err(CommandError::from)?,
         None => Vec::new(),
     };
+    let more = runs.len() > args.limit;
+    runs.truncate(args.limit);
     if args.json {
         return write_json(out, &runs_json(&runs));
     }
@@ -107,6 +115,13 @@ pub fn cmd_runs(
     }
     if runs.is_empty() {
         text.push_str("(no runs)\n");
+    }
+    if more {
+        let _ = writeln!(
+            text,
+            "(more runs are stored: diag runs --limit {} lists more)",
+            args.limit.saturating_mul(2)
+        );
     }
     write_text(out, &text)
 }

@@ -2384,3 +2384,44 @@ fn first_hour_messages_suggest_only_what_the_command_has() {
          interface, for an Alertmanager on another host)"
     );
 }
+
+/// `diag runs` says when more runs are stored than it lists, and `gc` takes a duration of
+/// several units (`1h30m`).
+#[test]
+fn runs_says_when_more_are_stored_and_gc_takes_1h30m() {
+    let env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    for _ in 0..3 {
+        env.ask_fixture_json(&env.path("pass.json"), &[]);
+    }
+    let rows = |out: &Out| out.stdout.lines().filter(|l| l.starts_with("run-")).count();
+    let out = env.run(&["runs", "--limit", "2"]);
+    out.expect(0).quiet_stderr();
+    assert_eq!(rows(&out), 2, "{}", out.stdout);
+    assert_eq!(
+        out.stdout.lines().last(),
+        Some("(more runs are stored: diag runs --limit 4 lists more)")
+    );
+    let out = env.run(&["runs", "--limit", "3"]);
+    out.expect(0).quiet_stderr();
+    assert_eq!(rows(&out), 3, "{}", out.stdout);
+    assert!(
+        !out.stdout.contains("more runs are stored"),
+        "{}",
+        out.stdout
+    );
+    // --json is the listed runs alone, as its schema says.
+    let out = env.run(&["runs", "--limit", "2", "--json"]);
+    out.expect(0);
+    assert_eq!(out.json()["runs"].as_array().unwrap().len(), 2);
+
+    let out = env.run(&["gc", "--older-than", "1h30m"]);
+    out.expect(0).quiet_stderr();
+    assert!(
+        out.stdout.starts_with("deleted 0 run(s);"),
+        "{}",
+        out.stdout
+    );
+    let out = env.run(&["gc", "--older-than", "30m1h"]);
+    out.expect(2);
+}

@@ -838,25 +838,45 @@ fn is_relative_path(p: &Path) -> bool {
 }
 
 /// A duration as the configuration (`[serve] report_link_ttl`) and the command line
-/// (`diag gc --older-than`, `--lookback`) write it: `<number><unit>` with unit s, m, h, d or w.
+/// (`diag gc --older-than`, `--lookback`) write it: one or more `<number><unit>` with unit w,
+/// d, h, m or s, each unit once and from the largest down (`30d`, `90s`, `1h30m`, `2d12h`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 30d, 12h, 45m or 90s"))?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return Err(format!("`{s}` is not a duration like 30d, 12h, 45m or 90s")),
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("`{s}` is too long"))
+    let text = s.trim();
+    let refused = || format!("`{text}` is not a duration like 30d, 12h, 1h30m or 90s");
+    const UNITS: [(char, u64); 5] = [
+        ('w', 604_800),
+        ('d', 86_400),
+        ('h', 3600),
+        ('m', 60),
+        ('s', 1),
+    ];
+    let mut rest = text;
+    let mut total: u64 = 0;
+    // Units must come from the largest down: the index of the next one allowed.
+    let mut next = 0;
+    if rest.is_empty() {
+        return Err(refused());
+    }
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(refused)?;
+        let (n, tail) = rest.split_at(split);
+        let n: u64 = n.parse().map_err(|_| refused())?;
+        let unit = tail.chars().next().ok_or_else(refused)?;
+        let at = UNITS[next..]
+            .iter()
+            .position(|(u, _)| *u == unit)
+            .ok_or_else(refused)?;
+        let secs = UNITS[next + at].1;
+        next += at + 1;
+        total = n
+            .checked_mul(secs)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(|| format!("`{text}` is too long"))?;
+        rest = &tail[unit.len_utf8()..];
+    }
+    Ok(Duration::from_secs(total))
 }
 
 /// A duration as [`parse_duration`] reads it, in the largest unit that divides it (`15m`,
