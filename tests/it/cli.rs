@@ -896,9 +896,12 @@ fn store_errors_exit_by_kind_with_their_hint() {
     let env = TestEnv::new();
     env.copy_fixture(PASS, "pass.json");
 
-    // Corrupt: a file that is not a database is left as it was.
+    // Corrupt: a damaged database (SQLite's header, then text) is left as it was.
     let corrupt = env.path("corrupt.db");
-    let garbage = "not a database, just text\n".repeat(300);
+    let garbage = format!(
+        "SQLite format 3\0{}",
+        "not a database, just text\n".repeat(300)
+    );
     std::fs::write(&corrupt, &garbage).unwrap();
     let out = env.run(&["--db", corrupt.to_str().unwrap(), "runs"]);
     out.expect(2);
@@ -1472,12 +1475,42 @@ fn a_file_that_is_not_a_run_store_is_refused_and_left_untouched() {
         &["--db", "garbage.db", "runs"][..],
         &["--db", "garbage.db", "ask", "--fixture", "pass.json"],
     ] {
-        refused(
-            &env,
-            args,
-            "the run store garbage.db is corrupt: file is not a database",
+        let out = refused(&env, args, "garbage.db");
+        assert_eq!(
+            out.one_error_line(),
+            "diag: garbage.db is not a diag run store (it is not an SQLite database): give the \
+             path of a run store, or a new file name for one"
         );
     }
+    // A text file and a folder given as the store are named for what they are.
+    std::fs::write(env.path("notes.txt"), "meeting notes\n").unwrap();
+    std::fs::create_dir(env.path("emptydir")).unwrap();
+    for (db, what) in [
+        ("notes.txt", "it is not an SQLite database"),
+        ("emptydir", "it is a folder"),
+    ] {
+        let out = refused(&env, &["--db", db, "runs"], db);
+        assert_eq!(
+            out.one_error_line(),
+            format!(
+                "diag: {db} is not a diag run store ({what}): give the path of a run store, or \
+                 a new file name for one"
+            )
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.path("notes.txt")).unwrap(),
+        "meeting notes\n"
+    );
+    // A damaged database (SQLite's header, then garbage) is corrupt, as before.
+    let mut damaged = b"SQLite format 3\0".to_vec();
+    damaged.extend_from_slice(&garbage);
+    std::fs::write(env.path("damaged.db"), &damaged).unwrap();
+    refused(
+        &env,
+        &["--db", "damaged.db", "runs"],
+        "the run store damaged.db is corrupt",
+    );
     refused(
         &env,
         &["--db", "foreign.db", "ask", "--fixture", "pass.json"],

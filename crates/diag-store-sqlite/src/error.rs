@@ -34,6 +34,14 @@ pub enum SqliteError {
     },
     #[error("{} is an SQLite database but not a diag run store (it has tables of its own)", path.display())]
     ForeignDatabase { path: PathBuf },
+    /// A path that holds no database at all: a folder, or a file that does not start as
+    /// every SQLite database does. Left untouched.
+    #[error(
+        "{} is not a diag run store ({what}): give the path of a run store, or a new file name \
+         for one",
+        path.display()
+    )]
+    NotAStore { path: PathBuf, what: &'static str },
     #[error(
         "the run store {} is read-only and needs schema version {supported} (it has {found})",
         path.display()
@@ -116,7 +124,7 @@ impl From<SqliteError> for StoreError {
         let kind = match &e {
             SqliteError::Missing { .. } => K::Missing,
             SqliteError::NewerSchema { .. } => K::NewerSchema,
-            SqliteError::ForeignDatabase { .. } => K::Foreign,
+            SqliteError::ForeignDatabase { .. } | SqliteError::NotAStore { .. } => K::Foreign,
             SqliteError::ReadOnly { .. } | SqliteError::ReadOnlyNeedsMigration { .. } => {
                 K::ReadOnly
             }

@@ -137,6 +137,29 @@ struct Shared {
     leases: diag_owner::Leases,
 }
 
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Why `path` holds no database at all, when it surely does not: a folder, or a non-empty
+/// regular file that does not start with [`SQLITE_HEADER`] (a text file given as `--db`).
+/// `None` for everything else (nothing there, an empty file SQLite makes a database of, a file
+/// that cannot be read, which SQLite then reports), so a real but damaged database is still
+/// called corrupt.
+fn not_a_database(path: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.is_dir() {
+        return Some("it is a folder");
+    }
+    if !meta.is_file() || meta.len() == 0 {
+        return None;
+    }
+    let mut head = [0u8; 16];
+    let mut file = std::fs::File::open(path).ok()?;
+    let read = file.read(&mut head).ok()?;
+    (read < head.len() || &head != SQLITE_HEADER).then_some("it is not an SQLite database")
+}
+
 impl SqliteStore {
     /// `$XDG_DATA_HOME/diag/diag.db`, else `$HOME/.local/share/diag/diag.db`; `None` when
     /// neither variable gives an absolute path. The XDG rule is applied on every platform so
@@ -189,6 +212,9 @@ impl SqliteStore {
         };
         if !create && std::fs::symlink_metadata(&path).is_err() {
             return Err(missing(&path));
+        }
+        if let Some(what) = not_a_database(&path) {
+            return Err(SqliteError::NotAStore { path, what });
         }
         if let Some(parent) = path
             .parent()

@@ -109,13 +109,27 @@ fn an_uncreatable_location_is_a_clear_error() {
 
     // A folder where the file should be.
     let err = SqliteStore::open(dir.path()).err().unwrap();
-    assert!(matches!(err, StoreError::Open { .. }), "{err}");
+    assert!(matches!(err, StoreError::NotAStore { .. }), "{err}");
+    assert!(err.to_string().contains("(it is a folder)"), "{err}");
     assert!(!err.to_string().contains('\n'));
 
-    // A file that is not a database at all.
+    // A file that is not a database at all: named so, and left as it was.
     let junk = dir.path().join("junk.db");
     std::fs::write(&junk, vec![0x42u8; 8192]).unwrap();
     let err = SqliteStore::open(&junk).err().unwrap();
+    assert!(matches!(err, StoreError::NotAStore { .. }), "{err}");
+    assert!(
+        err.to_string().contains("(it is not an SQLite database)"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&junk).unwrap(), vec![0x42u8; 8192]);
+
+    // A damaged database (its header, then garbage) is corrupt.
+    let damaged = dir.path().join("damaged.db");
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend(vec![0x42u8; 8192]);
+    std::fs::write(&damaged, &bytes).unwrap();
+    let err = SqliteStore::open(&damaged).err().unwrap();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
 }
 
