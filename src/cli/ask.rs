@@ -14,7 +14,9 @@ use super::context::LoadedConfig;
 use super::live::{load_run_file, remembered_endpoints, warn_unkept};
 use super::progress::Progress;
 use super::{CommandContext, CommandError, Exit};
-use diag_ask::live::{check_session, live_deps, model_calls, quiet_verdict_line, shown_verdict};
+use diag_ask::live::{
+    check_session, live_deps, model_calls, quiet_verdict_line, shown_verdict, ModelCalls,
+};
 use diag_ask::replay::{divergence_of, replay_deps, run_file_of};
 use diag_ask::setup;
 use diag_ask::setup::RandomIds;
@@ -464,24 +466,18 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
             })
     });
 
-    // A live model endpoint that failed is worth one line on stderr even when a Fallback
-    // answered: it is usually a configuration problem the operator can fix. A fixture's
-    // errors are part of its recording, and a divergence gets its own line below.
-    // When no model answered at all, the exit's own line says so instead.
-    let live = !replaying.fixture;
-    let unreachable = (live && calls.none_answered())
-        .then(|| calls.first_error.clone())
-        .flatten();
-    if let Some(message) = calls
-        .first_error
-        .as_ref()
-        .filter(|_| live && unreachable.is_none())
-    {
+    let ended = outcome.status() != RunStatus::Failed && !outcome.interrupted();
+    let failed_calls = failed_model_calls(!replaying.fixture, ended, &calls);
+    if let FailedCalls::Warning(message) = failed_calls {
         let _ = writeln!(
             std::io::stderr(),
             "diag: warning: model call failed: {message}"
         );
     }
+    let unreachable = match failed_calls {
+        FailedCalls::NoneAnswered(first) => Some(first),
+        _ => None,
+    };
     for w in &outcome.warnings {
         let _ = writeln!(
             std::io::stderr(),
@@ -525,6 +521,30 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
         let _ = writeln!(std::io::stderr(), "diag: {e}");
     }
     Err(first)
+}
+
+/// What a run's failed model calls are worth on stderr.
+#[derive(Debug, PartialEq)]
+enum FailedCalls<'a> {
+    /// None failed, or the run replayed a fixture (its errors are part of its recording; a
+    /// divergence gets its own line).
+    Silent,
+    /// A live endpoint failed: one warning line even when a Fallback answered, as it is
+    /// usually a configuration problem the operator can fix.
+    Warning(&'a str),
+    /// A live run that ended (not FAILED, not interrupted) asked its models and none ever
+    /// answered: the exit's own line (exit 7) names the first failure instead.
+    NoneAnswered(&'a str),
+}
+
+/// Classifies a run's failed model calls. A FAILED or interrupted run keeps the warning: its
+/// exit's line names the failure, not the endpoint.
+fn failed_model_calls(live: bool, ended: bool, calls: &ModelCalls) -> FailedCalls<'_> {
+    match calls.first_error.as_deref() {
+        Some(first) if live && ended && calls.none_answered() => FailedCalls::NoneAnswered(first),
+        Some(first) if live => FailedCalls::Warning(first),
+        _ => FailedCalls::Silent,
+    }
 }
 
 /// The exit a finished run calls for, most specific first: divergence from a fixture,
@@ -590,4 +610,48 @@ fn outcome_error(
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(made: usize, answered: usize, first_error: Option<&str>) -> ModelCalls {
+        ModelCalls {
+            made,
+            answered,
+            first_error: first_error.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_run_no_model_answered_is_told_apart_unless_it_failed_or_replayed() {
+        let refused = "planner (transient) at http://127.0.0.1:9/v1, model m: cannot connect";
+        let none = calls(3, 0, Some(refused));
+        assert_eq!(
+            failed_model_calls(true, true, &none),
+            FailedCalls::NoneAnswered(refused)
+        );
+        // A FAILED or interrupted run exits with its own line; the endpoint stays named.
+        assert_eq!(
+            failed_model_calls(true, false, &none),
+            FailedCalls::Warning(refused)
+        );
+        // Some calls answered: a warning, whether the run ended or not.
+        let some = calls(3, 1, Some(refused));
+        assert_eq!(
+            failed_model_calls(true, true, &some),
+            FailedCalls::Warning(refused)
+        );
+        // A fixture's failed calls are its recording.
+        assert_eq!(failed_model_calls(false, true, &none), FailedCalls::Silent);
+        assert_eq!(
+            failed_model_calls(true, true, &calls(3, 3, None)),
+            FailedCalls::Silent
+        );
+        assert_eq!(
+            failed_model_calls(true, true, &calls(0, 0, None)),
+            FailedCalls::Silent
+        );
+    }
 }

@@ -453,6 +453,8 @@ fn trace_and_reports_show_the_answers_computed_values() {
     let run = "run-derivations";
     let answer = "Checkout failed for 96 % [d1] of requests [c6].";
     let derivations = serde_json::json!([{"id": "d1", "op": "percentage", "result": "96 %",
+                                          "expression": "48 / 50 × 100",
+                                          "claims": ["c6", "c4"],
                                           "arithmetic": "48 / 50 × 100 (c6, c4)"}]);
     let store = diag_testkit::open_sqlite(env.db()).unwrap();
     let recorder = store

@@ -223,12 +223,13 @@ mod tests {
             }),
             composer_input: Some("{}".into()),
             answer_grounding: Some(AnswerGrounding::default()),
-            answer_derivations: vec![CheckedDerivation {
-                id: "d1".into(),
-                op: "percentage".into(),
-                result: "96 %".into(),
-                arithmetic: "48 / 50 × 100 (c6, c4)".into(),
-            }],
+            answer_derivations: vec![CheckedDerivation::new(
+                "d1",
+                "percentage",
+                "96 %",
+                "48 / 50 × 100",
+                vec!["c6".into(), "c4".into()],
+            )],
             composer_refusal: Some("the answer states 99th, which no evidence shows".into()),
             dropped_items: 1,
             retries: RetryCounters {

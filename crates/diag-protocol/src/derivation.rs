@@ -217,18 +217,42 @@ fn op_names() -> String {
 }
 
 /// A derivation that holds, with its arithmetic as a reader is shown it:
-/// `96 % = 48 / 50 × 100 (c6, c4)`.
+/// `96 % = 48 / 50 × 100 (c6, c4)`. `expression` and `claims` are the parts readers link
+/// (each claim to its card); `arithmetic` is the two written as one line, stored as well
+/// so that any reader of a stored run can show it whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckedDerivation {
     pub id: String,
     pub op: String,
     /// The stated result with its unit.
     pub result: String,
-    /// `48 / 50 × 100 (c6, c4)`.
+    /// The operation over the operands' values with their units: `48 / 50 × 100`.
+    pub expression: String,
+    /// The claims the operands are observed in, in operand order (an id may repeat).
+    pub claims: Vec<String>,
+    /// `48 / 50 × 100 (c6, c4)`: [`CheckedDerivation::arithmetic_of`] its expression and claims.
     pub arithmetic: String,
 }
 
 impl CheckedDerivation {
+    /// A checked derivation whose `arithmetic` is written from its expression and claims.
+    pub fn new(id: &str, op: &str, result: &str, expression: &str, claims: Vec<String>) -> Self {
+        let arithmetic = Self::arithmetic_of(expression, &claims);
+        CheckedDerivation {
+            id: id.to_string(),
+            op: op.to_string(),
+            result: result.to_string(),
+            expression: expression.to_string(),
+            claims,
+            arithmetic,
+        }
+    }
+
+    /// `48 / 50 × 100 (c6, c4)`: the expression, then its operands' claims in parentheses.
+    pub fn arithmetic_of(expression: &str, claims: &[String]) -> String {
+        format!("{expression} ({})", claims.join(", "))
+    }
+
     /// `96 % = 48 / 50 × 100 (c6, c4)`.
     pub fn shown(&self) -> String {
         format!("{} = {}", self.result, self.arithmetic)
@@ -318,27 +342,27 @@ pub fn check_derivation<'e>(
     }
     let cx = Cx { id, d, op };
     let exact = cx.evaluate()?;
-    let claims: Vec<&str> = d.operands.iter().map(|o| o.claim.as_str()).collect();
+    let claims: Vec<String> = d.operands.iter().map(|o| o.claim.clone()).collect();
     let operands: Vec<String> = d.operands.iter().map(with_unit_op).collect();
-    let mut arithmetic = operands.join(op.symbol());
-    arithmetic = match op {
-        Op::Percentage => format!("{arithmetic} × 100"),
-        Op::Min | Op::Max | Op::Count => format!("{}({arithmetic})", op.name()),
-        Op::ConvertUnit | Op::ConvertZone => format!("{arithmetic} in {}", unit_or_none(&d.unit)),
-        Op::Rate => format!("{arithmetic}, per {}", unit_or_none(&d.unit)),
-        _ => arithmetic,
+    let joined = operands.join(op.symbol());
+    let expression = match op {
+        Op::Percentage => format!("{joined} × 100"),
+        Op::Min | Op::Max | Op::Count => format!("{}({joined})", op.name()),
+        Op::ConvertUnit | Op::ConvertZone => format!("{joined} in {}", unit_or_none(&d.unit)),
+        Op::Rate => format!("{joined}, per {}", unit_or_none(&d.unit)),
+        _ => joined,
     };
-    arithmetic = format!("{arithmetic} ({})", claims.join(", "));
     match exact.matches(&d.value, &d.unit) {
-        Ok(()) => Ok(CheckedDerivation {
-            id: id.to_string(),
-            op: op.name().to_string(),
-            result: with_unit(&d.value, &d.unit),
-            arithmetic,
-        }),
+        Ok(()) => Ok(CheckedDerivation::new(
+            id,
+            op.name(),
+            &with_unit(&d.value, &d.unit),
+            &expression,
+            claims,
+        )),
         Err(exact) => Err(DerivationError::Wrong {
             id: id.to_string(),
-            arithmetic,
+            arithmetic: CheckedDerivation::arithmetic_of(&expression, &claims),
             exact,
             stated: with_unit(&d.value, &d.unit),
         }),
@@ -579,6 +603,9 @@ fn offset_text(min: i32) -> String {
     format!("{sign}{:02}:{:02}", min.abs() / 60, min.abs() % 60)
 }
 
+/// What `time_plus` (and `time_minus` with a duration) takes as operands.
+const TIME_AND_DURATION: &str = "a time plus a duration with its unit";
+
 /// One derivation being evaluated.
 struct Cx<'a> {
     id: &'a str,
@@ -668,12 +695,13 @@ impl Cx<'_> {
         matches!(self.unit(&o.unit), Ok(Some(u)) if u.kind == Kind::Duration)
     }
 
-    /// A duration operand in seconds.
-    fn duration_secs(&self, o: &Operand) -> Result<Decimal, DerivationError> {
+    /// A duration operand in seconds; `needs` says what the operation takes when the operand
+    /// is not a duration with its unit.
+    fn duration_secs(&self, o: &Operand, needs: &str) -> Result<Decimal, DerivationError> {
         let unit = self
             .unit(&o.unit)?
             .filter(|u| u.kind == Kind::Duration)
-            .ok_or_else(|| self.unit_error("a duration needs its unit".to_string()))?;
+            .ok_or_else(|| self.unit_error(needs.to_string()))?;
         Ok(self.number(o)? * Decimal::from_i128_with_scale(unit.nanos, 9))
     }
 
@@ -782,21 +810,14 @@ impl Cx<'_> {
             }
             Op::TimePlus => {
                 let (t, zone) = self.time(&d.operands[0])?;
-                let by = self
-                    .unit(&d.operands[1].unit)?
-                    .filter(|u| u.kind == Kind::Duration)
-                    .ok_or_else(|| {
-                        self.unit_error("a time plus a duration with its unit".to_string())
-                    })?;
-                let secs =
-                    self.number(&d.operands[1])? * Decimal::from_i128_with_scale(by.nanos, 9);
+                let secs = self.duration_secs(&d.operands[1], TIME_AND_DURATION)?;
                 self.stated_zone(&zone)?;
                 Ok(Exact::Time(t + secs, zone))
             }
             Op::TimeMinus if self.is_duration(&d.operands[1]) => {
                 // A time minus a duration: the start of an interval from its end and length.
                 let (t, zone) = self.time(&d.operands[0])?;
-                let secs = self.duration_secs(&d.operands[1])?;
+                let secs = self.duration_secs(&d.operands[1], TIME_AND_DURATION)?;
                 self.stated_zone(&zone)?;
                 Ok(Exact::Time(t - secs, zone))
             }

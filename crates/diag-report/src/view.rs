@@ -24,6 +24,9 @@ pub const TEXT_MAX: usize = 2_000;
 pub const IDENT_MAX: usize = 120;
 /// The most computed values of one answer shown; the rest are counted, not listed.
 pub const DERIVATIONS_MAX: usize = 100;
+/// The most operand claims a stored computed value is read with (a checked one has at most
+/// six); a longer list is not linked and the value is shown by its arithmetic alone.
+pub const OPERAND_CLAIMS_MAX: usize = 16;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
@@ -149,6 +152,12 @@ struct StoredDerivation {
     op: String,
     result: String,
     arithmetic: String,
+    /// Written since the reports link operands' claims; a run stored before has
+    /// `arithmetic` alone, shown whole (as is one whose parts are mistyped).
+    #[serde(default)]
+    expression: Option<Value>,
+    #[serde(default)]
+    claims: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -252,7 +261,7 @@ pub struct DerivationView {
     /// `96 %`.
     pub result: String,
     /// The arithmetic without its operands' claims: `48 / 50 × 100` (the whole stored
-    /// arithmetic when it does not end with a list of claim ids).
+    /// arithmetic when the run stored no expression and claims).
     pub expression: String,
     /// The claims the operands are observed in, in operand order (an id may repeat).
     pub claims: Vec<OperandClaim>,
@@ -273,11 +282,35 @@ impl StoredDerivations {
     }
 }
 
+/// A stored computed value's expression and operand claims, when both are there as a string
+/// and a list of at most [`OPERAND_CLAIMS_MAX`] strings.
+fn stored_parts(expression: Option<Value>, claims: Option<Value>) -> Option<(String, Vec<String>)> {
+    let Some(Value::String(expression)) = expression else {
+        return None;
+    };
+    let Some(Value::Array(claims)) = claims else {
+        return None;
+    };
+    if claims.len() > OPERAND_CLAIMS_MAX {
+        return None;
+    }
+    let claims = claims
+        .into_iter()
+        .map(|c| match c {
+            Value::String(s) => Some(s),
+            _ => None,
+        })
+        .collect::<Option<Vec<String>>>()?;
+    Some((expression, claims))
+}
+
 /// The computed values of a run's answer from its `composer_audit` (`derivations`: objects
-/// `{id, op, result, arithmetic}`), as a run stored by any diag version holds them: a missing
+/// `{id, op, result, expression, claims, arithmetic}`), as a run stored by any diag version holds them: a missing
 /// or mistyped list is none; an entry that is not an object with `id`, `result` and
-/// `arithmetic` as strings (and `op`, when present) is counted in `left_out`, not shown;
-/// members this version does not know are ignored; every string is bounded.
+/// `arithmetic` as strings (and `op`, when present) is counted in `left_out`, not shown; one
+/// without a readable `expression` and `claims` (stored before they were) is shown by its
+/// `arithmetic`, its claims not linked; members this version does not know are ignored;
+/// every string is bounded.
 pub fn stored_derivations(composer_audit: Option<&Value>) -> StoredDerivations {
     let Some(Value::Array(entries)) = composer_audit.and_then(|a| a.get("derivations")) else {
         return StoredDerivations::default();
@@ -288,35 +321,28 @@ pub fn stored_derivations(composer_audit: Option<&Value>) -> StoredDerivations {
             .then(|| StoredDerivation::deserialize(entry).ok())
             .flatten();
         match read {
-            Some(d) => out.shown.push(CheckedDerivation {
-                id: bounded(&d.id, IDENT_MAX),
-                op: bounded(&d.op, IDENT_MAX),
-                result: bounded(&d.result, IDENT_MAX),
-                arithmetic: bounded(&d.arithmetic, TEXT_MAX),
-            }),
+            Some(d) => {
+                let arithmetic = bounded(&d.arithmetic, TEXT_MAX);
+                let (expression, claims) = match stored_parts(d.expression, d.claims) {
+                    Some((e, c)) => (
+                        bounded(&e, TEXT_MAX),
+                        c.iter().map(|id| bounded(id, IDENT_MAX)).collect(),
+                    ),
+                    None => (arithmetic.clone(), Vec::new()),
+                };
+                out.shown.push(CheckedDerivation {
+                    id: bounded(&d.id, IDENT_MAX),
+                    op: bounded(&d.op, IDENT_MAX),
+                    result: bounded(&d.result, IDENT_MAX),
+                    expression,
+                    claims,
+                    arithmetic,
+                })
+            }
             None => out.left_out += 1,
         }
     }
     out
-}
-
-/// A derivation's arithmetic split into its expression and the claim ids of its operands:
-/// `48 / 50 × 100 (c6, c4)` is `48 / 50 × 100` and `[c6, c4]`. An arithmetic that does not
-/// end with ` (` claim ids separated by `, ` `)` is all expression.
-pub fn split_arithmetic(arithmetic: &str) -> (&str, Vec<&str>) {
-    let whole = (arithmetic, Vec::new());
-    let Some(inner_end) = arithmetic.strip_suffix(')') else {
-        return whole;
-    };
-    let Some(open) = inner_end.rfind(" (") else {
-        return whole;
-    };
-    let ids: Vec<&str> = inner_end[open + 2..].split(", ").collect();
-    if ids.iter().all(|id| is_claim_id(id)) {
-        (&arithmetic[..open], ids)
-    } else {
-        whole
-    }
 }
 
 /// Everything a report shows besides the timeline, the graph and the tool calls.
@@ -709,7 +735,6 @@ fn derivation_views(stored: &[CheckedDerivation], claims: &[ClaimView]) -> Vec<D
     stored
         .iter()
         .map(|d| {
-            let (expression, ids) = split_arithmetic(&d.arithmetic);
             let anchor =
                 (is_derivation_id(&d.id) && !anchored.contains(&d.id.as_str())).then(|| {
                     anchored.push(&d.id);
@@ -719,15 +744,16 @@ fn derivation_views(stored: &[CheckedDerivation], claims: &[ClaimView]) -> Vec<D
                 id: d.id.clone(),
                 anchor,
                 result: d.result.clone(),
-                expression: expression.to_string(),
-                claims: ids
-                    .into_iter()
+                expression: d.expression.clone(),
+                claims: d
+                    .claims
+                    .iter()
                     .map(|id| OperandClaim {
-                        claim_id: id.to_string(),
+                        claim_id: id.clone(),
                         anchor: claims
                             .iter()
-                            .any(|c| c.anchor.as_deref() == Some(id))
-                            .then(|| id.to_string()),
+                            .any(|c| c.anchor.as_deref() == Some(id.as_str()))
+                            .then(|| id.clone()),
                     })
                     .collect(),
             }
@@ -738,33 +764,6 @@ fn derivation_views(stored: &[CheckedDerivation], claims: &[ClaimView]) -> Vec<D
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_arithmetic_ends_with_its_operands_claims() {
-        assert_eq!(
-            split_arithmetic("48 / 50 × 100 (c6, c4)"),
-            ("48 / 50 × 100", vec!["c6", "c4"])
-        );
-        assert_eq!(
-            split_arithmetic("max(5 s, 7 s) (c1, c1)"),
-            ("max(5 s, 7 s)", vec!["c1", "c1"])
-        );
-        assert_eq!(
-            split_arithmetic("5000 ms in s (c3)"),
-            ("5000 ms in s", vec!["c3"])
-        );
-        for whole in [
-            "48 / 50",
-            "max(5, 7)",
-            "48 / 50 (see logs)",
-            "48 / 50 ()",
-            "48 / 50 (c1,c2)",
-            "48 / 50 (c1, )",
-            "(c1)",
-        ] {
-            assert_eq!(split_arithmetic(whole), (whole, Vec::new()), "{whole}");
-        }
-    }
 
     #[test]
     fn stored_derivations_are_read_leniently_and_bounded() {

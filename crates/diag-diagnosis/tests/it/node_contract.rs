@@ -3051,6 +3051,10 @@ async fn rule_an_answer_over_allowed_claims_cites_at_least_one() {
     assert_eq!(detail_int(done.events_of(C)[0], "citations_placed"), 1);
 }
 
+/// An answer stating c1's log time (14:02:03 UTC) in EST, bound through derivation `d1`.
+const ANSWER_IN_EST: &str =
+    "checkout logged `upstream returned 502` from payment-service at 09:02:03 EST [d1] [c1]";
+
 /// A `composer_answer_v2` document: `answer` as written, its cited claims and one derivation
 /// converting c1's log time (14:02:03 UTC) to `stated` in EST.
 fn composer_converting(answer: &str, stated: &str) -> String {
@@ -3064,8 +3068,7 @@ fn composer_converting(answer: &str, stated: &str) -> String {
 async fn rule_a_computed_value_binds_only_through_a_checked_cited_derivation() {
     // 14:02:03 UTC (c1's log timestamp) is 09:02:03 EST: the computed time is bound by the
     // derivation that holds, and the reader's state keeps its arithmetic.
-    let answer = "checkout logged `upstream returned 502` from payment-service at 09:02:03 EST \
-                  [d1] [c1]";
+    let answer = ANSWER_IN_EST;
     let h = Harness::planned(exec_pass());
     h.reply(AgentRole::Verifier, verifier("PASS", &["c1"], json!([])))
         .reply(AgentRole::Composer, composer_converting(answer, "09:02:03"));
@@ -3131,8 +3134,7 @@ async fn rule_a_computed_value_binds_only_through_a_checked_cited_derivation() {
 
 #[tokio::test]
 async fn the_composer_is_asked_for_the_runs_contract_with_its_prompt_schema_and_retry_words() {
-    let answer = "checkout logged `upstream returned 502` from payment-service at 09:02:03 EST \
-                  [d1] [c1]";
+    let answer = ANSWER_IN_EST;
     // A live run's contract: composer_answer_v2 with prompt version 3. A wrong derivation is
     // refused with its arithmetic in the event and in the retry's correction.
     let h = Harness::planned(exec_pass());

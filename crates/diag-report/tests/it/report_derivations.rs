@@ -22,8 +22,10 @@ const ANSWER: &str = "Checkout failed for 96 % [d1] of requests [c6]; the client
 /// A percentage over two claims (`c4` has no card) and a unit conversion over one.
 fn two_derivations() -> Value {
     json!([
-        {"id": "d1", "op": "percentage", "result": "96 %", "arithmetic": "48 / 50 × 100 (c6, c4)"},
-        {"id": "d2", "op": "convert_unit", "result": "5 s", "arithmetic": "5000 ms in s (c3)"},
+        {"id": "d1", "op": "percentage", "result": "96 %", "expression": "48 / 50 × 100",
+         "claims": ["c6", "c4"], "arithmetic": "48 / 50 × 100 (c6, c4)"},
+        {"id": "d2", "op": "convert_unit", "result": "5 s", "expression": "5000 ms in s",
+         "claims": ["c3"], "arithmetic": "5000 ms in s (c3)"},
     ])
 }
 
@@ -237,8 +239,10 @@ fn hostile_text_in_a_derivation_stays_text_everywhere() {
     let expression = "[x](javascript:alert(1)) | `a` ![i](https://evil.example/i.png) \
                       <img src=x onerror=alert(1)> **b** \u{1b}[2J\nline";
     let hostile = json!([
-        {"id": "d1", "op": "sum", "result": result, "arithmetic": format!("{expression} (c6, c4)")},
-        {"id": "d2\"><script>x</script>", "op": "sum", "result": "1", "arithmetic": "1 (c3)"},
+        {"id": "d1", "op": "sum", "result": result, "expression": expression,
+         "claims": ["c6", "c4"], "arithmetic": format!("{expression} (c6, c4)")},
+        {"id": "d2\"><script>x</script>", "op": "sum", "result": "1", "expression": "1",
+         "claims": ["c3"], "arithmetic": "1 (c3)"},
     ]);
     let data = run(ANSWER, Some(hostile));
 
@@ -330,7 +334,8 @@ fn a_run_without_derivations_renders_as_before_they_existed() {
 #[test]
 fn malformed_entries_are_counted_not_shown() {
     let stored = json!([
-        {"id": "d1", "op": "percentage", "result": "96 %", "arithmetic": "48 / 50 × 100 (c6, c4)"},
+        {"id": "d1", "op": "percentage", "result": "96 %", "expression": "48 / 50 × 100",
+         "claims": ["c6", "c4"], "arithmetic": "48 / 50 × 100 (c6, c4)"},
         {"id": "d2", "result": 5},
         "d3",
         {"id": "d4", "result": "7", "arithmetic": "3 + 4"},
@@ -356,5 +361,37 @@ fn malformed_entries_are_counted_not_shown() {
         trace_block(&data),
         "computed values\n  d1: 96 % = 48 / 50 × 100 (c6, c4)\n  d4: 7 = 3 + 4\n  \
          (2 more stored computed value(s) not shown)\n"
+    );
+}
+
+#[test]
+fn a_value_stored_without_its_parts_is_shown_by_its_arithmetic_unlinked() {
+    // As the version that first stored computed values wrote them: no `expression`, no
+    // `claims`. The claim ids stay readable in the arithmetic but nothing is parsed back
+    // out of it, so no link is made; a mistyped `claims` reads the same way.
+    let stored = json!([
+        {"id": "d1", "op": "percentage", "result": "96 %", "arithmetic": "48 / 50 × 100 (c6, c4)"},
+        {"id": "d2", "op": "convert_unit", "result": "5 s", "expression": "5000 ms in s",
+         "claims": "c3", "arithmetic": "5000 ms in s (c3)"},
+    ]);
+    let data = run(ANSWER, Some(stored));
+    let html = render(Format::Html, &data, &shape());
+    let section = between(
+        &html,
+        "<section id=\"sec-derivations\">",
+        "<section id=\"sec-claims\">",
+    );
+    assert!(section.contains(
+        "<li id=\"derivation-d1\"><span class=\"mono\">d1</span> \
+         <code>96 % = 48 / 50 × 100 (c6, c4)</code></li>"
+    ));
+    assert!(section.contains(
+        "<li id=\"derivation-d2\"><span class=\"mono\">d2</span> \
+         <code>5 s = 5000 ms in s (c3)</code></li>"
+    ));
+    assert!(!section.contains("href=\"#claim-"), "{section}");
+    assert_eq!(
+        trace_block(&data),
+        "computed values\n  d1: 96 % = 48 / 50 × 100 (c6, c4)\n  d2: 5 s = 5000 ms in s (c3)\n"
     );
 }
