@@ -503,7 +503,7 @@ fn finish(run: Finished<'_>, out: &mut dyn Write) -> Result<(), CommandError> {
         outcome_error(
             args,
             replaying.divergence.as_ref(),
-            unreachable.as_deref(),
+            unreachable,
             outcome,
             verdict,
         ),
