@@ -1889,6 +1889,14 @@ fn an_unreachable_endpoint_is_named_and_exits_7_with_the_fallbacks_answer() {
         "{}",
         out.stdout
     );
+    // The answer names its own run, not a placeholder.
+    assert!(
+        out.stdout.contains(&format!(
+            "- Inspect this run with `diag trace {run_id}` to see each stage"
+        )),
+        "{}",
+        out.stdout
+    );
 
     // --strict does not hide it, and --json says so.
     let out = env.run(&[

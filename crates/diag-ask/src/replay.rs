@@ -30,7 +30,9 @@ pub struct Replayed {
     pub divergence: Option<Divergence>,
 }
 
-/// What a finished run shows, in the shape of a run file's `expected`.
+/// What a finished run shows, in the shape of a run file's `expected`: its answer as replay
+/// compares it, the run's own id in the Fallback's `diag trace` step as `<run_id>`
+/// (diag_diagnosis::run_id_as_placeholder), since every replay is a run with a new id.
 pub fn actual_of(outcome: &AskOutcome) -> Expected {
     Expected {
         status: outcome.status().as_str().to_string(),
@@ -44,7 +46,9 @@ pub fn actual_of(outcome: &AskOutcome) -> Expected {
             outcome.state.round.verifier_status == Some(diag_diagnosis::AgentStatus::Completed)
         }),
         degraded: outcome.state.degraded,
-        answer: outcome.answer().map(str::to_string),
+        answer: outcome
+            .answer()
+            .map(|a| diag_diagnosis::run_id_as_placeholder(a, &outcome.run_id)),
     }
 }
 

@@ -83,8 +83,14 @@ const SPECIFIC_REASONS: [&str; 9] = [
 /// tools consulted and what to do next. `failed_stage` and `reason` must be codes
 /// (`verifier`, `invalid_output`, …) and `consulted_tools` tool names; anything else is
 /// replaced by a placeholder.
-pub fn fallback_pre(failed_stage: &str, reason: &str, consulted_tools: &[String]) -> String {
-    fallback_pre_explained(failed_stage, reason, consulted_tools, None)
+/// `run_id` is the run's own id, named in the step that inspects it (`diag trace ID`).
+pub fn fallback_pre(
+    failed_stage: &str,
+    reason: &str,
+    consulted_tools: &[String],
+    run_id: &str,
+) -> String {
+    fallback_pre_explained(failed_stage, reason, consulted_tools, None, run_id)
 }
 
 /// [`fallback_pre`], with the failed agent attempt's failure when there was one: the
@@ -95,6 +101,7 @@ pub fn fallback_pre_explained(
     reason: &str,
     consulted_tools: &[String],
     failure: Option<&AgentFailure>,
+    run_id: &str,
 ) -> String {
     let stage = code(failed_stage);
     let reason = code(reason);
@@ -158,11 +165,40 @@ pub fn fallback_pre_explained(
         out.push_str(&format!("- {step}\n"));
     }
     out.push_str(&format!("- {stage_step}\n"));
-    out.push_str(
-        "- Inspect this run with `diag trace <run_id>` to see each stage, its status and the \
-         tool calls it made.\n",
-    );
+    out.push_str(&format!(
+        "- Inspect this run with {} to see each stage, its status and the tool calls it \
+         made.\n",
+        trace_command(run_id)
+    ));
     render_answer(&out)
+}
+
+/// What the pre-verification Fallback's answer shows in place of the run's id when comparing
+/// runs: a replay is a new run with a new id, so its answer names another run
+/// ([`run_id_as_placeholder`]). Answers stored before the id was shown hold it literally.
+pub const RUN_ID_PLACEHOLDER: &str = "<run_id>";
+
+/// `` `diag trace RUN_ID` ``: the run's id when it is one diag writes (a code), the
+/// placeholder otherwise.
+fn trace_command(run_id: &str) -> String {
+    format!(
+        "`diag trace {}`",
+        code(run_id)
+            .filter(|id| !id.starts_with('-'))
+            .unwrap_or(RUN_ID_PLACEHOLDER)
+    )
+}
+
+/// `answer` with the run's own id in the Fallback's `diag trace` step replaced by
+/// [`RUN_ID_PLACEHOLDER`], as replay compares answers: the same run replayed under another id
+/// compares equal, and so does one stored before the answer named its id. Nothing else in
+/// the answer changes.
+pub fn run_id_as_placeholder(answer: &str, run_id: &str) -> String {
+    let own = trace_command(run_id);
+    if own.contains(RUN_ID_PLACEHOLDER) {
+        return answer.to_string();
+    }
+    answer.replace(&own, &trace_command(RUN_ID_PLACEHOLDER))
 }
 
 /// The answer after the Verifier when the Composer could not write one: the effective

@@ -27,7 +27,10 @@ pub mod topology;
 pub mod verified_input;
 
 pub use composer_input::{build_composer_input, composer_input_json, AllowedClaim, ComposerInput};
-pub use fallback::{consulted_tools, fallback_post, fallback_pre, fallback_pre_explained};
+pub use fallback::{
+    consulted_tools, fallback_post, fallback_pre, fallback_pre_explained, run_id_as_placeholder,
+    RUN_ID_PLACEHOLDER,
+};
 pub use render::render_answer;
 pub use retry_prepare::prepare_retry;
 pub use state::DiagnosisState;

@@ -745,6 +745,7 @@ impl Node<DiagnosisState, Status> for FallbackNode {
                     &reason,
                     &consulted_tools(config.run_id(), &invocations),
                     state.last_failure.as_ref(),
+                    config.run_id(),
                 )
             }
             FallbackKind::PostVerification => {

@@ -8,6 +8,7 @@ use diag_core::agent::AgentRole;
 use diag_core::limits::Limits;
 use diag_core::protocol::ToolInvocation;
 use diag_core::store::{RunStatus, Store, StoreError};
+use diag_diagnosis::run_id_as_placeholder;
 
 use crate::{
     Exchange, Expected, ModelRecord, RecordedError, RecordedResponse, RunFile, ToolRecord, FORMAT,
@@ -108,7 +109,12 @@ pub fn from_store(store: &Store, run_id: &str) -> Result<RunFile, ExportError> {
             path: run.path.clone(),
             effective_verdict: run.effective_verdict,
             degraded: run.degraded,
-            answer: run.answer.clone(),
+            // What a replay must show: a replay is a new run, so the Fallback's step naming
+            // this run's id expects the replay's own.
+            answer: run
+                .answer
+                .as_deref()
+                .map(|a| run_id_as_placeholder(a, &run.run_id)),
         }),
     })
 }

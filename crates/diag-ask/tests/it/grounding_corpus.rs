@@ -475,7 +475,7 @@ fn adversarial_claim_texts_are_refused_and_not_shown() {
             .map(|stage| {
                 (
                     format!("fallback_pre({stage})"),
-                    fallback_pre(stage, &reason, &tools),
+                    fallback_pre(stage, &reason, &tools, "run-1"),
                 )
             })
             .collect();

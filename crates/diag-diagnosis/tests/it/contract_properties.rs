@@ -815,7 +815,7 @@ fn pipeline(w: &World) -> Result<(), TestCaseError> {
     }
     let reason = status.as_str().to_ascii_lowercase();
     for stage in ["gatekeeper", "verified_input", "verifier"] {
-        let pre = fallback_pre(stage, &reason, &tools);
+        let pre = fallback_pre(stage, &reason, &tools, "run-1");
         w.check(&pre, &nothing, "the pre-verification fallback")?;
         prop_assert!(!pre.contains(OTHER_TOOL));
     }

@@ -28,7 +28,8 @@ use diag_diagnosis::verified_input::VerifierInputError;
 use diag_diagnosis::{
     build_composer_input, build_verified_input, build_verifier_input, composer_input_json,
     consulted_tools, fallback_post, fallback_pre, prepare_retry, render_answer,
-    verifier_input_json, AllowedClaim, DiagnosisState, ProjectionError, Status,
+    run_id_as_placeholder, verifier_input_json, AllowedClaim, DiagnosisState, ProjectionError,
+    Status, RUN_ID_PLACEHOLDER,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -880,15 +881,38 @@ fn fallback_pre_names_the_stage_the_reason_and_the_tools() {
         "query_metrics".to_string(),
         "search_logs".to_string(),
     ];
-    let out = fallback_pre("verifier", "invalid_output", &tools);
+    let out = fallback_pre("verifier", "invalid_output", &tools, RUN);
     assert!(out.contains("Verifier"), "{out}");
     assert!(out.contains("`invalid_output`"));
     assert!(out.contains("`search_logs`, `query_metrics`."));
     assert_eq!(out.matches("`search_logs`").count(), 1);
     assert!(out.contains("Next steps"));
-    assert!(out.contains("diag trace"));
-    let none = fallback_pre("planner", "retryable_failed", &[]);
+    assert!(out.contains("- Inspect this run with `diag trace run-A` to see each stage"));
+    let none = fallback_pre("planner", "retryable_failed", &[], RUN);
     assert!(none.contains("Tools consulted:** none."));
+}
+
+#[test]
+fn fallback_pre_names_its_run_and_replay_compares_it_as_a_placeholder() {
+    let out = fallback_pre("planner", "retryable_failed", &[], "run-7f3a");
+    assert!(out.contains("`diag trace run-7f3a`"), "{out}");
+    assert!(!out.contains(RUN_ID_PLACEHOLDER));
+    // The same answer under another run's id, or as stored before it named its id, compares
+    // equal once each run's own id is the placeholder.
+    let other = fallback_pre("planner", "retryable_failed", &[], "run-0001");
+    let placeholder = run_id_as_placeholder(&out, "run-7f3a");
+    assert_eq!(placeholder, run_id_as_placeholder(&other, "run-0001"));
+    assert!(placeholder.contains("`diag trace <run_id>`"));
+    assert_eq!(run_id_as_placeholder(&placeholder, "run-7f3a"), placeholder);
+    // Only the run's own id in that step: another mention of the id stays.
+    let mentioned = format!("{out}\nrun-7f3a");
+    assert!(run_id_as_placeholder(&mentioned, "run-7f3a").ends_with("\nrun-7f3a"));
+    // An id that is not a code (never one diag writes) is not shown.
+    for hostile in ["run 1", "`x`", "-rf", "a\nb", ""] {
+        let out = fallback_pre("planner", "retryable_failed", &[], hostile);
+        assert!(out.contains("`diag trace <run_id>`"), "{hostile:?}: {out}");
+        assert_eq!(run_id_as_placeholder(&out, hostile), out);
+    }
 }
 
 #[test]
@@ -900,7 +924,12 @@ fn fallback_pre_never_shows_claim_text_hypotheses_or_tool_output() {
         format!("{OTHER_FIELD_MARKER} upstream returned 502"),
         format!("\u{1b}]0;{HYPOTHESIS_MARKER}\u{7}"),
     ];
-    let out = fallback_pre(&format!("{HYPOTHESIS_MARKER} stage"), &prose_reason, &tools);
+    let out = fallback_pre(
+        &format!("{HYPOTHESIS_MARKER} stage"),
+        &prose_reason,
+        &tools,
+        RUN,
+    );
     assert_absent(&out, &PROJECTION_MARKERS);
     assert!(!out.contains("upstream returned") && !out.contains("payment pool"));
     assert!(!out.contains('\u{1b}'));
@@ -928,7 +957,7 @@ fn consulted_tools_come_from_this_runs_calls_that_ran() {
             "current_time"
         ]
     );
-    let out = fallback_pre("executor", "failed", &consulted_tools(RUN, &invs));
+    let out = fallback_pre("executor", "failed", &consulted_tools(RUN, &invs), RUN);
     assert_absent(
         &out,
         &["ZZBLOCKEDZZ", "ZZOTHERRUNZZ", UNREFERENCED_INV_MARKER],
@@ -957,7 +986,7 @@ fn the_pre_verification_failure_is_read_from_the_last_event() {
     });
     let (stage, reason) = pre_verification_failure(&s);
     assert_eq!((stage.as_str(), reason.as_str()), ("gatekeeper", "reject"));
-    let out = fallback_pre(&stage, &reason, &[]);
+    let out = fallback_pre(&stage, &reason, &[], RUN);
     assert!(out.contains("Gatekeeper could not bind any claim"), "{out}");
 
     // A detail code that says more than the status is given instead of it; any other
@@ -1014,12 +1043,12 @@ fn the_pre_verification_failure_is_read_from_the_last_event() {
             "{node} {code}"
         );
     }
-    let out = fallback_pre("executor", "turn_limit", &[]);
+    let out = fallback_pre("executor", "turn_limit", &[], RUN);
     assert!(
         out.contains("used every turn it had without giving a final answer (`turn_limit`)"),
         "{out}"
     );
-    let out = fallback_pre("verified_input", "status_mismatch", &[]);
+    let out = fallback_pre("verified_input", "status_mismatch", &[], RUN);
     assert!(
         out.contains("the gatekeeper status disagreed with its raw result (`status_mismatch`)"),
         "{out}"
