@@ -2424,6 +2424,32 @@ fn first_hour_messages_suggest_only_what_the_command_has() {
         "diag: --listen 19555: not HOST:PORT (e.g. 127.0.0.1:9095; 0.0.0.0:9095 listens on every \
          interface, for an Alertmanager on another host)"
     );
+
+    // A PostgreSQL URL's sslmode is named with the mode to use; nothing is contacted (the
+    // port is 1) and nothing is written.
+    let out = env.run(&[
+        "--db",
+        "postgres://diag@127.0.0.1:1/runs?sslmode=verify-full",
+        "runs",
+    ]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: the run store URL is not a PostgreSQL URL diag can use: sslmode=verify-full: \
+         diag verifies the server's certificate and host in every TLS mode, so sslmode=require \
+         is the same check (trust a private CA with PGSSLROOTCERT)"
+    );
+    let out = env.run(&[
+        "--db",
+        "postgres://diag@127.0.0.1:1/runs?sslmode=on",
+        "runs",
+    ]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: the run store URL is not a PostgreSQL URL diag can use: sslmode=on is not a mode \
+         diag knows: use sslmode=prefer (the default), sslmode=require or sslmode=disable"
+    );
 }
 
 /// `diag runs` says when more runs are stored than it lists, and `gc` takes a duration of

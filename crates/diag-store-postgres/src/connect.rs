@@ -45,9 +45,10 @@ pub(crate) fn parse(url: &str, options: &PgOptions) -> Result<Target, PgError> {
             "it must start with postgres:// or postgresql://".into(),
         ));
     }
-    // The driver's messages about a malformed URL do not quote it, but they may name a part of
-    // it; only the kind of error is passed on.
-    let mut config = Config::from_str(url).map_err(|e| PgError::Url(one_line(&e.to_string())))?;
+    check_sslmode(url)?;
+    // The driver's messages about a malformed URL do not quote it; its cause names the option
+    // at fault (`invalid value for option `port``), never a value.
+    let mut config = Config::from_str(url).map_err(|e| PgError::Url(driver_error(&e)))?;
     let user = config
         .get_user()
         .map(str::to_string)
@@ -329,9 +330,109 @@ fn error_chain(e: &tokio_postgres::Error) -> String {
     text
 }
 
+/// The driver's error with its cause on one line: `invalid connection string: unknown option
+/// `sslmod``.
+fn driver_error(e: &tokio_postgres::Error) -> String {
+    let text = one_line(&e.to_string());
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{text}: {}", one_line(&cause.to_string())),
+        None => text,
+    }
+}
+
+/// The modes of `sslmode` diag takes.
+const SSLMODES: [&str; 3] = ["disable", "prefer", "require"];
+
+/// Refuses an `sslmode` diag does not take, naming it and the mode to use instead: libpq's
+/// `verify-ca` and `verify-full` ask for what diag does in every TLS mode (it always verifies
+/// the certificate and the host), so `require` is their equivalent; `allow` (TLS only when the
+/// server insists) is not offered.
+fn check_sslmode(url: &str) -> Result<(), PgError> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Ok(());
+    };
+    let query = query.split('#').next().unwrap_or_default();
+    for pair in query.split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "sslmode" || SSLMODES.contains(&value) {
+            continue;
+        }
+        let shown: String = if !value.is_empty()
+            && value.len() <= 32
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            format!("sslmode={value}")
+        } else {
+            "its sslmode".to_string()
+        };
+        let what = match value {
+            "verify-ca" | "verify-full" => format!(
+                "{shown}: diag verifies the server's certificate and host in every TLS mode, so \
+                 sslmode=require is the same check (trust a private CA with PGSSLROOTCERT)"
+            ),
+            "allow" => format!(
+                "{shown} is not supported: use sslmode=prefer (TLS when offered) or \
+                 sslmode=disable"
+            ),
+            _ => format!(
+                "{shown} is not a mode diag knows: use sslmode=prefer (the default), \
+                 sslmode=require or sslmode=disable"
+            ),
+        };
+        return Err(PgError::Url(what));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_sslmode_diag_does_not_take_is_named_with_the_mode_to_use() {
+        let options = PgOptions::default();
+        let line = |url: &str| match parse(url, &options) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(
+            line("postgres://diag@db/runs?sslmode=verify-full"),
+            "the run store URL is not a PostgreSQL URL diag can use: sslmode=verify-full: diag \
+             verifies the server's certificate and host in every TLS mode, so sslmode=require \
+             is the same check (trust a private CA with PGSSLROOTCERT)"
+        );
+        assert!(
+            line("postgres://diag@db/runs?connect_timeout=3&sslmode=verify-ca")
+                .contains(": sslmode=verify-ca: diag verifies")
+        );
+        assert_eq!(
+            line("postgres://diag@db/runs?sslmode=allow"),
+            "the run store URL is not a PostgreSQL URL diag can use: sslmode=allow is not \
+             supported: use sslmode=prefer (TLS when offered) or sslmode=disable"
+        );
+        assert_eq!(
+            line("postgres://diag@db/runs?sslmode=bogus"),
+            "the run store URL is not a PostgreSQL URL diag can use: sslmode=bogus is not a \
+             mode diag knows: use sslmode=prefer (the default), sslmode=require or \
+             sslmode=disable"
+        );
+        // A value that is not a word is not echoed.
+        assert!(line("postgres://diag@db/runs?sslmode=%0a%1b").ends_with(
+            "diag can use: its sslmode is not a mode diag knows: use sslmode=prefer \
+                        (the default), sslmode=require or sslmode=disable"
+        ));
+        for good in SSLMODES {
+            assert_eq!(line(&format!("postgres://diag@db/runs?sslmode={good}")), "");
+        }
+        // Other options the driver refuses are named by the driver's cause.
+        assert_eq!(
+            line("postgres://diag@db/runs?sslmod=require"),
+            "the run store URL is not a PostgreSQL URL diag can use: invalid connection \
+             string: unknown option `sslmod`"
+        );
+    }
 
     #[test]
     fn a_postgres_url_is_told_from_a_path() {
