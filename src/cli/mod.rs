@@ -22,6 +22,7 @@ mod serve;
 mod serve_status;
 mod store_copy;
 mod trace;
+mod usage;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -251,7 +252,18 @@ pub fn main() -> ExitCode {
             } else {
                 Exit::Success
             };
-            let _ = e.print();
+            let args: Vec<String> = std::env::args_os()
+                .skip(1)
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            match usage::printed(&e, &args) {
+                usage::Printed::Clap => {
+                    let _ = e.print();
+                }
+                usage::Printed::Line(line) => {
+                    let _ = writeln!(std::io::stderr(), "diag: {line}");
+                }
+            }
             return code.into();
         }
     };

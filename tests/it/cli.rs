@@ -1670,15 +1670,25 @@ fn quiet_names_a_verdict_that_is_not_a_verified_pass_on_stderr() {
         .to_string();
     let out = env.run(&["--quiet", "ask", "--fixture", "prose.json"]);
     out.expect(0);
-    assert_eq!(out.stdout, format!("{}\n", prose_answer.trim_end()));
     let line = out.one_error_line();
-    assert!(
-        line.starts_with(
+    let run_id = line
+        .strip_prefix(
             "diag: verdict none (not verified), degraded (pre_verification fallback answered); \
-             diag trace "
-        ),
-        "{line}"
+             diag trace ",
+        )
+        .and_then(|rest| rest.strip_suffix(" shows why"))
+        .unwrap_or_else(|| panic!("{line}"));
+    // The recorded answer names no run (`<run_id>`); the replay's names its own.
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{}\n",
+            prose_answer
+                .trim_end()
+                .replace("`diag trace <run_id>`", &format!("`diag trace {run_id}`"))
+        )
     );
+    assert!(out.stdout.contains(&format!("`diag trace {run_id}`")));
 
     // With --strict the verdict line comes first and the strict failure follows it.
     let out = env.run(&["-q", "ask", "--strict", "--fixture", "low.json"]);
@@ -2449,6 +2459,57 @@ fn first_hour_messages_suggest_only_what_the_command_has() {
         out.one_error_line(),
         "diag: the run store URL is not a PostgreSQL URL diag can use: sslmode=on is not a mode \
          diag knows: use sslmode=prefer (the default), sslmode=require or sslmode=disable"
+    );
+}
+
+/// A usage error is one `diag: …` line (exit 2) that keeps clap's suggestion and usage and
+/// names the help to read; help itself stays clap's text.
+#[test]
+fn usage_errors_are_one_line_keeping_claps_suggestions() {
+    let env = TestEnv::new();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["trac"],
+            "diag: unrecognized subcommand 'trac'; tip: a similar subcommand exists: 'trace'; \
+             usage: diag [OPTIONS] <COMMAND> (diag --help says more)",
+        ),
+        (
+            &["runs", "--limt", "3"],
+            "diag: unexpected argument '--limt' found; tip: a similar argument exists: \
+             '--limit'; usage: diag runs --limit <LIMIT> (diag runs --help says more)",
+        ),
+        (
+            &["report"],
+            "diag: the following required arguments were not provided: <RUN_ID>; usage: diag \
+             report <RUN_ID> (diag report --help says more)",
+        ),
+        (
+            &[
+                "investigate",
+                "alertmanager",
+                "--urll",
+                "http://127.0.0.1:9",
+            ],
+            "diag: unexpected argument '--urll' found; tip: a similar argument exists: '--url'; \
+             usage: diag investigate alertmanager --url <URL> (diag investigate alertmanager \
+             --help says more)",
+        ),
+    ];
+    for (args, line) in cases {
+        let out = env.run(args);
+        out.expect(2);
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(out.one_error_line(), line, "{args:?}");
+    }
+    let out = env.run(&["runs", "--help"]);
+    out.expect(0).quiet_stderr();
+    assert!(out.stdout.contains("Usage: diag runs"), "{}", out.stdout);
+    let out = env.run(&[]);
+    out.expect(2);
+    assert!(
+        out.stderr.contains("Usage: diag [OPTIONS] <COMMAND>"),
+        "{}",
+        out.stderr
     );
 }
 
