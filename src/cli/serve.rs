@@ -24,8 +24,8 @@ use diag_core::text::one_line;
 ///
 /// Routes: POST /alertmanager (also POST /), Alertmanager's webhook (payload version 4),
 /// with `Authorization: Bearer TOKEN`, the token read from the variable `[serve] token_env`
-/// names (default DIAG_SERVE_TOKEN): the notification is queued in the run store and answered
-/// 202 at once. GET /runs/RUN_ID/report (?format=md for Markdown): a run's report; it opens by
+/// names (default DIAG_SERVE_TOKEN), at least 32 bytes unless `[serve] allow_short_token =
+/// true`: the notification is queued in the run store and answered 202 at once. GET /runs/RUN_ID/report (?format=md for Markdown): a run's report; it opens by
 /// the signed link a `[notify]` post carries (…?expires=…&sig=…, valid `[serve]
 /// report_link_ttl`, default 30d) or with the read token (`[serve] read_token_env`), never
 /// with the webhook token. Links are signed with the key in `[serve] link_key_env` (default
@@ -41,7 +41,10 @@ use diag_core::text::one_line;
 ///
 /// `diag serve status` lists the queue (add --json).
 ///
-/// Prints `diag serve: listening on http://ADDR` on stderr when ready, and a line per run.
+/// Prints `diag serve: listening on http://ADDR` on stderr when ready, a line per run, and a
+/// line per refused request (route, peer address, status, reason; never a token). Listens on
+/// 127.0.0.1 unless `--listen` says otherwise (0.0.0.0:9464 for an Alertmanager on another
+/// host).
 /// SIGTERM or Ctrl-C: stop accepting, finish the runs in flight within drain_secs, then
 /// interrupt the rest (stored FAILED `interrupted`, their notifications queued again); a
 /// second signal interrupts at once.

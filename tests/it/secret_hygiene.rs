@@ -523,7 +523,7 @@ fn the_postgres_password_is_nowhere_in_the_store_outputs_or_logs() {
 
 /// `diag serve`'s secrets: the webhook token, the read token, the report link key and the
 /// result webhook's token.
-const SERVE_READ_TOKEN: &str = "hygiene-read-token-5d2c8e1f9a";
+const SERVE_READ_TOKEN: &str = "hygiene-read-token-5d2c8e1f9a-3e7b0c4d";
 const SERVE_LINK_KEY: &str = "hygiene-link-key-0f6b3e9d2a7c4815e0b9d3f6a2c7e4b1";
 const SERVE_NOTIFY_TOKEN: &str = "hygiene-notify-token-8e4a1c7f3b";
 

@@ -25,9 +25,9 @@ use diag_testkit::{bounded, postgres, Aimock};
 
 pub(crate) const KEY: &str = "sk-diag-serve-key-93d1e7";
 pub(crate) const KEY_VAR: &str = "DIAG_SERVE_TEST_KEY";
-pub(crate) const TOKEN: &str = "serve-token-5f0a9c27e4b1";
+pub(crate) const TOKEN: &str = "serve-token-5f0a9c27e4b1-a8d3c6e19f70";
 /// The read token, where a test sets one.
-const READ: &str = "serve-read-token-2e8d41b7";
+const READ: &str = "serve-read-token-2e8d41b7-6f0c9a35d2e8";
 
 /// A test environment whose models are `server`'s, with the serve token set and `serve`
 /// (a `[serve]` table's lines) appended to the configuration.
@@ -461,6 +461,17 @@ fn refused_requests_get_one_clear_http_error_and_store_nothing() {
         "{}",
         out.stderr
     );
+    // A token that could be guessed: it does not start either (its value is not printed).
+    let out = env.run_with(&["--config", "diag.toml", "serve"], |cmd| {
+        cmd.env("DIAG_SERVE_TOKEN", "hunter2hunter2");
+    });
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: the bearer token in DIAG_SERVE_TOKEN ([serve] token_env) has 14 bytes, fewer \
+         than 32: a short token can be guessed (set it to a long random string (openssl rand \
+         -hex 32), or set [serve] allow_short_token = true)"
+    );
 
     // With every log on: the token must still appear nowhere.
     let mut serve = Serve::start(&env, &[("DIAG_LOG", "trace")]);
@@ -526,7 +537,40 @@ fn refused_requests_get_one_clear_http_error_and_store_nothing() {
     assert!(runs(&env).is_empty());
     serve.signal(libc::SIGTERM);
     assert_eq!(serve.wait().code(), Some(0), "{}", serve.stderr());
-    assert!(!serve.stderr().contains(TOKEN), "the token was printed");
+    let stderr = serve.stderr();
+    assert!(!stderr.contains(TOKEN), "the token was printed");
+    assert!(
+        !stderr.contains("not-the-token"),
+        "a sent token was printed"
+    );
+
+    // Each refusal was logged with its status, reason and peer (the rate's are only counted).
+    let refusals: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("diag serve: refused POST /alertmanager from 127.0.0.1:"))
+        .map(|rest| {
+            // The peer's port differs per connection.
+            let (port, said) = rest.split_once(": ").unwrap_or_else(|| panic!("{rest}"));
+            assert!(port.parse::<u16>().is_ok(), "{rest}");
+            said.to_string()
+        })
+        .collect();
+    let unauthorized =
+        "401 unauthorized: a bearer token is required (Authorization: Bearer …)".to_string();
+    assert_eq!(
+        refusals,
+        [
+            unauthorized.clone(),
+            unauthorized.clone(),
+            unauthorized,
+            "413 too_large: the body is larger than 4096 bytes ([serve] max_body_bytes)".into(),
+            "400 bad_document: not JSON: key must be a string at line 1 column 2".into(),
+            "400 bad_document: unknown webhook payload version \"3\" (diag takes version \"4\")"
+                .into(),
+            "400 bad_document: alert 0 has no labels".into(),
+        ],
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -29,7 +29,7 @@ use diag_testkit::alertmanager::alert;
 use diag_testkit::prometheus::Prometheus;
 use diag_testkit::{bounded, postgres, Aimock};
 
-const READ_TOKEN: &str = "serve-read-token-77c1e0a4";
+const READ_TOKEN: &str = "serve-read-token-77c1e0a4-9b2f5d18e3c6";
 const LINK_KEY: &str = "serve-link-key-3b9f0d62c1a84e57b2d9f6a0c3e1b7d4";
 const REPORT_BASE: &str = "http://diag.example:9464";
 
@@ -193,6 +193,47 @@ fn a_report_link_opens_its_one_report_until_it_expires_and_never_writes() {
     // before. With a one-second life, a new link ends up refused as expired.
     serve.signal(libc::SIGTERM);
     assert_eq!(serve.wait().code(), Some(0), "{}", serve.stderr());
+    // Every refusal was logged with its route, peer, status and reason; no token, signature
+    // or link query was.
+    let stderr = serve.stderr();
+    let logged = |route: &str, said: &str| {
+        stderr.lines().any(|l| {
+            l.strip_prefix(&format!("diag serve: refused {route} from 127.0.0.1:"))
+                .and_then(|rest| rest.split_once(": "))
+                .is_some_and(|(port, rest)| port.parse::<u16>().is_ok() && rest == said)
+        })
+    };
+    let report_b = format!("GET /runs/{run_b}/report");
+    let report_a = format!("GET /runs/{run_a}/report");
+    for (route, said) in [
+        (&report_b, "403 forbidden: this report link is not valid"),
+        (
+            &report_a,
+            "403 forbidden: this report link is not valid (it needs both expires and sig)",
+        ),
+        (
+            &report_b,
+            "403 forbidden: the webhook token does not open reports (use a report link or the \
+             read token)",
+        ),
+        (
+            &report_b,
+            "401 unauthorized: a report opens by its link (expires and sig) or with the read token",
+        ),
+    ] {
+        assert!(logged(route, said), "{route}: {said}\n{stderr}");
+    }
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("diag serve: refused POST /alertmanager from "))
+            .count(),
+        3,
+        "{stderr}"
+    );
+    for secret in [sig.as_str(), READ_TOKEN, TOKEN, expires.as_str()] {
+        assert!(!stderr.contains(secret), "{secret} was logged: {stderr}");
+    }
     let config = std::fs::read_to_string(env.path("diag.toml")).unwrap();
     std::fs::write(
         env.path("diag.toml"),

@@ -13,6 +13,9 @@ use diag_ask::config::{Config, ConfigError, Section};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 /// `[serve] token_env`.
 pub const DEFAULT_TOKEN_ENV: &str = "DIAG_SERVE_TOKEN";
+/// The fewest bytes a webhook or read token may have unless `[serve] allow_short_token =
+/// true` (as many as the link key: `openssl rand -hex 32` gives 64).
+pub const MIN_TOKEN_BYTES: usize = 32;
 /// `[serve] link_key_env`.
 pub const DEFAULT_LINK_KEY_ENV: &str = "DIAG_SERVE_LINK_KEY";
 /// `[serve] max_body_bytes`: 1 MiB.
@@ -67,6 +70,9 @@ pub struct ServeConfig {
     pub token_env: String,
     /// Serve without a token (only with an explicit `true`).
     pub allow_no_token: bool,
+    /// Take a webhook or read token shorter than [`MIN_TOKEN_BYTES`] (only with an explicit
+    /// `true`: a short token can be guessed).
+    pub allow_short_token: bool,
     /// Largest webhook body taken, in bytes; a larger one gets 413.
     pub max_body_bytes: u64,
     /// Webhook requests taken per second (a burst of as many is allowed); more get 429.
@@ -108,6 +114,7 @@ impl Default for ServeConfig {
             listen: DEFAULT_LISTEN.into(),
             token_env: DEFAULT_TOKEN_ENV.into(),
             allow_no_token: false,
+            allow_short_token: false,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_requests_per_sec: DEFAULT_MAX_REQUESTS_PER_SEC,
             max_queue: DEFAULT_MAX_QUEUE,
@@ -176,6 +183,42 @@ impl AlertsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The demo configuration's commented `[serve]` and `[notify]` blocks, uncommented.
+    fn demo_blocks_uncommented() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/demo/diag.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut out = String::new();
+        let mut block = false;
+        for line in text.lines() {
+            if line == "# [serve]" || line == "# [notify]" {
+                block = true;
+            } else if block && !line.starts_with("# ") {
+                block = false;
+            }
+            match line.strip_prefix("# ").filter(|_| block) {
+                Some(uncommented) => out.push_str(uncommented),
+                None => out.push_str(line),
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    #[test]
+    fn the_demo_configurations_commented_serve_and_notify_blocks_parse_with_the_defaults() {
+        let c = AlertsConfig::parse(&demo_blocks_uncommented(), "diag.toml").unwrap();
+        let notify = c.notify.expect("the demo shows [notify]");
+        assert!(notify.url.starts_with("https://"), "{}", notify.url);
+        // What the demo shows is the default, but for the read token, which has none.
+        assert_eq!(
+            c.serve,
+            ServeConfig {
+                read_token_env: Some("DIAG_SERVE_READ_TOKEN".into()),
+                ..ServeConfig::default()
+            }
+        );
+    }
 
     #[test]
     fn notify_and_serve_take_their_defaults_and_refuse_what_cannot_work_by_key() {

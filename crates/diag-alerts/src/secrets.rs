@@ -8,7 +8,7 @@ use std::time::Duration;
 use diag_ask::config::parse_duration;
 use diag_core::text::one_line;
 
-use crate::config::AlertsConfig;
+use crate::config::{AlertsConfig, MIN_TOKEN_BYTES};
 use crate::links::{LinkKey, ReportLinks};
 use crate::notify::NotifyTarget;
 
@@ -47,7 +47,7 @@ pub fn token(config: &AlertsConfig) -> Result<Option<String>, SecretError> {
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty());
     match token {
-        Some(t) => Ok(Some(t)),
+        Some(t) => long_enough(config, t, "bearer token", "token_env", var).map(Some),
         None if config.serve.allow_no_token => Ok(None),
         None => Err(SecretError::new(format!(
             "no bearer token: [serve] token_env names {}, which is not set",
@@ -55,6 +55,27 @@ pub fn token(config: &AlertsConfig) -> Result<Option<String>, SecretError> {
         ))
         .hint("set it to a long random string, as Alertmanager's http_config.authorization.credentials sends it, or set [serve] allow_no_token = true")),
     }
+}
+
+/// `token` when it has at least [`MIN_TOKEN_BYTES`] bytes or `[serve] allow_short_token =
+/// true`; else an error naming the variable and how long the token is, never its value.
+fn long_enough(
+    config: &AlertsConfig,
+    token: String,
+    what: &str,
+    key: &str,
+    var: &str,
+) -> Result<String, SecretError> {
+    if token.len() >= MIN_TOKEN_BYTES || config.serve.allow_short_token {
+        return Ok(token);
+    }
+    Err(SecretError::new(format!(
+        "the {what} in {} ([serve] {key}) has {} bytes, fewer than {MIN_TOKEN_BYTES}: a short \
+         token can be guessed",
+        one_line(var, 80),
+        token.len()
+    ))
+    .hint("set it to a long random string (openssl rand -hex 32), or set [serve] allow_short_token = true"))
 }
 
 /// The read token, when `[serve] read_token_env` names one: it must be set, and it must not
@@ -76,6 +97,7 @@ pub fn read_token(
                 one_line(var, 80)
             ))
         })?;
+    let token = long_enough(config, token, "read token", "read_token_env", var)?;
     if webhook == Some(token.as_str()) {
         return Err(SecretError::new(
             "the read token ([serve] read_token_env) is the webhook token: a reader could post alerts",
@@ -161,4 +183,33 @@ pub fn notify_target(
         report_base: n.report_base_url.clone(),
         links,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_token_is_refused_by_length_unless_allowed_and_never_shown() {
+        let mut config = AlertsConfig::default();
+        let short = "hunter2hunter2".to_string();
+        let e = long_enough(&config, short.clone(), "bearer token", "token_env", "TOKEN_VAR")
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "the bearer token in TOKEN_VAR ([serve] token_env) has 14 bytes, fewer than 32: a \
+             short token can be guessed"
+        );
+        assert!(!e.message.contains("hunter2"));
+        let long = "x".repeat(MIN_TOKEN_BYTES);
+        assert_eq!(
+            long_enough(&config, long.clone(), "read token", "read_token_env", "V"),
+            Ok(long)
+        );
+        config.serve.allow_short_token = true;
+        assert_eq!(
+            long_enough(&config, short.clone(), "bearer token", "token_env", "V"),
+            Ok(short)
+        );
+    }
 }

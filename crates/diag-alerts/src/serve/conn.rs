@@ -58,8 +58,8 @@ pub(crate) async fn serve(
             accepted = listener.accept() => accepted,
             _ = stop.cancelled() => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!(error = %e, "accepting a connection failed");
                 tokio::select! {
@@ -75,7 +75,9 @@ pub(crate) async fn serve(
             continue;
         };
         metrics.connection_opened();
-        let service = TowerToHyperService::new(app.clone());
+        // Every request knows the address it came from, for the lines that log refusals.
+        let service =
+            TowerToHyperService::new(app.clone().layer(axum::Extension(super::http::Peer(peer))));
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         let metrics = metrics.clone();
         tokio::spawn(async move {

@@ -55,9 +55,49 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
+/// The address a request came from (set on every connection).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub std::net::SocketAddr);
+
+/// The one line an error response says, kept with the response for the log.
+#[derive(Debug, Clone)]
+struct ErrorLine(String);
+
 /// One line of JSON: `{"error": "…"}`.
 fn error(status: StatusCode, message: &str) -> Response {
-    (status, Json(json!({ "error": one_line(message, 300) }))).into_response()
+    let line = one_line(message, 300);
+    let mut r = (status, Json(json!({ "error": line.clone() }))).into_response();
+    r.extensions_mut().insert(ErrorLine(line));
+    r
+}
+
+/// Logs a refused request: at info level, and as a line on stderr (`diag serve: refused
+/// POST /alertmanager from 10.0.0.7:51234: 401 unauthorized: …`) so that an operator sees why
+/// deliveries fail. What it names: the method, the route, the peer's address, the status,
+/// the reason and diag's own message; never a header, so never a token. Requests refused
+/// for the rate (429) are only counted and logged at debug level: a flood must not flood
+/// stderr too.
+fn log_refusal(
+    shared: &Shared,
+    method: &str,
+    route: &str,
+    peer: Option<Peer>,
+    reason: &str,
+    response: &Response,
+) {
+    let status = response.status().as_u16();
+    let message = response
+        .extensions()
+        .get::<ErrorLine>()
+        .map_or("", |l| l.0.as_str());
+    let from = peer.map_or_else(|| "an unknown address".to_string(), |p| p.0.to_string());
+    let line = format!("refused {method} {route} from {from}: {status} {reason}: {message}");
+    if reason == "rate_limited" {
+        tracing::debug!(peer = %from, status, reason, "{line}");
+        return;
+    }
+    tracing::info!(peer = %from, status, reason, "{line}");
+    (shared.server.events)(line);
 }
 
 fn with_retry_after(mut response: Response, secs: u64) -> Response {
@@ -90,9 +130,16 @@ async fn not_found() -> Response {
 }
 
 async fn webhook(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let peer = request.extensions().get::<Peer>().copied();
+    let route = if request.uri().path() == "/" {
+        "/"
+    } else {
+        "/alertmanager"
+    };
     let response = take_webhook(&shared, request).await;
     if let Some(reason) = response.extensions().get::<Refusal>() {
         shared.metrics.refused(*reason);
+        log_refusal(&shared, "POST", route, peer, reason.as_str(), &response);
     }
     response
 }
@@ -335,9 +382,16 @@ async fn report(
     State(shared): State<Arc<Shared>>,
     Path(run_id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
+    peer: Option<axum::Extension<Peer>>,
     headers: HeaderMap,
 ) -> Response {
     if let Some(refused) = report_refusal(&shared, &run_id, &query, &headers) {
+        let reason = match refused.status() {
+            StatusCode::UNAUTHORIZED => "unauthorized",
+            _ => "forbidden",
+        };
+        let route = format!("/runs/{}/report", one_line(&run_id, 80));
+        log_refusal(&shared, "GET", &route, peer.map(|p| p.0), reason, &refused);
         return with_report_headers(refused);
     }
     let format = match query.get("format").map(String::as_str) {

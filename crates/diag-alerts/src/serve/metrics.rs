@@ -62,6 +62,22 @@ pub enum Refusal {
     store_unavailable,
 }
 
+impl Refusal {
+    /// The reason as `/metrics` labels it (`unauthorized`, `bad_document`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::unauthorized => "unauthorized",
+            Refusal::too_large => "too_large",
+            Refusal::body_timeout => "body_timeout",
+            Refusal::unreadable => "unreadable",
+            Refusal::rate_limited => "rate_limited",
+            Refusal::bad_document => "bad_document",
+            Refusal::queue_full => "queue_full",
+            Refusal::store_unavailable => "store_unavailable",
+        }
+    }
+}
+
 /// What queueing a notification did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
