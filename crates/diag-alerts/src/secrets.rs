@@ -193,8 +193,14 @@ mod tests {
     fn a_short_token_is_refused_by_length_unless_allowed_and_never_shown() {
         let mut config = AlertsConfig::default();
         let short = "hunter2hunter2".to_string();
-        let e = long_enough(&config, short.clone(), "bearer token", "token_env", "TOKEN_VAR")
-            .unwrap_err();
+        let e = long_enough(
+            &config,
+            short.clone(),
+            "bearer token",
+            "token_env",
+            "TOKEN_VAR",
+        )
+        .unwrap_err();
         assert_eq!(
             e.message,
             "the bearer token in TOKEN_VAR ([serve] token_env) has 14 bytes, fewer than 32: a \
