@@ -250,7 +250,7 @@ pub fn cmd_ask(
                 let (memory, learnings) = remembered_endpoints(&store);
                 let env = setup::live_with(config, clock.clone(), &memory)
                     .await
-                    .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
+                    .map_err(|e| super::live::setup_error(path, &e, true))?;
                 let mut deps = live_deps(&env, clock, &store);
                 if let Some(r) = &reusing {
                     deps.models = resumed_models(&deps.models, r);

@@ -118,6 +118,8 @@ fn cmd_alertmanager(
         path,
     } = g.config()?;
     let notify = notify_target(alerts, None)?;
+    // A configuration that cannot run a diagnosis is refused before Alertmanager is asked.
+    diag_ask::setup::models(config).map_err(|e| super::live::setup_error(path, &e, false))?;
     let rt = runtime()?;
     let query = AlertQuery {
         filters: args.filters.clone(),
@@ -155,7 +157,7 @@ fn cmd_alertmanager(
         let (memory, learnings) = remembered_endpoints(&store);
         let env = setup::live_with(config, clock.clone(), &memory)
             .await
-            .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
+            .map_err(|e| super::live::setup_error(path, &e, false))?;
         let deps = live_deps(&env, clock, &store);
         let cancel = CancellationToken::new();
         let on_ctrl_c = interrupt_handler(cancel.clone())?;

@@ -60,3 +60,18 @@ impl From<SecretError> for CommandError {
         }
     }
 }
+
+/// A configuration that cannot set up a live run, as one usage line naming the file; `ask`
+/// (`fixture_hint`) adds that a recorded run replays without one.
+pub fn setup_error(
+    path: &std::path::Path,
+    e: &diag_ask::setup::SetupError,
+    fixture_hint: bool,
+) -> CommandError {
+    let error = CommandError::usage(format!("config {}: {e}", path.display()));
+    if fixture_hint && matches!(e, diag_ask::setup::SetupError::NoModel) {
+        error.hint("or replay a recorded run with --fixture FILE")
+    } else {
+        error
+    }
+}

@@ -151,7 +151,7 @@ pub fn cmd_serve(g: &CommandContext, args: &ServeArgs) -> Result<(), CommandErro
         let (memory, learnings) = remembered_endpoints(&store);
         let env = setup::live_with(config, clock.clone(), &memory)
             .await
-            .map_err(|e| CommandError::usage(format!("config {}: {e}", path.display())))?;
+            .map_err(|e| super::live::setup_error(path, &e, false))?;
         let deps = Arc::new(live_deps(&env, clock.clone(), &store));
         let listener = serve::bind(&listen)
             .await

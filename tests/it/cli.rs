@@ -2416,6 +2416,41 @@ fn first_hour_messages_suggest_only_what_the_command_has() {
         assert!(!out.one_error_line().contains("--fixture"), "{args:?}");
     }
 
+    // A configuration without [models]: the same, and investigate says so before it asks
+    // Alertmanager (nothing listens on port 9).
+    std::fs::write(
+        env.path("nomodels.toml"),
+        format!(
+            "[tools.search_logs]\npaths = [{:?}]\n",
+            repo_file("fixtures/demo/logs").display().to_string()
+        ),
+    )
+    .unwrap();
+    let no_models = "diag: config nomodels.toml: key `models`: no model endpoint is configured: \
+                     add a [models.NAME] table with base_url and model to the config file, as \
+                     in fixtures/demo/diag.toml";
+    let out = env.run(&["--config", "nomodels.toml", "ask", "q"]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        format!("{no_models} (or replay a recorded run with --fixture FILE)")
+    );
+    let out = env.run(&[
+        "--config",
+        "nomodels.toml",
+        "investigate",
+        "alertmanager",
+        "--url",
+        "http://127.0.0.1:9",
+    ]);
+    out.expect(2);
+    assert_eq!(out.one_error_line(), no_models);
+    let out = env.run_with(&["--config", "nomodels.toml", "serve"], |cmd| {
+        cmd.env("DIAG_SERVE_TOKEN", "a".repeat(40));
+    });
+    out.expect(2);
+    assert_eq!(out.one_error_line(), no_models);
+
     // An address without a host.
     let logs = repo_file("fixtures/demo/logs");
     std::fs::write(

@@ -38,7 +38,7 @@ use diag_tools::search_runbooks::{RunbookSearchLimits, SearchRunbooks};
 /// naming the configuration key to fix (the caller adds the file).
 #[derive(Debug, Error)]
 pub enum SetupError {
-    #[error("key `models`: no model endpoint is configured: add a [models.NAME] table with base_url and model to the config file (see fixtures/demo/diag.toml), or run with --fixture FILE")]
+    #[error("key `models`: no model endpoint is configured: add a [models.NAME] table with base_url and model to the config file, as in fixtures/demo/diag.toml")]
     NoModel,
     #[error("key `{key}`: {reason}")]
     Model {
