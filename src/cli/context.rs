@@ -11,6 +11,7 @@
 //! opened once.
 
 use std::cell::OnceCell;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::{CommandError, GlobalArgs, CONFIG_HINT};
@@ -97,6 +98,18 @@ impl CommandContext {
     /// `--quiet`.
     pub fn quiet(&self) -> bool {
         self.global.quiet
+    }
+
+    /// One line on stderr saying what a command wrote (`diag: wrote r.html (…)`), so that a
+    /// file written where stdout would have gone is not silent; none under `--quiet`.
+    pub fn confirm(&self, line: &str) {
+        if !self.global.quiet {
+            let _ = writeln!(
+                std::io::stderr(),
+                "diag: {}",
+                diag_core::text::one_line(line, 400)
+            );
+        }
     }
 
     /// Whether a live progress line is shown: not under `--quiet`, `--no-progress` or a

@@ -43,8 +43,20 @@ pub fn cmd_export(
         );
     }
     match &args.output {
-        Some(path) => crate::output_file::write_output(path, file.to_json().as_bytes())
-            .map_err(|e| CommandError::usage(format!("{}: cannot write: {e}", path.display()))),
+        Some(path) => {
+            let json = file.to_json();
+            crate::output_file::write_output(path, json.as_bytes()).map_err(|e| {
+                CommandError::usage(format!("{}: cannot write: {e}", path.display()))
+            })?;
+            g.confirm(&format!(
+                "wrote {} (the run file of run {}, {} bytes; diag replay {} replays it)",
+                path.display(),
+                file.run_id,
+                json.len(),
+                path.display()
+            ));
+            Ok(())
+        }
         None => write_text(out, &file.to_json()),
     }
 }

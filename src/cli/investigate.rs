@@ -196,7 +196,7 @@ fn cmd_alertmanager(
             let Some(run_id) = &r.run_id else { continue };
             let file = dir.join(format!("{run_id}.{}", format.extension()));
             match super::report_file::write_file(&store, run_id, format, &file) {
-                Ok(()) => r.report = Some(file),
+                Ok(_) => r.report = Some(file),
                 Err(e) => r.warnings.push(e.to_string()),
             }
         }

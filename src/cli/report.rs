@@ -40,7 +40,19 @@ pub fn cmd_report(
     }
     let store = g.required_store()?;
     match &args.output {
-        Some(path) => write_file(&store, &args.run_id, format, path),
+        Some(path) => {
+            let bytes = write_file(&store, &args.run_id, format, path)?;
+            g.confirm(&format!(
+                "wrote {} (the {} report of run {}, {bytes} bytes)",
+                path.display(),
+                match format {
+                    diag_report::Format::Html => "HTML",
+                    diag_report::Format::Md => "Markdown",
+                },
+                args.run_id
+            ));
+            Ok(())
+        }
         None => write_text(out, &render(&store, &args.run_id, format)?),
     }
 }

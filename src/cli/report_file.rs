@@ -91,16 +91,17 @@ pub fn render(store: &Store, run_id: &str, format: Format) -> Result<String, Com
 
 /// Writes the report of a stored run to `path` ([`crate::output_file::write_output`]: a
 /// regular file replaced atomically, a device or FIFO written in place, a link written
-/// through).
+/// through); returns how many bytes it wrote.
 pub fn write_file(
     store: &Store,
     run_id: &str,
     format: Format,
     path: &Path,
-) -> Result<(), CommandError> {
+) -> Result<usize, CommandError> {
     let text = render(store, run_id, format)?;
     let cannot = |e: std::io::Error| {
         CommandError::usage(format!("{}: cannot write the report: {e}", path.display()))
     };
-    crate::output_file::write_output(path, text.as_bytes()).map_err(cannot)
+    crate::output_file::write_output(path, text.as_bytes()).map_err(cannot)?;
+    Ok(text.len())
 }

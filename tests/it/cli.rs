@@ -501,7 +501,7 @@ fn ask_then_trace_export_and_replay_round_trip() {
 
     env.run(&["export", &run_id, "-o", "out.json"])
         .expect(0)
-        .quiet_stderr();
+        .wrote("out.json");
     let exported = read_json(&env.path("out.json"));
     assert_schema("diag_run_v2.json", &exported);
     assert_eq!(exported["run_id"], run_id.as_str());
@@ -597,7 +597,7 @@ fn every_library_fixture_round_trips_through_trace_and_export() {
         let exported_arg = exported_path.display().to_string();
         env.run(&["export", &run_id, "-o", &exported_arg])
             .expect(0)
-            .quiet_stderr();
+            .wrote(&exported_arg);
         let exported = read_json(&exported_path);
         assert_schema("diag_run_v2.json", &exported);
         assert_eq!(exported["run_id"], run_id.as_str(), "{name}");
@@ -2495,6 +2495,36 @@ fn first_hour_messages_suggest_only_what_the_command_has() {
         "diag: the run store URL is not a PostgreSQL URL diag can use: sslmode=on is not a mode \
          diag knows: use sslmode=prefer (the default), sslmode=require or sslmode=disable"
     );
+}
+
+/// `report -o` and `export -o` say in one line on stderr what they wrote (nothing under
+/// `--quiet`); stdout stays empty.
+#[test]
+fn a_file_written_by_report_or_export_is_confirmed_in_one_line() {
+    let env = TestEnv::new();
+    env.copy_fixture(PASS, "pass.json");
+    let run_id = str_of(&env.ask_fixture_json(&env.path("pass.json"), &[]), "run_id").to_string();
+    for (args, what) in [
+        (vec!["report", &run_id, "-o", "r.html"], "the HTML report"),
+        (vec!["report", &run_id, "-o", "r.md"], "the Markdown report"),
+        (vec!["export", &run_id, "-o", "run.json"], "the run file"),
+    ] {
+        let out = env.run(&args);
+        out.expect(0);
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let file = args[3];
+        let bytes = std::fs::metadata(env.path(file)).unwrap().len();
+        let mut line = format!("diag: wrote {file} ({what} of run {run_id}, {bytes} bytes");
+        line.push_str(&if file == "run.json" {
+            "; diag replay run.json replays it)".to_string()
+        } else {
+            ")".to_string()
+        });
+        assert_eq!(out.one_error_line(), line);
+        let mut quiet = vec!["--quiet"];
+        quiet.extend(&args);
+        env.run(&quiet).expect(0).quiet_stderr();
+    }
 }
 
 /// A usage error is one `diag: …` line (exit 2) that keeps clap's suggestion and usage and

@@ -338,7 +338,7 @@ fn a_live_run_killed_outright_leaves_a_sound_store_and_is_swept_to_failed() {
     assert_eq!(doc["run"]["duration_ms"], Value::Null, "its process died");
 
     // Its export keeps every exchange that happened and says its replay will stop short.
-    let out = env.run(&["export", &run_id, "-o", "killed.json"]);
+    let out = env.run(&["-q", "export", &run_id, "-o", "killed.json"]);
     out.expect(0);
     assert_eq!(
         out.stderr,

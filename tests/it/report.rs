@@ -565,7 +565,7 @@ fn ask_and_replay_write_reports_and_the_format_follows_the_extension() {
         .to_string();
     env.run(&["report", &run, "-o", "r.html"])
         .expect(0)
-        .quiet_stderr();
+        .wrote("r.html");
     let html = std::fs::read_to_string(env.path("r.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
     // --format wins over the extension; the same run gives the same bytes as stdout.

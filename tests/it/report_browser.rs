@@ -19,7 +19,7 @@ fn write_report(env: &TestEnv, run_id: &str, name: &str) -> PathBuf {
     let path = env.path(name);
     env.run(&["report", run_id, "-o", path.to_str().unwrap()])
         .expect(0)
-        .quiet_stderr();
+        .wrote(path.to_str().unwrap());
     path
 }
 

@@ -202,7 +202,7 @@ async fn an_interrupted_live_run_resumes_without_sending_its_model_calls_again()
     // The export describes the whole run, reused calls included, and replays green offline.
     drop(working);
     let exported = env.run(&["export", &resumed, "-o", "resumed.json"]);
-    exported.expect(0).quiet_stderr();
+    exported.expect(0).wrote("resumed.json");
     let file = diag_testkit::read_json(&env.path("resumed.json"));
     let kinds: Vec<&str> = file["exchanges"]
         .as_array()

@@ -137,7 +137,7 @@ fn at_pins_the_clock_every_agent_sees_and_the_run_records_exports_and_replays() 
         out.stdout
     );
     let out = env.run(&["export", run_id, "-o", "exported.json"]);
-    out.expect(0).quiet_stderr();
+    out.expect(0).wrote("exported.json");
     for file in ["run.json", "exported.json"] {
         let run: Value =
             serde_json::from_str(&std::fs::read_to_string(env.path(file)).unwrap()).unwrap();

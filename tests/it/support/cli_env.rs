@@ -52,6 +52,19 @@ impl Out {
         self
     }
 
+    /// Asserts stderr is only the one line that confirms writing `file` (`diag: wrote FILE
+    /// (…)`), as `report -o` and `export -o` print.
+    pub fn wrote(&self, file: &str) -> &Self {
+        let prefix = format!("diag: wrote {file} (");
+        assert!(
+            self.stderr.starts_with(&prefix) && self.stderr.ends_with(")\n"),
+            "stderr: {}",
+            self.stderr
+        );
+        assert_eq!(self.stderr.lines().count(), 1, "stderr: {}", self.stderr);
+        self
+    }
+
     /// The stderr lines.
     pub fn stderr_lines(&self) -> Vec<&str> {
         self.stderr.lines().collect()
