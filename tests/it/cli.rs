@@ -1519,6 +1519,31 @@ fn a_file_that_is_not_a_run_store_is_refused_and_left_untouched() {
     // Byte for byte what they were: not even switched to WAL mode.
     assert!(std::fs::read(env.path("garbage.db")).unwrap() == garbage);
     assert!(std::fs::read(&foreign).unwrap() == foreign_bytes);
+
+    // An empty file is no store yet: reading commands leave it empty, `ask` makes it one.
+    std::fs::write(env.path("empty.db"), b"").unwrap();
+    for args in [
+        &["runs"][..],
+        &["trace", "run-1"][..],
+        &["gc", "--keep", "1"][..],
+    ] {
+        let mut all = vec!["--db", "empty.db"];
+        all.extend_from_slice(args);
+        let out = env.run(&all);
+        out.expect(2);
+        assert_eq!(
+            out.one_error_line(),
+            "diag: no run store at empty.db (the file is empty) (diag ask creates the store; \
+             check --db, DIAG_DB or [store] path)",
+            "{args:?}"
+        );
+        assert_eq!(std::fs::metadata(env.path("empty.db")).unwrap().len(), 0);
+    }
+    env.run(&["--db", "empty.db", "ask", "--fixture", "pass.json"])
+        .expect(0);
+    env.run(&["--db", "empty.db", "runs"])
+        .expect(0)
+        .quiet_stderr();
 }
 
 /// A database URL is not a path: `--db postgres://…` used to create a folder `postgres:` in

@@ -15,8 +15,13 @@ pub enum SqliteError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("no run store at {}", path.display())]
-    Missing { path: PathBuf },
+    /// No file there, or (`empty`) an empty one, which a reading command leaves empty.
+    #[error(
+        "no run store at {}{}",
+        .path.display(),
+        if *.empty { " (the file is empty)" } else { "" }
+    )]
+    Missing { path: PathBuf, empty: bool },
     #[error("cannot open the run store {}: {source}", path.display())]
     Open {
         path: PathBuf,

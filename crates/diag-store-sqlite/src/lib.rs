@@ -207,11 +207,17 @@ impl SqliteStore {
         create: bool,
     ) -> Result<SqliteStore, SqliteError> {
         let path = path.to_path_buf();
-        let missing = |path: &Path| SqliteError::Missing {
+        let missing = |path: &Path, empty: bool| SqliteError::Missing {
             path: path.to_path_buf(),
+            empty,
         };
         if !create && std::fs::symlink_metadata(&path).is_err() {
-            return Err(missing(&path));
+            return Err(missing(&path, false));
+        }
+        // An empty file holds no store yet: a command that only reads leaves it empty (SQLite
+        // would write its schema into it); one that stores runs makes it a store.
+        if !create && std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            return Err(missing(&path, true));
         }
         if let Some(what) = not_a_database(&path) {
             return Err(SqliteError::NotAStore { path, what });
@@ -244,7 +250,7 @@ impl SqliteStore {
         let mut conn = Connection::open_with_flags(&path, flags).map_err(|e| {
             // Removed between the check above and the open: still "missing", never created.
             if !create && std::fs::symlink_metadata(&path).is_err() {
-                missing(&path)
+                missing(&path, false)
             } else {
                 open_err(e)
             }
@@ -587,6 +593,17 @@ mod tests {
             Err(SqliteError::Missing { .. })
         ));
         assert!(!path.exists());
+        // An empty file is no store either, and stays empty.
+        std::fs::write(&path, b"").unwrap();
+        match SqliteStore::open_existing(&path, StoreOptions::default()) {
+            Err(e @ SqliteError::Missing { empty: true, .. }) => assert_eq!(
+                e.to_string(),
+                format!("no run store at {} (the file is empty)", path.display())
+            ),
+            Err(other) => panic!("unexpected error {other}"),
+            Ok(_) => panic!("an empty file opened as a store"),
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
         // Once a store is there, it opens and reads like any other.
         drop(SqliteStore::open(&path).unwrap());
         let store = SqliteStore::open_existing(&path, StoreOptions::default()).unwrap();
