@@ -16,7 +16,7 @@ use super::context::LoadedConfig;
 use super::live::{remembered_endpoints, warn_unkept};
 use super::report_file::ReportFormat;
 use super::{CommandContext, CommandError, Exit};
-use diag_alerts::alertmanager::{AlertQuery, Alertmanager};
+use diag_alerts::alertmanager::{AlertQuery, Alertmanager, Credentials};
 use diag_alerts::batch::{self, BatchEnd};
 use diag_alerts::secrets::notify_target;
 use diag_ask::live::live_deps;
@@ -46,7 +46,9 @@ pub enum InvestigateSource {
 
 #[derive(Debug, Args)]
 pub struct AlertmanagerArgs {
-    /// Alertmanager's root URL, e.g. http://127.0.0.1:9093
+    /// Alertmanager's root URL, e.g. http://127.0.0.1:9093. Behind a proxy that asks for
+    /// credentials, set DIAG_ALERTMANAGER_TOKEN (a bearer token) or DIAG_ALERTMANAGER_USER and
+    /// DIAG_ALERTMANAGER_PASSWORD (basic auth); they are never printed or stored
     #[arg(long, value_name = "URL")]
     pub url: String,
     /// Only the alerts this matcher selects, as Alertmanager takes it (alertname="X",
@@ -103,7 +105,10 @@ fn cmd_alertmanager(
     out: &mut dyn Write,
 ) -> Result<(), CommandError> {
     let by = batch::group_labels(&args.group_by).map_err(CommandError::usage)?;
-    let am = Alertmanager::new(&args.url).map_err(|e| CommandError::usage(e.to_string()))?;
+    let credentials = Credentials::from_env().map_err(CommandError::usage)?;
+    let am = Alertmanager::new(&args.url)
+        .map_err(|e| CommandError::usage(e.to_string()))?
+        .with_credentials(credentials);
     if let Some(dir) = &args.report_dir {
         if !dir.is_dir() {
             return Err(CommandError::usage(format!(

@@ -388,3 +388,159 @@ fn an_alertmanager_that_cannot_be_read_exits_2_with_one_line_and_stores_nothing(
         assert!(!env.db().exists(), "{url}: a store was created");
     }
 }
+
+/// An Alertmanager behind a proxy that takes only `authorization` (the whole header value):
+/// `[]` for it, 401 for anything else. Each request's authorization header (or `-`) is kept.
+fn guarded(authorization: String) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut data = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !data.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => data.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&data).to_string();
+            let sent = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("authorization")
+                        .then(|| value.trim().to_string())
+                })
+                .unwrap_or_else(|| "-".to_string());
+            let (status, body) = if sent == authorization {
+                ("200 OK", "[]")
+            } else {
+                ("401 Unauthorized", "Unauthorized")
+            };
+            kept.lock().unwrap().push(sent);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+/// `investigate` authenticates to an Alertmanager behind a proxy with a bearer token or basic
+/// auth from the environment, says in one line what to set when it is refused, and never
+/// prints a credential.
+#[test]
+fn alertmanager_credentials_come_from_the_environment() {
+    let env = TestEnv::new();
+    std::fs::write(
+        env.path("diag.toml"),
+        format!(
+            "[models.m]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\
+             [tools.search_logs]\npaths = [{:?}]\n",
+            crate::support::cli_env::repo_file("fixtures/demo/logs")
+                .display()
+                .to_string()
+        ),
+    )
+    .unwrap();
+    let investigate = |url: &str, vars: &[(&str, &str)]| {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env.run_with(
+            &[
+                "--config",
+                "diag.toml",
+                "investigate",
+                "alertmanager",
+                "--url",
+                url,
+            ],
+            move |cmd| {
+                for var in [
+                    "DIAG_ALERTMANAGER_TOKEN",
+                    "DIAG_ALERTMANAGER_USER",
+                    "DIAG_ALERTMANAGER_PASSWORD",
+                ] {
+                    cmd.env_remove(var);
+                }
+                for (k, v) in &vars {
+                    cmd.env(k, v);
+                }
+            },
+        )
+    };
+
+    // Bearer.
+    let (url, seen) = guarded("Bearer am-t0ken-9c2e".into());
+    let out = investigate(&url, &[("DIAG_ALERTMANAGER_TOKEN", "am-t0ken-9c2e")]);
+    out.expect(0);
+    assert!(!out.stderr.contains("am-t0ken") && !out.stdout.contains("am-t0ken"));
+    // Without it: refused, and the line says what to set.
+    let out = investigate(&url, &[]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        format!(
+            "diag: Alertmanager at {url} answered HTTP 401: Unauthorized (it asks for \
+             credentials: set DIAG_ALERTMANAGER_TOKEN for a bearer token, or \
+             DIAG_ALERTMANAGER_USER and DIAG_ALERTMANAGER_PASSWORD for basic auth)"
+        )
+    );
+    assert_eq!(*seen.lock().unwrap(), ["Bearer am-t0ken-9c2e", "-"]);
+
+    // Basic: `ops:s3cret` is b3BzOnMzY3JldA==.
+    let (url, seen) = guarded("Basic b3BzOnMzY3JldA==".into());
+    let basic = [
+        ("DIAG_ALERTMANAGER_USER", "ops"),
+        ("DIAG_ALERTMANAGER_PASSWORD", "s3cret"),
+    ];
+    investigate(&url, &basic).expect(0);
+    let out = investigate(
+        &url,
+        &[
+            ("DIAG_ALERTMANAGER_USER", "ops"),
+            ("DIAG_ALERTMANAGER_PASSWORD", "wrong-s3cret"),
+        ],
+    );
+    out.expect(2);
+    assert!(
+        out.one_error_line()
+            .contains("answered HTTP 401: Unauthorized (the credentials were refused: set"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+
+    // Both kinds, or half a pair: refused before any request.
+    let (url, seen) = guarded(String::new());
+    let out = investigate(
+        &url,
+        &[
+            ("DIAG_ALERTMANAGER_TOKEN", "t"),
+            ("DIAG_ALERTMANAGER_USER", "ops"),
+        ],
+    );
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: DIAG_ALERTMANAGER_TOKEN and DIAG_ALERTMANAGER_USER/DIAG_ALERTMANAGER_PASSWORD are \
+         both set: set the bearer token or the basic-auth pair, not both"
+    );
+    let out = investigate(&url, &[("DIAG_ALERTMANAGER_USER", "ops")]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: DIAG_ALERTMANAGER_USER is set without DIAG_ALERTMANAGER_PASSWORD"
+    );
+    assert!(seen.lock().unwrap().is_empty());
+}

@@ -33,6 +33,15 @@ impl EnvVars {
     /// The login name, the last fallback for a PostgreSQL user.
     pub const USER: &'static str = "USER";
 
+    /// `diag investigate alertmanager`'s bearer token, for an Alertmanager behind a proxy
+    /// that asks for one.
+    pub const DIAG_ALERTMANAGER_TOKEN: &'static str = "DIAG_ALERTMANAGER_TOKEN";
+    /// `diag investigate alertmanager`'s basic-auth user (with
+    /// [`EnvVars::DIAG_ALERTMANAGER_PASSWORD`]).
+    pub const DIAG_ALERTMANAGER_USER: &'static str = "DIAG_ALERTMANAGER_USER";
+    /// `diag investigate alertmanager`'s basic-auth password.
+    pub const DIAG_ALERTMANAGER_PASSWORD: &'static str = "DIAG_ALERTMANAGER_PASSWORD";
+
     /// The configuration file, when `--config` is not given. Empty counts as unset.
     pub const DIAG_CONFIG: &'static str = "DIAG_CONFIG";
 
