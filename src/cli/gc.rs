@@ -18,6 +18,9 @@ pub struct GcArgs {
     /// Keep only the newest N runs
     #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
+    /// List the runs these rules would delete, one id a line, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 pub fn cmd_gc(g: &CommandContext, args: &GcArgs, out: &mut dyn Write) -> Result<(), CommandError> {
@@ -27,6 +30,21 @@ pub fn cmd_gc(g: &CommandContext, args: &GcArgs, out: &mut dyn Write) -> Result<
         ));
     }
     let store = g.required_store()?;
+    if args.dry_run {
+        let ids = store
+            .gc_preview(args.older_than, args.keep)
+            .map_err(CommandError::from)?;
+        let mut text: String = ids
+            .iter()
+            .map(|id| format!("{}\n", diag_core::text::one_line(id, usize::MAX)))
+            .collect();
+        text.push_str(&format!(
+            "would delete {} run(s); nothing was changed (without --dry-run, runs of processes \
+             that are gone are first marked FAILED and may be deleted too)\n",
+            ids.len()
+        ));
+        return write_text(out, &text);
+    }
     let report = store
         .gc(args.older_than, args.keep)
         .map_err(CommandError::from)?;

@@ -2642,4 +2642,39 @@ fn runs_says_when_more_are_stored_and_gc_takes_1h30m() {
     );
     let out = env.run(&["gc", "--older-than", "30m1h"]);
     out.expect(2);
+
+    // --dry-run lists what gc would delete, oldest first, and changes nothing; gc then
+    // deletes exactly those.
+    let listed = |env: &TestEnv| -> Vec<String> {
+        let out = env.run(&["runs", "--json"]);
+        out.expect(0);
+        out.json()["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = listed(&env);
+    assert_eq!(before.len(), 3);
+    let out = env.run(&["gc", "--keep", "1", "--dry-run"]);
+    out.expect(0).quiet_stderr();
+    let oldest_first: Vec<&str> = before[1..].iter().rev().map(String::as_str).collect();
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{}\n{}\nwould delete 2 run(s); nothing was changed (without --dry-run, runs of \
+             processes that are gone are first marked FAILED and may be deleted too)\n",
+            oldest_first[0], oldest_first[1]
+        )
+    );
+    assert_eq!(listed(&env), before);
+    let out = env.run(&["gc", "--keep", "1"]);
+    out.expect(0);
+    assert!(
+        out.stdout.starts_with("deleted 2 run(s);"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(listed(&env), before[..1]);
 }

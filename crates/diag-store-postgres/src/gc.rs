@@ -134,4 +134,26 @@ impl RunMaintenance for PgStore {
             bytes_after: self.database_bytes()?,
         })
     }
+
+    /// The runs [`Self::gc`]'s statement would delete, oldest created first, read only.
+    fn gc_preview(
+        &self,
+        older_than: Option<Duration>,
+        keep: Option<usize>,
+    ) -> Result<Vec<String>, StoreError> {
+        let Some(Retention { cutoff, keep }) = Retention::new(self.now(), older_than, keep) else {
+            return Ok(Vec::new());
+        };
+        let rows = self.rows(
+            "select runs to delete",
+            "SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
+                 ($1::text IS NOT NULL AND created_at < $1)
+                 OR ($2::bigint IS NOT NULL AND created_seq NOT IN (
+                     SELECT created_seq FROM diagnosis_run
+                     ORDER BY created_seq DESC LIMIT $2)))
+             ORDER BY created_seq",
+            &[&cutoff, &keep],
+        )?;
+        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+    }
 }

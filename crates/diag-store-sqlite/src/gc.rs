@@ -46,25 +46,7 @@ impl SqliteStore {
     ) -> Result<SqliteGcReport, StoreError> {
         let bytes_before = self.file_bytes();
         self.sweep_interrupted()?;
-        let doomed: Vec<String> = match Retention::new(self.now(), older_than, keep) {
-            None => Vec::new(),
-            Some(Retention { cutoff, keep }) => {
-                let conn = self.lock();
-                let mut stmt = conn
-                    .prepare_cached(
-                        "SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
-                         (?1 IS NOT NULL AND created_at < ?1)
-                         OR (?2 IS NOT NULL AND rowid NOT IN (
-                             SELECT rowid FROM diagnosis_run ORDER BY rowid DESC LIMIT ?2)))",
-                    )
-                    .map_err(|e| self.err("select runs to delete", e))?;
-                let ids = stmt
-                    .query_map(params![cutoff, keep], |r| r.get(0))
-                    .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
-                    .map_err(|e| self.err("select runs to delete", e))?;
-                ids
-            }
-        };
+        let doomed = self.doomed(older_than, keep)?;
         let mut runs_deleted = 0u64;
         for batch in doomed.chunks(BATCH) {
             runs_deleted += self.write("delete old runs", |tx| {
@@ -105,6 +87,32 @@ impl SqliteStore {
         })
     }
 
+    /// The finished runs the retention rules name, oldest created first.
+    fn doomed(
+        &self,
+        older_than: Option<Duration>,
+        keep: Option<usize>,
+    ) -> Result<Vec<String>, StoreError> {
+        let Some(Retention { cutoff, keep }) = Retention::new(self.now(), older_than, keep) else {
+            return Ok(Vec::new());
+        };
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
+                 (?1 IS NOT NULL AND created_at < ?1)
+                 OR (?2 IS NOT NULL AND rowid NOT IN (
+                     SELECT rowid FROM diagnosis_run ORDER BY rowid DESC LIMIT ?2)))
+                 ORDER BY rowid",
+            )
+            .map_err(|e| self.err("select runs to delete", e))?;
+        let ids = stmt
+            .query_map(params![cutoff, keep], |r| r.get(0))
+            .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
+            .map_err(|e| self.err("select runs to delete", e))?;
+        Ok(ids)
+    }
+
     /// Returns every free page to the file system (incremental vacuum; a no-op on a file
     /// created without auto_vacuum) and refreshes the query planner's statistics.
     fn reclaim(&self) -> Result<(), SqliteError> {
@@ -142,5 +150,13 @@ impl RunMaintenance for SqliteStore {
             bytes_before: r.bytes_before,
             bytes_after: r.bytes_after,
         })
+    }
+
+    fn gc_preview(
+        &self,
+        older_than: Option<Duration>,
+        keep: Option<usize>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.doomed(older_than, keep)
     }
 }

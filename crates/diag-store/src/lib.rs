@@ -153,6 +153,14 @@ pub trait RunMaintenance: Send + Sync {
     /// but the newest `keep`, and gives the space back.
     fn gc(&self, older_than: Option<Duration>, keep: Option<usize>)
         -> Result<GcReport, StoreError>;
+    /// The finished runs `gc` with the same rules would delete now, oldest created first,
+    /// changing nothing (no sweep: a RUNNING run whose process is gone is not listed until a
+    /// sweep has marked it FAILED).
+    fn gc_preview(
+        &self,
+        older_than: Option<Duration>,
+        keep: Option<usize>,
+    ) -> Result<Vec<String>, StoreError>;
 }
 
 /// A whole run store: what a backend implements.

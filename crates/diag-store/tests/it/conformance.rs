@@ -720,15 +720,24 @@ fn gc_by_age_and_by_count_removes_everything_a_run_owns() {
         let report = store.gc(None, None).unwrap();
         assert_eq!(report.runs_deleted, 0, "no rule, no deletion");
 
-        let report = store
-            .gc(Some(Duration::from_millis(5 * day as u64)), None)
-            .unwrap();
+        // The preview names exactly what the gc then deletes, oldest first, and changes
+        // nothing.
+        let five_days = Some(Duration::from_millis(5 * day as u64));
+        assert!(store.gc_preview(None, None).unwrap().is_empty());
+        let old: Vec<String> = (0..5).map(|i| format!("old-{i}")).collect();
+        assert_eq!(store.gc_preview(five_days, None).unwrap(), old);
+        assert_eq!(fresh.counts(), [11, 60, 10, 10, 10, 10]);
+        let report = store.gc(five_days, None).unwrap();
         assert_eq!(report.runs_deleted, 5);
         assert_eq!(fresh.counts(), [6, 30, 5, 5, 5, 5]);
         assert_tool_catalogs(fresh, 1);
         assert!(store.get_run("live").unwrap().is_some());
         assert!(store.get_run("old-0").unwrap().is_none());
 
+        assert_eq!(
+            store.gc_preview(None, Some(3)).unwrap(),
+            ["new-0", "new-1", "new-2"]
+        );
         let report = store.gc(None, Some(3)).unwrap();
         assert_eq!(
             report.runs_deleted, 3,
