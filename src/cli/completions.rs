@@ -14,9 +14,18 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-/// Print the man page (roff)
+/// Print a man page (roff), generated from the command line's own definitions: diag(1), or
+/// a subcommand's (`diag man ask` is diag-ask(1), with every flag it takes)
 #[derive(Debug, Args)]
-pub struct ManArgs {}
+pub struct ManArgs {
+    /// The subcommand whose page to print: `ask`, `investigate alertmanager`, …
+    #[arg(value_name = "SUBCOMMAND")]
+    pub command: Vec<String>,
+    /// Write every page (diag.1, diag-ask.1, …) into this folder instead, e.g. for
+    /// /usr/local/share/man/man1
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub out_dir: Option<std::path::PathBuf>,
+}
 
 pub fn cmd_completions(args: &CompletionsArgs, out: &mut dyn Write) -> Result<(), CommandError> {
     let mut cmd = super::Cli::command();
@@ -25,11 +34,74 @@ pub fn cmd_completions(args: &CompletionsArgs, out: &mut dyn Write) -> Result<()
     out.write_all(&buf).map_err(io_error)
 }
 
-pub fn cmd_man(_args: &ManArgs, out: &mut dyn Write) -> Result<(), CommandError> {
-    let cmd = super::Cli::command();
+/// The command line as the pages describe it: built, so each subcommand is named as its
+/// page is (`diag-ask`), and without clap's `help` subcommand.
+fn man_command() -> clap::Command {
+    let mut cmd = super::Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    cmd
+}
+
+fn render(cmd: &clap::Command) -> Result<Vec<u8>, CommandError> {
     let mut buf = Vec::new();
-    clap_mangen::Man::new(cmd).render(&mut buf).map_err(|e| {
-        CommandError::new(Exit::Internal, format!("cannot render the man page: {e}"))
-    })?;
-    out.write_all(&buf).map_err(io_error)
+    clap_mangen::Man::new(cmd.clone())
+        .source(concat!("diag ", env!("CARGO_PKG_VERSION")))
+        .render(&mut buf)
+        .map_err(|e| {
+            CommandError::new(Exit::Internal, format!("cannot render the man page: {e}"))
+        })?;
+    Ok(buf)
+}
+
+/// Every page, depth first: diag's, then each subcommand's (hidden ones left out).
+fn pages(cmd: &clap::Command, out: &mut Vec<clap::Command>) {
+    out.push(cmd.clone());
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        pages(sub, out);
+    }
+}
+
+pub fn cmd_man(args: &ManArgs, out: &mut dyn Write) -> Result<(), CommandError> {
+    let root = man_command();
+    if let Some(dir) = &args.out_dir {
+        if !dir.is_dir() {
+            return Err(CommandError::usage(format!(
+                "--out-dir {}: not a folder",
+                dir.display()
+            )));
+        }
+        let mut all = Vec::new();
+        pages(&root, &mut all);
+        for cmd in &all {
+            let name = clap_mangen::Man::new(cmd.clone()).get_filename();
+            let path = dir.join(&name);
+            crate::output_file::write_output(&path, &render(cmd)?).map_err(|e| {
+                CommandError::usage(format!("{}: cannot write: {e}", path.display()))
+            })?;
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "diag: wrote {} man pages into {}",
+            all.len(),
+            dir.display()
+        );
+        return Ok(());
+    }
+    let mut cmd = &root;
+    for (i, word) in args.command.iter().enumerate() {
+        cmd = cmd
+            .get_subcommands()
+            .find(|s| s.get_name() == word && !s.is_hide_set())
+            .ok_or_else(|| {
+                let parent = std::iter::once("diag")
+                    .chain(args.command[..i].iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                CommandError::usage(format!(
+                    "{parent} has no subcommand `{}` ({parent} --help lists them)",
+                    diag_core::text::one_line(word, 40)
+                ))
+            })?;
+    }
+    out.write_all(&render(cmd)?).map_err(io_error)
 }

@@ -1837,7 +1837,54 @@ fn completions_and_the_man_page_are_generated() {
         "{}",
         &man.stdout[..80.min(man.stdout.len())]
     );
-    assert!(man.stdout.contains(".TH diag"), "man page header");
+    assert!(man.stdout.contains(".TH diag 1"), "man page header");
+    // diag(1) names its subcommands' pages, and each can be printed, with its own flags.
+    assert!(man.stdout.contains("diag\\-ask(1)"), "{}", man.stdout);
+    let ask = env.run(&["man", "ask"]);
+    ask.expect(0).quiet_stderr();
+    assert!(ask.stdout.contains(".TH diag-ask 1"), "{}", ask.stdout);
+    assert!(ask.stdout.contains("\\fB\\-\\-fixture\\fR"), "{}", ask.stdout);
+    let am = env.run(&["man", "investigate", "alertmanager"]);
+    am.expect(0);
+    assert!(am.stdout.contains(".TH diag-investigate-alertmanager 1"));
+    assert!(am.stdout.contains("\\fB\\-\\-group\\-by\\fR"));
+    let out = env.run(&["man", "investigate", "nope"]);
+    out.expect(2);
+    assert_eq!(
+        out.one_error_line(),
+        "diag: diag investigate has no subcommand `nope` (diag investigate --help lists them)"
+    );
+    // --out-dir writes every page that diag(1) and the others name.
+    std::fs::create_dir(env.path("man1")).unwrap();
+    let out = env.run(&["man", "--out-dir", "man1"]);
+    out.expect(0);
+    let mut names: Vec<String> = std::fs::read_dir(env.path("man1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.contains(&"diag.1".to_string()), "{names:?}");
+    assert!(names.contains(&"diag-ask.1".to_string()), "{names:?}");
+    assert!(names.contains(&"diag-serve-status.1".to_string()), "{names:?}");
+    assert_eq!(
+        out.one_error_line(),
+        format!("diag: wrote {} man pages into man1", names.len())
+    );
+    for page in &names {
+        let text = std::fs::read_to_string(env.path("man1").join(page)).unwrap();
+        let stem = page.strip_suffix(".1").unwrap();
+        assert!(text.contains(&format!(".TH {stem} 1")), "{page}");
+        // Every page it names is there.
+        for named in text.split("diag\\-").skip(1) {
+            let Some((name, _)) = named.split_once("(1)") else {
+                continue;
+            };
+            if name.chars().all(|c| c.is_ascii_lowercase() || c == '-' || c == '\\') {
+                let file = format!("diag-{}.1", name.replace("\\-", "-"));
+                assert!(names.contains(&file), "{page} names {file}");
+            }
+        }
+    }
 }
 
 #[test]
