@@ -11,9 +11,11 @@ use diag_core::store::{RunFilter, RunStatus};
 use diag_core::text::one_line;
 use diag_report::documents::runs_json;
 
-/// List stored runs, newest first.
+/// List stored runs, the most recently stored first.
 ///
-/// The verdict column: PASS, LOW_CONFID or REJECT as the Verifier's effective verdict; a
+/// The source column: `live` for a run diag ran against its endpoints and tools, `replay`
+/// for one replayed from a run file (`diag replay`, `ask --fixture`); `stored` is when the run
+/// was stored (a replay's own start time is its recording's). The verdict column: PASS, LOW_CONFID or REJECT as the Verifier's effective verdict; a
 /// trailing `*` (`PASS*`) when a Fallback wrote the answer after that verdict; `fallback`
 /// when a Fallback answered before any verdict; `-` when there is none (a FAILED or RUNNING
 /// run). When more runs are stored than `--limit` shows, a last line says so.
@@ -28,7 +30,7 @@ pub struct RunsArgs {
     /// At most this many runs (at least 1)
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
-    /// Print a JSON document (schema diag.runs.v1) instead of the table
+    /// Print a JSON document (schema diag.runs.v2) instead of the table
     #[arg(long)]
     pub json: bool,
 }
@@ -70,7 +72,7 @@ pub fn cmd_runs(
     }
     // Ids are printed whole, so they can be copied into `--session` or `diag trace`; the id
     // columns are as wide as the longest id shown.
-    let rows: Vec<[String; 6]> = runs
+    let rows: Vec<[String; 7]> = runs
         .iter()
         .map(|r| {
             let verdict = match (r.effective_verdict, r.degraded) {
@@ -84,14 +86,22 @@ pub fn cmd_runs(
                 one_line(&r.session_id, usize::MAX),
                 r.status.as_str().to_string(),
                 verdict,
-                r.started_at.to_string(),
+                if r.replay_of.is_some() {
+                    "replay"
+                } else {
+                    "live"
+                }
+                .to_string(),
+                r.created_at.to_string(),
                 one_line(&r.question, 60),
             ]
         })
         .collect();
-    let header = ["run", "session", "status", "verdict", "started", "question"];
-    let minimum = [24, 24, 7, 10, 24, 0];
-    let widths: Vec<usize> = (0..5)
+    let header = [
+        "run", "session", "status", "verdict", "source", "stored", "question",
+    ];
+    let minimum = [24, 24, 7, 10, 6, 24, 0];
+    let widths: Vec<usize> = (0..6)
         .map(|i| {
             rows.iter()
                 .map(|r| r[i].chars().count())
@@ -100,18 +110,18 @@ pub fn cmd_runs(
                 .unwrap_or(0)
         })
         .collect();
-    let line = |cells: [&str; 6]| {
+    let line = |cells: [&str; 7]| {
         let mut l = String::new();
         for (i, w) in widths.iter().enumerate() {
             let _ = write!(l, "{:<w$}  ", cells[i]);
         }
-        l.push_str(cells[5]);
+        l.push_str(cells[6]);
         l.push('\n');
         l
     };
     let mut text = line(header);
     for r in &rows {
-        text.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]));
+        text.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]]));
     }
     if runs.is_empty() {
         text.push_str("(no runs)\n");

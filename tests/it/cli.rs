@@ -55,7 +55,7 @@ fn stored_runs(env: &TestEnv) -> Vec<Value> {
     let out = env.run(&["runs", "--json", "--limit", "1000"]);
     out.expect(0);
     let doc = out.json();
-    assert_schema("runs.v1.json", &doc);
+    assert_schema("runs.v2.json", &doc);
     doc["runs"].as_array().unwrap().clone()
 }
 
@@ -371,7 +371,7 @@ fn runs_lists_newest_first_and_filters_by_session_status_and_limit() {
         let out = env.run(&a);
         out.expect(0).quiet_stderr();
         let doc = out.json();
-        assert_schema("runs.v1.json", &doc);
+        assert_schema("runs.v2.json", &doc);
         doc["runs"].as_array().unwrap().clone()
     };
     let one = session(&["--session", "incident-1"]);
@@ -437,7 +437,7 @@ fn every_schema_is_valid_and_every_committed_run_file_follows_diag_run_v2() {
         "ask.v1.json",
         "ask.v2.json",
         "trace.v1.json",
-        "runs.v1.json",
+        "runs.v2.json",
         "replay.v1.json",
         "diag_run_v1.json",
         "diag_run_v2.json",
@@ -1843,7 +1843,11 @@ fn completions_and_the_man_page_are_generated() {
     let ask = env.run(&["man", "ask"]);
     ask.expect(0).quiet_stderr();
     assert!(ask.stdout.contains(".TH diag-ask 1"), "{}", ask.stdout);
-    assert!(ask.stdout.contains("\\fB\\-\\-fixture\\fR"), "{}", ask.stdout);
+    assert!(
+        ask.stdout.contains("\\fB\\-\\-fixture\\fR"),
+        "{}",
+        ask.stdout
+    );
     let am = env.run(&["man", "investigate", "alertmanager"]);
     am.expect(0);
     assert!(am.stdout.contains(".TH diag-investigate-alertmanager 1"));
@@ -1865,7 +1869,10 @@ fn completions_and_the_man_page_are_generated() {
     names.sort();
     assert!(names.contains(&"diag.1".to_string()), "{names:?}");
     assert!(names.contains(&"diag-ask.1".to_string()), "{names:?}");
-    assert!(names.contains(&"diag-serve-status.1".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"diag-serve-status.1".to_string()),
+        "{names:?}"
+    );
     assert_eq!(
         out.one_error_line(),
         format!("diag: wrote {} man pages into man1", names.len())
@@ -1879,7 +1886,10 @@ fn completions_and_the_man_page_are_generated() {
             let Some((name, _)) = named.split_once("(1)") else {
                 continue;
             };
-            if name.chars().all(|c| c.is_ascii_lowercase() || c == '-' || c == '\\') {
+            if name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c == '-' || c == '\\')
+            {
                 let file = format!("diag-{}.1", name.replace("\\-", "-"));
                 assert!(names.contains(&file), "{page} names {file}");
             }
@@ -2247,6 +2257,36 @@ fn a_live_ask_stores_its_run_where_the_config_says() {
     assert!(!env.root().join("data/diag/diag.db").exists());
     let out = env.run(&["--db", "live/runs.db", "trace", &run_id]);
     out.expect(0).quiet_stderr();
+
+    // A replay stored beside it is marked as one, newest stored first, though its own start
+    // time is its recording's (2026-11-30).
+    env.copy_fixture(PASS, "pass.json");
+    let replayed = env.run(&[
+        "--db",
+        "live/runs.db",
+        "ask",
+        "--fixture",
+        "pass.json",
+        "--json",
+    ]);
+    replayed.expect(0);
+    let replay_id = str_of(&replayed.json(), "run_id").to_string();
+    let out = env.run(&["--db", "live/runs.db", "runs"]);
+    out.expect(0).quiet_stderr();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines[0].contains("  source  stored  "), "{}", out.stdout);
+    let source = |line: &str| line.split_whitespace().nth(4).unwrap().to_string();
+    assert!(lines[1].starts_with(&replay_id), "{}", out.stdout);
+    assert_eq!(source(lines[1]), "replay");
+    assert!(lines[2].starts_with(&run_id), "{}", out.stdout);
+    assert_eq!(source(lines[2]), "live");
+    let out = env.run(&["--db", "live/runs.db", "runs", "--json"]);
+    let doc = out.json();
+    assert_schema("runs.v2.json", &doc);
+    let recorded = read_json(&env.path("pass.json"))["run_id"].clone();
+    assert_eq!(doc["runs"][0]["replay_of"], recorded);
+    assert_eq!(doc["runs"][0]["started_at"], "2026-11-30T14:10:00.000Z");
+    assert_eq!(doc["runs"][1]["replay_of"], serde_json::Value::Null);
 }
 
 #[test]
@@ -2293,7 +2333,7 @@ fn read_only_commands_never_create_a_store() {
     assert!(out.stdout.ends_with("(no runs)\n"), "{}", out.stdout);
     let out = env.run_with(&["runs", "--json"], unset);
     out.expect(0).quiet_stderr();
-    assert_eq!(out.json(), json!({"schema": "diag.runs.v1", "runs": []}));
+    assert_eq!(out.json(), json!({"schema": "diag.runs.v2", "runs": []}));
     for args in [
         &["trace", "run-0123456789abcdef0123"][..],
         &["export", "run-0123456789abcdef0123"],
@@ -2370,7 +2410,9 @@ fn runs_prints_whole_ids_in_aligned_columns_and_refuses_limit_0() {
     assert_eq!(lines.len(), 3, "{}", out.stdout);
     assert!(!out.stdout.contains('…'), "{}", out.stdout);
     // Every column starts where its heading does.
-    for heading in ["session", "status", "verdict", "started", "question"] {
+    for heading in [
+        "session", "status", "verdict", "source", "stored", "question",
+    ] {
         let at = lines[0].find(heading).unwrap();
         for line in &lines[1..] {
             assert_eq!(&line[at - 2..at], "  ", "`{heading}` column of `{line}`");

@@ -77,6 +77,9 @@ pub struct AskDeps {
     /// the store remembered of them (`diag trace` shows it). Empty for a replay, which neither
     /// reads nor writes what endpoints taught.
     pub endpoints: Vec<diag_core::model::Endpoint>,
+    /// The recorded run a replay replays (its run file's `run_id`), stored with the run so
+    /// that `diag runs` tells replays from live runs; `None` for a live run.
+    pub replay_of: Option<String>,
 }
 
 /// One question.
@@ -540,6 +543,7 @@ fn start_run(
             .then(|| serde_json::to_value(deps.limits).ok())
             .flatten(),
         resumed_from,
+        replay_of: deps.replay_of.clone(),
     })?;
     // What the store remembered of the run's endpoints, recorded with it; a failure does not
     // fail the run (it is logged and shown as a warning).

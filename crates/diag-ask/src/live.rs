@@ -42,6 +42,7 @@ pub fn live_deps(env: &LiveEnvironment, clock: Arc<dyn Clock>, store: &Store) ->
         ids: Arc::new(RandomIds),
         store: store.clone(),
         endpoints: env.endpoints_used.clone(),
+        replay_of: None,
     }
 }
 

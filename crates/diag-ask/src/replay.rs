@@ -87,6 +87,7 @@ pub fn replay_deps(run: &RunFile, store: &Store, ids: Arc<dyn IdSource>) -> (Ask
         ids,
         store: store.clone(),
         endpoints: Vec::new(),
+        replay_of: Some(run.run_id.clone()),
     };
     (deps, tape)
 }

@@ -478,6 +478,7 @@ async fn stored_run(
             tools: Vec::new(),
             limits: None,
             resumed_from: None,
+            replay_of: None,
         })
         .map_err(|e| e.to_string())?;
     let config = RunConfig::new("bench-session", run_id);
@@ -701,6 +702,7 @@ fn synthetic_run(n: usize) -> diag_report::RunData {
             owner_pid: 0,
             created_at: t0,
             resumed_from: None,
+            replay_of: None,
             reuse: None,
         },
         events,

@@ -166,7 +166,7 @@ prints it (schema diag.trace.v1): the run row, every node attempt, model call an
 the grounding of each claim and the evaluation.";
 
 const RUNS_DESCRIPTION: &str = "Recent diag runs, newest first, as `diag runs --json` prints \
-them (schema diag.runs.v1): run and session ids, status, question, verdict, degraded.";
+them (schema diag.runs.v2): run and session ids, status, question, verdict, degraded.";
 
 const REPORT_DESCRIPTION: &str = "The Markdown report of a stored diag run (as `diag report \
 RUN_ID --format md`): header, answer, the claims with their evidence, grounding figures, \

@@ -1,5 +1,5 @@
 //! The documents of stored runs that `diag trace`, `diag runs` and `diag mcp`'s tools show:
-//! a run as `diag trace` reads it, its `diag.trace.v1` document, and the `diag.runs.v1` list.
+//! a run as `diag trace` reads it, its `diag.trace.v1` document, and the `diag.runs.v2` list.
 
 use diag_core::agent::runtime::AgentStepRecord;
 use diag_core::protocol::{GatekeeperRaw, VerifiedClaim};
@@ -15,7 +15,7 @@ use crate::terminal as render;
 pub const TRACE_JSON_SCHEMA: &str = "diag.trace.v1";
 
 /// The schema name of `diag runs --json` output.
-pub const RUNS_JSON_SCHEMA: &str = "diag.runs.v1";
+pub const RUNS_JSON_SCHEMA: &str = "diag.runs.v2";
 
 /// What `diag trace` shows of a run, read from the store.
 pub struct Stored {
@@ -336,7 +336,7 @@ fn stored_figures(
     }
 }
 
-/// The `diag runs --json` document (schema `diag.runs.v1`) of `runs`; `diag mcp`'s `runs` tool
+/// The `diag runs --json` document (schema `diag.runs.v2`) of `runs`; `diag mcp`'s `runs` tool
 /// returns the same document.
 pub fn runs_json(runs: &[RunRow]) -> serde_json::Value {
     let rows: Vec<_> = runs
@@ -351,6 +351,8 @@ pub fn runs_json(runs: &[RunRow]) -> serde_json::Value {
                 "duration_ms": r.duration_ms,
                 "effective_verdict": r.effective_verdict.map(|v| v.as_str()),
                 "degraded": r.degraded,
+                "stored_at": r.created_at,
+                "replay_of": r.replay_of,
             })
         })
         .collect();

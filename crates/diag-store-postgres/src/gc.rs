@@ -47,7 +47,7 @@ impl RunMaintenance for PgStore {
         let created_at = run.created_at.to_string();
         let copied = "copied";
         Ok(self.write("copy a run", |tx| {
-            let params: [&(dyn ToSql + Sync); 11] = [
+            let params: [&(dyn ToSql + Sync); 12] = [
                 &run.run_id,
                 &run.session_id,
                 &run.question,
@@ -59,12 +59,14 @@ impl RunMaintenance for PgStore {
                 &created_at,
                 &created_at,
                 &run.resumed_from,
+                &run.replay_of,
             ];
             let inserted = tx
                 .execute(
                     "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
-                 tools, limits, owner_host, owner_pid, lease_expires_at, created_at, resumed_from) \
-                 VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11) \
+                 tools, limits, owner_host, owner_pid, lease_expires_at, created_at, resumed_from, \
+                 replay_of) \
+                 VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                  ON CONFLICT (run_id) DO NOTHING",
                     &params,
                 )

@@ -29,7 +29,7 @@ fn small(what: &'static str, v: i64) -> Decoded<u32> {
 const RUN_COLUMNS: &str = "run_id, session_id, question, status, failure, answer, started_at, \
      finished_at, duration_ms, prompt_tokens, completion_tokens, step_count, tool_count, \
      degraded, effective_verdict, fallback_kind, path, self_evaluation, tools, owner_pid, \
-     created_at, limits, resumed_from, reuse FROM diagnosis_run";
+     created_at, limits, resumed_from, reuse, replay_of FROM diagnosis_run";
 
 fn run_row(r: &Row) -> Decoded<RunRow> {
     let opt = |i: usize| r.get::<_, Option<String>>(i);
@@ -82,6 +82,7 @@ fn run_row(r: &Row) -> Decoded<RunRow> {
             .as_deref()
             .map(|u| json::<Reuse>("run reuse", u))
             .transpose()?,
+        replay_of: opt(24),
     })
 }
 

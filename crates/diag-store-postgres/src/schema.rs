@@ -173,9 +173,21 @@ ALTER TABLE run_endpoint ADD COLUMN refuses_temperature boolean;
 ALTER TABLE run_endpoint ADD COLUMN refuses_seed boolean;
 "#;
 
+/// Version 5, the recorded run a run replays (`diag replay`, `ask --fixture`; the SQLite
+/// store's version 10): plain text, not a foreign key. Runs stored before read as live.
+const V5_REPLAY_OF: &str = r#"
+ALTER TABLE diagnosis_run ADD COLUMN replay_of text;
+"#;
+
 /// The ordered migrations; entry `i` moves the schema from version `i` to `i + 1`.
 /// Append-only: a released migration is never edited.
-const MIGRATIONS: &[&str] = &[V1, V2_ENDPOINT_LEARNINGS, V3_ALERTS, V4_SAMPLING_REFUSALS];
+const MIGRATIONS: &[&str] = &[
+    V1,
+    V2_ENDPOINT_LEARNINGS,
+    V3_ALERTS,
+    V4_SAMPLING_REFUSALS,
+    V5_REPLAY_OF,
+];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -392,7 +392,7 @@ impl RunWriter for PgStore {
         let started_at = run.started_at.to_string();
         let pid = i64::from(me.pid);
         let inserted = self.write("create a run", |tx| {
-            let params: [&(dyn ToSql + Sync); 12] = [
+            let params: [&(dyn ToSql + Sync); 13] = [
                 &run.run_id,
                 &run.session_id,
                 &run.question,
@@ -405,12 +405,13 @@ impl RunWriter for PgStore {
                 &lease,
                 &created_at,
                 &run.resumed_from,
+                &run.replay_of,
             ];
             match tx.execute(
                 "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
                  tools, limits, owner_host, owner_pid, owner_token, lease_expires_at, \
-                 created_at, resumed_from) \
-                 VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                 created_at, resumed_from, replay_of) \
+                 VALUES ($1, $2, $3, 'RUNNING', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                 &params,
             ) {
                 Ok(_) => Ok(()),

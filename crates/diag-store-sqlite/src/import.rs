@@ -37,8 +37,8 @@ impl SqliteStore {
             self.insert_catalog(tx, &catalog_sha, &copy.tools, "copy a run")?;
             tx.prepare_cached(
                 "INSERT INTO diagnosis_run (run_id, session_id, question, status, started_at, \
-                 tools_sha256, owner_pid, created_at, limits, resumed_from) \
-                 VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9)",
+                 tools_sha256, owner_pid, created_at, limits, resumed_from, replay_of) \
+                 VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -51,6 +51,7 @@ impl SqliteStore {
                     run.created_at.to_string(),
                     copy.limits,
                     run.resumed_from,
+                    run.replay_of,
                 ])
             })
             .map_err(fail)?;

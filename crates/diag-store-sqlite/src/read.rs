@@ -26,7 +26,7 @@ const RUN_COLUMNS: &str = "r.run_id, r.session_id, r.question, r.status, r.failu
      r.step_count, r.tool_count, r.degraded, r.effective_verdict, r.fallback_kind, r.path, \
      r.self_evaluation, c.catalog, r.owner_pid, r.created_at, r.limits, r.resumed_from, \
      r.reused_model_calls, r.reused_tool_calls, r.reuse_stopped, r.answer_zstd, \
-     r.self_evaluation_zstd \
+     r.self_evaluation_zstd, r.replay_of \
      FROM diagnosis_run r JOIN tool_catalog c ON c.sha256 = r.tools_sha256";
 
 /// The raw text columns of a run row; decoded after the SQLite cursor is done.
@@ -59,6 +59,7 @@ struct RawRun {
     reuse_stopped: Option<String>,
     answer_zstd: Option<Vec<u8>>,
     self_evaluation_zstd: Option<Vec<u8>>,
+    replay_of: Option<String>,
 }
 
 fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -91,6 +92,7 @@ fn raw_run(r: &Row<'_>) -> rusqlite::Result<RawRun> {
         reuse_stopped: r.get(25)?,
         answer_zstd: r.get(26)?,
         self_evaluation_zstd: r.get(27)?,
+        replay_of: r.get(28)?,
     })
 }
 
@@ -164,6 +166,7 @@ impl RawRun {
                 _ => None,
             },
             resumed_from: self.resumed_from,
+            replay_of: self.replay_of,
         })
     }
 }

@@ -298,6 +298,13 @@ ALTER TABLE run_endpoint ADD COLUMN refuses_temperature INTEGER CHECK (refuses_t
 ALTER TABLE run_endpoint ADD COLUMN refuses_seed INTEGER CHECK (refuses_seed = 1);
 "#;
 
+/// Version 10: the recorded run a run replays (`diag replay`, `ask --fixture`), so `diag runs`
+/// tells replays from live runs. Plain text, not a foreign key: the recording's run is most
+/// often in another store. Runs stored before read as live (NULL).
+const V10_REPLAY_OF: &str = r#"
+ALTER TABLE diagnosis_run ADD COLUMN replay_of TEXT;
+"#;
+
 /// One schema migration: its SQL, then, for a migration that moves data SQL alone cannot
 /// (it must keep bytes exact), a step in Rust, in the same transaction.
 pub(crate) struct Migration {
@@ -325,6 +332,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::sql(V7_ENDPOINT_LEARNINGS),
     Migration::sql(V8_ALERTS),
     Migration::sql(V9_SAMPLING_REFUSALS),
+    Migration::sql(V10_REPLAY_OF),
 ];
 
 /// The schema version this build writes and reads.
@@ -460,6 +468,7 @@ mod tests {
             tools: Vec::new(),
             limits,
             resumed_from: None,
+            replay_of: None,
         }
     }
 

@@ -545,8 +545,8 @@ impl RunWriter for SqliteStore {
                 .prepare_cached(
                     "INSERT INTO diagnosis_run (run_id, session_id, question, status, \
                      started_at, tools_sha256, owner_pid, owner_token, created_at, limits, \
-                     resumed_from, owner_host, lease_expires_at) \
-                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                     resumed_from, owner_host, lease_expires_at, replay_of) \
+                     VALUES (?1, ?2, ?3, 'RUNNING', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -562,6 +562,7 @@ impl RunWriter for SqliteStore {
                         run.resumed_from,
                         me.host,
                         lease_expires_at,
+                        run.replay_of,
                     ])
                 });
             match inserted {

@@ -432,6 +432,7 @@ mod tests {
             owner_pid: 1,
             created_at,
             resumed_from: None,
+            replay_of: None,
             reuse: None,
         }
     }
@@ -486,6 +487,7 @@ mod tests {
             tools: Vec::new(),
             limits: None,
             resumed_from: None,
+            replay_of: None,
         };
         assert_eq!(
             check_new_run(&run).unwrap_err().to_string(),

@@ -75,6 +75,9 @@ pub struct NewRun {
     /// The FAILED run this one resumes (`diag ask --resume`), whose stored exchanges it
     /// reuses before it goes live; `None` for a run started afresh.
     pub resumed_from: Option<String>,
+    /// The recorded run this one replays (the run file's `run_id`: `diag replay`, `ask
+    /// --fixture`); `None` for a live run.
+    pub replay_of: Option<String>,
 }
 
 /// How much of the original run a resumed run reused. Reuse is always a prefix: the first
@@ -141,6 +144,8 @@ pub struct RunRow {
     pub created_at: Timestamp,
     /// The run this one resumed (`diag ask --resume`), if any.
     pub resumed_from: Option<String>,
+    /// The recorded run this one replays, if it is a replay.
+    pub replay_of: Option<String>,
     /// What a resumed run reused of the original; `None` for other runs, and for a resumed
     /// run until it has finished.
     pub reuse: Option<Reuse>,

@@ -52,6 +52,7 @@ pub fn new_run(run_id: &str, session_id: &str, offset_ms: i64) -> NewRun {
         tools: catalog(),
         limits: None,
         resumed_from: None,
+        replay_of: None,
     }
 }
 

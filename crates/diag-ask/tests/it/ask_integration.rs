@@ -356,6 +356,7 @@ fn rig_with(busy_timeout: Duration) -> Rig {
         ids: Arc::new(SequentialIds::default()),
         store: store.clone(),
         endpoints: Vec::new(),
+        replay_of: None,
     };
     Rig {
         _dir: dir,

@@ -457,6 +457,7 @@ impl Env {
             ids: self.ids.clone(),
             store: self.store.clone(),
             endpoints: Vec::new(),
+            replay_of: None,
         }
     }
 }

@@ -79,6 +79,7 @@ fn run(answer: &str, derivations: Option<Value>) -> RunData {
             owner_pid: 0,
             created_at: t0,
             resumed_from: None,
+            replay_of: None,
             reuse: None,
         },
         events: Vec::new(),

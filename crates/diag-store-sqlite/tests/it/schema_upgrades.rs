@@ -46,7 +46,7 @@ fn a_version_6_sqlite_file_upgrades_in_place() {
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
     assert_eq!(version, diag_store_sqlite::SCHEMA_VERSION);
-    assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 9);
+    assert_eq!(diag_store_sqlite::SCHEMA_VERSION, 10);
 }
 
 /// A store file written by the diag before alerts (schema version 7) opens, upgrades in

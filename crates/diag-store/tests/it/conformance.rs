@@ -1261,3 +1261,32 @@ fn secrets_are_stored_only_where_the_caller_put_them() {
         assert_eq!(found, ["diagnosis_run.question", invocation_column]);
     });
 }
+
+#[test]
+fn a_replay_is_stored_with_the_run_it_replays_and_copied_with_it() {
+    for_each_backend(|_, store| {
+        let mut replay = new_run("replayed", "s", 0);
+        replay.replay_of = Some("run-recorded".into());
+        store.create_run(replay).unwrap();
+        store.finish_success("replayed", summary("ok")).unwrap();
+        store.create_run(new_run("live", "s", 1)).unwrap();
+        store.finish_success("live", summary("ok")).unwrap();
+        let row = store.get_run("replayed").unwrap().unwrap();
+        assert_eq!(row.replay_of.as_deref(), Some("run-recorded"));
+        assert_eq!(store.get_run("live").unwrap().unwrap().replay_of, None);
+        let listed: Vec<Option<String>> = store
+            .list_runs(&RunFilter::default())
+            .unwrap()
+            .into_iter()
+            .map(|r| r.replay_of)
+            .collect();
+        assert_eq!(listed, [None, Some("run-recorded".to_string())]);
+        // A copy into another store keeps it.
+        let whole = store.read_whole("replayed").unwrap().unwrap();
+        for_each_backend(|_, other| {
+            assert!(other.import_run(&whole).unwrap());
+            let copied = other.get_run("replayed").unwrap().unwrap();
+            assert_eq!(copied.replay_of.as_deref(), Some("run-recorded"));
+        });
+    });
+}

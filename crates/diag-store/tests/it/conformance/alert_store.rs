@@ -623,7 +623,8 @@ fn a_store_of_the_schema_before_alerts_upgrades_in_place() {
              ALTER TABLE endpoint_learning DROP COLUMN refuses_temperature; \
              ALTER TABLE endpoint_learning DROP COLUMN refuses_seed; \
              ALTER TABLE run_endpoint DROP COLUMN refuses_temperature; \
-             ALTER TABLE run_endpoint DROP COLUMN refuses_seed;",
+             ALTER TABLE run_endpoint DROP COLUMN refuses_seed; \
+             ALTER TABLE diagnosis_run DROP COLUMN replay_of;",
         );
         fresh.set_schema_version(if fresh.is_sqlite() { 7 } else { 2 });
 

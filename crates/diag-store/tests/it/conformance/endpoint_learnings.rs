@@ -280,7 +280,8 @@ fn a_store_of_the_previous_schema_upgrades_in_place_and_keeps_its_runs() {
         // the alerts' that came after them), at its version (SQLite 6, PostgreSQL 1).
         fresh.execute(
             "DROP TABLE run_endpoint; DROP TABLE endpoint_learning; \
-             DROP TABLE run_alert; DROP TABLE alert_queue;",
+             DROP TABLE run_alert; DROP TABLE alert_queue; \
+             ALTER TABLE diagnosis_run DROP COLUMN replay_of;",
         );
         fresh.set_schema_version(if fresh.is_sqlite() { 6 } else { 1 });
 
