@@ -1,7 +1,7 @@
 //! `diag eval`: runs scenarios (`diag_scenario_v1`) through the real ask path with each
 //! selected model, stores every run, scores it against the scenario's label and prints one
 //! table per model (or `--json`, schema `diag_eval_v1`). `--record DIR` keeps each run as a
-//! run file, so an eval is also a replayable suite; `--report DIR` writes each run's report
+//! run file, so an eval is also a replayable suite; `--report-dir DIR` writes each run's report
 //! and a Markdown summary.
 
 use std::io::Write;
@@ -56,9 +56,10 @@ pub struct EvalArgs {
     /// Write every run's run file (diag_run_v2) under DIR/<scenario>/, for diag replay DIR
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
-    /// Write every run's report under DIR/<scenario>/ and a summary DIR/eval.md
-    #[arg(long, value_name = "DIR")]
-    pub report: Option<PathBuf>,
+    /// Write every run's report under DIR/<scenario>/ and a summary DIR/eval.md (`--report`
+    /// is still taken, hidden, as its old name)
+    #[arg(long, value_name = "DIR", alias = "report")]
+    pub report_dir: Option<PathBuf>,
     /// The format of the run reports
     #[arg(long, value_enum, default_value = "html", value_name = "FORMAT")]
     pub report_format: super::report_file::ReportFormat,
@@ -146,8 +147,8 @@ fn plan(g: &CommandContext, args: &EvalArgs) -> Result<Plan, CommandError> {
     if let Some(d) = &args.record {
         make_dir(d, "--record")?;
     }
-    if let Some(d) = &args.report {
-        make_dir(d, "--report")?;
+    if let Some(d) = &args.report_dir {
+        make_dir(d, "--report-dir")?;
     }
     Ok(Plan {
         config,
@@ -193,7 +194,7 @@ pub fn cmd_eval(
     } else {
         write_text(out, &render::tables(&report))?;
     }
-    if let Some(dir) = &args.report {
+    if let Some(dir) = &args.report_dir {
         let path = dir.join("eval.md");
         crate::output_file::write_output(&path, render::markdown(&report).as_bytes()).map_err(
             |e| CommandError::usage(format!("{}: cannot write the summary: {e}", path.display())),
@@ -418,9 +419,9 @@ async fn run_one(
         record_file = Some(path.display().to_string());
     }
     let mut report_file = None;
-    if let Some(dir) = &args.report {
+    if let Some(dir) = &args.report_dir {
         let folder = dir.join(&scenario_dir);
-        make_dir(&folder, "--report")?;
+        make_dir(&folder, "--report-dir")?;
         let format = Format::from(args.report_format);
         let path = folder.join(format!("{stem}.{}", format.extension()));
         super::report_file::write_file(store, &outcome.run_id, format, &path)?;

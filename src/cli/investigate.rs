@@ -75,12 +75,19 @@ pub struct AlertmanagerArgs {
     /// How many groups are investigated at once
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub jobs: u32,
-    /// Also write each run's report into this folder, as RUN_ID.html (or .md with --format md)
+    /// Also write each run's report into this folder, as RUN_ID.html (or .md with --report-format md)
     #[arg(long, value_name = "DIR")]
     pub report_dir: Option<PathBuf>,
-    /// The format of --report-dir's reports
-    #[arg(long, value_enum, default_value = "html", requires = "report_dir")]
-    pub format: ReportFormat,
+    /// The format of --report-dir's reports (`--format` is still taken, hidden, as its old
+    /// name)
+    #[arg(
+        long,
+        value_enum,
+        default_value = "html",
+        requires = "report_dir",
+        alias = "format"
+    )]
+    pub report_format: ReportFormat,
     /// Print a JSON document (schema diag.investigate.v1) instead of a table
     #[arg(long)]
     pub json: bool,
@@ -196,7 +203,7 @@ fn cmd_alertmanager(
     })?;
 
     if let Some(dir) = &args.report_dir {
-        let format: Format = args.format.into();
+        let format: Format = args.report_format.into();
         for r in rows.iter_mut().filter(|r| r.investigated()) {
             let Some(run_id) = &r.run_id else { continue };
             let file = dir.join(format!("{run_id}.{}", format.extension()));

@@ -1,5 +1,5 @@
 //! A report of a stored run, as every command that writes one writes it (`report`, `ask
-//! --report`, `replay --report-dir`, `eval --report`, `diag mcp`'s `report` tool): the format
+//! --report`, `replay --report-dir`, `eval --report-dir`, `diag mcp`'s `report` tool): the format
 //! argument, the format a file name asks for, and the file written.
 
 use std::path::Path;

@@ -2683,6 +2683,34 @@ fn usage_errors_are_one_line_keeping_claps_suggestions() {
     let out = env.run(&["runs", "--help"]);
     out.expect(0).quiet_stderr();
     assert!(out.stdout.contains("Usage: diag runs"), "{}", out.stdout);
+
+    // One vocabulary for reports: --report FILE (one run), --report-dir DIR and
+    // --report-format (many); the old spellings are still taken but not shown.
+    std::fs::create_dir(env.path("reports")).unwrap();
+    for format_flag in ["--report-format", "--format"] {
+        let out = env.run(&[
+            "investigate",
+            "alertmanager",
+            "--url",
+            "ftp://example.org",
+            "--report-dir",
+            "reports",
+            format_flag,
+            "md",
+        ]);
+        out.expect(2);
+        assert_eq!(
+            out.one_error_line(),
+            "diag: ftp://example.org: not an http(s) URL",
+            "{format_flag}"
+        );
+    }
+    let help = env.run(&["investigate", "alertmanager", "--help"]);
+    assert!(help.stdout.contains("--report-format <REPORT_FORMAT>"));
+    assert!(!help.stdout.contains("  --format"), "{}", help.stdout);
+    let help = env.run(&["eval", "--help"]);
+    assert!(help.stdout.contains("--report-dir <DIR>"));
+    assert!(!help.stdout.contains("  --report <"), "{}", help.stdout);
     let out = env.run(&[]);
     out.expect(2);
     assert!(

@@ -81,7 +81,10 @@ fn three_models_score_grounded_ungrounded_and_fooled_in_tables_json_and_a_replay
     let env = eval_env(&server);
     let s = scenario();
 
-    let out = env.run(&eval_args(&["--record", "rec", "--report", "reports"], &s));
+    let out = env.run(&eval_args(
+        &["--record", "rec", "--report-dir", "reports"],
+        &s,
+    ));
     out.expect(0).quiet_stderr();
     // scenario runs grounded ungrounded partial fooled fallback failed verdict tokens calls wall cost
     let g = row(&out.stdout, "grounded");
@@ -349,6 +352,7 @@ fn eval_writes_its_files_through_links_and_into_fifos_and_refuses_a_dangling_lin
         "grounded",
         "--record",
         "rec",
+        // The old name of --report-dir, still taken.
         "--report",
         "reports",
     ];

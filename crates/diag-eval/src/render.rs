@@ -1,5 +1,5 @@
 //! What `diag eval` shows: one aligned table per model with a line of totals, and the
-//! Markdown summary `--report DIR` writes as `DIR/eval.md` (docs/EVAL.md).
+//! Markdown summary `--report-dir DIR` writes as `DIR/eval.md` (docs/EVAL.md).
 
 use std::path::Path;
 
