@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
 use super::{io_error, CommandError, Exit};
@@ -28,18 +28,24 @@ pub struct ManArgs {
 }
 
 pub fn cmd_completions(args: &CompletionsArgs, out: &mut dyn Write) -> Result<(), CommandError> {
-    let mut cmd = super::Cli::command();
+    let mut cmd = super::usage::command();
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "diag", &mut buf);
     out.write_all(&buf).map_err(io_error)
 }
 
 /// The command line as the pages describe it: built, so each subcommand is named as its
-/// page is (`diag-ask`), and without clap's `help` subcommand.
+/// page is (`diag-ask`) and shows the global flags that apply to it, and without clap's
+/// `help` subcommands (every page has `--help`).
 fn man_command() -> clap::Command {
-    let mut cmd = super::Cli::command().disable_help_subcommand(true);
+    let mut cmd = super::usage::command().disable_help_subcommand(true);
     cmd.build();
     cmd
+}
+
+/// Whether `cmd` has a page: not hidden.
+fn has_page(cmd: &clap::Command) -> bool {
+    !cmd.is_hide_set()
 }
 
 fn render(cmd: &clap::Command) -> Result<Vec<u8>, CommandError> {
@@ -56,7 +62,7 @@ fn render(cmd: &clap::Command) -> Result<Vec<u8>, CommandError> {
 /// Every page, depth first: diag's, then each subcommand's (hidden ones left out).
 fn pages(cmd: &clap::Command, out: &mut Vec<clap::Command>) {
     out.push(cmd.clone());
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+    for sub in cmd.get_subcommands().filter(|s| has_page(s)) {
         pages(sub, out);
     }
 }
@@ -91,7 +97,7 @@ pub fn cmd_man(args: &ManArgs, out: &mut dyn Write) -> Result<(), CommandError> 
     for (i, word) in args.command.iter().enumerate() {
         cmd = cmd
             .get_subcommands()
-            .find(|s| s.get_name() == word && !s.is_hide_set())
+            .find(|s| s.get_name() == word && has_page(s))
             .ok_or_else(|| {
                 let parent = std::iter::once("diag")
                     .chain(args.command[..i].iter().map(String::as_str))

@@ -17,6 +17,69 @@ pub enum Printed {
     Line(String),
 }
 
+/// The global flags (`GlobalArgs`) by their argument ids.
+const GLOBALS: [&str; 4] = ["db", "config", "quiet", "no_progress"];
+
+/// The global flags that have an effect in the subcommand at `path` (`["serve", "status"]`);
+/// the others are hidden there (still taken, so a script that passes `-q` everywhere keeps
+/// working, but not shown in its help, usage or man page).
+pub fn globals_that_apply(path: &[&str]) -> &'static [&'static str] {
+    match path {
+        // Their progress line: --quiet hides it too.
+        ["ask"] | ["eval"] | ["investigate", ..] => &["db", "config", "quiet", "no_progress"],
+        ["report"] | ["export"] | ["serve"] => &["db", "config", "quiet"],
+        ["replay"] | ["trace"] | ["runs"] | ["gc"] | ["mcp"] | ["serve", "status"] => {
+            &["db", "config"]
+        }
+        ["store", ..] => &["config"],
+        ["graph"] | ["completions"] | ["man"] => &[],
+        // diag itself, and anything not listed: every flag shown.
+        _ => &GLOBALS,
+    }
+}
+
+/// diag's command line as it parses and as its help, completions and man pages show it: the
+/// derived definition, where each subcommand takes the global flags that have no effect
+/// there as hidden flags of its own ([`globals_that_apply`]): still accepted and read as
+/// before (clap merges a subcommand's value of a global flag's id into the global one), not
+/// shown in its help, usage, completions or man page.
+pub fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| GLOBALS.contains(&a.get_id().as_str()))
+        .cloned()
+        .collect();
+    hide_globals(cmd, &globals, &mut Vec::new())
+}
+
+fn hide_globals(
+    mut cmd: clap::Command,
+    globals: &[clap::Arg],
+    path: &mut Vec<String>,
+) -> clap::Command {
+    if !path.is_empty() {
+        let words: Vec<&str> = path.iter().map(String::as_str).collect();
+        let applies = globals_that_apply(&words);
+        for arg in globals
+            .iter()
+            .filter(|a| !applies.contains(&a.get_id().as_str()))
+        {
+            cmd = cmd.arg(arg.clone().global(false).hide(true));
+        }
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for name in names {
+        path.push(name.clone());
+        cmd = cmd.mut_subcommand(&name, |sub| hide_globals(sub, globals, path));
+        path.pop();
+    }
+    cmd
+}
+
 /// How `e` (from parsing `args`, the command line without the program name) is printed.
 pub fn printed(e: &clap::Error, args: &[String]) -> Printed {
     if !e.use_stderr() || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
@@ -28,7 +91,7 @@ pub fn printed(e: &clap::Error, args: &[String]) -> Printed {
 /// The subcommands named on the command line, in order (`["investigate", "alertmanager"]`):
 /// the words that name a subcommand of the one before, options and their values skipped.
 fn command_path(args: &[String]) -> Vec<String> {
-    let mut cmd = Cli::command();
+    let mut cmd = command();
     let mut path = Vec::new();
     for arg in args {
         if arg == "--" {
@@ -86,6 +149,47 @@ pub fn one_line(rendered: &str, path: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_global_flag_is_shown_only_where_it_has_an_effect_and_taken_everywhere() {
+        use clap::FromArgMatches;
+        let shown = |path: &[&str]| -> Vec<String> {
+            let mut cmd = command();
+            cmd.build();
+            for word in path {
+                cmd = cmd.find_subcommand(word).unwrap().clone();
+            }
+            let mut ids: Vec<String> = cmd
+                .get_arguments()
+                .filter(|a| GLOBALS.contains(&a.get_id().as_str()) && !a.is_hide_set())
+                .map(|a| a.get_id().to_string())
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(shown(&["ask"]), ["config", "db", "no_progress", "quiet"]);
+        assert_eq!(shown(&["trace"]), ["config", "db"]);
+        assert_eq!(shown(&["serve", "status"]), ["config", "db"]);
+        assert_eq!(shown(&["store", "copy"]), ["config"]);
+        assert!(shown(&["graph"]).is_empty());
+        assert!(shown(&["man"]).is_empty());
+        // Still parsed wherever they go, and read as before (where hidden, nothing reads
+        // them).
+        let parse = |args: &[&str]| {
+            let m = command()
+                .try_get_matches_from(std::iter::once("diag").chain(args.iter().copied()))
+                .unwrap();
+            Cli::from_arg_matches(&m).unwrap()
+        };
+        assert!(parse(&["ask", "q", "--quiet"]).global.quiet);
+        assert!(parse(&["-q", "ask", "q"]).global.quiet);
+        assert_eq!(
+            parse(&["runs", "--db", "x.db"]).global.db,
+            Some(std::path::PathBuf::from("x.db"))
+        );
+        let graph = parse(&["graph", "--quiet", "--db", "x.db"]);
+        assert!(graph.global.quiet);
+    }
 
     fn path(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()

@@ -2708,6 +2708,17 @@ fn usage_errors_are_one_line_keeping_claps_suggestions() {
     let help = env.run(&["investigate", "alertmanager", "--help"]);
     assert!(help.stdout.contains("--report-format <REPORT_FORMAT>"));
     assert!(!help.stdout.contains("  --format"), "{}", help.stdout);
+    // Global flags show only where they do something, and are taken everywhere.
+    let graph = env.run(&["graph", "--help"]);
+    graph.expect(0);
+    for flag in ["--quiet", "--db", "--config", "--no-progress"] {
+        assert!(!graph.stdout.contains(flag), "{flag}: {}", graph.stdout);
+    }
+    env.run(&["graph", "--quiet"]).expect(0).quiet_stderr();
+    let trace = env.run(&["trace", "--help"]);
+    assert!(trace.stdout.contains("--db <PATH|URL>") && !trace.stdout.contains("--quiet"));
+    let ask = env.run(&["ask", "--help"]);
+    assert!(ask.stdout.contains("-q, --quiet") && ask.stdout.contains("--no-progress"));
     let help = env.run(&["eval", "--help"]);
     assert!(help.stdout.contains("--report-dir <DIR>"));
     assert!(!help.stdout.contains("  --report <"), "{}", help.stdout);
