@@ -1,6 +1,6 @@
 //! `diag eval`: runs scenarios (`diag_scenario_v1`) through the real ask path with each
 //! selected model, stores every run, scores it against the scenario's label and prints one
-//! table per model (or `--json`, schema `diag_eval_v1`). `--record DIR` keeps each run as a
+//! table per model (or `--json`, schema `diag.eval.v1`). `--record DIR` keeps each run as a
 //! run file, so an eval is also a replayable suite; `--report-dir DIR` writes each run's report
 //! and a Markdown summary.
 
@@ -50,7 +50,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
-    /// Print a JSON document (schema diag_eval_v1) instead of tables
+    /// Print a JSON document (schema diag.eval.v1) instead of tables
     #[arg(long)]
     pub json: bool,
     /// Write every run's run file (diag_run_v2) under DIR/<scenario>/, for diag replay DIR

@@ -158,8 +158,8 @@ fn the_json_document_carries_every_run_with_its_score() {
     let out = env.run(&eval_args(&["--json", "--repeat", "2"], &s));
     out.expect(0).quiet_stderr();
     let doc: Value = out.json();
-    assert_schema("diag_eval_v1.json", &doc);
-    assert_eq!(doc["schema"], "diag_eval_v1");
+    assert_schema("eval.v1.json", &doc);
+    assert_eq!(doc["schema"], "diag.eval.v1");
     assert_eq!(doc["repeat"], 2);
     assert_eq!(doc["scenarios"][0]["id"], "checkout-502-payment-pool");
     assert_eq!(doc["scenarios"][0]["now"], "2026-11-30T14:11:00.000Z");
@@ -229,7 +229,7 @@ fn the_json_document_carries_every_run_with_its_score() {
     // --strict: runs that were not grounded make the eval exit 4, after the output.
     let strict = env.run(&eval_args(&["--json", "--strict"], &s));
     strict.expect(4);
-    assert_schema("diag_eval_v1.json", &strict.json());
+    assert_schema("eval.v1.json", &strict.json());
     assert_eq!(
         strict.one_error_line(),
         "diag: --strict: 2 of 3 run(s) did not reach a grounded root cause"

@@ -29,7 +29,7 @@ use diag_diagnosis::AgentStatus;
 use score::{Aggregate, RunFacts, RunScore, VerifiedQuote};
 
 /// The schema name of `diag eval --json`.
-pub const EVAL_JSON_SCHEMA: &str = "diag_eval_v1";
+pub const EVAL_JSON_SCHEMA: &str = "diag.eval.v1";
 
 /// What the scorer reads of a finished run: its answer, whether a Fallback gave it, and the
 /// verified quotes of the claims the Verifier allowed.
