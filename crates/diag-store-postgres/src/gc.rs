@@ -23,6 +23,18 @@ use diag_store::{GcReport, RunMaintenance, RunWriter, StoreError};
 
 const BATCH: i64 = 500;
 
+/// The finished runs the retention rules name (`$1`: the cutoff, `$2`: how many of the most
+/// recently created to keep): what `gc` deletes and `gc_preview` lists, written once so the
+/// two cannot differ (a macro, so that each statement stays one `&'static str`).
+macro_rules! doomed {
+    () => {
+        "status <> 'RUNNING' AND ( \
+         ($1::text IS NOT NULL AND created_at < $1) \
+         OR ($2::bigint IS NOT NULL AND created_seq NOT IN ( \
+             SELECT created_seq FROM diagnosis_run ORDER BY created_seq DESC LIMIT $2)))"
+    };
+}
+
 impl PgStore {
     fn database_bytes(&self) -> Result<u64, PgError> {
         let mut client = self.lock();
@@ -110,19 +122,16 @@ impl RunMaintenance for PgStore {
         self.sweep_interrupted()?;
         let mut runs_deleted = 0u64;
         if let Some(Retention { cutoff, keep }) = Retention::new(self.now(), older_than, keep) {
+            let delete = concat!(
+                "DELETE FROM diagnosis_run WHERE run_id IN (SELECT run_id FROM diagnosis_run \
+                 WHERE ",
+                doomed!(),
+                " LIMIT $3)"
+            );
             loop {
                 let n = self.write("delete old runs", |tx| {
-                    tx.execute(
-                        "DELETE FROM diagnosis_run WHERE run_id IN (
-                             SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
-                                 ($1::text IS NOT NULL AND created_at < $1)
-                                 OR ($2::bigint IS NOT NULL AND created_seq NOT IN (
-                                     SELECT created_seq FROM diagnosis_run
-                                     ORDER BY created_seq DESC LIMIT $2)))
-                             LIMIT $3)",
-                        &[&cutoff, &keep, &BATCH],
-                    )
-                    .map_err(|e| self.err("delete old runs", &e))
+                    tx.execute(delete, &[&cutoff, &keep, &BATCH])
+                        .map_err(|e| self.err("delete old runs", &e))
                 })?;
                 runs_deleted += n;
                 if n < BATCH as u64 {
@@ -148,12 +157,11 @@ impl RunMaintenance for PgStore {
         };
         let rows = self.rows(
             "select runs to delete",
-            "SELECT run_id FROM diagnosis_run WHERE status <> 'RUNNING' AND (
-                 ($1::text IS NOT NULL AND created_at < $1)
-                 OR ($2::bigint IS NOT NULL AND created_seq NOT IN (
-                     SELECT created_seq FROM diagnosis_run
-                     ORDER BY created_seq DESC LIMIT $2)))
-             ORDER BY created_seq",
+            concat!(
+                "SELECT run_id FROM diagnosis_run WHERE ",
+                doomed!(),
+                " ORDER BY created_seq"
+            ),
             &[&cutoff, &keep],
         )?;
         Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
