@@ -2777,13 +2777,9 @@ fn runs_says_when_more_are_stored_and_gc_takes_1h30m() {
     // --dry-run lists what gc would delete, oldest first, and changes nothing; gc then
     // deletes exactly those.
     let listed = |env: &TestEnv| -> Vec<String> {
-        let out = env.run(&["runs", "--json"]);
-        out.expect(0);
-        out.json()["runs"]
-            .as_array()
-            .unwrap()
+        stored_runs(env)
             .iter()
-            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .map(|r| str_of(r, "run_id").to_string())
             .collect()
     };
     let before = listed(&env);

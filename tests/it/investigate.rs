@@ -283,6 +283,40 @@ pub(crate) struct Capture {
     pub(crate) got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
 }
 
+/// One HTTP/1.1 request from `stream`: its head (up to the blank line) and its body (as long
+/// as `Content-Length` says); empty when the peer sent nothing.
+fn read_request(stream: &mut std::net::TcpStream) -> (String, Vec<u8>) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = stream.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            return (String::new(), Vec::new());
+        }
+        data.extend_from_slice(&buf[..n]);
+        let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&data[..end]).to_string();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap())
+            })
+            .unwrap_or(0);
+        while data.len() < end + 4 + length {
+            let n = stream.read(&mut buf).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            data.extend_from_slice(&buf[..n]);
+        }
+        return (head, data[end + 4..].to_vec());
+    }
+}
+
 pub(crate) fn capture() -> Capture {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
@@ -291,35 +325,7 @@ pub(crate) fn capture() -> Capture {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            let mut data = Vec::new();
-            let mut buf = [0u8; 8192];
-            let (head, body) = loop {
-                let n = stream.read(&mut buf).unwrap_or(0);
-                if n == 0 {
-                    break (String::new(), Vec::new());
-                }
-                data.extend_from_slice(&buf[..n]);
-                let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    continue;
-                };
-                let head = String::from_utf8_lossy(&data[..end]).to_string();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse().unwrap())
-                    })
-                    .unwrap_or(0);
-                while data.len() < end + 4 + length {
-                    let n = stream.read(&mut buf).unwrap_or(0);
-                    if n == 0 {
-                        break;
-                    }
-                    data.extend_from_slice(&buf[..n]);
-                }
-                break (head, data[end + 4..].to_vec());
-            };
+            let (head, body) = read_request(&mut stream);
             if let Ok(body) = serde_json::from_slice::<Value>(&body) {
                 kept.lock().unwrap().push((head, body));
             }
@@ -399,15 +405,7 @@ fn guarded(authorization: String) -> (String, std::sync::Arc<std::sync::Mutex<Ve
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
-            let mut data = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !data.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => data.extend_from_slice(&buf[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&data).to_string();
+            let (head, _) = read_request(&mut stream);
             let sent = head
                 .lines()
                 .find_map(|l| {
